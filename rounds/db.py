@@ -1,0 +1,59 @@
+"""SQLAlchemy plumbing shared by every component: declarative base, engine factory, model registry."""
+
+from __future__ import annotations
+
+import importlib
+
+from sqlalchemy import Engine, MetaData, create_engine, event
+from sqlalchemy.orm import DeclarativeBase
+
+from rounds.settings import get_settings
+
+# Stable constraint names so alembic autogenerate and both dialects agree.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+# Modules that declare tables on Base.metadata; alembic and tests import them all.
+MODEL_MODULES: list[str] = [
+    "rounds.models",
+]
+
+
+def load_all_models() -> MetaData:
+    """Import every model module so Base.metadata is complete (alembic autogenerate needs this)."""
+    for name in MODEL_MODULES:
+        importlib.import_module(name)
+    return Base.metadata
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - trivial
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+def make_engine(url: str | None = None, **kwargs) -> Engine:
+    """Create an engine for `url` (default: ROUNDS_DATABASE_URL), tuned per dialect."""
+    url = url or get_settings().database_url
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs)
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    if "poolclass" not in kwargs:
+        kwargs.setdefault("pool_size", 10)
+        kwargs.setdefault("max_overflow", 20)
+    kwargs.setdefault("pool_pre_ping", True)
+    return create_engine(url, **kwargs)

@@ -1,0 +1,25 @@
+"""`rounds db ...`: schema management."""
+
+from __future__ import annotations
+
+import typer
+
+from rounds.settings import get_settings
+
+
+def register(app: typer.Typer) -> None:
+    db = typer.Typer(help="Database schema management (alembic).", no_args_is_help=True)
+
+    @db.command("upgrade")
+    def upgrade_cmd(
+        database_url: str = typer.Option(None, help="SQLAlchemy URL (default: ROUNDS_DATABASE_URL)."),
+        revision: str = typer.Option("heads", help="Target revision."),
+    ) -> None:
+        """Create or upgrade the schema."""
+        from rounds.migrate import upgrade
+
+        url = database_url or get_settings().database_url
+        upgrade(url, revision)
+        typer.echo(f"schema at {revision} on {url.split('@')[-1]}")
+
+    app.add_typer(db, name="db")

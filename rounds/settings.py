@@ -1,0 +1,29 @@
+"""One typed settings object, read from the environment (prefix ROUNDS_)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything a Rounds process is configured with.
+
+    The defaults form the *embedded* mode: a SQLite file in the working folder and the SQL event log,
+    so a fresh clone runs with no broker and no database server.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="ROUNDS_", extra="ignore")
+
+    database_url: str = "sqlite:///rounds.sqlite"
+    bus: Literal["sql", "kafka"] = "sql"
+    kafka_bootstrap: str | None = None
+    kafka_partitions: int = 3
+    base_url: str | None = None  # externally visible base, e.g. https://ehr.example.org
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()
