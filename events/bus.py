@@ -1,0 +1,89 @@
+"""The one bus interface. `KafkaBus` (events/kafka_bus.py) and `SqlLog` (events/sql_log.py) implement it.
+
+Semantics shared by both backends (and tested by one behavioural suite):
+- a topic has N partitions; a record goes to a stable hash of its key, so one key is totally ordered;
+- `publish` returns only when the record is durable (Kafka: acks=all, idempotent producer);
+- consumers in one group split the partitions; positions are explicit (`seek`) and committed explicitly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from events.envelope import CloudEvent
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int = 3
+    # Event topics keep full history: delete policy, no time limit, never compacted.
+    config: tuple[tuple[str, str], ...] = (("cleanup.policy", "delete"), ("retention.ms", "-1"))
+
+
+@dataclass(frozen=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: str
+    event: CloudEvent | None  # None when the stored bytes are not a valid CloudEvent (-> dead letter)
+    raw: bytes
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class Published:
+    topic: str
+    partition: int
+    offset: int
+
+
+AssignCallback = Callable[[set[TopicPartition]], None]
+
+
+class Consumer(Protocol):
+    def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Record]: ...
+
+    def assignment(self) -> set[TopicPartition]: ...
+
+    def seek(self, tp: TopicPartition, offset: int) -> None: ...
+
+    def seek_to_beginning(self, tps: Sequence[TopicPartition] | None = None) -> None: ...
+
+    def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        """Store the group's next-offset-to-read per partition."""
+        ...
+
+    def committed(self, tp: TopicPartition) -> int | None: ...
+
+    def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]: ...
+
+    def close(self) -> None: ...
+
+
+class Bus(Protocol):
+    def ensure_topics(self, topics: Sequence[TopicSpec]) -> None: ...
+
+    def publish(self, topic: str, event: CloudEvent, key: str) -> Published: ...
+
+    def publish_many(self, topic: str, items: Sequence[tuple[str, CloudEvent]]) -> list[Published]: ...
+
+    def consumer(
+        self,
+        group_id: str,
+        topics: Sequence[str],
+        *,
+        from_beginning: bool = True,
+        on_assign: AssignCallback | None = None,
+    ) -> Consumer: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,171 @@
+"""The contract between the FHIR HTTP layer (services/fhir_api/http) and the resource store.
+
+The store knows nothing of HTTP; the HTTP layer knows nothing of SQL. Both sides code against this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, Protocol
+
+from sqlalchemy import Connection
+
+
+@dataclass(frozen=True)
+class Context:
+    """Who is asking.
+
+    session_id None is the shared record (`/fhir`). A session sees the shared record overlaid with its own
+    copy-on-write writes, and, when `now` is set, only resources whose clinical time is <= now.
+    """
+
+    session_id: str | None = None
+    now: datetime | None = None
+
+
+@dataclass(frozen=True)
+class StoredResource:
+    resource_type: str
+    id: str
+    version_id: int
+    last_updated: datetime
+    raw: bytes  # the JSON as stored and served byte-for-byte (meta.versionId / meta.lastUpdated set on write)
+    deleted: bool = False
+    method: Literal["POST", "PUT", "DELETE", "PATCH"] = "PUT"  # how this version was made (for _history)
+
+
+@dataclass(frozen=True)
+class ResourceChange:
+    """Handed to change listeners inside the write transaction (the outbox hooks in here)."""
+
+    action: Literal["created", "updated", "deleted"]
+    resource_type: str
+    id: str
+    version_id: int
+    session_id: str | None
+
+
+ChangeListener = Callable[[Connection, ResourceChange], None]
+
+
+@dataclass
+class SearchRequest:
+    resource_type: str | None  # None = system-level search
+    params: list[tuple[str, str]]  # raw (name[:modifier], value) pairs, results params (_count ...) included
+    count: int = 20
+    offset: int = 0
+    total: Literal["none", "estimate", "accurate"] = "none"
+    strict: bool = False  # Prefer: handling=strict -> unknown parameters raise InvalidSearch
+    snapshot: int | None = None  # change-sequence cutoff so paging is stable under concurrent writes
+
+
+@dataclass
+class SearchResult:
+    matches: list[StoredResource]
+    includes: list[StoredResource] = field(default_factory=list)
+    total: int | None = None
+    used_params: list[tuple[str, str]] = field(default_factory=list)  # what was applied (for the self link)
+    has_next: bool = False
+    snapshot: int | None = None  # to pass back on the next page
+
+
+class StoreError(Exception):
+    """Base of errors the HTTP layer turns into OperationOutcome."""
+
+    status = 400
+    code = "processing"
+
+
+class NotFound(StoreError):
+    status, code = 404, "not-found"
+
+
+class Gone(StoreError):
+    status, code = 410, "deleted"
+
+
+class VersionConflict(StoreError):
+    status, code = 412, "conflict"
+
+
+class Conflict(StoreError):
+    status, code = 409, "conflict"
+
+
+class MultipleMatches(StoreError):
+    status, code = 412, "multiple-matches"
+
+
+class InvalidResource(StoreError):
+    status, code = 422, "invalid"
+
+    def __init__(self, message: str, issues: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.issues = issues or [message]
+
+
+class InvalidSearch(StoreError):
+    status, code = 400, "invalid"
+
+
+class ResourceStore(Protocol):
+    def add_change_listener(self, listener: ChangeListener) -> None: ...
+
+    def transaction(self, ctx: Context) -> AbstractContextManager[ResourceStore]:
+        """All writes made through the returned store commit together or not at all."""
+        ...
+
+    def create(self, ctx: Context, resource: dict, *, id: str | None = None) -> StoredResource: ...
+
+    def conditional_create(
+        self, ctx: Context, resource: dict, criteria: list[tuple[str, str]]
+    ) -> tuple[StoredResource, bool]:
+        """(resource, created). 0 matches -> create; 1 -> return it; >1 -> MultipleMatches."""
+        ...
+
+    def read(self, ctx: Context, resource_type: str, id: str) -> StoredResource: ...
+
+    def vread(self, ctx: Context, resource_type: str, id: str, version_id: int) -> StoredResource: ...
+
+    def update(
+        self, ctx: Context, resource_type: str, id: str, resource: dict, *, if_match: int | None = None
+    ) -> tuple[StoredResource, bool]:
+        """(resource, created). Update-as-create is allowed. if_match mismatch -> VersionConflict."""
+        ...
+
+    def conditional_update(
+        self, ctx: Context, resource_type: str, resource: dict, criteria: list[tuple[str, str]]
+    ) -> tuple[StoredResource, bool]: ...
+
+    def delete(self, ctx: Context, resource_type: str, id: str) -> StoredResource | None: ...
+
+    def history(
+        self,
+        ctx: Context,
+        resource_type: str | None,
+        id: str | None,
+        *,
+        since: datetime | None = None,
+        count: int = 20,
+        offset: int = 0,
+    ) -> tuple[list[StoredResource], int]: ...
+
+    def search(self, ctx: Context, request: SearchRequest) -> SearchResult: ...
+
+    def everything(
+        self,
+        ctx: Context,
+        patient_id: str,
+        *,
+        since: datetime | None = None,
+        types: list[str] | None = None,
+        count: int = 100,
+        offset: int = 0,
+    ) -> SearchResult: ...
+
+    def drop_session(self, session_id: str) -> None:
+        """Discard every write of one session (DELETE /sessions/<id>)."""
+        ...
