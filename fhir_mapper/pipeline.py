@@ -1,0 +1,97 @@
+"""`run_map`: every mapper job over a MIMIC-IV folder, in-process or on N worker processes.
+
+Each job reads the tables it needs (streaming) and writes its own profile files, so jobs share nothing
+but the output folder; their reports are merged into summary.json. Jobs start largest-input first.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from fhir_mapper.context import MapContext
+from fhir_mapper.jobs import JOBS, Job
+from fhir_mapper.output import NdjsonSink
+from fhir_mapper.reader import table_path
+from fhir_mapper.report import RunReport
+
+EXIT_REJECTED = 3
+
+
+def run_job(name: str, mimic: Path, out: Path, stride: int) -> RunReport:
+    """Run one job (also the worker-process entry point)."""
+    report = RunReport()
+    sink = NdjsonSink(out, report, stride)
+    try:
+        JOBS[name].run(MapContext(mimic, sink, report))
+    finally:
+        sink.close()
+    return report
+
+
+def _input_bytes(mimic: Path, job: Job) -> int:
+    return sum(p.stat().st_size for t in job.tables if (p := table_path(mimic, t)) is not None)
+
+
+def _runnable(mimic: Path, report: RunReport) -> list[Job]:
+    jobs = []
+    for job in JOBS.values():
+        absent = [t for t in job.required if table_path(mimic, t) is None]
+        if absent:
+            report.missing_tables.update(absent)
+            continue
+        jobs.append(job)
+    return sorted(jobs, key=lambda j: -_input_bytes(mimic, j))
+
+
+def _progress(total: int) -> tuple[Callable[[str], None], Callable[[], None]]:
+    if not sys.stderr.isatty():
+        return (lambda _name: None), (lambda: None)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("mapping {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        transient=False,
+    )
+    task = bar.add_task("", total=total)
+    bar.start()
+    return (lambda name: bar.update(task, advance=1, description=name)), bar.stop
+
+
+def run_map(mimic: Path, out: Path, workers: int = 1, validate_stride: int = 0) -> tuple[dict[str, Any], int]:
+    """Map `mimic` into `out`; return (summary, exit code: 0, or EXIT_REJECTED if anything was rejected)."""
+    started = time.perf_counter()
+    mimic, out = Path(mimic), Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = RunReport()
+    if not (mimic / "hosp").is_dir():
+        report.skipped_tables["hosp"] = f"{mimic}: no hosp/ folder (not a MIMIC-IV directory)"
+    jobs = _runnable(mimic, report)
+    advance, stop = _progress(len(jobs))
+    try:
+        if workers <= 1:
+            for job in jobs:
+                report.merge(run_job(job.name, mimic, out, validate_stride))
+                advance(job.name)
+        else:
+            with ProcessPoolExecutor(max_workers=min(workers, os.cpu_count() or 1, len(jobs) or 1)) as pool:
+                futures = {pool.submit(run_job, j.name, mimic, out, validate_stride): j.name for j in jobs}
+                for future in as_completed(futures):
+                    report.merge(future.result())
+                    advance(futures[future])
+    finally:
+        stop()
+    summary = report.as_summary(time.perf_counter() - started)
+    summary["workers"] = workers
+    (out / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    return summary, EXIT_REJECTED if report.any_rejected or summary["validation"]["failures"] else 0

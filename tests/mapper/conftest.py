@@ -1,0 +1,31 @@
+"""Fixtures for the mapper tests: one mapping of the real demo shared by the whole module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from fhir_mapper.pipeline import run_map
+
+DEMO = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "mimic-iv-demo"
+
+
+def read_ndjson(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+@pytest.fixture(scope="session")
+def demo_dir() -> Path:
+    if not (DEMO / "hosp" / "patients.csv.gz").exists():
+        pytest.skip(f"MIMIC-IV demo not found at {DEMO}")
+    return DEMO.resolve()
+
+
+@pytest.fixture(scope="session")
+def demo_run(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, int]:
+    """The demo mapped once with 2 workers, validating a deterministic 1-in-7 sample."""
+    out = tmp_path_factory.mktemp("demo_fhir")
+    summary, code = run_map(demo_dir, out, workers=2, validate_stride=7)
+    return out, summary, code
