@@ -19,6 +19,7 @@ app = typer.Typer(
 COMMAND_MODULES: list[str] = [
     "rounds.db_cli",
     "fhir_mapper.cli",
+    "services.fhir_api.serve",
 ]
 
 

@@ -1,0 +1,46 @@
+"""FastAPI app factory: the FHIR router at /fhir and /sessions/{id}/fhir, the sessions API, error handling."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from rounds.settings import Settings, get_settings
+from services.fhir_api.http import routes, sessions
+from services.fhir_api.http.errors import install_error_handlers
+from services.fhir_api.http.formats import DEFAULT_MAX_BODY
+from services.fhir_api.http.interactions import InteractionListener, InteractionMiddleware
+from services.fhir_api.store.interface import ResourceStore
+
+DESCRIPTION = """FHIR R4 REST API over the Rounds record.
+
+* `/fhir` — the shared record.
+* `/sessions/{session_id}/fhir` — a copy-on-write sandbox with an as-of clock (`POST /sessions` opens one).
+
+Bodies are `application/fhir+json`; every error is an OperationOutcome.
+"""
+
+
+def create_app(
+    settings: Settings | None = None,
+    store: ResourceStore | None = None,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY,
+) -> FastAPI:
+    """Build the API. Without `store`, opens the SQL store at settings.database_url."""
+    settings = settings or get_settings()
+    if store is None:
+        from services.fhir_api.store import open_store
+
+        store = open_store(settings.database_url)
+    app = FastAPI(title="Rounds FHIR R4 API", version="0.1.0", description=DESCRIPTION, docs_url="/docs")
+    app.state.settings = settings
+    app.state.store = store
+    app.state.max_body_bytes = max_body_bytes
+    listeners: list[InteractionListener] = []
+    app.state.interaction_listeners = listeners
+    install_error_handlers(app)
+    app.include_router(routes.router, prefix="/fhir", tags=["FHIR (shared record)"])
+    app.include_router(routes.router, prefix="/sessions/{session_id}/fhir", tags=["FHIR (session sandbox)"])
+    app.include_router(sessions.router)
+    app.add_middleware(InteractionMiddleware, listeners=lambda: app.state.interaction_listeners)
+    return app

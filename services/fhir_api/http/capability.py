@@ -1,0 +1,94 @@
+"""The CapabilityStatement, generated from what the code and the store actually support."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+import orjson
+from fastapi import FastAPI
+
+from services.fhir_api.http.validation import served_types
+
+# Interactions every served type has (routes.py implements each of them).
+TYPE_INTERACTIONS = (
+    "read",
+    "vread",
+    "update",
+    "patch",
+    "delete",
+    "history-instance",
+    "history-type",
+    "create",
+)
+SYSTEM_INTERACTIONS = ("transaction", "batch", "search-system", "history-system")
+EVERYTHING = "http://hl7.org/fhir/OperationDefinition/Patient-everything"
+
+
+def _params(store: Any, resource_type: str) -> list[tuple[str, str, str]]:
+    """(name, type, documentation) from the store; tolerant of tuples, dicts and objects."""
+    out = []
+    for item in store.supported_search_params(resource_type) or ():
+        if isinstance(item, tuple | list):
+            name, type_, *rest = item
+            doc = rest[0] if rest else ""
+        else:
+            name, type_, doc = item.name, item.type, getattr(item, "documentation", "")
+        out.append((name, type_, doc or ""))
+    return out
+
+
+def _resource(resource_type: str, params: list[tuple[str, str, str]], revincludes: list[str]) -> dict:
+    entry: dict[str, Any] = {
+        "type": resource_type,
+        "interaction": [{"code": c} for c in (*TYPE_INTERACTIONS, *(("search-type",) if params else ()))],
+        "versioning": "versioned-update",
+        "readHistory": True,
+        "updateCreate": True,
+        "conditionalCreate": True,
+        "conditionalRead": "not-supported",
+        "conditionalUpdate": True,
+        "conditionalDelete": "single",
+    }
+    if params:
+        entry["searchInclude"] = [f"{resource_type}:{n}" for n, t, _ in params if t == "reference"]
+        entry["searchRevInclude"] = revincludes
+        entry["searchParam"] = [
+            {"name": n, "type": t, **({"documentation": d} if d else {})} for n, t, d in params
+        ]
+    if resource_type == "Patient":
+        entry["operation"] = [{"name": "everything", "definition": EVERYTHING}]
+    return entry
+
+
+@cache
+def _static(store: Any) -> dict:
+    params = {t: _params(store, t) for t in sorted(served_types())}
+    references = [f"{t}:{n}" for t, ps in params.items() for n, kind, _ in ps if kind == "reference"]
+    resources = [_resource(t, ps, references if ps else []) for t, ps in params.items()]
+    return {
+        "resourceType": "CapabilityStatement",
+        "status": "active",
+        "date": datetime.now(UTC).date().isoformat(),
+        "publisher": "Rounds",
+        "kind": "instance",
+        "software": {"name": "Rounds FHIR API", "version": "0.1.0"},
+        "fhirVersion": "4.0.1",
+        "format": ["application/fhir+json", "json"],
+        "patchFormat": ["application/json-patch+json", "application/merge-patch+json"],
+        "rest": [
+            {
+                "mode": "server",
+                "resource": resources,
+                "interaction": [{"code": c} for c in SYSTEM_INTERACTIONS],
+                "operation": [{"name": "everything", "definition": EVERYTHING}],
+            }
+        ],
+    }
+
+
+def capability_statement(app: FastAPI, base: str) -> bytes:
+    doc = dict(_static(app.state.store))
+    doc["implementation"] = {"description": "Rounds FHIR R4 server", "url": base}
+    return orjson.dumps(doc)

@@ -1,0 +1,148 @@
+"""Instance and type interactions: read, vread, create, update, patch, delete and their conditional forms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonpatch
+import jsonpointer
+import orjson
+
+from services.fhir_api.http.errors import FhirHttpError
+from services.fhir_api.http.outcome import Call, Outcome
+from services.fhir_api.http.validation import check_body_type
+from services.fhir_api.store.interface import MultipleMatches, NotFound, SearchRequest, VersionConflict
+
+
+def read(call: Call, resource_type: str, id: str, if_none_match: int | None = None) -> Outcome:
+    stored = call.store.read(call.ctx, resource_type, id)
+    if if_none_match is not None and if_none_match == stored.version_id:
+        return Outcome(304)
+    return Outcome(200, stored)
+
+
+def vread(call: Call, resource_type: str, id: str, version_id: int) -> Outcome:
+    return Outcome(200, call.store.vread(call.ctx, resource_type, id, version_id))
+
+
+def create(
+    call: Call,
+    resource_type: str,
+    resource: dict,
+    criteria: list[tuple[str, str]] | None,
+    id: str | None = None,
+) -> Outcome:
+    """`id` is only set by transactions, which reserve ids so urn:uuid references resolve up front."""
+    check_body_type(resource, resource_type)
+    resource.pop("id", None)  # the server assigns ids on create
+    if criteria:
+        stored, created = call.store.conditional_create(call.ctx, resource, criteria)
+        return Outcome(201 if created else 200, stored, write=True)
+    return Outcome(201, call.store.create(call.ctx, resource, id=id), write=True)
+
+
+def update(call: Call, resource_type: str, id: str, resource: dict, if_match: int | None) -> Outcome:
+    if "id" not in resource:
+        raise FhirHttpError(400, "the resource in a PUT must carry the id of the URL")
+    if resource["id"] != id:
+        raise FhirHttpError(400, f"resource id {str(resource['id'])[:80]!r} does not match the URL id {id!r}")
+    check_body_type(resource, resource_type)
+    stored, created = call.store.update(call.ctx, resource_type, id, resource, if_match=if_match)
+    return Outcome(201 if created else 200, stored, write=True)
+
+
+def conditional_update(
+    call: Call, resource_type: str, resource: dict, criteria: list[tuple[str, str]]
+) -> Outcome:
+    check_body_type(resource, resource_type)
+    stored, created = call.store.conditional_update(call.ctx, resource_type, resource, criteria)
+    return Outcome(201 if created else 200, stored, write=True)
+
+
+def delete(call: Call, resource_type: str, id: str) -> Outcome:
+    call.store.delete(call.ctx, resource_type, id)
+    if call.prefer.return_ == "minimal":
+        return Outcome(204)
+    out = Outcome(200, message=f"deleted {resource_type}/{id}")
+    out.body = out.info()
+    return out
+
+
+def resolve(call: Call, resource_type: str, criteria: list[tuple[str, str]]) -> str | None:
+    """The id of the one resource matching conditional criteria (None if none; 412 if several)."""
+    if not criteria:
+        raise FhirHttpError(400, "conditional interaction without search criteria")
+    result = call.store.search(call.ctx, SearchRequest(resource_type, criteria, count=2, strict=True))
+    if len(result.matches) > 1:
+        raise MultipleMatches(f"criteria match more than one {resource_type}")
+    return result.matches[0].id if result.matches else None
+
+
+def conditional_delete(call: Call, resource_type: str, criteria: list[tuple[str, str]]) -> Outcome:
+    id = resolve(call, resource_type, criteria)
+    if id is None:
+        out = Outcome(200, message=f"no {resource_type} matched; nothing deleted")
+        out.body = out.info()
+        return out
+    return delete(call, resource_type, id)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON Merge Patch (what fhirpy's `patch()` sends as application/json)."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def _apply(resource: dict, document: Any) -> dict:
+    if isinstance(document, dict):
+        return merge_patch(resource, document)
+    try:
+        patch = jsonpatch.JsonPatch(document)
+    except (jsonpatch.InvalidJsonPatch, TypeError, ValueError, AttributeError) as exc:
+        raise FhirHttpError(400, f"invalid JSON Patch document: {exc}") from exc
+    try:
+        return patch.apply(resource)
+    except jsonpatch.InvalidJsonPatch as exc:
+        raise FhirHttpError(400, f"invalid JSON Patch document: {exc}") from exc
+    except (
+        jsonpatch.JsonPatchException,
+        jsonpointer.JsonPointerException,
+        TypeError,
+        ValueError,
+        KeyError,
+        IndexError,
+        AttributeError,
+    ) as exc:
+        raise FhirHttpError(422, f"JSON Patch could not be applied: {exc}", code="processable") from exc
+
+
+def patch(call: Call, resource_type: str, id: str, document: Any, if_match: int | None) -> Outcome:
+    current = call.store.read(call.ctx, resource_type, id)
+    if if_match is not None and if_match != current.version_id:
+        raise VersionConflict(f"{resource_type}/{id} is at version {current.version_id}, not {if_match}")
+    resource = _apply(orjson.loads(current.raw), document)
+    if (
+        not isinstance(resource, dict)
+        or resource.get("resourceType") != resource_type
+        or resource.get("id") != id
+    ):
+        raise FhirHttpError(400, "a patch may not change resourceType or id")
+    check_body_type(resource, resource_type)
+    stored, _ = call.store.update(call.ctx, resource_type, id, resource, if_match=current.version_id)
+    return Outcome(200, stored, write=True)
+
+
+def conditional_patch(
+    call: Call, resource_type: str, criteria: list[tuple[str, str]], document: Any
+) -> Outcome:
+    id = resolve(call, resource_type, criteria)
+    if id is None:
+        raise NotFound(f"no {resource_type} matches the criteria")
+    return patch(call, resource_type, id, document, None)

@@ -1,0 +1,107 @@
+"""Every error leaves the server as an OperationOutcome with the right HTTP status."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from services.fhir_api.store.interface import InvalidResource, StoreError
+
+log = logging.getLogger(__name__)
+FHIR_JSON = "application/fhir+json"
+
+# Issue type code by status, for errors raised without an explicit code.
+_CODE_BY_STATUS = {
+    400: "invalid",
+    404: "not-found",
+    405: "not-supported",
+    406: "not-supported",
+    409: "conflict",
+    410: "deleted",
+    412: "conflict",
+    413: "too-costly",
+    415: "not-supported",
+    422: "processable",
+    500: "exception",
+}
+
+
+class FhirHttpError(Exception):
+    """A client-visible failure raised by the HTTP layer itself."""
+
+    def __init__(
+        self, status: int, message: str, *, code: str | None = None, issues: Iterable[str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code or _CODE_BY_STATUS.get(status, "processing")
+        self.issues = list(issues) if issues else [message]
+
+
+def operation_outcome(messages: Iterable[str], code: str = "processing", severity: str = "error") -> dict:
+    return {
+        "resourceType": "OperationOutcome",
+        "issue": [{"severity": severity, "code": code, "diagnostics": m} for m in messages],
+    }
+
+
+def outcome_bytes(messages: Iterable[str], code: str = "processing", severity: str = "error") -> bytes:
+    return orjson.dumps(operation_outcome(messages, code, severity))
+
+
+def outcome_response(
+    status: int,
+    messages: Iterable[str],
+    code: str | None = None,
+    severity: str = "error",
+    headers: dict[str, str] | None = None,
+) -> Response:
+    code = code or _CODE_BY_STATUS.get(status, "processing")
+    return Response(
+        outcome_bytes(messages, code, severity), status_code=status, media_type=FHIR_JSON, headers=headers
+    )
+
+
+def as_http_error(exc: Exception) -> FhirHttpError:
+    """Map a store or HTTP-layer exception onto (status, code, messages)."""
+    if isinstance(exc, FhirHttpError):
+        return exc
+    if isinstance(exc, InvalidResource):
+        return FhirHttpError(exc.status, str(exc), code=exc.code, issues=exc.issues)
+    if isinstance(exc, StoreError):
+        return FhirHttpError(exc.status, str(exc) or type(exc).__name__, code=exc.code)
+    raise TypeError(f"not a client error: {exc!r}")
+
+
+async def _fhir_error(_request: Request, exc: Exception) -> Response:
+    err = as_http_error(exc)
+    return outcome_response(err.status, err.issues, err.code)
+
+
+async def _starlette_error(_request: Request, exc: StarletteHTTPException) -> Response:
+    detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+    return outcome_response(exc.status_code, [detail], headers=getattr(exc, "headers", None))
+
+
+async def _validation_error(_request: Request, exc: RequestValidationError) -> Response:
+    messages = [f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors()]
+    return outcome_response(400, messages or ["invalid request"], "invalid")
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return outcome_response(500, ["internal server error"], "exception")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(FhirHttpError, _fhir_error)
+    app.add_exception_handler(StoreError, _fhir_error)
+    app.add_exception_handler(StarletteHTTPException, _starlette_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,37 @@
+"""Absolute URLs as the client sees the server: ROUNDS_BASE_URL, else X-Forwarded-*, else the request itself.
+
+fhirclient refuses relative `next` links and fhirpy refuses absolute links that do not start with its base,
+so every link and fullUrl is built from the same externally visible FHIR base.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote, urlencode
+
+from fastapi import Request
+
+
+def external_root(request: Request, configured: str | None) -> str:
+    """Scheme://host[:port][/prefix] of the server as its clients address it, without trailing slash."""
+    if configured:
+        return configured.rstrip("/")
+    proto = request.headers.get("x-forwarded-proto")
+    host = request.headers.get("x-forwarded-host")
+    if proto or host:
+        scheme = (proto or request.url.scheme).split(",")[0].strip()
+        netloc = (host or request.headers.get("host") or request.url.netloc).split(",")[0].strip()
+        prefix = request.headers.get("x-forwarded-prefix", "").rstrip("/")
+        return f"{scheme}://{netloc}{prefix}"
+    return str(request.base_url).rstrip("/")
+
+
+def fhir_base(request: Request, configured: str | None) -> str:
+    """The FHIR base of this request: <root>/fhir or <root>/sessions/<id>/fhir."""
+    root = external_root(request, configured)
+    session_id = request.path_params.get("session_id")
+    return f"{root}/sessions/{quote(session_id, safe='')}/fhir" if session_id else f"{root}/fhir"
+
+
+def url_with(base: str, path: str, params: list[tuple[str, str]]) -> str:
+    query = urlencode(params)
+    return f"{base}/{path}?{query}" if query else f"{base}/{path}"

@@ -1,0 +1,105 @@
+"""What one FHIR interaction produced (`Outcome`) and how it becomes an HTTP response or a Bundle entry.
+
+Operations (crud.py, search.py) return an Outcome, so REST routes and batch/transaction entries share them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC
+from email.utils import format_datetime
+from typing import Any
+
+import orjson
+from fastapi.responses import Response
+
+from services.fhir_api.http.bundles import FULL, etag, instant, resource_fragment, status_line, version_path
+from services.fhir_api.http.errors import FHIR_JSON, operation_outcome, outcome_bytes
+from services.fhir_api.http.params import Prefer
+from services.fhir_api.http.summary import Subset
+from services.fhir_api.store.interface import Context, ResourceStore, StoredResource
+
+
+@dataclass
+class Call:
+    """Everything an operation needs to know about the request it serves."""
+
+    store: ResourceStore
+    ctx: Context
+    base: str  # absolute FHIR base, e.g. https://host/sessions/abc/fhir
+    prefer: Prefer = field(default_factory=Prefer)
+    subset: Subset = FULL
+    media_type: str = FHIR_JSON
+
+
+@dataclass
+class Outcome:
+    status: int
+    stored: StoredResource | None = None  # single-resource answer (read, write)
+    body: bytes | None = None  # anything else: a Bundle, an OperationOutcome
+    write: bool = False  # Prefer: return=... applies, Location/Content-Location are set
+    message: str | None = None  # shown when the client prefers an OperationOutcome
+
+    def info(self) -> bytes:
+        return outcome_bytes([self.message or status_line(self.status)], "informational", "information")
+
+
+def _http_date(stored: StoredResource) -> str:
+    ts = stored.last_updated
+    return format_datetime((ts if ts.tzinfo else ts.replace(tzinfo=UTC)).astimezone(UTC), usegmt=True)
+
+
+def _write_body(call: Call, outcome: Outcome) -> bytes | None:
+    if call.prefer.return_ == "minimal":
+        return None
+    if call.prefer.return_ == "OperationOutcome":
+        return outcome.info()
+    if outcome.stored is not None and not outcome.stored.deleted:
+        return outcome.stored.raw
+    return outcome.body
+
+
+def to_response(call: Call, outcome: Outcome) -> Response:
+    headers: dict[str, str] = {}
+    stored = outcome.stored
+    if stored is not None and not stored.deleted:
+        headers["ETag"] = etag(stored.version_id)
+        headers["Last-Modified"] = _http_date(stored)
+        if outcome.write:
+            headers["Location" if outcome.status == 201 else "Content-Location"] = (
+                f"{call.base}/{version_path(stored)}"
+            )
+    if outcome.write:
+        body = _write_body(call, outcome)
+    elif stored is not None:
+        body = call.subset.apply(stored.raw)
+    else:
+        body = outcome.body
+    return Response(
+        body or b"", status_code=outcome.status, headers=headers, media_type=call.media_type if body else None
+    )
+
+
+def to_entry(call: Call, outcome: Outcome) -> dict[str, Any]:
+    """A batch/transaction-response entry."""
+    entry: dict[str, Any] = {}
+    response: dict[str, Any] = {"status": status_line(outcome.status)}
+    stored = outcome.stored
+    if stored is not None and not stored.deleted:
+        entry["fullUrl"] = f"{call.base}/{stored.resource_type}/{stored.id}"
+        if call.prefer.return_ == "representation":
+            entry["resource"] = resource_fragment(stored, FULL if outcome.write else call.subset)
+        if outcome.write:
+            response["location"] = version_path(stored)
+        response["etag"] = etag(stored.version_id)
+        response["lastModified"] = instant(stored.last_updated)
+    elif outcome.body is not None and call.prefer.return_ == "representation":
+        entry["resource"] = orjson.Fragment(outcome.body)
+    if call.prefer.return_ == "OperationOutcome":
+        response["outcome"] = orjson.Fragment(outcome.info())
+    entry["response"] = response
+    return entry
+
+
+def error_entry(status: int, messages: list[str], code: str) -> dict[str, Any]:
+    return {"response": {"status": status_line(status), "outcome": operation_outcome(messages, code)}}

@@ -1,0 +1,151 @@
+"""Search, history and $everything: result parameters, paging links and Bundle assembly.
+
+The HTTP layer owns the paging/format parameters below; every other parameter goes to the store, which says
+which ones it applied (`used_params`) so the self link lists exactly those.
+"""
+
+from __future__ import annotations
+
+from services.fhir_api.http.bundles import bundle, history_entry, search_entry
+from services.fhir_api.http.errors import FhirHttpError
+from services.fhir_api.http.links import url_with
+from services.fhir_api.http.outcome import Call, Outcome
+from services.fhir_api.http.params import parse_count, parse_instant, parse_int
+from services.fhir_api.http.validation import check_type
+from services.fhir_api.store.interface import SearchRequest, SearchResult
+
+HTTP_PARAMS = frozenset(
+    {
+        "_count",
+        "_offset",
+        "_snapshot",
+        "_total",
+        "_totalMethod",
+        "_summary",
+        "_elements",
+        "_format",
+        "_pretty",
+    }
+)
+TOTAL_MODES = ("none", "estimate", "accurate")
+_ECHOED = ("_total", "_summary", "_elements")  # result parameters repeated in every paging link
+
+
+def split_params(params: list[tuple[str, str]]) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """(parameters the HTTP layer handles -- last value wins, parameters for the store)."""
+    own: dict[str, str] = {}
+    rest: list[tuple[str, str]] = []
+    for name, value in params:
+        if name in HTTP_PARAMS:
+            own[name] = value
+        else:
+            rest.append((name, value))
+    return own, rest
+
+
+def _total_mode(own: dict[str, str], count: int) -> str:
+    total = own.get("_total", "none")
+    if total not in TOTAL_MODES:
+        raise FhirHttpError(400, f"_total must be one of {', '.join(TOTAL_MODES)}, got {total[:40]!r}")
+    if total == "none" and (count == 0 or own.get("_totalMethod") == "count"):
+        return "accurate"
+    return total
+
+
+def _paging_links(
+    call: Call,
+    path: str,
+    applied: list[tuple[str, str]],
+    own: dict[str, str],
+    count: int,
+    offset: int,
+    has_next: bool,
+    snapshot: int | None,
+) -> list[tuple[str, str]]:
+    fixed = [*applied, *((k, own[k]) for k in _ECHOED if k in own)]
+
+    def page(at: int) -> str:
+        extra = [("_count", str(count))]
+        if snapshot is not None:
+            extra.append(("_snapshot", str(snapshot)))
+        if at:
+            extra.append(("_offset", str(at)))
+        return url_with(call.base, path, [*fixed, *extra])
+
+    links = [
+        (
+            "self",
+            url_with(
+                call.base,
+                path,
+                [*fixed, ("_count", str(count)), *([("_offset", str(offset))] if offset else [])],
+            ),
+        ),
+        ("first", page(0)),
+    ]
+    if offset > 0 and count:
+        links.append(("previous", page(max(offset - count, 0))))
+    if has_next and count:
+        links.append(("next", page(offset + count)))
+    return links
+
+
+def _searchset(
+    call: Call, path: str, result: SearchResult, own: dict[str, str], count: int, offset: int
+) -> bytes:
+    entries = [search_entry(call.base, r, "match", call.subset) for r in result.matches]
+    entries += [search_entry(call.base, r, "include", call.subset) for r in result.includes]
+    links = _paging_links(
+        call, path, result.used_params, own, count, offset, result.has_next, result.snapshot
+    )
+    return bundle("searchset", entries, total=result.total, links=links)
+
+
+def search(call: Call, resource_type: str | None, params: list[tuple[str, str]]) -> Outcome:
+    own, rest = split_params(params)
+    count = 0 if own.get("_summary") == "count" else parse_count(own.get("_count"))
+    offset = parse_int(own.get("_offset", "0"), "_offset")
+    snapshot = parse_int(own["_snapshot"], "_snapshot") if "_snapshot" in own else None
+    request = SearchRequest(
+        resource_type,
+        rest,
+        count=count,
+        offset=offset,
+        total=_total_mode(own, count),
+        strict=call.prefer.strict,
+        snapshot=snapshot,
+    )
+    result = call.store.search(call.ctx, request)
+    if count == 0:
+        result.matches, result.includes, result.has_next = [], [], False
+    return Outcome(200, body=_searchset(call, resource_type or "", result, own, count, offset))
+
+
+def everything(call: Call, patient_id: str, params: list[tuple[str, str]]) -> Outcome:
+    own, rest = split_params(params)
+    values = dict(rest)
+    count = parse_count(own.get("_count"), default=100)
+    offset = parse_int(own.get("_offset", "0"), "_offset")
+    since = parse_instant(values["_since"], "_since") if "_since" in values else None
+    types = None
+    if "_type" in values:
+        types = [check_type(t.strip()) for t in values["_type"].split(",") if t.strip()]
+    result = call.store.everything(call.ctx, patient_id, since=since, types=types, count=count, offset=offset)
+    result.used_params = [(k, values[k]) for k in ("_since", "_type") if k in values]
+    return Outcome(
+        200, body=_searchset(call, f"Patient/{patient_id}/$everything", result, own, count, offset)
+    )
+
+
+def history(call: Call, resource_type: str | None, id: str | None, params: list[tuple[str, str]]) -> Outcome:
+    own, rest = split_params(params)
+    values = dict(rest)
+    count = parse_count(own.get("_count"))
+    offset = parse_int(own.get("_offset", "0"), "_offset")
+    since = parse_instant(values["_since"], "_since") if "_since" in values else None
+    versions, total = call.store.history(call.ctx, resource_type, id, since=since, count=count, offset=offset)
+    path = "/".join(p for p in (resource_type, id, "_history") if p)
+    applied = [("_since", values["_since"])] if since else []
+    links = _paging_links(call, path, applied, own, count, offset, offset + len(versions) < total, None)
+    entries = [history_entry(call.base, v) for v in versions]
+    return Outcome(200, body=bundle("history", entries, total=total, links=links))

@@ -1,0 +1,61 @@
+"""`rounds serve`: the FHIR API under uvicorn."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from services.fhir_api.http.formats import DEFAULT_MAX_BODY
+
+
+def serve(
+    database_url: Annotated[
+        str | None, typer.Option(help="SQLAlchemy URL (default ROUNDS_DATABASE_URL)")
+    ] = None,
+    host: Annotated[str, typer.Option(help="interface to bind")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port")] = 8080,
+    base_url: Annotated[str | None, typer.Option(help="externally visible base URL for links")] = None,
+    migrate: Annotated[bool, typer.Option("--migrate/--no-migrate", help="upgrade the schema first")] = True,
+    workers: Annotated[int, typer.Option(help="uvicorn worker processes")] = 1,
+    max_body_bytes: Annotated[int, typer.Option(help="largest accepted request body")] = DEFAULT_MAX_BODY,
+) -> None:
+    """Serve the FHIR R4 API (/fhir, /sessions, /docs)."""
+    import os
+
+    import uvicorn
+
+    from rounds.migrate import upgrade
+    from rounds.settings import get_settings
+
+    # Workers are separate processes: hand them the configuration through the environment.
+    if database_url:
+        os.environ["ROUNDS_DATABASE_URL"] = database_url
+    if base_url:
+        os.environ["ROUNDS_BASE_URL"] = base_url
+    os.environ["ROUNDS_MAX_BODY_BYTES"] = str(max_body_bytes)
+    get_settings.cache_clear()
+    if migrate:
+        upgrade(get_settings().database_url)
+    uvicorn.run(
+        "services.fhir_api.serve:app_from_env",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="warning",
+        access_log=False,
+    )
+
+
+def app_from_env():
+    """uvicorn factory (each worker builds its own app and store from the environment)."""
+    import os
+
+    from services.fhir_api.app import create_app
+
+    return create_app(max_body_bytes=int(os.environ.get("ROUNDS_MAX_BODY_BYTES", DEFAULT_MAX_BODY)))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
