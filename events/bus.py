@@ -50,6 +50,10 @@ class Published:
 AssignCallback = Callable[[set[TopicPartition]], None]
 
 
+class UnknownTopic(LookupError):
+    """A topic that `ensure_topics` never created (topics are never auto-created)."""
+
+
 class Consumer(Protocol):
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Record]: ...
 
@@ -76,6 +80,21 @@ class Bus(Protocol):
     def publish(self, topic: str, event: CloudEvent, key: str) -> Published: ...
 
     def publish_many(self, topic: str, items: Sequence[tuple[str, CloudEvent]]) -> list[Published]: ...
+
+    def publish_raw(self, topic: str, raw: bytes, key: str) -> Published:
+        """Publish serialised CloudEvent JSON (e.g. `rounds events load`), validated like `publish`."""
+        ...
+
+    def partitions(self, topic: str) -> list[TopicPartition]:
+        """The topic's partitions (raises UnknownTopic)."""
+        ...
+
+    def reader(self, topics: Sequence[str]) -> Consumer:
+        """A group-less consumer assigned every partition of `topics` from the beginning (dump, tools).
+
+        It joins no group, so it never disturbs a group's members; `commit` raises.
+        """
+        ...
 
     def consumer(
         self,

@@ -1,0 +1,246 @@
+"""The event catalog: each event type's payload model per schema version, its topic and key, its upcasters.
+
+Upgrade rule (docs/events/README.md): an additive change (new optional field) keeps the version; a breaking
+change adds version N+1 and registers an upcaster N -> N+1 (a pure function on the JSON `data`). Old events
+are never rewritten in the log: `decode` upcasts them on read, so consumers always see the current version.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from events import payloads as p
+from events.envelope import CloudEvent, EventError, InvalidEvent, utc_now
+from events.topics import DEADLETTER, FHIR_CHANGES, SCORES, SESSIONS
+
+SCHEMA_BASE = "https://rounds.dev/schemas/events"
+_SCHEMA_URI = re.compile(rf"^{re.escape(SCHEMA_BASE)}/(?P<type>[a-z0-9.-]+)/v(?P<version>[0-9]+)\.json$")
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class UnknownEventType(InvalidEvent):
+    """The event's `type` is not in the catalog."""
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    """One event type. `versions[v]` is the payload model of schema version v; the highest is current."""
+
+    type: str
+    versions: dict[int, type[BaseModel]]
+    topic: str
+    # Key within the topic: the session id (subject) unless the type says otherwise.
+    key: Callable[[CloudEvent], str] = lambda event: event.subject or ""
+    upcasters: dict[int, Upcaster] = field(default_factory=dict)  # v -> v+1
+    check: Callable[[Any], None] | None = None  # extra rule on the validated payload
+    requires_subject: bool = True
+
+    @property
+    def version(self) -> int:
+        return max(self.versions)
+
+    @property
+    def model(self) -> type[BaseModel]:
+        return self.versions[self.version]
+
+    def schema_uri(self, version: int | None = None) -> str:
+        return f"{SCHEMA_BASE}/{self.type}/v{version or self.version}.json"
+
+
+class Catalog:
+    """Registry type -> EventSpec; builds, validates and upcasts events."""
+
+    def __init__(self, specs: Iterable[EventSpec] = ()) -> None:
+        self._specs: dict[str, EventSpec] = {}
+        for spec in specs:
+            self.register(spec)
+
+    def register(self, spec: EventSpec) -> None:
+        missing = [v for v in range(min(spec.versions), spec.version) if v not in spec.upcasters]
+        if missing:
+            raise ValueError(f"{spec.type}: old versions {missing} have no upcaster to the next version")
+        self._specs[spec.type] = spec
+
+    def __iter__(self):
+        return iter(self._specs.values())
+
+    def spec(self, type_: str) -> EventSpec:
+        try:
+            return self._specs[type_]
+        except KeyError:
+            raise UnknownEventType(f"unknown event type {type_!r} (not in the catalog)") from None
+
+    # -- producing -----------------------------------------------------------------------------------------
+    def make(
+        self,
+        type_: str,
+        data: BaseModel | dict[str, Any],
+        *,
+        source: str,
+        subject: str | None = None,
+        id: str | None = None,
+        sequence: int | None = None,
+        correlationid: str | None = None,
+        causationid: str | None = None,
+        time: str | None = None,
+    ) -> CloudEvent:
+        """A validated CloudEvent of `type_` with the current schema version (fresh uuid id, time now)."""
+        spec = self.spec(type_)
+        raw = data.to_data() if hasattr(data, "to_data") else data
+        event = CloudEvent.build(
+            id=id or uuid.uuid4().hex,
+            source=source,
+            type=type_,
+            time=time or utc_now(),
+            subject=subject,
+            dataschema=spec.schema_uri(),
+            sequence=sequence,
+            correlationid=correlationid,
+            causationid=causationid,
+            data=raw,
+        )
+        self.validate(event)
+        return event
+
+    def route(self, event: CloudEvent) -> tuple[str, str]:
+        """(topic, key) for an event: sessions by session id, FHIR changes by "Type/id"."""
+        spec = self.spec(event.type)
+        return spec.topic, spec.key(event)
+
+    # -- checking and reading ------------------------------------------------------------------------------
+    def version_of(self, event: CloudEvent) -> int:
+        spec = self.spec(event.type)
+        if event.dataschema is None:
+            raise InvalidEvent(
+                f"{event.type} id={event.id}: dataschema is required (e.g. {spec.schema_uri()})"
+            )
+        match = _SCHEMA_URI.match(event.dataschema)
+        if not match or match["type"] != event.type:
+            raise InvalidEvent(
+                f"{event.type} id={event.id}: dataschema {event.dataschema!r} is not {spec.schema_uri()}"
+            )
+        version = int(match["version"])
+        if version not in spec.versions:
+            raise InvalidEvent(f"{event.type} id={event.id}: unknown schema version v{version}")
+        return version
+
+    def payload(self, event: CloudEvent) -> BaseModel:
+        """The typed payload of an event of the *current* version (raises InvalidEvent)."""
+        spec = self.spec(event.type)
+        return self._validate_data(spec, self.version_of(event), event)
+
+    def validate(self, event: CloudEvent, *, allow_old: bool = False) -> None:
+        """Publish-time check: known type, current dataschema, subject rule, payload valid.
+
+        `allow_old` accepts a registered older version that upcasts cleanly (re-publishing an exported log).
+        """
+        spec = self.spec(event.type)
+        if spec.requires_subject and not event.subject:
+            raise InvalidEvent(f"{event.type} id={event.id}: subject (the session id) is required")
+        version = self.version_of(event)
+        if version != spec.version and not allow_old:
+            raise InvalidEvent(f"{event.type}: publish the current schema v{spec.version}, not v{version}")
+        self.upgrade(event)
+
+    def upgrade(self, event: CloudEvent) -> CloudEvent:
+        """The event with its data upcast to the current schema version (unchanged if already current)."""
+        spec = self.spec(event.type)
+        version = self.version_of(event)
+        if version == spec.version:
+            self._validate_data(spec, version, event)
+            return event
+        data = event.data
+        for v in range(version, spec.version):
+            data = spec.upcasters[v](data)
+        upgraded = event.model_copy(update={"data": data, "dataschema": spec.schema_uri()})
+        self._validate_data(spec, spec.version, upgraded)
+        return upgraded
+
+    def decode(self, raw: bytes) -> CloudEvent | None:
+        """Bytes from the log -> current-version event, or None when they are not a valid catalogued event."""
+        try:
+            return self.upgrade(CloudEvent.from_bytes(raw))
+        except EventError:
+            return None
+
+    def _validate_data(self, spec: EventSpec, version: int, event: CloudEvent) -> BaseModel:
+        try:
+            model = spec.versions[version].model_validate(event.data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(x) for x in e['loc']) or 'data'}: {e['msg']}" for e in exc.errors()
+            )
+            raise InvalidEvent(f"{event.type} id={event.id}: invalid data: {problems}") from None
+        if spec.check is not None:
+            try:
+                spec.check(model)
+            except ValueError as exc:
+                raise InvalidEvent(f"{event.type} id={event.id}: {exc}") from None
+        return model
+
+
+def _sent_by(role: str) -> Callable[[p.Communication], None]:
+    def check(message: p.Communication) -> None:
+        if message.sender_role != role:
+            raise ValueError(f"a rounds.message.{role} must be sent by the {role}, not {message.sender_role}")
+
+    return check
+
+
+def _resource_key(event: CloudEvent) -> str:
+    data = event.data or {}
+    return f"{data.get('resourceType')}/{data.get('id')}"
+
+
+def _dead_letter_key(event: CloudEvent) -> str:
+    return str((event.data or {}).get("key", ""))
+
+
+def _spec(type_: str, model: type[BaseModel], topic: str = SESSIONS, **kw: Any) -> EventSpec:
+    return EventSpec(type=type_, versions={1: model}, topic=topic, **kw)
+
+
+CATALOG = Catalog(
+    [
+        _spec("rounds.session.started", p.SessionStarted),
+        _spec("rounds.session.ended", p.SessionEnded),
+        *(
+            _spec(f"rounds.message.{role}", p.Communication, check=_sent_by(role))
+            for role in ("doctor", "patient", "assistant")
+        ),
+        _spec("rounds.ehr.request", p.EhrRequest),
+        _spec("rounds.ehr.response", p.EhrResponse),
+        _spec("rounds.tool.call", p.ToolCall),
+        _spec("rounds.tool.result", p.ToolResult),
+        _spec("rounds.score.turn", p.ScoreTurn, topic=SCORES),
+        _spec("rounds.score.session", p.ScoreSession, topic=SCORES),
+        *(
+            _spec(
+                f"rounds.fhir.resource.{change}",
+                p.FhirResourceChange,
+                topic=FHIR_CHANGES,
+                key=_resource_key,
+                requires_subject=False,
+            )
+            for change in ("created", "updated", "deleted")
+        ),
+        _spec(
+            "rounds.event.deadlettered",
+            p.DeadLetter,
+            topic=DEADLETTER,
+            key=_dead_letter_key,
+            requires_subject=False,
+        ),
+    ]
+)
+
+make_event = CATALOG.make
+decode = CATALOG.decode
+route = CATALOG.route

@@ -1,0 +1,60 @@
+"""What the assistant did: EHR HTTP interactions (`rounds.ehr.*`) and tool calls (`rounds.tool.*`)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from events.payloads.base import Payload
+
+DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+
+
+class _BodyOrDigest(Payload):
+    """A body is kept inline when small; otherwise only its digest (the body stays in the FHIR store)."""
+
+    body: Any = None
+    body_digest: str | None = Field(default=None, pattern=DIGEST_PATTERN)
+    content_type: str | None = None
+
+
+class EhrRequest(_BodyOrDigest):
+    """An HTTP request the assistant made to the session's FHIR base."""
+
+    request_id: str = Field(min_length=1)
+    method: Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+    url: str = Field(min_length=1, description="path relative to the FHIR base, e.g. Patient/123/$everything")
+    query: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class EhrResponse(_BodyOrDigest):
+    """The FHIR server's answer to `request_id`."""
+
+    request_id: str = Field(min_length=1)
+    status: int = Field(ge=100, le=599)
+    latency_ms: float = Field(ge=0)
+
+
+class ToolCall(Payload):
+    """The assistant invoked a tool (function calling)."""
+
+    call_id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResult(Payload):
+    """The tool's output for `call_id`; exactly one of output / error."""
+
+    call_id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    output: Any = None
+    error: str | None = None
+    latency_ms: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _output_xor_error(self) -> ToolResult:
+        if self.output is not None and self.error is not None:
+            raise ValueError("a tool result has either output or error, not both")
+        return self

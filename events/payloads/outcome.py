@@ -1,0 +1,76 @@
+"""Downstream facts: scores (`rounds.score.*`), FHIR changes (`rounds.fhir.resource.*`), dead letters."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+from pydantic import Field
+
+from events.bus import Record
+from events.payloads.base import Payload
+
+DEAD_LETTER_RAW_LIMIT = 96 * 1024  # base64 of this stays well inside the 256 KiB event limit
+
+FHIR_ID = r"^[A-Za-z0-9\-.]{1,64}$"
+
+
+class ScoreTurn(Payload):
+    """One scorer's verdict on one assistant message (identified by its Communication id)."""
+
+    scorer: str = Field(min_length=1)
+    metric: str = Field(min_length=1)
+    value: float
+    message_id: str = Field(pattern=FHIR_ID)
+    turn: int = Field(ge=0)
+    rationale: str | None = None
+
+
+class ScoreSession(Payload):
+    """A scorer's summary of a whole session."""
+
+    scorer: str = Field(min_length=1)
+    metrics: dict[str, float]
+    passed: bool | None = None
+    rationale: str | None = None
+
+
+class FhirResourceChange(Payload):
+    """Id-only notification of a FHIR write (like Azure's FHIR events): read the resource to see it."""
+
+    resource_type: str = Field(pattern=r"^[A-Z][A-Za-z]{1,63}$")
+    id: str = Field(pattern=FHIR_ID)
+    version_id: str = Field(pattern=FHIR_ID)
+
+
+class DeadLetter(Payload):
+    """A record a consumer could not process, kept with the reason so it never blocks the stream."""
+
+    topic: str
+    partition: int = Field(ge=0)
+    offset: int = Field(ge=0)
+    key: str
+    group_id: str
+    error: str = Field(max_length=8000)
+    raw_base64: str = Field(
+        description=f"the record's bytes as stored, base64 (first {DEAD_LETTER_RAW_LIMIT} bytes)"
+    )
+    raw_size: int = Field(ge=0)
+    raw_digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    original_type: str | None = None
+
+    @classmethod
+    def of(cls, record: Record, group_id: str, error: str) -> DeadLetter:
+        """The dead letter for `record`, which `group_id` failed to process with `error`."""
+        return cls(
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            key=record.key,
+            group_id=group_id,
+            error=error[:8000],
+            raw_base64=base64.b64encode(record.raw[:DEAD_LETTER_RAW_LIMIT]).decode(),
+            raw_size=len(record.raw),
+            raw_digest="sha256:" + hashlib.sha256(record.raw).hexdigest(),
+            original_type=record.event.type if record.event is not None else None,
+        )
