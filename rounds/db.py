@@ -26,6 +26,7 @@ class Base(DeclarativeBase):
 # Modules that declare tables on Base.metadata; alembic and tests import them all.
 MODEL_MODULES: list[str] = [
     "rounds.models",
+    "services.fhir_api.store.models",
     "events.sql_models",
 ]
 

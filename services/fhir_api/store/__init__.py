@@ -1,0 +1,30 @@
+"""The FHIR resource store: SQL storage, search indexes, sessions (see README.md)."""
+
+from __future__ import annotations
+
+from services.fhir_api.store.interface import ResourceStore
+
+
+def open_store(database_url: str, *, validate: bool = True) -> ResourceStore:
+    """A SqlResourceStore on `database_url` (runs no migrations; call rounds.migrate.upgrade first)."""
+    from rounds.db import make_engine
+    from services.fhir_api.store.sql_store import SqlResourceStore
+
+    return SqlResourceStore(make_engine(database_url), validate=validate)
+
+
+def sqlite_transactions(engine) -> None:
+    """Let SQLAlchemy own SQLite transactions (pysqlite's own handling breaks SAVEPOINTs and so nested
+    transactions); writers start with BEGIN IMMEDIATE so concurrent writers queue instead of deadlocking."""
+    from sqlalchemy import event
+
+    @event.listens_for(engine, "connect")
+    def _autocommit(dbapi_conn, _record) -> None:
+        dbapi_conn.isolation_level = None
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.pop("immediate", False) else "BEGIN")
+
+
+__all__ = ["open_store", "ResourceStore"]

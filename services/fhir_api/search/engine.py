@@ -1,0 +1,206 @@
+"""Run searches on a connection: page, snapshot, totals, _include/_revinclude (:iterate), $everything."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import Connection, Select, and_, func, or_, select
+
+from services.fhir_api.search import query as q
+from services.fhir_api.search.registry import get_param
+from services.fhir_api.store import models as m
+from services.fhir_api.store.interface import (
+    Context,
+    InvalidSearch,
+    NotFound,
+    SearchRequest,
+    SearchResult,
+    StoredResource,
+)
+
+MAX_INCLUDE_ROUNDS = 4
+ESTIMATE_CAP = 10_000
+
+
+def current_snapshot(conn: Connection) -> int:
+    return conn.execute(select(func.coalesce(func.max(m.version.c.seq), 0))).scalar_one()
+
+
+def aware(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; every stored time is UTC."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+def fetch(conn: Connection, rids: list[int]) -> list[StoredResource]:
+    """Current resources by rid, in the given order."""
+    if not rids:
+        return []
+    r, v = m.resource, m.version
+    rows = conn.execute(
+        select(r.c.rid, r.c.res_type, r.c.res_id, r.c.version, r.c.last_updated, v.c.raw, v.c.method)
+        .join(v, v.c.seq == r.c.seq)
+        .where(r.c.rid.in_(rids))
+    ).all()
+    by_rid = {row.rid: row for row in rows}
+    return [
+        StoredResource(
+            row.res_type, row.res_id, row.version, aware(row.last_updated), bytes(row.raw), False, row.method
+        )
+        for rid in rids
+        if (row := by_rid.get(rid)) is not None
+    ]
+
+
+def search(conn: Connection, ctx: Context, request: SearchRequest) -> SearchResult:
+    r = m.resource.alias("r")
+    compiled = q.compile_params(request.resource_type, request.params, ctx, request.strict, r)
+    for _, _, value in _include_specs(request.params):
+        _parse_include(value)  # reject malformed includes even when nothing matches
+    snapshot = request.snapshot if request.snapshot is not None else current_snapshot(conn)
+    stmt = q.base_select(request.resource_type, ctx, r).where(r.c.created_seq <= snapshot, *compiled.where)
+    total = _total(conn, stmt, request.total)
+    page: list[int] = []
+    has_next = False
+    if request.count > 0:
+        ordered = stmt.order_by(*q.order_by(request.resource_type, compiled.sort, r))
+        page = list(conn.execute(ordered.limit(request.count + 1).offset(request.offset)).scalars())
+        has_next = len(page) > request.count
+        page = page[: request.count]
+    if total is None and request.total != "none" and not has_next:
+        total = request.offset + len(page)
+    matches = fetch(conn, page)
+    includes = _includes(conn, ctx, matches, request.params) if matches else []
+    return SearchResult(matches, includes, total, compiled.used, has_next, snapshot)
+
+
+def _total(conn: Connection, stmt: Select, mode: str) -> int | None:
+    if mode == "accurate":
+        return conn.execute(select(func.count()).select_from(stmt.subquery())).scalar_one()
+    if mode == "estimate":
+        return conn.execute(
+            select(func.count()).select_from(stmt.limit(ESTIMATE_CAP).subquery())
+        ).scalar_one()
+    return None
+
+
+def _include_specs(params: list[tuple[str, str]]) -> list[tuple[str, bool, str]]:
+    specs = []
+    for name, value in params:
+        kind, _, mod = name.partition(":")
+        if kind in ("_include", "_revinclude"):
+            if mod not in ("", "iterate", "recurse"):
+                raise InvalidSearch(f"unknown modifier on {name}")
+            specs.append((kind, bool(mod), value))
+    return specs
+
+
+def _parse_include(value: str) -> tuple[str, str, str | None]:
+    parts = value.split(":")
+    if len(parts) not in (2, 3) or not all(parts):
+        raise InvalidSearch(f"'{value}' is not Type:parameter[:targetType]")
+    if parts[1] != "*" and (
+        get_param(parts[0], parts[1]) is None or get_param(parts[0], parts[1]).type != "reference"
+    ):
+        raise InvalidSearch(f"'{parts[1]}' is not a reference parameter of {parts[0]}")
+    return parts[0], parts[1], parts[2] if len(parts) == 3 else None
+
+
+def _includes(conn: Connection, ctx: Context, matches: list[StoredResource], params) -> list[StoredResource]:
+    specs = _include_specs(params)
+    if not specs:
+        return []
+    seen = {(s.resource_type, s.id) for s in matches}
+    frontier, out = list(matches), []
+    for round_no in range(MAX_INCLUDE_ROUNDS):
+        found: list[int] = []
+        for kind, iterate, value in specs:
+            if round_no and not iterate:
+                continue
+            src_type, pname, target = _parse_include(value)
+            pool = [s for s in frontier if (s.resource_type == src_type if kind == "_include" else True)]
+            if pool:
+                found += (_forward if kind == "_include" else _reverse)(
+                    conn, ctx, pool, src_type, pname, target
+                )
+        new = [s for s in fetch(conn, list(dict.fromkeys(found))) if (s.resource_type, s.id) not in seen]
+        seen.update((s.resource_type, s.id) for s in new)
+        out += new
+        frontier = new
+        if not new:
+            break
+    return out
+
+
+def _key_rids(conn: Connection, ctx: Context, pool: list[StoredResource]) -> list[int]:
+    r = m.resource.alias("r")
+    keys = [and_(r.c.res_type == s.resource_type, r.c.res_id == s.id) for s in pool]
+    return list(conn.execute(select(r.c.rid).where(q.visible(r, ctx), or_(*keys))).scalars())
+
+
+def _forward(conn, ctx, pool, src_type, pname, target) -> list[int]:
+    """Resources the pool refers to through src_type:pname (or every reference param for '*')."""
+    ref, t = m.reference, m.resource.alias("t")
+    stmt = (
+        select(t.c.rid)
+        .select_from(ref)
+        .join(t, and_(t.c.res_type == ref.c.target_type, t.c.res_id == ref.c.target_id))
+        .where(ref.c.rid.in_(_key_rids(conn, ctx, pool)), q.visible(t, ctx))
+    )
+    if pname != "*":
+        stmt = stmt.where(ref.c.param == pname)
+    if target:
+        stmt = stmt.where(t.c.res_type == target)
+    return list(conn.execute(stmt).scalars())
+
+
+def _reverse(conn, ctx, pool, src_type, pname, target) -> list[int]:
+    """Resources of src_type that refer to the pool through pname."""
+    ref, s = m.reference, m.resource.alias("s")
+    keys = [and_(ref.c.target_type == x.resource_type, ref.c.target_id == x.id) for x in pool]
+    stmt = (
+        select(s.c.rid)
+        .select_from(ref)
+        .join(s, s.c.rid == ref.c.rid)
+        .where(ref.c.res_type == src_type, or_(*keys), q.visible(s, ctx))
+    )
+    if pname != "*":
+        stmt = stmt.where(ref.c.param == pname)
+    return list(conn.execute(stmt).scalars())
+
+
+def everything(
+    conn: Connection,
+    ctx: Context,
+    patient_id: str,
+    since: datetime | None,
+    types: list[str] | None,
+    count: int,
+    offset: int,
+) -> SearchResult:
+    """Patient/$everything: the Patient and its compartment (CompartmentDefinition-patient), clock applied."""
+    r = m.resource.alias("r")
+    patient = conn.execute(
+        select(r.c.rid).where(r.c.res_type == "Patient", r.c.res_id == patient_id, q.visible(r, ctx))
+    ).scalar()
+    if patient is None:
+        raise NotFound(f"Patient/{patient_id} not found")
+    c = m.compartment
+    members = select(c.c.rid).where(c.c.patient_id == patient_id)
+    stmt = select(r.c.rid).where(q.visible(r, ctx), or_(r.c.rid == patient, r.c.rid.in_(members)))
+    if since is not None:
+        stmt = stmt.where(r.c.last_updated >= since)
+    if types:
+        stmt = stmt.where(r.c.res_type.in_(types))
+    total = conn.execute(select(func.count()).select_from(stmt.subquery())).scalar_one()
+    page = list(
+        conn.execute(
+            stmt.order_by((r.c.rid != patient), r.c.res_type, r.c.rid).limit(count).offset(offset)
+        ).scalars()
+    )
+    matches = fetch(conn, page)
+    referenced = _forward(conn, ctx, matches, "", "*", None) if matches else []
+    includes = [s for s in fetch(conn, list(dict.fromkeys(referenced))) if s.resource_type in _OUTSIDE]
+    return SearchResult(matches, includes, total, [], offset + len(page) < total, None)
+
+
+_OUTSIDE = ("Medication", "Location", "Organization", "Practitioner")

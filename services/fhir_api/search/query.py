@@ -1,0 +1,268 @@
+"""SearchRequest -> SQL: visibility (session overlay + clock), parameter filters, chains, _has, _sort.
+
+The store executes what this module builds; this module never touches a connection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy import ColumnElement, Select, and_, exists, func, not_, or_, select, true
+from sqlalchemy.sql.elements import KeyedColumnElement
+
+from services.fhir_api.search import conditions
+from services.fhir_api.search.registry import SearchParam, get_param, params_for
+from services.fhir_api.search.values import to_us
+from services.fhir_api.store import models as m
+from services.fhir_api.store.interface import Context, InvalidSearch
+
+RESULT_PARAMS = {
+    "_count",
+    "_offset",
+    "_sort",
+    "_include",
+    "_revinclude",
+    "_total",
+    "_summary",
+    "_elements",
+    "_format",
+    "_pretty",
+    "_contained",
+    "_containedType",
+    "_totalMethod",
+    "_getpagesoffset",
+    "_snapshot",
+    "_since",
+    "_type",
+}
+MODIFIERS_ALL = {"missing", "not"}
+
+
+def visible(r, ctx: Context) -> ColumnElement[bool]:
+    """Rows of fhir_resource (alias r) the context sees: own writes over the shared record, clock applied."""
+    session = ctx.session_id or ""
+    clock = (
+        true() if ctx.now is None else or_(r.c.clinical_time.is_(None), r.c.clinical_time <= to_us(ctx.now))
+    )
+    shared = and_(r.c.session == "", clock)
+    if not session:
+        return and_(shared, not_(r.c.deleted))
+    own = m.resource.alias("own")
+    shadowed = exists().where(
+        own.c.session == session, own.c.res_type == r.c.res_type, own.c.res_id == r.c.res_id
+    )
+    return and_(not_(r.c.deleted), or_(r.c.session == session, and_(shared, not_(shadowed))))
+
+
+@dataclass
+class Compiled:
+    where: list[ColumnElement[bool]] = field(default_factory=list)
+    used: list[tuple[str, str]] = field(default_factory=list)
+    sort: list[tuple[str, bool]] = field(default_factory=list)  # (param, descending)
+
+
+def compile_params(
+    resource_type: str | None, params: list[tuple[str, str]], ctx: Context, strict: bool, r
+) -> Compiled:
+    out = Compiled()
+    for name, value in params:
+        if name in RESULT_PARAMS:
+            if name == "_sort":
+                out.sort.extend(_parse_sort(resource_type, value))
+                out.used.append((name, value))
+            elif name in ("_include", "_revinclude") or name.startswith(("_include:", "_revinclude:")):
+                out.used.append((name, value))
+            continue
+        cond = param_condition(resource_type, name, value, ctx, r)
+        if cond is None:
+            if strict:
+                raise InvalidSearch(f"unknown or unsupported search parameter '{name}'")
+            continue
+        out.where.append(cond)
+        out.used.append((name, value))
+    return out
+
+
+def _parse_sort(resource_type: str | None, value: str) -> list[tuple[str, bool]]:
+    keys = []
+    for key in filter(None, value.split(",")):
+        desc = key.startswith("-")
+        name = key.lstrip("-")
+        if name not in ("_id", "_lastUpdated") and (not resource_type or not get_param(resource_type, name)):
+            raise InvalidSearch(f"cannot sort by unknown parameter '{name}'")
+        keys.append((name, desc))
+    return keys
+
+
+def _lookup(resource_type: str | None, name: str) -> SearchParam | None:
+    if resource_type is None:
+        return get_param("Patient", name) if name.startswith("_") else None
+    return get_param(resource_type, name)
+
+
+def param_condition(
+    resource_type: str | None, name: str, value: str, ctx: Context, r
+) -> ColumnElement | None:
+    """Condition on alias r for one (name[:modifier][.chain], value) pair; None for unknown parameters."""
+    if name.startswith("_has:"):
+        return _has(resource_type, name, value, ctx, r)
+    base, _, chain = name.partition(".")
+    pname, _, modifier = base.partition(":")
+    modifier = modifier or None
+    if pname == "_id":
+        if modifier not in (None, "not"):
+            raise InvalidSearch(f"modifier :{modifier} is not supported on _id")
+        cond = r.c.res_id.in_(value.split(","))
+        return not_(cond) if modifier == "not" else cond
+    param = _lookup(resource_type, pname)
+    if param is None:
+        return None
+    if chain:
+        return _chain(param, modifier, chain, value, ctx, r)
+    table = m.INDEX_TABLES[param.type]
+    in_param = and_(table.c.param == param.name, table.c.res_type == r.c.res_type)
+    if modifier == "missing":
+        if value not in ("true", "false"):
+            raise InvalidSearch(":missing takes true or false")
+        has_any = r.c.rid.in_(select(table.c.rid).where(in_param))
+        return not_(has_any) if value == "true" else has_any
+    values = _split_values(value)
+    if modifier == "identifier" and param.type == "reference":
+        table = m.token
+        in_param = and_(table.c.param == f"{param.name}:identifier", table.c.res_type == r.c.res_type)
+        conds = [conditions.token(table, v, None) for v in values]
+    else:
+        conds = [_value_condition(param, table, v, modifier) for v in values]
+    hit = r.c.rid.in_(select(table.c.rid).where(in_param, or_(*conds)))
+    return not_(hit) if modifier == "not" else hit
+
+
+def _split_values(value: str) -> list[str]:
+    """Comma-separated OR values; '\\,' is a literal comma."""
+    parts, cur, i = [], "", 0
+    while i < len(value):
+        if value[i] == "\\" and i + 1 < len(value) and value[i + 1] in ",$|\\":
+            cur += value[i + 1] if value[i + 1] == "," else value[i : i + 2]
+            i += 2
+            continue
+        if value[i] == ",":
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += value[i]
+        i += 1
+    parts.append(cur)
+    if any(p == "" for p in parts):
+        raise InvalidSearch("empty search value")
+    return parts
+
+
+def _value_condition(param: SearchParam, table, value: str, modifier: str | None) -> ColumnElement[bool]:
+    kind = param.type
+    if kind == "token":
+        return conditions.token(table, value, modifier)
+    if kind == "reference":
+        return conditions.reference(table, value, modifier, param.targets)
+    return getattr(conditions, kind)(table, value, modifier)
+
+
+def _targets(param: SearchParam, modifier: str | None, chained: str) -> list[str]:
+    if modifier:
+        if modifier not in param.targets and param.targets:
+            raise InvalidSearch(f"{param.name} cannot refer to {modifier}")
+        return [modifier]
+    return [
+        t
+        for t in param.targets
+        if t in _known_types()
+        and (chained.startswith("_") or chained.split(":")[0].split(".")[0] in params_for(t))
+    ]
+
+
+def _known_types() -> set[str]:
+    from services.fhir_api.search.registry import resource_types
+
+    return set(resource_types())
+
+
+def _chain(
+    param: SearchParam, modifier: str | None, chain: str, value: str, ctx: Context, r
+) -> ColumnElement:
+    if param.type != "reference":
+        raise InvalidSearch(f"'{param.name}' is not a reference parameter and cannot be chained")
+    ref = m.reference
+    branches = []
+    for target in _targets(param, modifier, chain):
+        t = m.resource.alias()
+        inner = param_condition(target, chain, value, ctx, t)
+        if inner is None:
+            continue
+        ids = select(t.c.res_id).where(t.c.res_type == target, visible(t, ctx), inner)
+        branches.append(
+            and_(or_(ref.c.target_type == target, ref.c.target_type.is_(None)), ref.c.target_id.in_(ids))
+        )
+    if not branches:
+        raise InvalidSearch(f"cannot chain '{chain}' through '{param.name}'")
+    return r.c.rid.in_(
+        select(ref.c.rid).where(ref.c.param == param.name, ref.c.res_type == r.c.res_type, or_(*branches))
+    )
+
+
+def _has(resource_type: str | None, name: str, value: str, ctx: Context, r) -> ColumnElement:
+    parts = name.split(":", 3)
+    if len(parts) != 4 or not all(parts[1:]):
+        raise InvalidSearch(f"'{name}' is not _has:Type:reference:parameter")
+    _, src_type, ref_name, rest = parts
+    ref_param = get_param(src_type, ref_name)
+    if ref_param is None or ref_param.type != "reference":
+        raise InvalidSearch(f"'{ref_name}' is not a reference parameter of {src_type}")
+    src = m.resource.alias()
+    inner = param_condition(src_type, rest, value, ctx, src)
+    if inner is None:
+        raise InvalidSearch(f"unknown parameter '{rest}' on {src_type} in {name}")
+    ref = m.reference
+    ids = (
+        select(ref.c.target_id)
+        .join(src, src.c.rid == ref.c.rid)
+        .where(
+            ref.c.param == ref_name,
+            ref.c.res_type == src_type,
+            or_(ref.c.target_type == r.c.res_type, ref.c.target_type.is_(None)),
+            visible(src, ctx),
+            inner,
+        )
+    )
+    return r.c.res_id.in_(ids)
+
+
+def sort_key(resource_type: str, name: str, desc: bool, r) -> KeyedColumnElement | ColumnElement:
+    if name == "_id":
+        return r.c.res_id
+    if name == "_lastUpdated":
+        return r.c.last_updated
+    param = get_param(resource_type, name)
+    assert param is not None
+    t = m.INDEX_TABLES[param.type]
+    col = {
+        "token": t.c.code if param.type == "token" else None,
+        "string": getattr(t.c, "norm", None),
+        "date": t.c.low if param.type == "date" else None,
+        "reference": getattr(t.c, "target_id", None),
+    }.get(param.type)
+    col = col if col is not None else t.c.value
+    agg = func.max(col) if desc else func.min(col)
+    return select(agg).where(t.c.rid == r.c.rid, t.c.param == name).scalar_subquery()
+
+
+def order_by(resource_type: str | None, sort: list[tuple[str, bool]], r) -> list:
+    keys = []
+    for name, desc in sort:
+        key = sort_key(resource_type or "", name, desc, r)
+        keys.append(key.desc().nulls_last() if desc else key.asc().nulls_last())
+    keys.append(r.c.rid)
+    return keys
+
+
+def base_select(resource_type: str | None, ctx: Context, r) -> Select:
+    stmt = select(r.c.rid).where(visible(r, ctx))
+    return stmt.where(r.c.res_type == resource_type) if resource_type else stmt

@@ -1,0 +1,107 @@
+"""Parsing FHIR values into index form: date/time ranges (µs since epoch), normalized strings, references.
+
+Shared by indexing (what a resource holds) and searching (what a client asks), so both sides agree.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+import unicodedata
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal, InvalidOperation
+
+MIN_US = -(2**62)  # open lower bound (Period without start)
+MAX_US = 2**62  # open upper bound (Period without end)
+TEXT_MAX = 255
+
+_DATE = re.compile(
+    r"^(?P<y>\d{4})(?:-(?P<m>\d{2})(?:-(?P<d>\d{2})(?:T(?P<H>\d{2}):(?P<M>\d{2})(?::(?P<S>\d{2})(?:\.(?P<f>\d{1,9}))?)?"
+    r"(?P<tz>Z|[+-]\d{2}:\d{2})?)?)?)?$"
+)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def to_us(moment: datetime) -> int:
+    """Microseconds since the epoch; naive datetimes are taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+def date_range(text: str) -> tuple[int, int] | None:
+    """The [low, high) range (µs) a FHIR date/dateTime/instant covers by its precision; None if malformed.
+
+    Times without a zone are read as UTC (the server's zone).
+    """
+    m = _DATE.match(text.strip()) if isinstance(text, str) else None
+    if not m:
+        return None
+    g = m.groupdict()
+    try:
+        year, month, day = int(g["y"]), int(g["m"] or 1), int(g["d"] or 1)
+        start = datetime(
+            year,
+            month,
+            day,
+            int(g["H"] or 0),
+            int(g["M"] or 0),
+            int(g["S"] or 0),
+            int((g["f"] or "0")[:6].ljust(6, "0")),
+            tzinfo=UTC,
+        )
+    except ValueError:
+        return None
+    if g["tz"] and g["tz"] != "Z":
+        sign = 1 if g["tz"][0] == "+" else -1
+        start -= sign * timedelta(hours=int(g["tz"][1:3]), minutes=int(g["tz"][4:6]))
+    if g["m"] is None:
+        end = start.replace(year=year + 1)
+    elif g["d"] is None:
+        end = start + timedelta(days=calendar.monthrange(year, month)[1])
+    elif g["H"] is None:
+        end = start + timedelta(days=1)
+    elif g["S"] is None:
+        end = start + timedelta(minutes=1)
+    elif g["f"] is None:
+        end = start + timedelta(seconds=1)
+    else:
+        end = start + timedelta(microseconds=max(1, 10 ** (6 - min(len(g["f"]), 6))))
+    return to_us(start), to_us(end)
+
+
+def period_range(period: dict) -> tuple[int, int] | None:
+    low = date_range(period["start"])[0] if date_range(period.get("start") or "") else MIN_US
+    high = date_range(period["end"])[1] if date_range(period.get("end") or "") else MAX_US
+    return None if low == MIN_US and high == MAX_US else (low, high)
+
+
+def normalize(text: str) -> str:
+    """Lowercase with accents stripped: FHIR's default string matching is case- and accent-insensitive."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()[:TEXT_MAX]
+
+
+def decimal_range(text: str) -> tuple[float, float, float] | None:
+    """(value, low, high) with FHIR's implicit precision: '100' covers [99.5, 100.5). None if malformed."""
+    try:
+        value = Decimal(text)
+    except (InvalidOperation, ValueError, TypeError):
+        return None
+    if not value.is_finite():
+        return None
+    half = Decimal(1).scaleb(value.as_tuple().exponent) / 2
+    return float(value), float(value - half), float(value + half)
+
+
+def parse_reference(ref: str) -> tuple[str | None, str | None, str | None]:
+    """'Patient/1', 'Patient/1/_history/2', 'http://x/fhir/Patient/1', 'urn:uuid:…' -> (type, id, url)."""
+    if not ref or ref.startswith("#"):
+        return None, None, None
+    url = ref if "://" in ref or ref.startswith("urn:") else None
+    parts = ref.split("/")
+    if "_history" in parts:
+        parts = parts[: parts.index("_history")]
+    if len(parts) >= 2 and parts[-2][:1].isupper() and parts[-2].isalpha():
+        return parts[-2], parts[-1], url
+    return None, (None if url else ref), url

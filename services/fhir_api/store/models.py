@@ -1,0 +1,143 @@
+"""Tables of the FHIR store (Core tables on rounds.db.Base.metadata; one alembic revision: 0002_fhir_store).
+
+- fhir_version: every version ever written (raw JSON once, byte-for-byte); its `seq` is the global,
+  monotonically increasing change sequence used for _history and paging snapshots.
+- fhir_resource: the current row per (session, type, id); session '' is the shared record. A session row
+  shadows the shared row with the same type/id; `deleted` rows are tombstones. `rid` keys the search indexes.
+- fhir_idx_*: one search-index table per parameter type, filled on write from the generated parameter table.
+- fhir_compartment: which Patient compartments each current row is in (for Patient/$everything).
+- fhir_session: the sandboxes and their as-of clock.
+Times in the index are integer microseconds since the epoch (UTC) so both dialects compare them the same way.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Table,
+    UniqueConstraint,
+)
+
+from rounds.db import Base
+
+ID = BigInteger().with_variant(Integer(), "sqlite")  # SQLite only autoincrements INTEGER PRIMARY KEY
+meta = Base.metadata
+
+version = Table(
+    "fhir_version",
+    meta,
+    Column("seq", ID, primary_key=True, autoincrement=True),
+    Column("session", String(64), nullable=False),
+    Column("res_type", String(64), nullable=False),
+    Column("res_id", String(64), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("last_updated", DateTime(timezone=True), nullable=False),
+    Column("method", String(8), nullable=False),
+    Column("deleted", Boolean, nullable=False),
+    Column("raw", LargeBinary, nullable=True),
+    UniqueConstraint("session", "res_type", "res_id", "version", name="uq_fhir_version_key"),
+)
+
+resource = Table(
+    "fhir_resource",
+    meta,
+    Column("rid", ID, primary_key=True, autoincrement=True),
+    Column("session", String(64), nullable=False),
+    Column("res_type", String(64), nullable=False),
+    Column("res_id", String(64), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("seq", BigInteger, nullable=False),  # fhir_version.seq of the current version
+    Column("created_seq", BigInteger, nullable=False),  # first version's seq: paging snapshots filter on it
+    Column("last_updated", DateTime(timezone=True), nullable=False),
+    Column("deleted", Boolean, nullable=False),
+    Column("clinical_time", BigInteger, nullable=True),  # µs; hidden from sessions whose clock is before it
+    UniqueConstraint("session", "res_type", "res_id", name="uq_fhir_resource_key"),
+    Index("ix_fhir_resource_type_session", "res_type", "session", "deleted"),
+)
+
+
+def _index_table(name: str, *columns: Column, search: tuple[str, ...]) -> Table:
+    return Table(
+        f"fhir_idx_{name}",
+        meta,
+        Column("rid", BigInteger, nullable=False),
+        Column("res_type", String(64), nullable=False),
+        Column("param", String(64), nullable=False),
+        *columns,
+        Index(f"ix_fhir_idx_{name}_rid", "rid"),
+        Index(f"ix_fhir_idx_{name}_search", "res_type", "param", *search),
+    )
+
+
+token = _index_table(
+    "token",
+    Column("system", String(255), nullable=True),
+    Column("code", String(255), nullable=True),
+    Column("text", String(255), nullable=True),  # lowercased display / text, for :text
+    search=("code", "system"),
+)
+string = _index_table(
+    "string",
+    Column("norm", String(255), nullable=False),  # lowercase, accents stripped: default and :contains
+    Column("exact", String(255), nullable=False),
+    search=("norm",),
+)
+date = _index_table(
+    "date",
+    Column("low", BigInteger, nullable=False),  # µs since epoch, inclusive
+    Column("high", BigInteger, nullable=False),  # µs since epoch, exclusive
+    search=("low", "high"),
+)
+number = _index_table("number", Column("value", Float, nullable=False), search=("value",))
+quantity = _index_table(
+    "quantity",
+    Column("value", Float, nullable=False),
+    Column("system", String(255), nullable=True),
+    Column("code", String(255), nullable=True),
+    Column("unit", String(255), nullable=True),
+    search=("code", "value"),
+)
+reference = _index_table(
+    "reference",
+    Column("target_type", String(64), nullable=True),
+    Column("target_id", String(255), nullable=True),
+    Column("url", String(1024), nullable=True),  # absolute / canonical references
+    search=("target_id", "target_type"),
+)
+uri = _index_table("uri", Column("value", String(1024), nullable=False), search=("value",))
+
+compartment = Table(
+    "fhir_compartment",
+    meta,
+    Column("rid", BigInteger, nullable=False),
+    Column("patient_id", String(64), nullable=False),
+    Column("res_type", String(64), nullable=False),
+    Index("ix_fhir_compartment_rid", "rid"),
+    Index("ix_fhir_compartment_patient", "patient_id", "res_type"),
+)
+
+session = Table(
+    "fhir_session",
+    meta,
+    Column("id", String(64), primary_key=True),
+    Column("now", DateTime(timezone=True), nullable=True),
+    Column("created", DateTime(timezone=True), nullable=False),
+)
+
+INDEX_TABLES: dict[str, Table] = {
+    "token": token,
+    "string": string,
+    "date": date,
+    "number": number,
+    "quantity": quantity,
+    "reference": reference,
+    "uri": uri,
+}

@@ -1,0 +1,392 @@
+"""SqlResourceStore: the ResourceStore contract on SQLAlchemy 2 (SQLite and PostgreSQL).
+
+Writes: one fhir_version row (raw JSON, meta.versionId/lastUpdated set here), the fhir_resource current row,
+and its index rows, in one transaction. Sessions write rows with their own session key (copy-on-write: the
+shared row is never copied, only shadowed). Reads and searches go through search.query.visible().
+"""
+
+from __future__ import annotations
+
+import uuid
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+import orjson
+from sqlalchemy import Connection, Engine, and_, delete, func, insert, or_, select, true, update
+from sqlalchemy.exc import IntegrityError
+
+from services.fhir_api.search import engine as search_engine
+from services.fhir_api.search import registry
+from services.fhir_api.search.engine import aware
+from services.fhir_api.search.values import to_us
+from services.fhir_api.store import models as m
+from services.fhir_api.store.indexing import index_resource, unindex
+from services.fhir_api.store.interface import (
+    ChangeListener,
+    Conflict,
+    Context,
+    Gone,
+    InvalidResource,
+    MultipleMatches,
+    NotFound,
+    ResourceChange,
+    SearchRequest,
+    SearchResult,
+    StoredResource,
+    VersionConflict,
+)
+from services.fhir_api.store.validation import validate_resource
+
+_SQLITE_READY: weakref.WeakSet = weakref.WeakSet()
+
+
+def now_ms() -> datetime:
+    moment = datetime.now(UTC)
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
+def instant(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class SqlResourceStore:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        validate: bool = True,
+        _conn: Connection | None = None,
+        _listeners: list[ChangeListener] | None = None,
+    ) -> None:
+        self.engine, self.validate = engine, validate
+        if engine.dialect.name == "sqlite" and engine not in _SQLITE_READY:
+            from services.fhir_api.store import sqlite_transactions
+
+            sqlite_transactions(engine)
+            _SQLITE_READY.add(engine)
+        self._bound = _conn
+        self._listeners: list[ChangeListener] = _listeners if _listeners is not None else []
+
+    # -- plumbing ------------------------------------------------------------------------------------------
+    @staticmethod
+    def supported_search_params(resource_type: str) -> list[tuple[str, str, str]]:
+        return registry.supported_search_params(resource_type)
+
+    def add_change_listener(self, listener: ChangeListener) -> None:
+        self._listeners.append(listener)
+
+    @contextmanager
+    def _conn(self, write: bool = False) -> Iterator[Connection]:
+        if self._bound is not None:
+            yield self._bound
+            return
+        with self.engine.connect() as conn:
+            conn.info["immediate"] = write
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def transaction(self, ctx: Context) -> Iterator[SqlResourceStore]:
+        if self._bound is not None:
+            with self._bound.begin_nested():
+                yield self
+            return
+        with self._conn(write=True) as conn:
+            yield SqlResourceStore(
+                self.engine, validate=self.validate, _conn=conn, _listeners=self._listeners
+            )
+
+    # -- sessions ------------------------------------------------------------------------------------------
+    def create_session(self, now: datetime | None = None) -> str:
+        sid = uuid.uuid4().hex
+        if now is not None and now.tzinfo is None:
+            now = now.replace(tzinfo=UTC)
+        with self._conn(write=True) as conn:
+            conn.execute(insert(m.session).values(id=sid, now=now, created=datetime.now(UTC)))
+        return sid
+
+    def get_session(self, session_id: str) -> Context | None:
+        try:
+            with self._conn() as conn:
+                row = conn.execute(select(m.session).where(m.session.c.id == session_id)).first()
+        except Exception:  # noqa: BLE001 - contract: never raises, unknown/invalid -> None
+            return None
+        if row is None:
+            return None
+        now = row.now.replace(tzinfo=UTC) if row.now is not None and row.now.tzinfo is None else row.now
+        return Context(session_id=session_id, now=now)
+
+    def drop_session(self, session_id: str) -> None:
+        if not session_id:
+            return
+        with self._conn(write=True) as conn:
+            rids = select(m.resource.c.rid).where(m.resource.c.session == session_id)
+            for table in (*m.INDEX_TABLES.values(), m.compartment):
+                conn.execute(delete(table).where(table.c.rid.in_(rids)))
+            conn.execute(delete(m.resource).where(m.resource.c.session == session_id))
+            conn.execute(delete(m.version).where(m.version.c.session == session_id))
+            conn.execute(delete(m.session).where(m.session.c.id == session_id))
+
+    # -- reads ------------------------------------------------------------------------------------------
+    def _current(self, conn: Connection, ctx: Context, rtype: str, rid: str, *, with_deleted: bool = True):
+        """The row the context sees for type/id (own session row first), clock applied to shared rows."""
+        r = m.resource
+        session = ctx.session_id or ""
+        rows = conn.execute(
+            select(r).where(r.c.res_type == rtype, r.c.res_id == rid, r.c.session.in_({session, ""}))
+        ).all()
+        row = next((x for x in rows if x.session == session), None) or next(iter(rows), None)
+        hidden = (
+            row is not None and row.session == "" and ctx.now is not None and row.clinical_time is not None
+        )
+        if hidden and row.clinical_time > to_us(ctx.now):
+            return None
+        if row is not None and row.deleted and not with_deleted:
+            return None
+        return row
+
+    def read(self, ctx: Context, resource_type: str, id: str) -> StoredResource:
+        with self._conn() as conn:
+            row = self._current(conn, ctx, resource_type, id)
+            if row is None:
+                raise NotFound(f"{resource_type}/{id} not found")
+            if row.deleted:
+                raise Gone(f"{resource_type}/{id} was deleted")
+            return search_engine.fetch(conn, [row.rid])[0]
+
+    def vread(self, ctx: Context, resource_type: str, id: str, version_id: int) -> StoredResource:
+        with self._conn() as conn:
+            row = self._current(conn, ctx, resource_type, id)
+            if row is None:
+                raise NotFound(f"{resource_type}/{id} not found")
+            v = m.version
+            found = conn.execute(
+                select(v)
+                .where(
+                    v.c.res_type == resource_type,
+                    v.c.res_id == id,
+                    v.c.version == version_id,
+                    v.c.session.in_({ctx.session_id or "", ""}),
+                )
+                .order_by(v.c.session.desc())
+            ).first()
+            if found is None:
+                raise NotFound(f"{resource_type}/{id}/_history/{version_id} not found")
+            stored = _stored(found)
+            if stored.deleted:
+                raise Gone(f"{resource_type}/{id}/_history/{version_id} is a deletion")
+            return stored
+
+    def history(
+        self,
+        ctx: Context,
+        resource_type: str | None,
+        id: str | None,
+        *,
+        since: datetime | None = None,
+        count: int = 20,
+        offset: int = 0,
+    ) -> tuple[list[StoredResource], int]:
+        v, r = m.version, m.resource.alias("r")
+        session = ctx.session_id or ""
+        # own versions, plus shared versions of resources the clock lets this context see
+        clock = (
+            true()
+            if ctx.now is None
+            else or_(r.c.clinical_time.is_(None), r.c.clinical_time <= to_us(ctx.now))
+        )
+        stmt = select(v).join(
+            r, and_(r.c.res_type == v.c.res_type, r.c.res_id == v.c.res_id, r.c.session == v.c.session)
+        )
+        stmt = stmt.where(or_(v.c.session == session, and_(v.c.session == "", clock)))
+        if resource_type:
+            stmt = stmt.where(v.c.res_type == resource_type)
+        if id:
+            stmt = stmt.where(v.c.res_id == id)
+        if since is not None:
+            stmt = stmt.where(v.c.last_updated >= since)
+        with self._conn() as conn:
+            if id and resource_type and self._current(conn, ctx, resource_type, id) is None:
+                raise NotFound(f"{resource_type}/{id} not found")
+            total = conn.execute(select(func.count()).select_from(stmt.subquery())).scalar_one()
+            rows = conn.execute(stmt.order_by(v.c.seq.desc()).limit(count).offset(offset)).all()
+        return [_stored(x) for x in rows], total
+
+    def search(self, ctx: Context, request: SearchRequest) -> SearchResult:
+        with self._conn() as conn:
+            return search_engine.search(conn, ctx, request)
+
+    def everything(
+        self,
+        ctx: Context,
+        patient_id: str,
+        *,
+        since: datetime | None = None,
+        types: list[str] | None = None,
+        count: int = 100,
+        offset: int = 0,
+    ) -> SearchResult:
+        with self._conn() as conn:
+            return search_engine.everything(conn, ctx, patient_id, since, types, count, offset)
+
+    # -- writes ------------------------------------------------------------------------------------------
+    def create(self, ctx: Context, resource: dict, *, id: str | None = None) -> StoredResource:
+        rtype = self._check(resource)
+        new_id = id or str(uuid.uuid4())
+        with self._conn(write=True) as conn:
+            if id is not None and self._current(conn, ctx, rtype, new_id) is not None:
+                raise Conflict(f"{rtype}/{new_id} already exists")
+            return self._write(conn, ctx, rtype, new_id, resource, "POST", None)
+
+    def update(
+        self, ctx: Context, resource_type: str, id: str, resource: dict, *, if_match: int | None = None
+    ) -> tuple[StoredResource, bool]:
+        rtype = self._check(resource)
+        if rtype != resource_type:
+            raise InvalidResource(f"resourceType {rtype} does not match {resource_type}")
+        if resource.get("id") not in (None, id):
+            raise InvalidResource(f"resource id '{resource.get('id')}' does not match '{id}'")
+        with self._conn(write=True) as conn:
+            current = self._current(conn, ctx, rtype, id)
+            live = current is not None and not current.deleted
+            if if_match is not None and (not live or current.version != if_match):
+                raise VersionConflict(f"{rtype}/{id} is not at version {if_match}")
+            stored = self._write(conn, ctx, rtype, id, resource, "PUT", current)
+        return stored, not live
+
+    def conditional_create(
+        self, ctx: Context, resource: dict, criteria: list[tuple[str, str]]
+    ) -> tuple[StoredResource, bool]:
+        rtype = self._check(resource)
+        with self._conn(write=True) as conn:
+            found = self._match(conn, ctx, rtype, criteria)
+            if len(found) > 1:
+                raise MultipleMatches(f"{len(found)} {rtype} resources match the criteria")
+            if found:
+                return found[0], False
+            return self._write(conn, ctx, rtype, str(uuid.uuid4()), resource, "POST", None), True
+
+    def conditional_update(
+        self, ctx: Context, resource_type: str, resource: dict, criteria: list[tuple[str, str]]
+    ) -> tuple[StoredResource, bool]:
+        with self._conn() as conn:
+            found = self._match(conn, ctx, resource_type, criteria)
+        if len(found) > 1:
+            raise MultipleMatches(f"{len(found)} {resource_type} resources match the criteria")
+        if found:
+            return self.update(ctx, resource_type, found[0].id, resource)
+        return self.update(ctx, resource_type, resource.get("id") or str(uuid.uuid4()), resource)
+
+    def delete(self, ctx: Context, resource_type: str, id: str) -> StoredResource | None:
+        with self._conn(write=True) as conn:
+            current = self._current(conn, ctx, resource_type, id)
+            if current is None or current.deleted:
+                return None
+            return self._write(conn, ctx, resource_type, id, None, "DELETE", current)
+
+    def _match(self, conn: Connection, ctx: Context, rtype: str, criteria) -> list[StoredResource]:
+        if not criteria:
+            raise InvalidResource("conditional operation without criteria")
+        request = SearchRequest(rtype, list(criteria), count=2, strict=True)
+        return search_engine.search(conn, ctx, request).matches
+
+    def _check(self, resource: dict) -> str:
+        if not isinstance(resource, dict) or not isinstance(resource.get("resourceType"), str):
+            raise InvalidResource("body is not a FHIR resource (no resourceType)")
+        if self.validate:
+            validate_resource(resource)
+        return resource["resourceType"]
+
+    def _write(
+        self,
+        conn: Connection,
+        ctx: Context,
+        rtype: str,
+        rid: str,
+        resource: dict | None,
+        method: str,
+        current,
+    ) -> StoredResource:
+        session = ctx.session_id or ""
+        version = (current.version + 1) if current is not None else 1
+        when = now_ms()
+        raw = None
+        if resource is not None:
+            resource = {**resource, "id": rid}
+            resource["meta"] = {
+                **(resource.get("meta") or {}),
+                "versionId": str(version),
+                "lastUpdated": instant(when),
+            }
+            raw = orjson.dumps(resource)
+        deleted = resource is None
+        try:
+            with conn.begin_nested():
+                seq = conn.execute(
+                    insert(m.version)
+                    .values(
+                        session=session,
+                        res_type=rtype,
+                        res_id=rid,
+                        version=version,
+                        last_updated=when,
+                        method=method,
+                        deleted=deleted,
+                        raw=raw,
+                    )
+                    .returning(m.version.c.seq)
+                ).scalar_one()
+                values = dict(
+                    version=version,
+                    seq=seq,
+                    last_updated=when,
+                    deleted=deleted,
+                    clinical_time=index_clinical_time(resource),
+                )
+                own = current if current is not None and current.session == session else None
+                if own is not None:
+                    unindex(conn, [own.rid])
+                    conn.execute(update(m.resource).where(m.resource.c.rid == own.rid).values(**values))
+                    row_id = own.rid
+                else:
+                    created = current.created_seq if current is not None else seq
+                    row_id = conn.execute(
+                        insert(m.resource)
+                        .values(
+                            session=session,
+                            res_type=rtype,
+                            res_id=rid,
+                            created_seq=created,
+                            **values,
+                        )
+                        .returning(m.resource.c.rid)
+                    ).scalar_one()
+                if resource is not None:
+                    index_resource(conn, row_id, resource)
+        except IntegrityError as exc:
+            raise Conflict(f"{rtype}/{rid} was changed concurrently; retry") from exc
+        action = "deleted" if deleted else ("created" if current is None or current.deleted else "updated")
+        change = ResourceChange(action, rtype, rid, version, ctx.session_id)
+        for listener in self._listeners:
+            listener(conn, change)
+        return StoredResource(rtype, rid, version, when, raw or b"", deleted, method)
+
+
+def index_clinical_time(resource: dict | None) -> int | None:
+    from services.fhir_api.search.extract import clinical_time
+
+    return clinical_time(resource) if resource is not None else None
+
+
+def _stored(row) -> StoredResource:
+    return StoredResource(
+        row.res_type,
+        row.res_id,
+        row.version,
+        aware(row.last_updated),
+        bytes(row.raw or b""),
+        row.deleted,
+        row.method,
+    )
