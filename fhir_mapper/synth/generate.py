@@ -1,0 +1,57 @@
+"""`generate(out, patients, seed)`: stream a synthetic MIMIC-IV (hosp/, icu/, ed/, note/) patient by patient.
+
+Only one patient's record is in memory at a time; rows go straight to the open gzip writers. Each patient's
+random draws come from faker reseeded with (seed, patient index), so the output is a pure function of
+(patients, seed) and patient i looks the same whatever N is (its ids shift only with earlier patients).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from fhir_mapper.synth.coding import write_coding, write_omr
+from fhir_mapper.synth.context import Context, SubjectSeq
+from fhir_mapper.synth.dictionaries import write_dictionaries, write_people
+from fhir_mapper.synth.ed import write_ed
+from fhir_mapper.synth.icu import write_icu
+from fhir_mapper.synth.labs import write_labs
+from fhir_mapper.synth.meds import write_meds
+from fhir_mapper.synth.micro import write_micro
+from fhir_mapper.synth.notes import write_notes
+from fhir_mapper.synth.tables import TableSet
+from fhir_mapper.synth.timeline import build_patient, write_core
+
+
+def generate(
+    out: Path,
+    patients: int,
+    seed: int = 0,
+    compresslevel: int = 4,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, int]:
+    """Write every schema table under `out`; return rows written per table ('hosp/labevents': n, ...)."""
+    if patients < 0:
+        raise ValueError(f"patients must be >= 0, got {patients}")
+    with TableSet(Path(out), compresslevel=compresslevel) as tables:
+        ctx = Context(tables, seed)
+        write_dictionaries(ctx)
+        for index in range(patients):
+            ctx.start_patient(index)
+            patient = build_patient(ctx, index)
+            seq = SubjectSeq(patient.subject_id)
+            write_core(ctx, patient)
+            write_omr(ctx, patient)
+            for adm in patient.admissions:
+                write_coding(ctx, patient, adm)
+                write_labs(ctx, patient, adm)
+                write_micro(ctx, patient, adm)
+                write_meds(ctx, patient, adm, seq)
+                write_icu(ctx, patient, adm)
+            write_ed(ctx, patient)
+            for adm in patient.admissions:
+                write_notes(ctx, patient, adm, seq)
+            if progress:
+                progress(index + 1)
+        write_people(ctx)
+        return dict(tables.counts)

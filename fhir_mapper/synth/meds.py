@@ -1,0 +1,235 @@
+"""Medication orders: poe (+ poe_detail), prescriptions, pharmacy, eMAR (+ emar_detail).
+
+Each drug is one order chain sharing poe_id and pharmacy_id. eMAR rows follow the pharmacy schedule
+(disp_sched hours) and always fall inside [starttime, stoptime]. Drugs on the discharge list that were not
+given in hospital are started on the last day, so every discharge medication exists as a prescription.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from fhir_mapper.synth.context import Context, SubjectSeq, clamp, trim
+from fhir_mapper.synth.model import Admission, Patient
+
+
+def _hour_ceil(moment: datetime) -> datetime:
+    floor = moment.replace(minute=0, second=0, microsecond=0)
+    return floor if floor == moment else floor + timedelta(hours=1)
+
+
+def _unique(keys: list[str]) -> list[str]:
+    return list(dict.fromkeys(keys))
+
+
+def home_drugs(ctx: Context, p: Patient) -> list[str]:
+    return _unique([d for c in p.comorbidities for d in ctx.cat.comorbidities[c]["drugs"]])
+
+
+def sig(drug: dict) -> str:
+    return f"{drug['drug']} {drug['dose']} {drug['unit']} {drug['route']} {drug['frequency']}"
+
+
+def _poe(
+    ctx: Context,
+    p: Patient,
+    adm: Admission,
+    seq: SubjectSeq,
+    at: datetime,
+    order_type: str,
+    subtype: str | None,
+    details: dict[str, str] | None = None,
+) -> tuple[str, int, str]:
+    poe_seq = seq.new("poe")
+    poe_id, provider = f"{p.subject_id}-{poe_seq}", ctx.provider()
+    ctx.out.write(
+        "hosp/poe",
+        {
+            "poe_id": poe_id,
+            "poe_seq": poe_seq,
+            "subject_id": p.subject_id,
+            "hadm_id": adm.hadm_id,
+            "ordertime": trim(at, "second"),
+            "order_type": order_type,
+            "order_subtype": subtype,
+            "transaction_type": "New",
+            "order_provider_id": provider,
+            "order_status": "Inactive",
+        },
+    )
+    for name, value in (details or {}).items():
+        ctx.out.write(
+            "hosp/poe_detail",
+            {
+                "poe_id": poe_id,
+                "poe_seq": poe_seq,
+                "subject_id": p.subject_id,
+                "field_name": name,
+                "field_value": value,
+            },
+        )
+    return poe_id, poe_seq, provider
+
+
+def _schedule(drug: dict, start: datetime, stop: datetime) -> list[datetime]:
+    if not drug["hours"]:
+        return [start]
+    times, day = [], datetime.combine(start.date(), datetime.min.time())
+    while day <= stop:
+        times += [
+            day + timedelta(hours=h) for h in drug["hours"] if start <= day + timedelta(hours=h) <= stop
+        ]
+        day += timedelta(days=1)
+    return times
+
+
+def _order(
+    ctx: Context, p: Patient, adm: Admission, seq: SubjectSeq, key: str, start: datetime, stop: datetime
+) -> None:
+    rng, out, drug = ctx.rng, ctx.out, ctx.cat.drugs[key]
+    ordered = max(adm.admittime, start - ctx.minutes(15, 90))
+    poe_id, poe_seq, provider = _poe(ctx, p, adm, seq, ordered, "Medications", None)
+    pharmacy_id = ctx.ids.new("pharmacy_id")
+    per_day = float(len(drug["hours"])) if drug["hours"] else None
+    entered = trim(ordered + ctx.minutes(1, 10), "second")
+    common = {
+        "subject_id": p.subject_id,
+        "hadm_id": adm.hadm_id,
+        "pharmacy_id": pharmacy_id,
+        "poe_id": poe_id,
+        "starttime": start,
+        "stoptime": stop,
+        "doses_per_24_hrs": per_day,
+        "route": drug["route"],
+    }
+    out.write(
+        "hosp/pharmacy",
+        {
+            **common,
+            "medication": drug["drug"],
+            "proc_type": "IV Piggyback" if drug["route"] == "IV" else "Unit Dose",
+            "status": "Discontinued via patient discharge" if stop >= adm.dischtime else "Discontinued",
+            "entertime": entered,
+            "verifiedtime": trim(entered + ctx.minutes(5, 30), "second"),
+            "frequency": drug["frequency"],
+            "disp_sched": ", ".join(f"{h:02d}" for h in drug["hours"]) or None,
+            "duration_interval": "Ongoing",
+            "dispensation": "Omnicell",
+        },
+    )
+    out.write(
+        "hosp/prescriptions",
+        {
+            **common,
+            "poe_seq": poe_seq,
+            "order_provider_id": provider,
+            "drug_type": "MAIN",
+            "drug": drug["drug"],
+            "formulary_drug_cd": drug["code"],
+            "prod_strength": drug["strength"],
+            "dose_val_rx": drug["dose"],
+            "dose_unit_rx": drug["unit"],
+            "form_val_disp": drug["disp"],
+            "form_unit_disp": drug["disp_unit"],
+        },
+    )
+    iv_antibiotic = drug["route"] == "IV" and drug["class"].startswith("Antibiotics")
+    for scheduled in _schedule(drug, start, stop):
+        emar_seq = seq.new("emar")
+        emar_id = f"{p.subject_id}-{emar_seq}"
+        charted = trim(clamp(scheduled + ctx.minutes(-30, 30), start, stop))
+        given = rng.random() < 0.95
+        out.write(
+            "hosp/emar",
+            {
+                "subject_id": p.subject_id,
+                "hadm_id": adm.hadm_id,
+                "emar_id": emar_id,
+                "emar_seq": emar_seq,
+                "poe_id": poe_id,
+                "pharmacy_id": pharmacy_id,
+                "charttime": charted,
+                "medication": drug["drug"],
+                "event_txt": "Administered" if given else "Not Given",
+                "scheduletime": scheduled,
+                "storetime": trim(charted + ctx.minutes(0, 15)),
+            },
+        )
+        ids = {"subject_id": p.subject_id, "emar_id": emar_id, "emar_seq": emar_seq}
+        out.write(
+            "hosp/emar_detail",
+            {
+                **ids,
+                "administration_type": "IV Antibiotic"
+                if iv_antibiotic
+                else "Standard Maintenance Medication",
+                "complete_dose_not_given": "No" if given else None,
+                "dose_due": drug["dose"],
+                "dose_due_unit": drug["unit"],
+                "will_remainder_of_dose_be_given": "No" if given else None,
+                "route": drug["route"],
+            },
+        )
+        if given:
+            out.write(
+                "hosp/emar_detail",
+                {
+                    **ids,
+                    "parent_field_ordinal": 1.1,
+                    "pharmacy_id": pharmacy_id,
+                    "barcode_type": "if",
+                    "dose_given": drug["dose"],
+                    "dose_given_unit": drug["unit"],
+                    "product_amount_given": float(drug["disp"]),
+                    "product_unit": drug["disp_unit"],
+                    "product_code": drug["code"],
+                    "product_description": f"{drug['drug']} {drug['strength']}",
+                },
+            )
+
+
+def write_meds(ctx: Context, p: Patient, adm: Admission, seq: SubjectSeq) -> None:
+    rng, scen, home = ctx.rng, adm.scenario, home_drugs(ctx, p)
+    _poe(
+        ctx,
+        p,
+        adm,
+        seq,
+        adm.admittime,
+        "ADT orders",
+        "Admit",
+        {"Admit to": scen["ward"], "Admit category": "Admit to inpatient"},
+    )
+    inpatient = _unique(scen["drugs"] + home)
+    discharge = [] if adm.deathtime else _unique(scen["discharge_drugs"] + home)
+    last = adm.dischtime - timedelta(minutes=1)
+    for key in inpatient:
+        start = _hour_ceil(adm.admittime + ctx.minutes(60, 240))
+        if not ctx.cat.drugs[key]["hours"]:  # one-time dose
+            stop = start + timedelta(hours=1)
+        elif key in discharge or adm.deathtime:
+            stop = last
+        else:
+            stop = max(start + timedelta(hours=2), trim(adm.dischtime - ctx.minutes(360, 1440)))
+        if start < last and stop <= last:
+            _order(ctx, p, adm, seq, key, start, stop)
+    for key in discharge:
+        if key not in inpatient:
+            start = _hour_ceil(max(adm.admittime + timedelta(hours=1), adm.dischtime - timedelta(hours=24)))
+            if start < last:
+                _order(ctx, p, adm, seq, key, start, last)
+        adm.discharge_meds.append(sig(ctx.cat.drugs[key]))
+    if not adm.deathtime:
+        _poe(
+            ctx,
+            p,
+            adm,
+            seq,
+            adm.dischtime - ctx.minutes(60, 240),
+            "ADT orders",
+            "Discharge",
+            {
+                "Discharge Planning": "Finalized",
+                "Discharge When Ready": "Yes" if rng.random() < 0.5 else "No",
+            },
+        )
