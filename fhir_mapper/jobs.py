@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fhir_mapper.mappers import clinical, core, micro, observations
+from fhir_mapper.mappers import clinical, core, ed, medication, micro, notes, observations
 
 if TYPE_CHECKING:
     from fhir_mapper.context import MapContext
@@ -62,5 +62,33 @@ _JOBS = [
         (),
         ("Specimen", "ObservationMicroTest", "ObservationMicroOrg", "ObservationMicroSusc"),
     ),
+    Job(
+        "medication",
+        medication.run,
+        ("hosp/prescriptions", "hosp/pharmacy"),
+        ("hosp/emar", "hosp/emar_detail", "hosp/poe"),
+        (
+            "Medication",
+            "MedicationMix",
+            "MedicationRequest",
+            "MedicationDispense",
+            "MedicationAdministration",
+        ),
+    ),
+    Job(
+        "ed",
+        ed.run,
+        ("ed/edstays", "hosp/patients"),
+        ("ed/triage", "ed/vitalsign", "ed/pyxis", "ed/medrecon"),
+        (
+            "EncounterED",
+            "ProcedureED",
+            "ObservationED",
+            "ObservationVitalSignsED",
+            "MedicationDispenseED",
+            "MedicationStatementED",
+        ),
+    ),
+    Job("notes", notes.run, (), tuple(notes.NOTE_KINDS), (notes.PROFILE,)),
 ]
 JOBS: dict[str, Job] = {job.name: job for job in _JOBS}
