@@ -1,0 +1,1 @@
+"""Projection consumers: exactly-once projections, dead-letter, replay (see README.md)."""

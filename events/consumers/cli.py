@@ -1,0 +1,112 @@
+"""`rounds events project|replay|relay`: run a projection consumer, rebuild a projection, relay the outbox.
+
+E1's `rounds events` group calls `register_subcommands(events_app)`. `python -m events.consumers.cli ...` runs
+the same commands standalone (the fault tests start consumers that way and SIGKILL them).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+
+import typer
+
+from events.consumers.replay import PROJECTIONS, replay
+from events.consumers.runner import ProjectionRunner
+from rounds.db import make_engine
+from rounds.settings import Settings, get_settings
+
+DATABASE_URL = typer.Option(None, "--database-url", help="default: ROUNDS_DATABASE_URL")
+
+
+def _settings(database_url: str | None) -> Settings:
+    settings = get_settings()
+    return settings.model_copy(update={"database_url": database_url}) if database_url else settings
+
+
+def _open(database_url: str | None):
+    from events.factory import open_bus
+
+    settings = _settings(database_url)
+    return open_bus(settings), make_engine(settings.database_url)
+
+
+def _projection(name: str):
+    if name not in PROJECTIONS:
+        raise typer.BadParameter(f"unknown projection {name!r}; known: {', '.join(sorted(PROJECTIONS))}")
+    return PROJECTIONS[name]
+
+
+def project(
+    name: str = typer.Argument("transcript", help="projection to run"),
+    group: str | None = typer.Option(None, help="consumer group (default projection.<name>)"),
+    batch_size: int = typer.Option(500, min=1, max=100_000),
+    until_caught_up: bool = typer.Option(False, help="stop once the end offsets seen at start are applied"),
+    idle_exit: float | None = typer.Option(None, help="stop after this many seconds without records"),
+    database_url: str | None = DATABASE_URL,
+) -> None:
+    """Run a projection consumer (exactly-once into the database); SIGTERM/SIGINT finish the batch, stop."""
+    bus, engine = _open(database_url)
+    runner = ProjectionRunner(bus, engine, _projection(name)(), group_id=group, batch_size=batch_size)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: runner.request_stop())
+    try:
+        with runner:
+            stats = runner.run(until_caught_up=until_caught_up, idle_exit_s=idle_exit)
+    finally:
+        bus.close()
+        engine.dispose()
+    typer.echo(json.dumps({"group": runner.group_id, **vars(stats)}))
+
+
+def replay_command(
+    name: str = typer.Argument("transcript", help="projection to rebuild"),
+    session: str | None = typer.Option(None, help="only this session's events (records keyed by it)"),
+    suffix: str | None = typer.Option(None, help="table name suffix (default: r<timestamp>_<random>)"),
+    database_url: str | None = DATABASE_URL,
+) -> None:
+    """Rebuild a projection from the beginning into fresh tables; prints the tables and figures."""
+    bus, engine = _open(database_url)
+    try:
+        result = replay(bus, engine, _projection(name), session_id=session, suffix=suffix)
+    finally:
+        bus.close()
+        engine.dispose()
+    typer.echo(json.dumps({"suffix": result.suffix, "group": result.group_id, "tables": result.tables,
+                           "seconds": round(result.seconds, 3), **vars(result.stats)}))
+
+
+def relay_command(
+    once: bool = typer.Option(False, help="publish what is pending, then exit"),
+    interval: float = typer.Option(0.2, help="seconds between polls of the outbox"),
+    database_url: str | None = DATABASE_URL,
+) -> None:
+    """Publish the FHIR outbox to rounds.fhir-changes (marks rows sent after the broker acknowledges)."""
+    from events.relay import Relay
+
+    bus, engine = _open(database_url)
+    relay = Relay(engine, bus)
+    try:
+        if once:
+            typer.echo(json.dumps({"published": relay.drain()}))
+            return
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        relay.run(stop, interval)
+    finally:
+        bus.close()
+        engine.dispose()
+
+
+def register_subcommands(events_app: typer.Typer) -> None:
+    events_app.command("project")(project)
+    events_app.command("replay")(replay_command)
+    events_app.command("relay")(relay_command)
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised by the fault tests in a subprocess
+    standalone = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    register_subcommands(standalone)
+    standalone()

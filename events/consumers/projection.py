@@ -1,0 +1,82 @@
+"""What a projection is: its own tables (created per name suffix, so a replay builds fresh ones) and handlers.
+
+A projection subclass declares `name`, the `topics` it reads, the event `types` it applies, `schema()` (the
+columns of each of its tables) and `handle(tx, record)`. The runner calls `prepare(tx, records)` once per
+batch (load what the batch touches in one query), `handle` per new event, then `finish(tx)` (write
+aggregates); all inside ONE database transaction that also stores the consumer's positions and processed
+event ids.
+
+Rules for handlers: keep per-batch state in `tx.state` only (a failed batch is retried event by event in fresh
+transactions), validate an event before mutating anything, and raise to reject it (it is dead-lettered).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from sqlalchemy import Connection, Engine, MetaData, Table, insert
+from sqlalchemy.schema import SchemaItem
+
+from events.bus import Record
+from rounds.db import NAMING_CONVENTION
+
+
+@dataclass
+class ProjectionTx:
+    """The batch's transaction as handlers see it: connection, tables, batch state, buffered inserts."""
+
+    conn: Connection
+    tables: Mapping[str, Table]
+    state: dict[str, Any] = field(default_factory=dict)
+    _pending: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def insert(self, table: str, row: dict[str, Any]) -> None:
+        """Queue a row; queued rows are written in one executemany per table at `flush` (end of batch)."""
+        self._pending.setdefault(table, []).append(row)
+
+    def flush(self) -> None:
+        for name, rows in self._pending.items():
+            if rows:
+                self.conn.execute(insert(self.tables[name]), rows)
+        self._pending.clear()
+
+
+class Projection:
+    name: ClassVar[str]
+    topics: ClassVar[tuple[str, ...]] = ("rounds.sessions",)
+    types: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, suffix: str = "", topics: tuple[str, ...] | None = None) -> None:
+        if suffix and not suffix.replace("_", "").isalnum():
+            raise ValueError(f"projection suffix must be alphanumeric/underscore, got {suffix!r}")
+        self.suffix = suffix
+        if topics is not None:  # another namespace of topics (tests, side-by-side environments)
+            self.topics = tuple(topics)
+        self.metadata = MetaData(naming_convention=NAMING_CONVENTION)
+        self.tables: dict[str, Table] = {
+            base: Table(self.table_name(base), self.metadata, *items) for base, items in self.schema().items()
+        }
+
+    def table_name(self, base: str) -> str:
+        return f"proj_{base}_{self.suffix}" if self.suffix else f"proj_{base}"
+
+    def schema(self) -> dict[str, list[SchemaItem]]:
+        """Fresh Column/Constraint objects per table base name (called once per instance)."""
+        raise NotImplementedError
+
+    def create_tables(self, engine: Engine) -> None:
+        self.metadata.create_all(engine, checkfirst=True)
+
+    def drop_tables(self, engine: Engine) -> None:
+        self.metadata.drop_all(engine, checkfirst=True)
+
+    def prepare(self, tx: ProjectionTx, records: Sequence[Record]) -> None:  # noqa: B027 - optional hook
+        """Optional: load the rows this batch touches."""
+
+    def handle(self, tx: ProjectionTx, record: Record) -> None:
+        raise NotImplementedError
+
+    def finish(self, tx: ProjectionTx) -> None:  # noqa: B027 - optional hook
+        """Optional: write what `handle` aggregated in tx.state."""

@@ -1,0 +1,166 @@
+"""The session transcript projection: per session, its ordered entries (messages, EHR calls, tool calls) and
+counts — what scorers read instead of re-parsing the log.
+
+Entries are numbered 1..n per session in log order (the log is totally ordered per session key), so a replay
+from the beginning reproduces exactly the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    Integer,
+    PrimaryKeyConstraint,
+    String,
+    Text,
+    bindparam,
+    select,
+    update,
+)
+from sqlalchemy.schema import SchemaItem
+
+from events.bus import Record
+from events.consumers.projection import Projection, ProjectionTx
+from events.topics import SESSIONS
+
+ROLES = ("doctor", "patient", "assistant")
+
+
+def _message(data: dict[str, Any]) -> dict[str, Any]:
+    text = "\n".join(part["contentString"] for part in data["payload"])
+    return {"role": data["sender"]["identifier"]["value"], "text": text, "ref": data["id"]}
+
+
+def _ehr_request(data: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "ref": data["requestId"], "method": data["method"], "url": data["url"]}
+
+
+def _ehr_response(data: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "ehr", "ref": data["requestId"], "status": data["status"],
+            "latency_ms": data["latencyMs"]}
+
+
+def _tool_call(data: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "ref": data["callId"], "name": data["name"]}
+
+
+def _tool_result(data: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "tool", "ref": data["callId"], "name": data["name"], "text": data.get("error"),
+            "latency_ms": data.get("latencyMs")}
+
+
+def _lifecycle(data: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "system", "text": data.get("reason")}
+
+
+# event type -> (entry columns from `data`, the session counter it increments)
+ENTRY_KINDS: dict[str, tuple[Callable[[dict[str, Any]], dict[str, Any]], str | None]] = {
+    "rounds.session.started": (_lifecycle, None),
+    "rounds.session.ended": (_lifecycle, None),
+    **{f"rounds.message.{role}": (_message, "message_count") for role in ROLES},
+    "rounds.ehr.request": (_ehr_request, "ehr_request_count"),
+    "rounds.ehr.response": (_ehr_response, "ehr_response_count"),
+    "rounds.tool.call": (_tool_call, "tool_call_count"),
+    "rounds.tool.result": (_tool_result, None),
+}
+COUNTERS = ("entry_count", "message_count", "ehr_request_count", "ehr_response_count", "tool_call_count")
+
+
+class TranscriptProjection(Projection):
+    name = "transcript"
+    topics = (SESSIONS,)
+    types = frozenset(ENTRY_KINDS)
+
+    def schema(self) -> dict[str, list[SchemaItem]]:
+        return {
+            "transcript_sessions": [
+                Column("session_id", String(200), primary_key=True),
+                Column("status", String(16), nullable=False),  # open | ended
+                Column("started_time", String(40)),
+                Column("ended_time", String(40)),
+                *(Column(name, Integer, nullable=False) for name in COUNTERS),
+                Column("last_sequence", BigInteger),
+            ],
+            "transcript_entries": [
+                Column("session_id", String(200), nullable=False),
+                Column("position", Integer, nullable=False),
+                Column("event_id", String(200), nullable=False),
+                Column("event_type", String(200), nullable=False),
+                Column("event_time", String(40)),
+                Column("sequence", BigInteger),
+                Column("role", String(20)),
+                Column("ref", String(200)),  # Communication id, EHR request id or tool call id
+                Column("text", Text),
+                Column("method", String(10)),
+                Column("url", Text),
+                Column("status", Integer),
+                Column("latency_ms", Float),
+                Column("name", String(200)),
+                PrimaryKeyConstraint("session_id", "position"),
+            ],
+        }
+
+    @staticmethod
+    def session_of(record: Record) -> str:
+        return (record.event.subject if record.event else None) or record.key
+
+    def prepare(self, tx: ProjectionTx, records: Sequence[Record]) -> None:
+        table = self.tables["transcript_sessions"]
+        ids = {self.session_of(r) for r in records}
+        rows = tx.conn.execute(select(table).where(table.c.session_id.in_(ids))).mappings()
+        tx.state["sessions"] = {row["session_id"]: dict(row) for row in rows}
+        tx.state["existing"] = set(tx.state["sessions"])
+        tx.state["touched"] = set()
+
+    def handle(self, tx: ProjectionTx, record: Record) -> None:
+        event = record.event
+        extract, counter = ENTRY_KINDS[event.type]
+        try:
+            columns = extract(event.data)  # validate everything before mutating any state
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{event.type} id={event.id}: payload lacks {exc}") from exc
+        session_id = self.session_of(record)
+        session = tx.state["sessions"].setdefault(session_id, _new_session(session_id))
+        tx.state["touched"].add(session_id)
+        session["entry_count"] += 1
+        if counter:
+            session[counter] += 1
+        if event.type == "rounds.session.started":
+            session["started_time"] = event.time
+        elif event.type == "rounds.session.ended":
+            session["status"], session["ended_time"] = "ended", event.time
+        if event.sequence is not None:
+            session["last_sequence"] = max(session["last_sequence"] or 0, event.sequence)
+        tx.insert("transcript_entries", {
+            **dict.fromkeys(("role", "ref", "text", "method", "url", "status", "latency_ms", "name")),
+            **columns,
+            "session_id": session_id,
+            "position": session["entry_count"],
+            "event_id": event.id,
+            "event_type": event.type,
+            "event_time": event.time,
+            "sequence": event.sequence,
+        })
+
+    def finish(self, tx: ProjectionTx) -> None:
+        table = self.tables["transcript_sessions"]
+        sessions, existing = tx.state["sessions"], tx.state["existing"]
+        touched = [sessions[s] for s in sorted(tx.state["touched"])]
+        new = [row for row in touched if row["session_id"] not in existing]
+        old = [{f"v_{k}": v for k, v in row.items()} for row in touched if row["session_id"] in existing]
+        if new:
+            tx.conn.execute(table.insert(), new)
+        if old:
+            values = {c.name: bindparam(f"v_{c.name}") for c in table.c if c.name != "session_id"}
+            where = table.c.session_id == bindparam("v_session_id")
+            tx.conn.execute(update(table).where(where).values(values), old)
+
+
+def _new_session(session_id: str) -> dict[str, Any]:
+    return {"session_id": session_id, "status": "open", "started_time": None, "ended_time": None,
+            "last_sequence": None, **dict.fromkeys(COUNTERS, 0)}
