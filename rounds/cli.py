@@ -18,9 +18,11 @@ app = typer.Typer(
 # Modules exposing `register(app: typer.Typer) -> None`; order is the order in --help.
 COMMAND_MODULES: list[str] = [
     "rounds.db_cli",
+    "events.cli",
     "fhir_mapper.synth.cli",
     "fhir_mapper.cli",
     "services.fhir_api.serve",
+    "services.fhir_api.load_cli",
 ]
 
 

@@ -1,0 +1,126 @@
+"""`rounds events dump|load|topics` (and the subcommands other event modules contribute)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from events.topics import ALL_TOPICS, topic_specs
+
+events_app = typer.Typer(
+    name="events", help="The event log: topics, export and import.", no_args_is_help=True
+)
+
+# Modules exposing `register_subcommands(events_app: typer.Typer) -> None` (relay, replay): one line each.
+SUBCOMMAND_MODULES: list[str] = []
+
+
+def _bus(ensure: bool = False):
+    from events.factory import open_bus
+    from rounds.settings import Settings
+
+    settings = Settings()  # read the environment now (not the process-wide cache)
+    if settings.bus == "sql":
+        _require_schema(settings.database_url)
+    return open_bus(settings, ensure_topics=ensure), settings
+
+
+def _require_schema(url: str) -> None:
+    from sqlalchemy import inspect
+
+    from rounds.db import make_engine
+
+    engine = make_engine(url)
+    try:
+        present = inspect(engine).has_table("event_log_partition")
+    finally:
+        engine.dispose()
+    if not present:
+        typer.echo(
+            f"the event log tables are missing in {url.split('@')[-1]}: run `rounds db upgrade`", err=True
+        )
+        raise typer.Exit(2)
+
+
+@events_app.command("topics")
+def topics_cmd() -> None:
+    """Create the Rounds topics if missing (ROUNDS_KAFKA_PARTITIONS partitions each) and list them."""
+    bus, settings = _bus(ensure=True)
+    try:
+        for spec in topic_specs(settings.kafka_partitions):
+            typer.echo(f"{spec.name}\t{len(bus.partitions(spec.name))} partitions\t{settings.bus}")
+    finally:
+        bus.close()
+
+
+@events_app.command("dump")
+def dump_cmd(
+    session: Annotated[str | None, typer.Option(help="only this session's events")] = None,
+    topic: Annotated[list[str] | None, typer.Option(help="topic to read (repeatable; default: all)")] = None,
+    from_beginning: Annotated[
+        bool, typer.Option("--from-beginning", help="start at offset 0, not the end")
+    ] = False,
+    follow: Annotated[bool, typer.Option("--follow", help="keep printing new events")] = False,
+    idle_timeout: Annotated[
+        float | None, typer.Option(help="with --follow: stop after this many idle s")
+    ] = None,
+) -> None:
+    """Print events as JSON lines (one CloudEvent per line) without joining a consumer group."""
+    from events.archive import SESSION_TOPICS, dump
+
+    topics = topic or (list(SESSION_TOPICS) if session else list(ALL_TOPICS))
+    if not from_beginning and not follow:
+        typer.echo(
+            "nothing to print: add --from-beginning (the log so far) and/or --follow (new events)", err=True
+        )
+    bus, _ = _bus()
+    try:
+        written, skipped = dump(
+            bus,
+            topics,
+            sys.stdout.buffer,
+            session=session,
+            from_beginning=from_beginning,
+            follow=follow,
+            idle_timeout_s=idle_timeout,
+        )
+    finally:
+        bus.close()
+    typer.echo(f"{written} events" + (f", {skipped} invalid records skipped" if skipped else ""), err=True)
+
+
+@events_app.command("load")
+def load_cmd(
+    file: Annotated[Path, typer.Argument(help="JSON lines from `rounds events dump` ('-' = stdin)")],
+) -> None:
+    """Re-publish an exported log to the topics its events route to; events already present are skipped."""
+    from events.archive import load
+
+    bus, _ = _bus(ensure=True)
+    try:
+        if str(file) == "-":
+            report = load(bus, sys.stdin.buffer)
+        else:
+            with file.open("rb") as lines:
+                report = load(bus, lines)
+    finally:
+        bus.close()
+    for problem in report.rejected:
+        typer.echo(f"rejected {problem}", err=True)
+    typer.echo(
+        f"{report.published} published, {report.already_present} already present, "
+        f"{len(report.rejected)} rejected",
+        err=True,
+    )
+    if report.rejected:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    for name in SUBCOMMAND_MODULES:
+        importlib.import_module(name).register_subcommands(events_app)
+    app.add_typer(events_app, name="events")

@@ -1,0 +1,152 @@
+"""`rounds events topics|dump|load` on every backend: export, load into a fresh database, dump equals."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from events import payloads as p
+from events.catalog import make_event, route
+from events.envelope import CloudEvent
+from events.factory import open_bus
+from events.topics import ALL_TOPICS
+from rounds.cli import app
+from rounds.migrate import upgrade
+from rounds.settings import Settings
+from tests.events.conftest import BACKENDS
+
+runner = CliRunner()
+
+
+@pytest.fixture(params=BACKENDS)
+def source_env(request: pytest.FixtureRequest) -> dict[str, str]:
+    """ROUNDS_* environment of the backend the session is recorded on."""
+    if request.param == "kafka":
+        request.applymarker(pytest.mark.kafka)
+        return {"ROUNDS_BUS": "kafka", "ROUNDS_KAFKA_BOOTSTRAP": request.getfixturevalue("kafka_bootstrap")}
+    url = request.getfixturevalue("sqlite_url" if request.param == "sql-sqlite" else "postgres_url")
+    upgrade(url)
+    return {"ROUNDS_BUS": "sql", "ROUNDS_DATABASE_URL": url}
+
+
+def fresh_sqlite(tmp_path: Path, name: str) -> dict[str, str]:
+    url = f"sqlite:///{tmp_path / name}"
+    upgrade(url)
+    return {"ROUNDS_BUS": "sql", "ROUNDS_DATABASE_URL": url}
+
+
+def rounds(env: dict[str, str], *args: str, input: bytes | None = None):
+    return runner.invoke(app, ["events", *args], env=env, input=input, catch_exceptions=False)
+
+
+def record_session(env: dict[str, str], session: str) -> list[CloudEvent]:
+    """A small but complete session: lifecycle, messages, an EHR round trip, a tool call, a score."""
+    question = p.communication("q1", "doctor", ["assistant"], "Latest potassium?")
+    answer = p.communication("a1", "assistant", ["doctor"], "4.1 mmol/L", in_response_to=["q1"])
+    payloads = [
+        ("rounds.session.started", p.SessionStarted(assistant="model-x", patient="Patient/p-1")),
+        ("rounds.message.doctor", question),
+        (
+            "rounds.ehr.request",
+            p.EhrRequest(request_id="r1", method="GET", url="Observation", query={"code": ["2823-3"]}),
+        ),
+        (
+            "rounds.ehr.response",
+            p.EhrResponse(request_id="r1", status=200, latency_ms=12.5, body_digest="sha256:" + "0" * 64),
+        ),
+        ("rounds.tool.call", p.ToolCall(call_id="t1", name="calc", arguments={"x": 1})),
+        ("rounds.tool.result", p.ToolResult(call_id="t1", name="calc", output=2)),
+        ("rounds.message.assistant", answer),
+        (
+            "rounds.score.turn",
+            p.ScoreTurn(scorer="exact", metric="correct", value=1.0, message_id="a1", turn=1),
+        ),
+        ("rounds.session.ended", p.SessionEnded(reason="completed", turns=2)),
+    ]
+    events = [
+        make_event(t, d, source="/rounds/tests", subject=session, sequence=i)
+        for i, (t, d) in enumerate(payloads)
+    ]
+    bus = open_bus(
+        Settings(**{k.removeprefix("ROUNDS_").lower(): v for k, v in env.items()}), ensure_topics=True
+    )
+    for event in events:
+        topic, key = route(event)
+        bus.publish(topic, event, key)
+    bus.close()
+    return events
+
+
+def dumped(env: dict[str, str], *args: str) -> list[dict]:
+    result = rounds(env, "dump", "--from-beginning", *args)
+    assert result.exit_code == 0, result.output
+    return [orjson.loads(line) for line in result.stdout_bytes.splitlines()]
+
+
+def test_topics_then_export_load_dump_round_trip(source_env: dict[str, str], tmp_path: Path) -> None:
+    result = rounds(source_env, "topics")
+    assert result.exit_code == 0, result.output
+    assert [line.split("\t")[0] for line in result.stdout.splitlines()] == list(ALL_TOPICS)
+
+    session = f"sess-{uuid.uuid4().hex[:12]}"
+    events = record_session(source_env, session)
+    exported = dumped(source_env, "--session", session)
+    assert {e["id"] for e in exported} == {e.id for e in events}
+    in_session_topic = [e["sequence"] for e in exported if e["type"] != "rounds.score.turn"]
+    assert in_session_topic == sorted(in_session_topic), "one session is dumped in log order"
+    assert dumped(source_env, "--session", "sess-other-one") == []
+
+    export_file = tmp_path / "export.jsonl"
+    export_file.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in exported))
+    target = fresh_sqlite(tmp_path, "target.sqlite")
+    loaded = rounds(target, "load", str(export_file))
+    assert loaded.exit_code == 0, loaded.output
+    assert f"{len(events)} published, 0 already present" in loaded.stderr
+    assert dumped(target, "--session", session) == exported
+    assert sorted(dumped(target), key=lambda e: e["id"]) == sorted(exported, key=lambda e: e["id"])
+
+    again = rounds(target, "load", str(export_file))  # idempotent
+    assert f"0 published, {len(events)} already present" in again.stderr
+    back = rounds(source_env, "load", "-", input=export_file.read_bytes())
+    assert f"0 published, {len(events)} already present" in back.stderr
+    assert len(dumped(target, "--session", session)) == len(events)
+
+
+def test_topic_filter_and_dump_without_start_prints_a_hint(tmp_path: Path) -> None:
+    env = fresh_sqlite(tmp_path, "one.sqlite")
+    record_session(env, "sess-topic-filter")
+    scores = dumped(env, "--topic", "rounds.scores")
+    assert [e["type"] for e in scores] == ["rounds.score.turn"]
+    result = rounds(env, "dump")
+    assert result.exit_code == 0 and result.stdout_bytes == b""
+    assert "--from-beginning" in result.stderr
+
+
+def test_load_reports_bad_lines_and_publishes_the_good_ones(tmp_path: Path) -> None:
+    env = fresh_sqlite(tmp_path, "bad.sqlite")
+    good = make_event(
+        "rounds.tool.call", p.ToolCall(call_id="c1", name="n"), source="/t", subject="sess-good1"
+    )
+    unknown = {**orjson.loads(good.to_bytes()), "id": "other", "type": "rounds.unknown"}
+    phi = {**orjson.loads(good.to_bytes()), "id": "phi", "subject": "10000032"}
+    lines = [good.to_bytes(), b"{not json", orjson.dumps(unknown), b"", orjson.dumps(phi)]
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    result = rounds(env, "load", str(path))
+    assert result.exit_code == 1
+    assert "1 published, 0 already present, 3 rejected" in result.stderr
+    assert "line 2: not valid JSON" in result.stderr
+    assert "line 3: unknown event type 'rounds.unknown'" in result.stderr
+    assert "line 5: invalid CloudEvent: subject" in result.stderr
+    assert [e["id"] for e in dumped(env)] == [good.id]
+
+
+def test_missing_schema_is_a_clear_error(tmp_path: Path) -> None:
+    env = {"ROUNDS_BUS": "sql", "ROUNDS_DATABASE_URL": f"sqlite:///{tmp_path / 'empty.sqlite'}"}
+    result = rounds(env, "topics")
+    assert result.exit_code == 2
+    assert "rounds db upgrade" in result.stderr

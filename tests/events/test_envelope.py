@@ -1,0 +1,75 @@
+"""The CloudEvents envelope: required attributes, naming, no PHI in context attributes, size, round trip."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from events.envelope import MAX_EVENT_BYTES, CloudEvent, EventTooLarge, InvalidEvent
+
+BASE = {"id": "e-1", "source": "/rounds/tests", "type": "rounds.tool.call", "subject": "sess-abc1"}
+
+
+def test_round_trip_is_structured_json_without_nulls() -> None:
+    event = CloudEvent.build(
+        **BASE,
+        time="2026-11-30T08:00:00.123Z",
+        sequence=3,
+        correlationid="sess-abc1",
+        traceparent="00-abc",
+        data={"a": [1, 2]},
+    )
+    raw = event.to_bytes()
+    obj = orjson.loads(raw)
+    assert obj["specversion"] == "1.0" and obj["traceparent"] == "00-abc" and "causationid" not in obj
+    assert CloudEvent.from_bytes(raw) == event
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"id": None}, "id"),
+        ({"source": None}, "source: Field required"),
+        ({"type": None}, "type: Field required"),
+        ({"specversion": "0.3"}, "specversion must be '1.0'"),
+        ({"time": "yesterday"}, "RFC 3339"),
+        ({"time": "2026-11-30T08:00:00"}, "timezone"),
+        ({"subject": "10000032"}, "all digits"),  # a MIMIC subject_id / MRN
+        ({"subject": "John Smith"}, "opaque id"),
+        ({"subject": "john@example.org"}, "opaque id"),
+        ({"correlationid": "123456"}, "all digits"),
+        ({"sequence": -1}, "sequence"),
+        ({"Bad_Name": "x"}, "extension attribute name 'Bad_Name'"),
+        ({"averyveryverylongextensionname": "x"}, "1-20 lowercase"),
+        ({"traceparent": {"nested": 1}}, "string, integer or boolean"),
+        ({"id": "has space"}, "whitespace"),
+    ],
+)
+def test_invalid_envelopes_are_rejected_with_the_reason(change: dict, message: str) -> None:
+    attributes = {**BASE, **change}
+    attributes = {k: v for k, v in attributes.items() if v is not None}
+    with pytest.raises(InvalidEvent, match=message):
+        CloudEvent.build(**attributes)
+
+
+def test_from_bytes_rejects_non_objects_and_bad_json() -> None:
+    with pytest.raises(InvalidEvent, match="not valid JSON"):
+        CloudEvent.from_bytes(b"{")
+    with pytest.raises(InvalidEvent, match="JSON object, got list"):
+        CloudEvent.from_bytes(b"[]")
+    with pytest.raises(EventTooLarge):
+        CloudEvent.from_bytes(b" " * (MAX_EVENT_BYTES + 1))
+
+
+def test_size_limit_applies_to_the_serialised_event() -> None:
+    near = CloudEvent.build(**BASE, data="x" * (MAX_EVENT_BYTES - 400))
+    assert len(near.to_bytes()) <= MAX_EVENT_BYTES
+    with pytest.raises(EventTooLarge, match=f"limit {MAX_EVENT_BYTES}"):
+        CloudEvent.build(**BASE, data="x" * MAX_EVENT_BYTES).to_bytes()
+
+
+def test_events_are_immutable() -> None:
+    event = CloudEvent.build(**BASE)
+    with pytest.raises(ValueError):
+        event.subject = "sess-other"  # type: ignore[misc]
+    assert event.model_copy(update={"sequence": 2}).sequence == 2
