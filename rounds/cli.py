@@ -22,7 +22,6 @@ COMMAND_MODULES: list[str] = [
     "fhir_mapper.synth.cli",
     "fhir_mapper.cli",
     "services.fhir_api.serve",
-    "services.fhir_api.load_cli",
 ]
 
 
