@@ -21,6 +21,7 @@ class Catalog:
     daily_panels: list[str]
     icu: dict
     drugs: dict[str, dict]
+    bases: dict[str, dict]  # diluents written as drug_type BASE rows
     diagnoses: dict[str, dict]  # concept -> {"10": [code, title], "9": [code, title]}
     procedures: dict[str, dict]
     hcpcs: dict[str, list[str]]
@@ -70,6 +71,7 @@ def catalog() -> Catalog:
         daily_panels=labs["daily_panels"],
         icu=icu,
         drugs=drugs["drugs"],
+        bases=drugs["bases"],
         diagnoses=codes["diagnoses"],
         procedures=codes["procedures"],
         hcpcs=codes["hcpcs"],

@@ -117,22 +117,26 @@ def _order(
             "dispensation": "Omnicell",
         },
     )
-    out.write(
-        "hosp/prescriptions",
-        {
-            **common,
-            "poe_seq": poe_seq,
-            "order_provider_id": provider,
-            "drug_type": "MAIN",
-            "drug": drug["drug"],
-            "formulary_drug_cd": drug["code"],
-            "prod_strength": drug["strength"],
-            "dose_val_rx": drug["dose"],
-            "dose_unit_rx": drug["unit"],
-            "form_val_disp": drug["disp"],
-            "form_unit_disp": drug["disp_unit"],
-        },
-    )
+    components = [("MAIN", drug)]
+    if "base" in drug:  # the diluent bag: a second row of the same pharmacy_id (a medication mix)
+        components.append(("BASE", ctx.cat.bases[drug["base"]]))
+    for drug_type, component in components:
+        out.write(
+            "hosp/prescriptions",
+            {
+                **common,
+                "poe_seq": poe_seq,
+                "order_provider_id": provider,
+                "drug_type": drug_type,
+                "drug": component["drug"],
+                "formulary_drug_cd": component["code"],
+                "prod_strength": component["strength"],
+                "dose_val_rx": component["dose"],
+                "dose_unit_rx": component["unit"],
+                "form_val_disp": component["disp"],
+                "form_unit_disp": component["disp_unit"],
+            },
+        )
     iv_antibiotic = drug["route"] == "IV" and drug["class"].startswith("Antibiotics")
     for scheduled in _schedule(drug, start, stop):
         emar_seq = seq.new("emar")

@@ -129,8 +129,12 @@ def test_icu_events_lie_in_their_stays(synth_dir: Path) -> None:
 def test_orders_share_ids_and_emar_follows_the_prescription_window(synth_dir: Path) -> None:
     pharmacy = _by(synth_dir, "hosp/pharmacy", "pharmacy_id")
     poe = _by(synth_dir, "hosp/poe", "poe_id")
-    prescriptions = _by(synth_dir, "hosp/prescriptions", "pharmacy_id")
+    prescriptions = {
+        r["pharmacy_id"]: r for r in rows(synth_dir, "hosp/prescriptions") if r["drug_type"] == "MAIN"
+    }
     assert set(pharmacy) == set(prescriptions)
+    bases = [r for r in rows(synth_dir, "hosp/prescriptions") if r["drug_type"] == "BASE"]
+    assert bases and all(prescriptions[b["pharmacy_id"]]["route"] == "IV" for b in bases)
     for rx in prescriptions.values():
         assert rx["poe_id"] in poe and poe[rx["poe_id"]]["order_type"] == "Medications"
         assert rx["poe_id"] == f"{rx['subject_id']}-{rx['poe_seq']}"
