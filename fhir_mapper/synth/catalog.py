@@ -19,6 +19,7 @@ class Catalog:
     labs: dict[int, dict]  # itemid -> d_labitems entry + unit/range/mean/sd/dp
     panels: dict[str, list[int]]
     daily_panels: list[str]
+    repletion: dict[int, str]  # lab itemid -> drug given when the result is below range
     icu: dict
     drugs: dict[str, dict]
     bases: dict[str, dict]  # diluents written as drug_type BASE rows
@@ -69,6 +70,7 @@ def catalog() -> Catalog:
         labs={item["itemid"]: item for item in labs["items"]},
         panels=labs["panels"],
         daily_panels=labs["daily_panels"],
+        repletion={int(k): v for k, v in labs["repletion"].items()},
         icu=icu,
         drugs=drugs["drugs"],
         bases=drugs["bases"],

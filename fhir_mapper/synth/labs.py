@@ -3,7 +3,8 @@
 A lab's value starts at the scenario's presenting value and moves back toward the patient's baseline over
 the stay; anion gap, hematocrit, MCHC and PT are derived from their panel
 partners so panels agree with themselves.
-`flag` is 'abnormal' exactly when the printed value lies outside the printed reference range.
+`flag` is 'abnormal' exactly when the printed value lies outside the printed reference range; a low magnesium
+or potassium queues a repletion dose (given by meds.py once the result is stored).
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ def _draw(
                     "priority": priority,
                 },
             )
+            if adm and itemid in cat.repletion and low is not None and number < low:
+                adm.repletions.append((stored, cat.repletion[itemid]))
             if adm:
                 adm.labs_first.setdefault(itemid, (text, item["unit"], flag or "normal"))
                 adm.labs_last[itemid] = (text, item["unit"], flag or "normal")

@@ -3,6 +3,7 @@
 Each drug is one order chain sharing poe_id and pharmacy_id. eMAR rows follow the pharmacy schedule
 (disp_sched hours) and always fall inside [starttime, stoptime]. Drugs on the discharge list that were not
 given in hospital are started on the last day, so every discharge medication exists as a prescription.
+Each low magnesium/potassium result gets a one-time repletion order once the result is stored.
 """
 
 from __future__ import annotations
@@ -217,6 +218,10 @@ def write_meds(ctx: Context, p: Patient, adm: Admission, seq: SubjectSeq) -> Non
             stop = max(start + timedelta(hours=2), trim(adm.dischtime - ctx.minutes(360, 1440)))
         if start < last and stop <= last:
             _order(ctx, p, adm, seq, key, start, stop)
+    for stored, key in adm.repletions:  # electrolyte repletion after each low result
+        start = _hour_ceil(stored + ctx.minutes(20, 90))
+        if start + timedelta(hours=1) <= last:
+            _order(ctx, p, adm, seq, key, start, start + timedelta(hours=1))
     for key in discharge:
         if key not in inpatient:
             start = _hour_ceil(max(adm.admittime + timedelta(hours=1), adm.dischtime - timedelta(hours=24)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from datetime import timedelta
 from pathlib import Path
 
 from fhir_mapper.synth.catalog import DATA
@@ -254,3 +255,27 @@ def test_ids_are_unique_and_in_synthetic_ranges(synth_dir: Path) -> None:
         assert len(values) == len(set(values)), table
         if low:
             assert min(int(v) for v in values) >= low, table
+
+
+def test_low_magnesium_and_potassium_are_repleted_after_the_result(synth_dir: Path) -> None:
+    repletion = {"50960": "Magnesium Sulfate", "50971": "Potassium Chloride"}
+    orders = defaultdict(list)
+    for rx in rows(synth_dir, "hosp/prescriptions"):
+        if rx["drug"] in repletion.values():
+            orders[(rx["hadm_id"], rx["drug"])].append(rx["starttime"])
+    admissions = _by(synth_dir, "hosp/admissions", "hadm_id")
+    low = 0
+    for lab in rows(synth_dir, "hosp/labevents"):
+        if (
+            lab["itemid"] in repletion
+            and lab["hadm_id"]
+            and float(lab["valuenum"]) < float(lab["ref_range_lower"])
+        ):
+            if ts(lab["storetime"]) + timedelta(hours=4) >= ts(admissions[lab["hadm_id"]]["dischtime"]):
+                continue  # too close to discharge to be given
+            low += 1
+            starts = orders[(lab["hadm_id"], repletion[lab["itemid"]])]
+            assert any(
+                lab["storetime"] < s <= str(ts(lab["storetime"]) + timedelta(hours=3)) for s in starts
+            ), lab
+    assert low > 0
