@@ -20,13 +20,13 @@ def namespace(name: str) -> bytes:
     return uuid.uuid5(ROOT, name).bytes
 
 
+_VARIANT = {c: "89ab"[int(c, 16) & 0x3] for c in "0123456789abcdef"}
+
+
 def fhir_id(name: str, key: str) -> str:
-    """uuid5(ns(name), key) as text, equal to `str(uuid.uuid5(...))`."""
-    digest = bytearray(hashlib.sha1(namespace(name) + key.encode()).digest()[:16])
-    digest[6] = (digest[6] & 0x0F) | 0x50
-    digest[8] = (digest[8] & 0x3F) | 0x80
-    h = digest.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    """uuid5(ns(name), key) as text, equal to `str(uuid.uuid5(...))`: version nibble 5, RFC 4122 variant."""
+    h = hashlib.sha1(namespace(name) + key.encode()).hexdigest()
+    return f"{h[:8]}-{h[8:12]}-5{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}"
 
 
 @cache

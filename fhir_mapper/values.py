@@ -54,11 +54,9 @@ def number(text: str) -> int | float | None:
     """Numeric text as JSON number: integers stay integers ('140' -> 140, '1.5' -> 1.5)."""
     if not text:
         return None
-    try:
-        return int(text)
-    except ValueError:
-        value = float(text)
-        return int(value) if value.is_integer() and "e" not in text.lower() and "." not in text else value
+    if "." in text or "e" in text or "E" in text or "n" in text or "N" in text:
+        return float(text)
+    return int(text)
 
 
 def plain_number(text: str | None) -> int | float | None:

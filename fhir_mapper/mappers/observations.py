@@ -9,7 +9,18 @@ from typing import Any
 
 from fhir_mapper import vocab
 from fhir_mapper.context import MapContext
-from fhir_mapper.fhir import CS, DATA_ABSENT, INTERPRETATION, LABORATORY, compact, identifier, meta, quantity
+from fhir_mapper.fhir import (
+    CS,
+    DATA_ABSENT,
+    IDENTIFIER,
+    INTERPRETATION,
+    LABORATORY,
+    UNITS,
+    compact,
+    identifier,
+    meta,
+    quantity,
+)
 from fhir_mapper.ids import fhir_id, ref, ref_once
 from fhir_mapper.loinc import crosswalk
 from fhir_mapper.values import instant, number, strip
@@ -52,50 +63,71 @@ def _lab_status(comments: str | None) -> str:
     )
 
 
+LAB_META = meta("observation-labevents")
+LAB_IDENTIFIER = f"{IDENTIFIER}observation-labevents"
+LAB_CODES = f"{CS}d-labitems"
+LAB_PRIORITY = "http://mimic.mit.edu/fhir/mimic/StructureDefinition/lab-priority"
+NO_VALUE = {"coding": [{"system": DATA_ABSENT, "code": "unknown"}]}
+
+
+def _unit_quantity(value: Any, unit: str | None) -> dict[str, Any]:
+    if unit is None:
+        return {"value": value}
+    return {"value": value, "unit": unit, "system": UNITS, "code": unit}
+
+
 def labevent(row: dict[str, str], label: str, loinc: dict[str, str] | None) -> dict[str, Any]:
+    """Hot path (124 M rows in full MIMIC): plain dict building, optional keys added only when present."""
     value, comments, unit = strip(row["value"]), row["comments"] or None, row["valueuom"].strip() or None
     num, comparator = _lab_value(value, row["valuenum"])
-    flag = vocab.LAB_INTERPRETATION.get(row["flag"])
-    low, high = number(row["ref_range_lower"]), number(row["ref_range_upper"])
-    coding = [compact({"system": f"{CS}d-labitems", "code": row["itemid"], "display": label})]
+    coding = [
+        {"system": LAB_CODES, "code": row["itemid"], "display": label}
+        if label
+        else {"system": LAB_CODES, "code": row["itemid"]}
+    ]
     if loinc:
         coding.append(loinc)
-    return compact(
-        {
-            "resourceType": "Observation",
-            "id": fhir_id("ObservationLabevents", row["labevent_id"]),
-            "meta": meta("observation-labevents"),
-            "extension": [
-                {
-                    "url": "http://mimic.mit.edu/fhir/mimic/StructureDefinition/lab-priority",
-                    "valueString": row["priority"],
-                }
-            ]
-            if row["priority"]
-            else None,
-            "identifier": identifier("observation-labevents", row["labevent_id"]),
-            "status": _lab_status(comments),
-            "category": LABORATORY,
-            "code": {"coding": coding},
-            "subject": ref("Patient", "Patient", row["subject_id"]),
-            "encounter": ref("Encounter", "Encounter", row["hadm_id"]) if row["hadm_id"] else None,
-            "effectiveDateTime": instant(row["charttime"]),
-            "issued": instant(row["storetime"]),
-            "valueQuantity": quantity(num, unit, comparator=comparator),
-            "valueString": (value or comments) if num is None else None,
-            "dataAbsentReason": {"coding": [{"system": DATA_ABSENT, "code": "unknown"}]}
-            if num is None and value is None and comments is None
-            else None,
-            "interpretation": [{"coding": [{"system": INTERPRETATION, "code": flag[0], "display": flag[1]}]}]
-            if flag
-            else None,
-            "note": [{"text": comments}] if comments else None,
-            "specimen": ref_once("Specimen", "SpecimenLab", row["specimen_id"]),
-            "referenceRange": [compact({"low": quantity(low, unit), "high": quantity(high, unit)})]
-            if low is not None or high is not None
-            else None,
-        }
-    )
+    obs: dict[str, Any] = {
+        "resourceType": "Observation",
+        "id": fhir_id("ObservationLabevents", row["labevent_id"]),
+        "meta": LAB_META,
+        "identifier": [{"value": row["labevent_id"], "system": LAB_IDENTIFIER}],
+        "status": _lab_status(comments),
+        "category": LABORATORY,
+        "code": {"coding": coding},
+        "subject": ref("Patient", "Patient", row["subject_id"]),
+        "specimen": ref_once("Specimen", "SpecimenLab", row["specimen_id"]),
+    }
+    if row["priority"]:
+        obs["extension"] = [{"url": LAB_PRIORITY, "valueString": row["priority"]}]
+    if row["hadm_id"]:
+        obs["encounter"] = ref("Encounter", "Encounter", row["hadm_id"])
+    if row["charttime"]:
+        obs["effectiveDateTime"] = instant(row["charttime"])
+    if row["storetime"]:
+        obs["issued"] = instant(row["storetime"])
+    if num is not None:
+        q = obs["valueQuantity"] = _unit_quantity(num, unit)
+        if comparator:
+            q["comparator"] = comparator
+    elif value is not None or comments is not None:
+        obs["valueString"] = value or comments
+    else:
+        obs["dataAbsentReason"] = NO_VALUE
+    flag = vocab.LAB_INTERPRETATION.get(row["flag"])
+    if flag:
+        obs["interpretation"] = [
+            {"coding": [{"system": INTERPRETATION, "code": flag[0], "display": flag[1]}]}
+        ]
+    if comments:
+        obs["note"] = [{"text": comments}]
+    if row["ref_range_lower"] or row["ref_range_upper"]:
+        rr = obs["referenceRange"] = [{}]
+        if row["ref_range_lower"]:
+            rr[0]["low"] = _unit_quantity(number(row["ref_range_lower"]), unit)
+        if row["ref_range_upper"]:
+            rr[0]["high"] = _unit_quantity(number(row["ref_range_upper"]), unit)
+    return obs
 
 
 def specimen_lab(specimen_id: int, subject_id: int, charttime: str, fluid: str | None) -> dict[str, Any]:
