@@ -1,4 +1,4 @@
-"""The CapabilityStatement, generated from what the code and the store actually support."""
+"""The CapabilityStatement, generated from the routes' interactions and the search parameter table."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from functools import cache
 from typing import Any
 
 import orjson
-from fastapi import FastAPI
 
 from services.fhir_api.http.validation import served_types
+from services.fhir_api.search import registry, supported_search_params
 
 # Interactions every served type has (routes.py implements each of them).
 TYPE_INTERACTIONS = (
@@ -26,17 +26,14 @@ SYSTEM_INTERACTIONS = ("transaction", "batch", "search-system", "history-system"
 EVERYTHING = "http://hl7.org/fhir/OperationDefinition/Patient-everything"
 
 
-def _params(store: Any, resource_type: str) -> list[tuple[str, str, str]]:
-    """(name, type, documentation) from the store; tolerant of tuples, dicts and objects."""
-    out = []
-    for item in store.supported_search_params(resource_type) or ():
-        if isinstance(item, tuple | list):
-            name, type_, *rest = item
-            doc = rest[0] if rest else ""
-        else:
-            name, type_, doc = item.name, item.type, getattr(item, "documentation", "")
-        out.append((name, type_, doc or ""))
-    return out
+def _params(resource_type: str) -> list[tuple[str, str, str]]:
+    """(name, type, documentation) of exactly what search implements for the type."""
+    return [(name, type_, doc or "") for name, type_, doc in supported_search_params(resource_type)]
+
+
+def _targets(resource_type: str, name: str) -> tuple[str, ...]:
+    param = registry.get_param(resource_type, name)
+    return param.targets if param else ()
 
 
 def _resource(resource_type: str, params: list[tuple[str, str, str]], revincludes: list[str]) -> dict:
@@ -63,10 +60,13 @@ def _resource(resource_type: str, params: list[tuple[str, str, str]], revinclude
 
 
 @cache
-def _static(store: Any) -> dict:
-    params = {t: _params(store, t) for t in sorted(served_types())}
-    references = [f"{t}:{n}" for t, ps in params.items() for n, kind, _ in ps if kind == "reference"]
-    resources = [_resource(t, ps, references if ps else []) for t, ps in params.items()]
+def _static() -> dict:
+    params = {t: _params(t) for t in sorted(served_types())}
+    references = [(t, n) for t, ps in params.items() for n, kind, _ in ps if kind == "reference"]
+    resources = [
+        _resource(t, ps, [f"{src}:{n}" for src, n in references if t in _targets(src, n)] if ps else [])
+        for t, ps in params.items()
+    ]
     return {
         "resourceType": "CapabilityStatement",
         "status": "active",
@@ -88,7 +88,7 @@ def _static(store: Any) -> dict:
     }
 
 
-def capability_statement(app: FastAPI, base: str) -> bytes:
-    doc = dict(_static(app.state.store))
+def capability_statement(base: str) -> bytes:
+    doc = dict(_static())
     doc["implementation"] = {"description": "Rounds FHIR R4 server", "url": base}
     return orjson.dumps(doc)

@@ -53,17 +53,19 @@ def limit(request: Request) -> int:
 
 @router.get("/metadata", summary="CapabilityStatement")
 async def metadata(request: Request, call: Call = CallDep) -> Response:
-    body = await run_in_threadpool(capability_statement, request.app, call.base)
+    body = await run_in_threadpool(capability_statement, call.base)
     return Response(body, media_type=call.media_type)
 
 
 @router.post("", summary="batch or transaction Bundle")
+@router.post("/", include_in_schema=False)
 async def batch(request: Request, call: Call = CallDep) -> Response:
     doc = await read_resource(request, limit(request))
     return await run(call, transaction.process, doc)
 
 
 @router.get("", summary="system search")
+@router.get("/", include_in_schema=False)
 async def system_search(request: Request, call: Call = CallDep) -> Response:
     return await run(call, search.search, None, query(request))
 

@@ -1,0 +1,166 @@
+"""Search over HTTP: paging links, result parameters, POST _search, externally visible base, $everything."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlsplit
+
+import httpx
+import pytest
+
+from tests.fhir_api.conftest import assert_outcome, observation, patient
+
+
+def links(bundle: dict) -> dict[str, str]:
+    return {link["relation"]: link["url"] for link in bundle.get("link", [])}
+
+
+def query_of(url: str) -> list[tuple[str, str]]:
+    return parse_qsl(urlsplit(url).query)
+
+
+@pytest.fixture
+def family(client, tag) -> str:
+    """Five patients sharing a unique family name."""
+    for _ in range(5):
+        assert client.post("/Patient", json=patient(tag, family=f"F{tag}")).status_code == 201
+    return f"F{tag}"
+
+
+def test_paging_to_the_last_page_with_absolute_links(client, api, family):
+    page = client.get("/Patient", params={"family": family, "_count": 2}).json()
+    assert page["type"] == "searchset" and "total" not in page  # _total=none by default
+    seen = []
+    while True:
+        seen += [e["resource"]["id"] for e in page["entry"]]
+        assert all(e["search"]["mode"] == "match" for e in page["entry"])
+        assert all(e["fullUrl"] == f"{api.fhir}/Patient/{e['resource']['id']}" for e in page["entry"])
+        nxt = links(page).get("next")
+        if not nxt:
+            break
+        assert nxt.startswith(api.fhir + "/Patient?")
+        page = httpx.get(nxt).json()
+    assert len(seen) == len(set(seen)) == 5
+    assert "previous" in links(page)
+
+
+def test_paging_is_stable_under_concurrent_writes(client, family, tag):
+    first = client.get("/Patient", params={"family": family, "_count": 3, "_sort": "_id"}).json()
+    client.post("/Patient", json=patient(tag, family=family))  # lands between the two pages
+    second = httpx.get(links(first)["next"]).json()
+    ids = [e["resource"]["id"] for e in first["entry"] + second["entry"]]
+    assert len(ids) == len(set(ids)) == 5
+
+
+def test_self_link_lists_only_applied_params(client, family):
+    bundle = client.get("/Patient", params={"family": family, "bogus": "1", "_sort": "-_lastUpdated"}).json()
+    names = [k for k, _ in query_of(links(bundle)["self"])]
+    assert "family" in names and "_sort" in names and "bogus" not in names
+
+
+def test_strict_handling_rejects_unknown_params(client, family):
+    strict = client.get(
+        "/Patient", params={"family": family, "bogus": "1"}, headers={"Prefer": "handling=strict"}
+    )
+    assert_outcome(strict, 400)
+    lenient = client.get(
+        "/Patient", params={"family": family, "bogus": "1"}, headers={"Prefer": "handling=lenient"}
+    )
+    assert lenient.status_code == 200 and len(lenient.json()["entry"]) == 5
+
+
+def test_count_default_max_and_zero(client, family):
+    assert links(client.get("/Patient", params={"family": family}).json())["self"].endswith("_count=20")
+    capped = client.get("/Patient", params={"family": family, "_count": 5000}).json()
+    assert ("_count", "1000") in query_of(links(capped)["self"])
+    only_total = client.get("/Patient", params={"family": family, "_count": 0}).json()
+    assert only_total["total"] == 5 and "entry" not in only_total
+    assert_outcome(client.get("/Patient", params={"_count": "ten"}), 400)
+    assert_outcome(client.get("/Patient", params={"_count": "-1"}), 400)
+
+
+def test_total_modes(client, family):
+    assert client.get("/Patient", params={"family": family, "_total": "accurate"}).json()["total"] == 5
+    assert "total" not in client.get("/Patient", params={"family": family, "_total": "none"}).json()
+    estimate = client.get("/Patient", params={"family": family, "_total": "estimate"}).json()
+    assert estimate.get("total", 5) >= 5
+    assert_outcome(client.get("/Patient", params={"_total": "maybe"}), 400)
+    fhirpy_count = client.get("/Patient", params={"family": family, "_count": 0, "_totalMethod": "count"})
+    assert fhirpy_count.json()["total"] == 5
+
+
+def test_summary_and_elements(client, family):
+    count = client.get("/Patient", params={"family": family, "_summary": "count"}).json()
+    assert count["total"] == 5 and "entry" not in count
+    summary = client.get("/Patient", params={"family": family, "_summary": "true"}).json()
+    resource = summary["entry"][0]["resource"]
+    assert {"name", "identifier", "gender"} <= set(resource)
+    assert any(t["code"] == "SUBSETTED" for t in resource["meta"]["tag"])
+    elements = client.get("/Patient", params={"family": family, "_elements": "gender"}).json()
+    resource = elements["entry"][0]["resource"]
+    assert resource["gender"] and "name" not in resource and resource["id"]
+    assert_outcome(client.get("/Patient", params={"_summary": "everything"}), 400)
+
+
+def test_summary_on_read(client, tag):
+    pid = client.post(
+        "/Patient", json={**patient(tag), "text": {"status": "generated", "div": "<div/>"}}
+    ).json()["id"]
+    data = client.get(f"/Patient/{pid}", params={"_summary": "data"}).json()
+    assert "text" not in data and data["name"]
+    text = client.get(f"/Patient/{pid}", params={"_summary": "text"}).json()
+    assert text["text"] and "name" not in text
+
+
+def test_post_search_with_form_body(client, family):
+    r = client.post("/Patient/_search", data={"family": family, "_count": "2"})
+    assert r.status_code == 200 and len(r.json()["entry"]) == 2
+    assert "next" in links(r.json())
+    wrong = client.post(
+        "/Patient/_search", content=b'{"family": "x"}', headers={"Content-Type": "application/json"}
+    )
+    assert_outcome(wrong, 415)
+
+
+def test_links_follow_forwarded_headers(client, family):
+    headers = {"X-Forwarded-Proto": "https", "X-Forwarded-Host": "ehr.example.org"}
+    bundle = client.get("/Patient", params={"family": family, "_count": 2}, headers=headers).json()
+    assert links(bundle)["next"].startswith("https://ehr.example.org/fhir/Patient?")
+    assert bundle["entry"][0]["fullUrl"].startswith("https://ehr.example.org/fhir/Patient/")
+
+
+def test_links_follow_configured_base_url(client, api, family):
+    settings = api.app.state.settings
+    api.app.state.settings = settings.model_copy(update={"base_url": "https://public.example/ehr"})
+    try:
+        bundle = client.get("/Patient", params={"family": family, "_count": 2}).json()
+    finally:
+        api.app.state.settings = settings
+    assert links(bundle)["next"].startswith("https://public.example/ehr/fhir/Patient?")
+
+
+def test_include_entries_are_marked(client, tag):
+    pid = client.post("/Patient", json=patient(tag)).json()["id"]
+    client.post("/Observation", json=observation(pid, f"c-{tag}", "2150-01-01T00:00:00Z"))
+    bundle = client.get(
+        "/Observation", params={"code": f"http://loinc.org|c-{tag}", "_include": "Observation:subject"}
+    ).json()
+    modes = {e["resource"]["resourceType"]: e["search"]["mode"] for e in bundle["entry"]}
+    assert modes == {"Observation": "match", "Patient": "include"}
+
+
+def test_everything_is_paged_and_filtered(client, api, tag):
+    pid = client.post("/Patient", json=patient(tag)).json()["id"]
+    for i in range(3):
+        client.post("/Observation", json=observation(pid, f"e-{tag}", f"2150-01-0{i + 1}T00:00:00Z"))
+    first = client.get(f"/Patient/{pid}/$everything", params={"_count": 2}).json()
+    assert first["type"] == "searchset" and len(first["entry"]) == 2
+    nxt = links(first)["next"]
+    assert nxt.startswith(f"{api.fhir}/Patient/{pid}/$everything?")
+    rest = httpx.get(nxt).json()
+    ids = {e["resource"]["id"] for e in first["entry"] + rest["entry"]}
+    assert len(ids) == 4
+    only_obs = client.get(f"/Patient/{pid}/$everything", params={"_type": "Observation"}).json()
+    assert {e["resource"]["resourceType"] for e in only_obs["entry"]} == {"Observation"}
+    assert_outcome(client.get(f"/Patient/{pid}/$everything", params={"_type": "Nope"}), 404)
+    assert_outcome(client.get(f"/Patient/{pid}/$everything", params={"_since": "soon"}), 400)
+    assert_outcome(client.get(f"/Observation/{pid}/$everything"), 404)
