@@ -2,14 +2,13 @@
 
 The store calls `outbox_listener(conn, change)` inside its write transaction (`ChangeListener` in
 services/fhir_api/store/interface.py); it appends an `OutboxEntry` holding the serialised
-`rounds.fhir.resource.<action>` CloudEvent.
-`events/relay.py` publishes pending rows and marks them sent. The event id is derived from
-(session, type, id, versionId), so a re-publish after a crash carries the same id and consumers drop it.
+`rounds.fhir.resource.<action>` CloudEvent. `events/relay.py` publishes pending rows and marks them sent; the
+event (and its id) is fixed when the row is written, so a re-publish after a relay crash is the same event,
+which consumers drop as a duplicate.
 """
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 
 from sqlalchemy import BigInteger, Connection, DateTime, Index, Integer, LargeBinary, String, insert
@@ -23,7 +22,6 @@ from rounds.db import Base
 from services.fhir_api.store.interface import ResourceChange
 
 FHIR_SOURCE = "/rounds/fhir"
-_ID_NAMESPACE = uuid.UUID("6f1c1f4e-1d7a-4c1e-9a55-0c7a9b6f2e10")
 
 
 class OutboxEntry(Base):
@@ -42,7 +40,6 @@ class OutboxEntry(Base):
 
 def change_event(change: ResourceChange) -> CloudEvent:
     """The id-only `rounds.fhir.resource.<action>` event for one stored version (like Azure's FHIR events)."""
-    name = f"{change.session_id or ''}|{change.resource_type}/{change.id}|{change.version_id}|{change.action}"
     return CATALOG.make(
         f"rounds.fhir.resource.{change.action}",
         FhirResourceChange(
@@ -50,19 +47,26 @@ def change_event(change: ResourceChange) -> CloudEvent:
         ),
         source=FHIR_SOURCE,
         subject=change.session_id,
-        id=str(uuid.uuid5(_ID_NAMESPACE, name)),
     )
 
 
-def outbox_listener(conn: Connection, change: ResourceChange) -> None:
+class OutboxListener:
     """ChangeListener: record the change's event in the caller's (the store's) transaction."""
-    event = change_event(change)
-    conn.execute(
-        insert(OutboxEntry.__table__).values(
-            event_id=event.id,
-            topic=FHIR_CHANGES,
-            key=f"{change.resource_type}/{change.id}",
-            payload=event.to_bytes(),
-            created_at=datetime.now(UTC),
+
+    def __init__(self, topic: str = FHIR_CHANGES) -> None:
+        self.topic = topic
+
+    def __call__(self, conn: Connection, change: ResourceChange) -> None:
+        event = change_event(change)
+        conn.execute(
+            insert(OutboxEntry.__table__).values(
+                event_id=event.id,
+                topic=self.topic,
+                key=f"{change.resource_type}/{change.id}",
+                payload=event.to_bytes(),
+                created_at=datetime.now(UTC),
+            )
         )
-    )
+
+
+outbox_listener = OutboxListener()

@@ -10,6 +10,7 @@ The response's `causationid` is the request event's id; both carry the request i
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import threading
@@ -26,10 +27,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from events.bus import Bus
 from events.catalog import CATALOG
-from events.outbox import outbox_listener
+from events.outbox import OutboxListener
 from events.payloads import EhrRequest, EhrResponse
 from events.relay import Relay, RelayThread
-from events.topics import SESSIONS, topic_specs
+from events.topics import FHIR_CHANGES, SESSIONS, topic_specs
 from rounds.db import Base, make_engine
 from rounds.settings import Settings, get_settings
 
@@ -109,8 +110,8 @@ def _query(value: Any) -> dict[str, list[str]]:
 class InteractionRecorder:
     """Interaction listener: publishes request + response for interactions made through a session base."""
 
-    def __init__(self, bus: Bus, sequences: SessionSequences) -> None:
-        self.bus, self.sequences = bus, sequences
+    def __init__(self, bus: Bus, sequences: SessionSequences, topic: str = SESSIONS) -> None:
+        self.bus, self.sequences, self.topic = bus, sequences, topic
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -134,9 +135,15 @@ class InteractionRecorder:
         )
         return [request, response]
 
-    def __call__(self, interaction: Interaction) -> None:
+    async def __call__(self, interaction: Interaction) -> None:
+        """The listener the FHIR app awaits: records off the event loop (database and broker round trips)."""
+        await asyncio.to_thread(self.record, interaction)
+
+    def record(self, interaction: Interaction) -> None:
         session_id = interaction.session_id
         if not session_id or interaction.method.upper() not in RECORDED_METHODS:
+            return
+        if not _SESSION_BASE.match(interaction.path):  # e.g. GET /sessions/<id> itself: not an EHR call
             return
         with self._guard:
             lock = self._locks.setdefault(session_id, threading.Lock())
@@ -144,7 +151,7 @@ class InteractionRecorder:
             # One session's interactions get sequence numbers and log positions in the same order.
             with lock:
                 events = self.events_for(interaction, self.sequences.allocate(session_id, 2))
-                self.bus.publish_many(SESSIONS, [(session_id, event) for event in events])
+                self.bus.publish_many(self.topic, [(session_id, event) for event in events])
         except Exception:  # noqa: BLE001 - recording must never fail the FHIR request itself
             log.exception("could not record interaction %s %s", interaction.method, interaction.path)
 
@@ -181,6 +188,8 @@ def install_event_backbone(
     *,
     bus: Bus | None = None,
     backbone: BackboneSettings | None = None,
+    sessions_topic: str = SESSIONS,
+    changes_topic: str = FHIR_CHANGES,
 ) -> EventBackbone:
     """Register the outbox listener on `app.state.store`, the interaction recorder on
     `app.state.interaction_listeners`, and start the in-process relay when configured."""
@@ -192,10 +201,10 @@ def install_event_backbone(
         bus = open_bus(settings)
     bus.ensure_topics(topic_specs(settings.kafka_partitions))
     engine = make_engine(settings.database_url)
-    app.state.store.add_change_listener(outbox_listener)
+    app.state.store.add_change_listener(OutboxListener(changes_topic))
     recorder = None
     if backbone.record_interactions:
-        recorder = InteractionRecorder(bus, SessionSequences(engine))
+        recorder = InteractionRecorder(bus, SessionSequences(engine), sessions_topic)
         listeners = getattr(app.state, "interaction_listeners", None)
         if listeners is None:
             listeners = app.state.interaction_listeners = []

@@ -15,13 +15,13 @@ import typer
 from events.consumers.replay import PROJECTIONS, replay
 from events.consumers.runner import ProjectionRunner
 from rounds.db import make_engine
-from rounds.settings import Settings, get_settings
+from rounds.settings import Settings
 
 DATABASE_URL = typer.Option(None, "--database-url", help="default: ROUNDS_DATABASE_URL")
 
 
 def _settings(database_url: str | None) -> Settings:
-    settings = get_settings()
+    settings = Settings()  # the environment now, not the process-wide cache
     return settings.model_copy(update={"database_url": database_url}) if database_url else settings
 
 
@@ -67,9 +67,12 @@ def replay_command(
     database_url: str | None = DATABASE_URL,
 ) -> None:
     """Rebuild a projection from the beginning into fresh tables; prints the tables and figures."""
+    projection = _projection(name)
+    if suffix is not None and not suffix.replace("_", "").isalnum():
+        raise typer.BadParameter(f"suffix must be letters, digits and '_', got {suffix!r}")
     bus, engine = _open(database_url)
     try:
-        result = replay(bus, engine, _projection(name), session_id=session, suffix=suffix)
+        result = replay(bus, engine, projection, session_id=session, suffix=suffix)
     finally:
         bus.close()
         engine.dispose()

@@ -1,0 +1,49 @@
+"""The FHIR changes projection: one row per announced resource version, from `rounds.fhir-changes`.
+
+Its primary key (session, type, id, version) would reject a version applied twice, so the outbox's
+crash duplicates (same event id) must be — and are — dropped by the runner's dedupe.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, PrimaryKeyConstraint, String
+from sqlalchemy.schema import SchemaItem
+
+from events.bus import Record
+from events.consumers.projection import Projection, ProjectionTx
+from events.topics import FHIR_CHANGES
+
+ACTIONS = ("created", "updated", "deleted")
+
+
+class FhirChangesProjection(Projection):
+    name = "fhir_changes"
+    topics = (FHIR_CHANGES,)
+    types = frozenset(f"rounds.fhir.resource.{action}" for action in ACTIONS)
+
+    def schema(self) -> dict[str, list[SchemaItem]]:
+        return {
+            "fhir_changes": [
+                Column("session_id", String(200), nullable=False),  # '' = the shared record
+                Column("resource_type", String(64), nullable=False),
+                Column("resource_id", String(64), nullable=False),
+                Column("version_id", String(64), nullable=False),
+                Column("action", String(16), nullable=False),
+                Column("event_id", String(200), nullable=False),
+                Column("event_time", String(40)),
+                PrimaryKeyConstraint("session_id", "resource_type", "resource_id", "version_id"),
+            ]
+        }
+
+    def handle(self, tx: ProjectionTx, record: Record) -> None:
+        event = record.event
+        data = event.data
+        tx.insert("fhir_changes", {
+            "session_id": event.subject or "",
+            "resource_type": data["resourceType"],
+            "resource_id": data["id"],
+            "version_id": data["versionId"],
+            "action": event.type.rsplit(".", 1)[1],
+            "event_id": event.id,
+            "event_time": event.time,
+        })
