@@ -224,8 +224,8 @@ def write_icu(ctx: Context, p: Patient, adm: Admission) -> None:
                 t0 + timedelta(hours=rng.uniform(24, 72)),
             )
             _input(ctx, p, stay, base, "propofol", t0 + timedelta(minutes=30), rng.uniform(12, 48))
-        if adm.scenario_key == "dka":
-            _input(ctx, p, stay, base, "insulin", t0 + timedelta(minutes=15), rng.uniform(10, 20))
+        for drip, (low, high) in scen.get("icu_drips", {}).items():
+            _input(ctx, p, stay, base, drip, t0 + timedelta(minutes=15), rng.uniform(low, high))
         for block in range(int((stay.outtime - t0).total_seconds() // (8 * 3600)) + 1):
             start = t0 + timedelta(hours=8 * block)
             _input(ctx, p, stay, base, "saline" if block < 3 else "d5w", start, 8)
