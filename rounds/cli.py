@@ -22,6 +22,7 @@ COMMAND_MODULES: list[str] = [
     "fhir_mapper.synth.cli",
     "fhir_mapper.cli",
     "services.fhir_api.serve",
+    "services.fhir_api.load_cli",
 ]
 
 

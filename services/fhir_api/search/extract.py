@@ -7,6 +7,7 @@ A program step is ("f", name) a plain element, ("c", name, types) a choice eleme
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import cache
 
 from services.fhir_api.search.registry import SearchParam, params_for, patient_compartment
 from services.fhir_api.search.values import (
@@ -34,17 +35,39 @@ def run_path(resource: dict, steps: Iterable[tuple]) -> list[object]:
         if kind == "f":
             nodes = [c for n in nodes for c in _children(n, step[1])]
         elif kind == "c":
-            names = [step[1] + t[0].upper() + t[1:] for t in step[2]]
+            names = _choice_names(step[1], step[2])
             nodes = [c for n in nodes for name in names for c in _children(n, name)]
         elif kind == "r":
-            nodes = [
-                n
-                for n in nodes
-                if isinstance(n, dict) and parse_reference(n.get("reference", ""))[0] == step[1]
-            ]
+            nodes = [n for n in nodes if isinstance(n, dict) and _ref_type(n) == step[1]]
         elif kind == "w":
             nodes = [n for n in nodes if isinstance(n, dict) and n.get(step[1]) == step[2]]
+        if not nodes:
+            break
     return nodes
+
+
+@cache
+def _choice_names(name: str, types: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(name + t[0].upper() + t[1:] for t in types)
+
+
+def _ref_type(node: dict) -> str | None:
+    return parse_reference(node.get("reference", ""))[0]
+
+
+@cache
+def _plan(resource_type: str) -> tuple[tuple[SearchParam, frozenset[str]], ...]:
+    """Supported parameters of a type with the top-level keys their paths start from (to skip fast)."""
+    plan = []
+    for param in params_for(resource_type).values():
+        if param.unsupported or param.name == "_id":
+            continue
+        keys: set[str] = set()
+        for steps, _ in param.paths:
+            first = steps[0]
+            keys.update(_choice_names(first[1], first[2]) if first[0] == "c" else (first[1],))
+        plan.append((param, frozenset(keys)))
+    return tuple(plan)
 
 
 def _cut(text: object) -> str | None:
@@ -158,10 +181,10 @@ def _references(node: object, rows: IndexRows, param: str) -> Iterator[dict]:
 def index_rows(resource: dict) -> IndexRows:
     """Every search-index row of one resource, grouped by index table."""
     rows: IndexRows = {k: [] for k in ("token", "string", "date", "number", "quantity", "reference", "uri")}
-    for param in params_for(resource.get("resourceType", "")).values():
-        if param.unsupported or param.name == "_id":
-            continue
-        _index_param(resource, param, rows)
+    present = resource.keys()
+    for param, keys in _plan(resource.get("resourceType", "")):
+        if not keys.isdisjoint(present):
+            _index_param(resource, param, rows)
     return rows
 
 

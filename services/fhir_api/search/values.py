@@ -78,6 +78,8 @@ def period_range(period: dict) -> tuple[int, int] | None:
 
 def normalize(text: str) -> str:
     """Lowercase with accents stripped: FHIR's default string matching is case- and accent-insensitive."""
+    if text.isascii():
+        return text.lower()[:TEXT_MAX]
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()[:TEXT_MAX]
 

@@ -1,0 +1,219 @@
+"""Bulk load NDJSON (the mapper's Mimic*.ndjson or official release files, plain or .gz) into the FHIR store.
+
+Worker processes parse lines and extract index rows; the main process writes each batch in one transaction
+(PostgreSQL COPY, batched inserts on SQLite). Idempotent and resumable: a batch skips resources already in the
+shared record, and every committed batch is complete, so re-running after a crash finishes the job.
+"""
+
+from __future__ import annotations
+
+import gzip
+import multiprocessing
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+from sqlalchemy import Connection, and_, func, insert, or_, select, text
+
+from rounds.db import make_engine
+from services.fhir_api.search.extract import clinical_time
+from services.fhir_api.store import models as m
+from services.fhir_api.store.indexing import TABLES, rows_for
+from services.fhir_api.store.interface import InvalidResource
+
+BATCH = 2000
+INDEX_KINDS = tuple(TABLES)  # index types + compartment
+_META = re.compile(rb'"meta"\s*:\s*\{')
+
+
+@dataclass
+class LoadReport:
+    resources: int = 0  # newly written
+    skipped: int = 0  # already present (idempotent re-run)
+    errors: int = 0  # unparsable or (with validate) invalid lines
+    seconds: float = 0.0
+    files: list[str] = field(default_factory=list)
+    error_samples: list[str] = field(default_factory=list)
+
+    @property
+    def resources_per_s(self) -> float:
+        return self.resources / self.seconds if self.seconds else 0.0
+
+
+def ndjson_files(folder: Path) -> list[Path]:
+    return sorted(p for p in Path(folder).iterdir() if p.name.endswith((".ndjson", ".ndjson.gz")))
+
+
+def _batches(path: Path) -> Iterator[list[bytes]]:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as fh:
+        batch: list[bytes] = []
+        for line in fh:
+            if line.strip():
+                batch.append(line.strip())
+                if len(batch) >= BATCH:
+                    yield batch
+                    batch = []
+        if batch:
+            yield batch
+
+
+def _with_meta(line: bytes, resource: dict, stamp: bytes) -> bytes:
+    """Set meta.versionId/lastUpdated keeping every other byte of the line as it was written."""
+    meta = resource.get("meta")
+    keys = list(resource)
+    if meta is None:
+        return b'{"meta":{' + stamp + b"}," + line[1:]
+    plain = isinstance(meta, dict) and not ({"versionId", "lastUpdated"} & meta.keys())
+    if plain and set(keys[: keys.index("meta")]) <= {"resourceType", "id"}:  # first "meta" key is the top one
+        match = _META.search(line)
+        if match:
+            sep = b"," if meta else b""
+            return line[: match.end()] + stamp + sep + line[match.end() :]
+    resource["meta"] = {**(meta or {}), **orjson.loads(b"{" + stamp + b"}")}
+    return orjson.dumps(resource)
+
+
+def _prepare(args: tuple[list[bytes], str, bool]) -> tuple[list[tuple], list[str]]:
+    """Worker: parse lines -> (type, id, raw, clinical time, index rows by kind); errors as messages."""
+    lines, when, validate = args
+    stamp = b'"versionId":"1","lastUpdated":"' + when.encode() + b'"'
+    out, errors = [], []
+    for line in lines:
+        try:
+            resource = orjson.loads(line)
+            rtype, rid = resource["resourceType"], resource["id"]
+            if not isinstance(rtype, str) or not isinstance(rid, str):
+                raise ValueError("resourceType/id must be strings")
+            if validate:
+                from services.fhir_api.store.validation import validate_resource
+
+                validate_resource(resource)
+            raw = _with_meta(line, resource, stamp)
+            if raw is not line:
+                resource = orjson.loads(raw)
+            rows = rows_for(0, resource)
+            out.append((rtype, rid, raw, clinical_time(resource), rows))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, InvalidResource) as exc:
+            errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+    return out, errors
+
+
+def _existing(conn: Connection, items: list[tuple]) -> set[tuple[str, str]]:
+    r = m.resource
+    by_type: dict[str, list[str]] = {}
+    for item in items:
+        by_type.setdefault(item[0], []).append(item[1])
+    cond = or_(*(and_(r.c.res_type == t, r.c.res_id.in_(ids)) for t, ids in by_type.items()))
+    return {tuple(x) for x in conn.execute(select(r.c.res_type, r.c.res_id).where(r.c.session == "", cond))}
+
+
+def _allocate(conn: Connection, n: int) -> tuple[list[int], list[int]]:
+    """n fresh fhir_version.seq and fhir_resource.rid values."""
+    if conn.dialect.name == "postgresql":
+        q = "SELECT nextval(pg_get_serial_sequence(:t, :c)) FROM generate_series(1, :n)"
+        seqs = list(conn.execute(text(q), {"t": "fhir_version", "c": "seq", "n": n}).scalars())
+        rids = list(conn.execute(text(q), {"t": "fhir_resource", "c": "rid", "n": n}).scalars())
+        return seqs, rids
+    seq0 = conn.execute(select(func.coalesce(func.max(m.version.c.seq), 0))).scalar_one()
+    rid0 = conn.execute(select(func.coalesce(func.max(m.resource.c.rid), 0))).scalar_one()
+    return list(range(seq0 + 1, seq0 + n + 1)), list(range(rid0 + 1, rid0 + n + 1))
+
+
+def _write(conn: Connection, items: list[tuple], when: datetime) -> int:
+    present = _existing(conn, items)
+    fresh, seen = [], set()
+    for item in items:
+        if (item[0], item[1]) not in present and (item[0], item[1]) not in seen:
+            seen.add((item[0], item[1]))
+            fresh.append(item)
+    if not fresh:
+        return 0
+    seqs, rids = _allocate(conn, len(fresh))
+    versions = [
+        (s, "", it[0], it[1], 1, when, "PUT", False, it[2]) for s, it in zip(seqs, fresh, strict=True)
+    ]
+    current = [
+        (r, "", it[0], it[1], 1, s, s, when, False, it[3]) for r, s, it in zip(rids, seqs, fresh, strict=True)
+    ]
+    index: dict[str, list[tuple]] = {k: [] for k in INDEX_KINDS}
+    for rid, it in zip(rids, fresh, strict=True):
+        for kind, rows in it[4].items():
+            index[kind].extend((rid, *list(row.values())[1:]) for row in rows)
+    tables = [(m.version, versions), (m.resource, current)] + [(TABLES[k], index[k]) for k in INDEX_KINDS]
+    if conn.dialect.name == "postgresql":
+        _copy(conn, tables)
+    else:
+        for table, rows in tables:
+            if rows:
+                names = [c.name for c in table.columns]
+                conn.execute(insert(table), [dict(zip(names, row, strict=True)) for row in rows])
+    return len(fresh)
+
+
+def _copy(conn: Connection, tables) -> None:
+    cursor = conn.connection.driver_connection.cursor()
+    for table, rows in tables:
+        if not rows:
+            continue
+        cols = ", ".join(c.name for c in table.columns)
+        with cursor.copy(f"COPY {table.name} ({cols}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+
+
+def load_ndjson(
+    database_url: str,
+    folder: str | Path,
+    *,
+    workers: int | None = None,
+    progress: bool = False,
+    validate: bool = False,
+) -> LoadReport:
+    """Load every *.ndjson / *.ndjson.gz in folder into the shared record (schema must exist)."""
+    report = LoadReport(files=[p.name for p in ndjson_files(Path(folder))])
+    engine = make_engine(database_url)
+    workers = workers or max(1, (os.cpu_count() or 2))
+    start = time.perf_counter()
+    when = datetime.now(UTC).replace(microsecond=0)
+    stamp = when.isoformat().replace("+00:00", "Z")
+    jobs = ((batch, stamp, validate) for path in ndjson_files(Path(folder)) for batch in _batches(path))
+    bar = _progress(progress)
+    pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
+    try:
+        results = pool.imap(_prepare, jobs) if pool else map(_prepare, jobs)
+        for items, errors in results:
+            report.errors += len(errors)
+            report.error_samples.extend(errors[: max(0, 5 - len(report.error_samples))])
+            if items:
+                with engine.begin() as conn:
+                    written = _write(conn, items, when)
+                report.resources += written
+                report.skipped += len(items) - written
+            if bar:
+                bar.update(bar.task_ids[0], advance=len(items) + len(errors))
+    finally:
+        if pool:
+            pool.close()
+            pool.join()
+        if bar:
+            bar.stop()
+        engine.dispose()
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _progress(enabled: bool):
+    if not enabled:
+        return None
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    bar = Progress(SpinnerColumn(), TextColumn("{task.completed:,.0f} resources loaded"), TimeElapsedColumn())
+    bar.add_task("load", total=None)
+    bar.start()
+    return bar

@@ -1,0 +1,37 @@
+"""`rounds load`: bulk-load NDJSON into the FHIR store (migrates the schema first)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("load")
+    def load(
+        ndjson: Path = typer.Option(
+            ..., "--ndjson", exists=True, file_okay=False, help="folder of *.ndjson[.gz]"
+        ),
+        database_url: str | None = typer.Option(None, "--database-url", help="default: ROUNDS_DATABASE_URL"),
+        workers: int | None = typer.Option(None, help="parsing processes (default: CPU count)"),
+        validate: bool = typer.Option(
+            False, "--validate", help="validate every resource (skip invalid ones)"
+        ),
+        progress: bool = typer.Option(True, "--progress/--no-progress"),
+    ) -> None:
+        """Stream a folder of FHIR NDJSON into the store: idempotent, resumable, COPY on PostgreSQL."""
+        from rounds.migrate import upgrade
+        from rounds.settings import get_settings
+        from services.fhir_api.load import load_ndjson
+
+        url = database_url or get_settings().database_url
+        upgrade(url)
+        report = load_ndjson(url, ndjson, workers=workers, progress=progress, validate=validate)
+        typer.echo(
+            f"loaded {report.resources:,} resources ({report.skipped:,} already present, "
+            f"{report.errors:,} errors) from {len(report.files)} files in {report.seconds:.1f}s "
+            f"= {report.resources_per_s:,.0f} resources/s"
+        )
+        for sample in report.error_samples:
+            typer.echo(f"  error: {sample}", err=True)
