@@ -52,11 +52,14 @@ def _visit(ctx: Context, p: Patient, stay: Stay, adm: Admission | None) -> None:
             "disposition": disposition,
         },
     )
+    triage = _vitals(ctx, shifts)
+    if adm:
+        adm.presenting_vitals = triage
     out.write(
         "ed/triage",
         {
             **ids,
-            **_vitals(ctx, shifts),
+            **triage,
             "pain": str(rng.randint(0, 10)),
             "acuity": float(rng.choice([1, 2, 2, 3, 3, 3, 4])),
             "chiefcomplaint": complaint,

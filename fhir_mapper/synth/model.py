@@ -36,6 +36,7 @@ class Admission:
     labs_first: dict[int, tuple[str, str, str]] = field(default_factory=dict)  # itemid -> value, unit, flag
     labs_last: dict[int, tuple[str, str, str]] = field(default_factory=dict)
     micro_findings: list[str] = field(default_factory=list)
+    presenting_vitals: dict[str, float] = field(default_factory=dict)  # ED triage values
     repletions: list[tuple[datetime, str]] = field(default_factory=list)  # (result stored, drug key)
     discharge_meds: list[str] = field(default_factory=list)
     imaging_impressions: list[str] = field(default_factory=list)

@@ -33,6 +33,17 @@ def _labs(ctx: Context, adm: Admission) -> list[str]:
     return lines[:12]
 
 
+def _exam(adm: Admission) -> str:
+    """Presenting vital signs exactly as triaged in the ED (ed/triage), when the patient came through it."""
+    v = adm.presenting_vitals
+    if not v:
+        return "VS: see flowsheet."
+    return (
+        f"VS: T {v['temperature']:.1f} HR {v['heartrate']:.0f} BP {v['sbp']:.0f}/{v['dbp']:.0f} "
+        f"RR {v['resprate']:.0f} O2 {v['o2sat']:.0f}% RA"
+    )
+
+
 def discharge_text(ctx: Context, p: Patient, adm: Admission) -> str:
     scen = adm.scenario
     age = p.age_at(adm.admittime)
@@ -60,6 +71,8 @@ def discharge_text(ctx: Context, p: Patient, adm: Admission) -> str:
             f"History of Present Illness:\n{age} year-old {SEX[p.gender]} who {scen['hpi']}.",
             "",
             f"Social History:\nWorked as a {job}; {social}.",
+            "",
+            f"Physical Exam:\n{_exam(adm)}",
             "",
             "Pertinent Results:\n" + ("\n".join(_labs(ctx, adm)) or "- Unremarkable."),
             "",

@@ -279,3 +279,19 @@ def test_low_magnesium_and_potassium_are_repleted_after_the_result(synth_dir: Pa
                 lab["storetime"] < s <= str(ts(lab["storetime"]) + timedelta(hours=3)) for s in starts
             ), lab
     assert low > 0
+
+
+def test_presenting_vitals_in_the_summary_are_the_ed_triage_values(synth_dir: Path) -> None:
+    triage = _by(synth_dir, "ed/triage", "stay_id")
+    by_hadm = {s["hadm_id"]: triage[s["stay_id"]] for s in rows(synth_dir, "ed/edstays") if s["hadm_id"]}
+    checked = 0
+    for note in rows(synth_dir, "note/discharge"):
+        t = by_hadm.get(note["hadm_id"])
+        if t:
+            checked += 1
+            assert (
+                f"HR {float(t['heartrate']):.0f} BP {float(t['sbp']):.0f}/{float(t['dbp']):.0f}"
+                in note["text"]
+            )
+            assert f"T {float(t['temperature']):.1f} " in note["text"]
+    assert checked > 0
