@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -15,7 +16,11 @@ def test_round_trip_with_list_offsets_and_seek(kafka_bootstrap: str) -> None:
     topic = f"t-{uuid.uuid4().hex[:8]}"
     admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
     admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])
-    assert topic in admin.list_topics()
+    # Topic metadata reaches the broker's cache asynchronously: wait (bounded) until it is listed.
+    deadline = time.monotonic() + 30
+    while topic not in admin.list_topics():
+        assert time.monotonic() < deadline, f"topic {topic} never listed"
+        time.sleep(0.2)
 
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all", enable_idempotence=True)
     sent = [f"m{i}".encode() for i in range(20)]
