@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +11,7 @@ from typing import Any
 from fhir_mapper.output import NdjsonSink
 from fhir_mapper.reader import read_table, table_path
 from fhir_mapper.report import RunReport
+from fhir_mapper.spill import SpillGroups
 
 
 @dataclass
@@ -18,13 +19,18 @@ class MapContext:
     mimic: Path
     sink: NdjsonSink
     report: RunReport
+    group_limit: int = 300_000  # keys held in memory per group-by before spilling to disk
     _cache: dict[str, Any] = field(default_factory=dict)
 
-    def rows(self, table: str) -> Iterator[dict[str, str]]:
-        return read_table(self.mimic, table, self.report)
+    def rows(self, table: str, columns: tuple[str, ...] | None = None) -> Iterator[dict[str, str]]:
+        return read_table(self.mimic, table, self.report, columns)
 
     def has(self, table: str) -> bool:
         return table_path(self.mimic, table) is not None
+
+    def groups(self, merge: Callable[[Any, Any], Any]) -> SpillGroups:
+        """A bounded-memory group-by that spills next to the output (see spill.py)."""
+        return SpillGroups(merge, limit=self.group_limit, directory=self.sink.out)
 
     def emit(self, profile: str, resource: dict[str, Any]) -> None:
         self.sink.emit(profile, resource)

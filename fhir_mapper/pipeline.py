@@ -25,12 +25,12 @@ from fhir_mapper.report import RunReport
 EXIT_REJECTED = 3
 
 
-def run_job(name: str, mimic: Path, out: Path, stride: int) -> RunReport:
+def run_job(name: str, mimic: Path, out: Path, stride: int, group_limit: int = 300_000) -> RunReport:
     """Run one job (also the worker-process entry point)."""
     report = RunReport()
     sink = NdjsonSink(out, report, stride)
     try:
-        JOBS[name].run(MapContext(mimic, sink, report))
+        JOBS[name].run(MapContext(mimic, sink, report, group_limit))
     finally:
         sink.close()
     return report
@@ -68,8 +68,13 @@ def _progress(total: int) -> tuple[Callable[[str], None], Callable[[], None]]:
     return (lambda name: bar.update(task, advance=1, description=name)), bar.stop
 
 
-def run_map(mimic: Path, out: Path, workers: int = 1, validate_stride: int = 0) -> tuple[dict[str, Any], int]:
-    """Map `mimic` into `out`; return (summary, exit code: 0, or EXIT_REJECTED if anything was rejected)."""
+def run_map(
+    mimic: Path, out: Path, workers: int = 1, validate_stride: int = 0, group_limit: int = 300_000
+) -> tuple[dict[str, Any], int]:
+    """Map `mimic` into `out`; return (summary, exit code: 0, or EXIT_REJECTED if anything was rejected).
+
+    `validate_stride` N validates every N-th resource per file (1 = all, 0 = none); `group_limit` is the
+    number of keys a group-by keeps in memory before spilling to disk."""
     started = time.perf_counter()
     mimic, out = Path(mimic), Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -81,11 +86,14 @@ def run_map(mimic: Path, out: Path, workers: int = 1, validate_stride: int = 0) 
     try:
         if workers <= 1:
             for job in jobs:
-                report.merge(run_job(job.name, mimic, out, validate_stride))
+                report.merge(run_job(job.name, mimic, out, validate_stride, group_limit))
                 advance(job.name)
         else:
             with ProcessPoolExecutor(max_workers=min(workers, os.cpu_count() or 1, len(jobs) or 1)) as pool:
-                futures = {pool.submit(run_job, j.name, mimic, out, validate_stride): j.name for j in jobs}
+                futures = {
+                    pool.submit(run_job, j.name, mimic, out, validate_stride, group_limit): j.name
+                    for j in jobs
+                }
                 for future in as_completed(futures):
                     report.merge(future.result())
                     advance(futures[future])

@@ -50,14 +50,17 @@ def _open(path: Path):
     return path.open("r", encoding="utf-8", newline="")
 
 
-def read_table(root: Path, table: str, report: RunReport, optional: bool = True) -> Iterator[dict[str, str]]:
+def read_table(
+    root: Path, table: str, report: RunReport, columns: tuple[str, ...] | None = None
+) -> Iterator[dict[str, str]]:
     """Yield each valid row of `table` as {column: text} ('' = NULL) plus `_line` (its line in the file);
-    report everything else."""
+    report everything else. With `columns`, rows carry (and are type-checked on) those columns only,
+    which keeps wide tables such as emar_detail cheap."""
     path = table_path(root, table)
     if path is None:
         report.missing_tables.add(table)
         return
-    columns = schema()[table]
+    types = schema()[table]
     name = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
     count = 0
     reader = None
@@ -65,11 +68,13 @@ def read_table(root: Path, table: str, report: RunReport, optional: bool = True)
         with _open(path) as handle:
             reader = csv.reader(handle)
             header = next(reader, None) or []
-            missing = [c for c in columns if c not in header]
+            missing = [c for c in types if c not in header]
             if missing:
                 report.skipped_tables[table] = f"{name}: missing column(s) {', '.join(missing)}"
                 return
-            checks = [(header.index(c), c, t) for c, t in columns.items() if t in _CHECKS]
+            wanted = columns or tuple(header)
+            checks = [(header.index(c), c, t) for c, t in types.items() if t in _CHECKS and c in wanted]
+            picks = [(c, header.index(c)) for c in wanted]
             typed = [i for i, _c, _t in checks]
             # One regex over the typed fields joined by \x1f; per-column checks only to name a culprit.
             whole = re.compile("\x1f".join(f"(?:{_PATTERNS[t].pattern})?" for _i, _c, t in checks))
@@ -86,7 +91,7 @@ def read_table(root: Path, table: str, report: RunReport, optional: bool = True)
                     col, typ, value = bad or ("row", "typed row", "")
                     report.reject(table, name, reader.line_num, f"{col}: {value!r} is not a valid {typ}")
                     continue
-                record = dict(zip(header, row, strict=True))
+                record = {c: row[i] for c, i in picks} if columns else dict(zip(header, row, strict=True))
                 record["_line"] = reader.line_num
                 yield record
     except (EOFError, gzip.BadGzipFile, zlib.error, OSError, UnicodeDecodeError, csv.Error) as exc:

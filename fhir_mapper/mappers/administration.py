@@ -5,6 +5,8 @@ half of fhir_medication_request.sql)."""
 from __future__ import annotations
 
 import re
+from array import array
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
@@ -86,51 +88,100 @@ def medication_administration(
     )
 
 
-def _merge_detail(agg: dict[str, Any] | None, row: dict[str, str]) -> dict[str, Any]:
-    """MAX() of each column over the emar_detail rows of one (emar_id, parent_field_ordinal)."""
-    if agg is None:
-        agg = {c: None for c in DETAIL_MAX + DETAIL_MAX_NUM}
-    for c in DETAIL_MAX:
-        if row[c] and (agg[c] is None or row[c] > agg[c]):
-            agg[c] = row[c]
-    for c in DETAIL_MAX_NUM:
-        v = number(row[c])
-        if v is not None and (agg[c] is None or v > agg[c]):
-            agg[c] = v
-    return agg
+def _dose_of(row: dict[str, str]) -> dict[str, Any]:
+    """One emar_detail row as a dose aggregate (numeric columns parsed)."""
+    return {**{c: row[c] or None for c in DETAIL_MAX}, **{c: number(row[c]) for c in DETAIL_MAX_NUM}}
 
 
-def run_emar(
-    ctx: MapContext, prescribed: set[int], emit_request: Callable[[dict[str, str], str | None], None]
-):
-    """MedicationAdministration per (emar_id, parent_field_ordinal); poe requests go to emit_request."""
-    emar: dict[str, dict[str, str]] = {}
-    for r in ctx.rows("hosp/emar"):
-        emar[r["emar_id"]] = {k: r[k] for k in EMAR_KEEP}
-    wanted = {e["poe_id"] for e in emar.values() if e["poe_id"]}
-    poe = {r["poe_id"]: {k: r[k] for k in POE_KEEP} for r in ctx.rows("hosp/poe") if r["poe_id"] in wanted}
+def _merge_dose(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
+    """MAX() of each column, as the official GROUP BY (emar_id, parent_field_ordinal)."""
+    if a is None:
+        return b
+    for c, v in b.items():
+        if v is not None and (a[c] is None or v > a[c]):
+            a[c] = v
+    return a
 
-    requested: set[str] = set()
-    for e in emar.values():
-        p = poe.get(e["poe_id"])
-        iv = p is not None and p["order_type"] in IV_ORDERS
-        unprescribed = not e["pharmacy_id"] or int(e["pharmacy_id"]) not in prescribed
-        if unprescribed and p is not None and (e["medication"] or iv) and p["poe_id"] not in requested:
-            requested.add(p["poe_id"])
-            emit_request(p, squash(e["medication"]))
 
-    details: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in ctx.rows("hosp/emar_detail"):
+class IdSet:
+    """A compact set of integer ids (sorted array + bisect): ~8 bytes per id instead of ~60."""
+
+    def __init__(self, ids: list[int]) -> None:
+        self._ids = array("q", sorted(set(ids)))
+
+    def __contains__(self, value: object) -> bool:
+        if not isinstance(value, int):
+            return False
+        i = bisect_left(self._ids, value)
+        return i < len(self._ids) and self._ids[i] == value
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+
+def _by_emar(a: list, b: list) -> list:
+    """[emar row, {parent_field_ordinal: dose aggregate}] per emar_id."""
+    a[0] = a[0] or b[0]
+    for ordinal, detail in b[1].items():
+        a[1][ordinal] = _merge_dose(a[1].get(ordinal), detail)
+    return a
+
+
+def _by_poe(a: list, b: list) -> list:
+    """[poe row, [(emar_id, emar row, doses)]] per poe_id."""
+    a[0] = a[0] or b[0]
+    a[1].extend(b[1])
+    return a
+
+
+def run_emar(ctx: MapContext, prescribed: IdSet, emit_request: Callable[[dict[str, str], str | None], None]):
+    """MedicationAdministration per (emar_id, parent_field_ordinal); poe requests go to emit_request.
+
+    Two bounded group-bys: emar + emar_detail by emar_id, then those + poe by poe_id.
+    """
+    by_emar = ctx.groups(_by_emar)
+    for r in ctx.rows("hosp/emar", ("emar_id", *EMAR_KEEP)):
+        by_emar.add(r.pop("emar_id"), [r, {}])
+    for r in ctx.rows("hosp/emar_detail", ("emar_id", "parent_field_ordinal", *DETAIL_MAX, *DETAIL_MAX_NUM)):
         if r["parent_field_ordinal"]:
-            key = (r["emar_id"], r["parent_field_ordinal"])
-            details[key] = _merge_detail(details.get(key), r)
-    for (emar_id, ordinal), d in details.items():
-        em = emar.get(emar_id)
+            by_emar.add(r["emar_id"], [None, {r["parent_field_ordinal"]: _dose_of(r)}])
+    by_poe = ctx.groups(_by_poe)
+    for emar_id, (em, doses) in by_emar.items():
         if em is None:
             continue
-        p = poe.get(em["poe_id"])
-        has_rx = d["pharmacy_id"] is not None and d["pharmacy_id"] in prescribed
-        if has_rx or em["medication"] or (p is not None and p["order_type"] in IV_ORDERS):
+        if em["poe_id"]:
+            by_poe.add(em["poe_id"], [None, [(emar_id, em, doses)]])
+        else:
+            _administrations(ctx, emar_id, em, doses, None, prescribed)
+    for r in ctx.rows("hosp/poe", POE_KEEP):
+        by_poe.add(r["poe_id"], [r, []])
+    for _poe_id, (p, events) in by_poe.items():
+        if p is not None:
+            iv = p["order_type"] in IV_ORDERS
+            names = [
+                squash(em["medication"])
+                for _e, em, _d in events
+                if (em["medication"] or iv)
+                and (not em["pharmacy_id"] or int(em["pharmacy_id"]) not in prescribed)
+            ]
+            if names:
+                emit_request(p, min((n for n in names if n), default=None))
+        for emar_id, em, doses in events:
+            _administrations(ctx, emar_id, em, doses, p, prescribed)
+
+
+def _administrations(
+    ctx: MapContext,
+    emar_id: str,
+    em: dict[str, str],
+    doses: dict[str, dict[str, Any]],
+    p: dict[str, str] | None,
+    prescribed: IdSet,
+) -> None:
+    iv = p is not None and p["order_type"] in IV_ORDERS
+    for ordinal, d in doses.items():
+        has_rx = d["pharmacy_id"] is not None and int(d["pharmacy_id"]) in prescribed
+        if has_rx or em["medication"] or iv:
             ctx.emit(
                 "MedicationAdministration",
                 medication_administration(f"{emar_id}-{ordinal}", d, em, p, has_rx),

@@ -8,7 +8,6 @@ Joins are on pharmacy_id, emar_id and poe_id; lookups keep only the columns used
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from typing import Any
 
 from fhir_mapper import vocab
@@ -249,13 +248,20 @@ PH_KEEP = (
 )
 
 
+def _cogroup(a: list, b: list) -> list:
+    """[prescription rows, pharmacy row] per pharmacy_id."""
+    a[0].extend(b[0])
+    a[1] = a[1] or b[1]
+    return a
+
+
 def run(ctx: MapContext) -> None:
     """Medication, MedicationMix, MedicationRequest, MedicationDispense, MedicationAdministration."""
-    from fhir_mapper.mappers.administration import run_emar
+    from fhir_mapper.mappers.administration import IdSet, run_emar
 
-    by_pharmacy: dict[str, list[dict[str, str]]] = defaultdict(list)
+    by_pharmacy = ctx.groups(_cogroup)
     seen_meds: set[str] = set()
-    for r in ctx.rows("hosp/prescriptions"):
+    for r in ctx.rows("hosp/prescriptions", ("pharmacy_id", *PR_KEEP)):
         if not r["drug"]:
             ctx.reject("hosp/prescriptions", r, "empty drug (no Medication key)")
             continue
@@ -263,27 +269,27 @@ def run(ctx: MapContext) -> None:
         if key not in seen_meds:
             seen_meds.add(key)
             ctx.emit("Medication", medication(r))
-        by_pharmacy[r["pharmacy_id"]].append({k: r[k] for k in PR_KEEP})
-    pharmacy = {r["pharmacy_id"]: {k: r[k] for k in PH_KEEP} for r in ctx.rows("hosp/pharmacy")}
+        by_pharmacy.add(r["pharmacy_id"], [[r], None])
+    for r in ctx.rows("hosp/pharmacy", PH_KEEP):
+        by_pharmacy.add(r["pharmacy_id"], [[], r])
 
     mixes: set[str] = set()
-    for pid, rows in by_pharmacy.items():
+    prescribed: list[int] = []
+    for pid, (rows, ph) in by_pharmacy.items():
         if len(rows) > 1:
             keys = _mix_keys(rows)
             mix = "_".join(keys)
             if mix not in mixes:
                 mixes.add(mix)
                 ctx.emit("MedicationMix", medication_mix(mix, keys))
-        if pid:
-            ctx.emit("MedicationRequest", medication_request(pid, rows, pharmacy.get(pid)))
-    prescribed = {int(p) for p in by_pharmacy if p}
-    for pid, ph in pharmacy.items():
-        if squash(ph["medication"]):
-            ctx.emit("MedicationDispense", medication_dispense(ph, bool(pid) and int(pid) in prescribed))
-    del by_pharmacy, pharmacy
+        if rows and pid:
+            prescribed.append(int(pid))
+            ctx.emit("MedicationRequest", medication_request(pid, rows, ph))
+        if ph is not None and squash(ph["medication"]):
+            ctx.emit("MedicationDispense", medication_dispense(ph, bool(rows) and bool(pid)))
     if ctx.has("hosp/emar") and ctx.has("hosp/emar_detail"):
         run_emar(
             ctx,
-            prescribed,
-            lambda poe, name: ctx.emit("MedicationRequest", poe_medication_request(poe, name)),
+            IdSet(prescribed),
+            lambda p, name: ctx.emit("MedicationRequest", poe_medication_request(p, name)),
         )

@@ -202,6 +202,7 @@ def micro_susc(r: dict[str, str]) -> dict[str, Any]:
 
 _KEEP = (
     "microevent_id",
+    "micro_specimen_id",
     "subject_id",
     "hadm_id",
     "chartdate",
@@ -222,13 +223,18 @@ _KEEP = (
 )
 
 
+def _concat(a: list, b: list) -> list:
+    a.extend(b)
+    return a
+
+
 def run(ctx: MapContext) -> None:
     """Specimen, ObservationMicroTest, ObservationMicroOrg, ObservationMicroSusc."""
-    by_specimen: dict[str, list[dict[str, str]]] = defaultdict(list)
-    for r in ctx.rows("hosp/microbiologyevents"):
+    by_specimen = ctx.groups(_concat)
+    for r in ctx.rows("hosp/microbiologyevents", _KEEP):
         if r["ab_itemid"]:
             ctx.emit("ObservationMicroSusc", micro_susc(r))
-        by_specimen[r["micro_specimen_id"]].append({k: r[k] for k in _KEEP})
+        by_specimen.add(r["micro_specimen_id"], [r])
     for spec, rows in by_specimen.items():
         ctx.emit("Specimen", specimen(spec, rows))
         by_test: dict[str, list[dict[str, str]]] = defaultdict(list)

@@ -148,23 +148,23 @@ def run_labevents(ctx: MapContext) -> None:
     """ObservationLabevents per row; SpecimenLab per specimen_id (MAX itemid/subject/charttime)."""
     items = ctx.lookup("d_labitems")
     loinc = crosswalk("d_labitems")
-    specimens: dict[int, list[Any]] = {}
+    specimens = ctx.groups(_max_each)
     for row in ctx.rows("hosp/labevents"):
         item = items.get(row["itemid"])
         if item is None:
             ctx.reject("hosp/labevents", row, f"unknown itemid {row['itemid']} (not in d_labitems)")
             continue
         ctx.emit("ObservationLabevents", labevent(row, item[0], loinc.get(row["itemid"])))
-        key, itemid, subject = int(row["specimen_id"]), int(row["itemid"]), int(row["subject_id"])
-        agg = specimens.get(key)
-        if agg is None:
-            specimens[key] = [itemid, subject, row["charttime"]]
-        else:
-            agg[0], agg[1], agg[2] = max(agg[0], itemid), max(agg[1], subject), max(agg[2], row["charttime"])
+        specimens.add(int(row["specimen_id"]), [int(row["itemid"]), int(row["subject_id"]), row["charttime"]])
     for key, (itemid, subject, charttime) in specimens.items():
-        ctx.emit(
-            "SpecimenLab", specimen_lab(key, subject, charttime, (items.get(str(itemid)) or (None, None))[1])
-        )
+        fluid = (items.get(str(itemid)) or (None, None))[1]
+        ctx.emit("SpecimenLab", specimen_lab(key, subject, charttime, fluid))
+
+
+def _max_each(a: list[Any], b: list[Any]) -> list[Any]:
+    """SpecimenLab aggregates: MAX(itemid), MAX(subject_id), MAX(charttime)."""
+    a[0], a[1], a[2] = max(a[0], b[0]), max(a[1], b[1]), max(a[2], b[2])
+    return a
 
 
 @dataclass(frozen=True)
