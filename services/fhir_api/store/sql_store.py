@@ -101,8 +101,9 @@ class SqlResourceStore:
     # -- sessions ------------------------------------------------------------------------------------------
     def create_session(self, now: datetime | None = None) -> str:
         sid = uuid.uuid4().hex
-        if now is not None and now.tzinfo is None:
-            now = now.replace(tzinfo=UTC)
+        if now is not None:
+            # Stored as UTC: SQLite drops the offset, so a local-time clock would shift by hours.
+            now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
         with self._conn(write=True) as conn:
             conn.execute(insert(m.session).values(id=sid, now=now, created=datetime.now(UTC)))
         return sid
