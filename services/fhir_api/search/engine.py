@@ -131,9 +131,16 @@ def _includes(conn: Connection, ctx: Context, matches: list[StoredResource], par
     return out
 
 
+def _by_type(pool: list[StoredResource]) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    for res in pool:
+        groups.setdefault(res.resource_type, []).append(res.id)
+    return groups
+
+
 def _key_rids(conn: Connection, ctx: Context, pool: list[StoredResource]) -> list[int]:
     r = m.resource.alias("r")
-    keys = [and_(r.c.res_type == s.resource_type, r.c.res_id == s.id) for s in pool]
+    keys = [and_(r.c.res_type == t, r.c.res_id.in_(ids)) for t, ids in _by_type(pool).items()]
     return list(conn.execute(select(r.c.rid).where(q.visible(r, ctx), or_(*keys))).scalars())
 
 
@@ -156,7 +163,7 @@ def _forward(conn, ctx, pool, src_type, pname, target) -> list[int]:
 def _reverse(conn, ctx, pool, src_type, pname, target) -> list[int]:
     """Resources of src_type that refer to the pool through pname."""
     ref, s = m.reference, m.resource.alias("s")
-    keys = [and_(ref.c.target_type == x.resource_type, ref.c.target_id == x.id) for x in pool]
+    keys = [and_(ref.c.target_type == t, ref.c.target_id.in_(ids)) for t, ids in _by_type(pool).items()]
     stmt = (
         select(s.c.rid)
         .select_from(ref)
