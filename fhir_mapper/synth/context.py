@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 import string
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -69,10 +71,23 @@ class Context:
         self.used_providers: set[str] = set()
         self.used_caregivers: set[int] = set()
         self.rng: random.Random = self.fake.random
+        self.index = -1
 
     def start_patient(self, index: int) -> None:
+        self.index = index
         self.fake.seed_instance(f"rounds-synth:{self.seed}:patient:{index}")
         self.rng = self.fake.random
+
+    @contextmanager
+    def stream(self, name: str) -> Iterator[None]:
+        """Draw from a random stream of its own (per seed, patient and `name`), so that what one table
+        generator draws never shifts another's values: adding realism to eMAR leaves the labs unchanged."""
+        saved = self.rng
+        self.rng = random.Random(f"rounds-synth:{self.seed}:patient:{self.index}:{name}")
+        try:
+            yield
+        finally:
+            self.rng = saved
 
     # -- draws -----------------------------------------------------------------------------------------
     def weighted(self, weights: dict[str, float]) -> str:

@@ -1,8 +1,9 @@
 """`generate(out, patients, seed)`: stream a synthetic MIMIC-IV (hosp/, icu/, ed/, note/) patient by patient.
 
 Only one patient's record is in memory at a time; rows go straight to the open gzip writers. Each patient's
-random draws come from faker reseeded with (seed, patient index), so the output is a pure function of
-(patients, seed) and patient i looks the same whatever N is (its ids shift only with earlier patients).
+random draws come from faker reseeded with (seed, patient index) and, per table generator, from a stream
+of its own, so the output is a pure function of (patients, seed), patient i looks the same whatever N is,
+and a change to one generator leaves the others' values alone.
 """
 
 from __future__ import annotations
@@ -41,16 +42,24 @@ def generate(
             patient = build_patient(ctx, index)
             seq = SubjectSeq(patient.subject_id)
             write_core(ctx, patient)
-            write_omr(ctx, patient)
-            for adm in patient.admissions:
-                write_coding(ctx, patient, adm)
-                write_labs(ctx, patient, adm)
-                write_micro(ctx, patient, adm)
-                write_meds(ctx, patient, adm, seq)
-                write_icu(ctx, patient, adm)
-            write_ed(ctx, patient)
-            for adm in patient.admissions:
-                write_notes(ctx, patient, adm, seq)
+            with ctx.stream("omr"):
+                write_omr(ctx, patient)
+            for k, adm in enumerate(patient.admissions):  # notes come last: they summarise the rest
+                with ctx.stream(f"coding:{k}"):
+                    write_coding(ctx, patient, adm)
+                with ctx.stream(f"labs:{k}"):
+                    write_labs(ctx, patient, adm)
+                with ctx.stream(f"micro:{k}"):
+                    write_micro(ctx, patient, adm)
+                with ctx.stream(f"meds:{k}"):
+                    write_meds(ctx, patient, adm, seq)
+                with ctx.stream(f"icu:{k}"):
+                    write_icu(ctx, patient, adm)
+            with ctx.stream("ed"):
+                write_ed(ctx, patient)
+            for k, adm in enumerate(patient.admissions):
+                with ctx.stream(f"notes:{k}"):
+                    write_notes(ctx, patient, adm, seq)
             if progress:
                 progress(index + 1)
         write_people(ctx)

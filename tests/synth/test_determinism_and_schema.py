@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import importlib
 import re
 from pathlib import Path
 
@@ -89,3 +90,22 @@ def test_session_set_has_the_expected_patients(synth_dir: Path) -> None:
     subjects = [int(r["subject_id"]) for r in rows(synth_dir, "hosp/patients")]
     assert len(subjects) == N_PATIENTS == len(set(subjects))
     assert min(subjects) >= 20_000_000
+
+
+def test_extra_draws_in_one_generator_leave_other_tables_unchanged(tmp_path: Path, monkeypatch) -> None:
+    gen = importlib.import_module("fhir_mapper.synth.generate")  # the package re-exports generate()
+
+    generate(tmp_path / "before", 12, seed=4)
+    original = gen.write_meds
+
+    def greedy_meds(ctx, patient, adm, seq):  # a future, more elaborate eMAR that draws more numbers
+        for _ in range(50):
+            ctx.rng.random()
+        original(ctx, patient, adm, seq)
+
+    monkeypatch.setattr(gen, "write_meds", greedy_meds)
+    generate(tmp_path / "after", 12, seed=4)
+    before, after = _digests(tmp_path / "before"), _digests(tmp_path / "after")
+    for table in ("hosp/labevents", "icu/chartevents", "hosp/microbiologyevents", "ed/vitalsign"):
+        assert before[f"{table}.csv.gz"] == after[f"{table}.csv.gz"], table
+    assert before["hosp/emar.csv.gz"] != after["hosp/emar.csv.gz"]
