@@ -106,7 +106,12 @@ class Catalog:
             causationid=causationid,
             data=raw,
         )
-        self.validate(event)
+        if type(data) is spec.model:  # already a validated payload: only the type's own rules remain
+            self._check_subject(spec, event)
+            self._check(spec, event, data)
+            event._checked_by = self
+        else:
+            self.validate(event)
         return event
 
     def route(self, event: CloudEvent) -> tuple[str, str]:
@@ -142,12 +147,17 @@ class Catalog:
         `allow_old` accepts a registered older version that upcasts cleanly (re-publishing an exported log).
         """
         spec = self.spec(event.type)
-        if spec.requires_subject and not event.subject:
-            raise InvalidEvent(f"{event.type} id={event.id}: subject (the session id) is required")
+        self._check_subject(spec, event)
         version = self.version_of(event)
         if version != spec.version and not allow_old:
             raise InvalidEvent(f"{event.type}: publish the current schema v{spec.version}, not v{version}")
         self.upgrade(event)
+        if version == spec.version:
+            event._checked_by = self  # events are immutable: publishing it again needs no second check
+
+    def is_valid(self, event: CloudEvent) -> bool:
+        """True when this catalog already validated `event` (as made by `make` or checked by `validate`)."""
+        return event._checked_by is self
 
     def upgrade(self, event: CloudEvent) -> CloudEvent:
         """The event with its data upcast to the current schema version (unchanged if already current)."""
@@ -178,12 +188,21 @@ class Catalog:
                 f"{'.'.join(str(x) for x in e['loc']) or 'data'}: {e['msg']}" for e in exc.errors()
             )
             raise InvalidEvent(f"{event.type} id={event.id}: invalid data: {problems}") from None
+        self._check(spec, event, model)
+        return model
+
+    @staticmethod
+    def _check_subject(spec: EventSpec, event: CloudEvent) -> None:
+        if spec.requires_subject and not event.subject:
+            raise InvalidEvent(f"{event.type} id={event.id}: subject (the session id) is required")
+
+    @staticmethod
+    def _check(spec: EventSpec, event: CloudEvent, model: BaseModel) -> None:
         if spec.check is not None:
             try:
                 spec.check(model)
             except ValueError as exc:
                 raise InvalidEvent(f"{event.type} id={event.id}: {exc}") from None
-        return model
 
 
 def _sent_by(role: str) -> Callable[[p.Communication], None]:

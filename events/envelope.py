@@ -15,7 +15,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 MAX_EVENT_BYTES = 256 * 1024
 SPEC_VERSION = "1.0"
@@ -25,9 +33,9 @@ CORE_ATTRIBUTES = frozenset(
 )
 ROUNDS_EXTENSIONS = frozenset({"sequence", "correlationid", "causationid"})
 _EXTENSION_NAME = re.compile(r"^[a-z0-9]{1,20}$")
-_OPAQUE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-_ALL_DIGITS = re.compile(r"^[0-9]+$")
-_NO_SPACE = re.compile(r"^\S+$")
+# Checked by pydantic-core (fast): opaque ids and whitespace-free attributes.
+_OPAQUE_ID = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+_NO_SPACE = r"^\S+$"
 
 
 class EventError(ValueError):
@@ -42,42 +50,30 @@ class EventTooLarge(EventError):
     """The serialised event exceeds MAX_EVENT_BYTES."""
 
 
-def _check_opaque(name: str, value: str | None) -> str | None:
-    if value is None:
-        return value
-    if not _OPAQUE_ID.match(value):
-        raise ValueError(
-            f"{name} must be an opaque id ([A-Za-z0-9._:-], max 128 chars, no spaces), got {value!r}"
-        )
-    if _ALL_DIGITS.match(value):
-        raise ValueError(f"{name} must not be all digits (looks like an MRN/subject_id: PHI), got {value!r}")
-    return value
-
-
 class CloudEvent(BaseModel):
-    """CloudEvents 1.0 attributes plus Rounds' extensions (sequence, correlationid, causationid)."""
+    """CloudEvents 1.0 attributes plus Rounds' extensions (sequence, correlationid, causationid).
+
+    Immutable: `model_copy(update=...)` builds a new, re-validated event. The serialised bytes and the catalog
+    that checked the event are cached privately, so publishing an event made by the catalog costs one dump.
+    """
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    id: str = Field(min_length=1, max_length=200)
-    source: str = Field(min_length=1, max_length=500)
+    id: str = Field(min_length=1, max_length=200, pattern=_NO_SPACE)
+    source: str = Field(min_length=1, max_length=500, pattern=_NO_SPACE)
     specversion: str = SPEC_VERSION
-    type: str = Field(min_length=1, max_length=200)
+    type: str = Field(min_length=1, max_length=200, pattern=_NO_SPACE)
     time: str | None = None
-    subject: str | None = None
+    subject: str | None = Field(default=None, pattern=_OPAQUE_ID)
     datacontenttype: str | None = "application/json"
-    dataschema: str | None = None
+    dataschema: str | None = Field(default=None, pattern=_NO_SPACE)
     sequence: int | None = Field(default=None, ge=0)
-    correlationid: str | None = None
-    causationid: str | None = None
+    correlationid: str | None = Field(default=None, pattern=_OPAQUE_ID)
+    causationid: str | None = Field(default=None, pattern=_OPAQUE_ID)
     data: Any = Field(default=None)
 
-    @field_validator("id", "source", "type", "dataschema")
-    @classmethod
-    def _no_whitespace(cls, value: str | None) -> str | None:
-        if value is not None and not _NO_SPACE.match(value):
-            raise ValueError(f"must not contain whitespace, got {value!r}")
-        return value
+    _raw: bytes | None = PrivateAttr(default=None)
+    _checked_by: Any = PrivateAttr(default=None)
 
     @field_validator("specversion")
     @classmethod
@@ -101,12 +97,14 @@ class CloudEvent(BaseModel):
 
     @field_validator("subject", "correlationid", "causationid")
     @classmethod
-    def _opaque(cls, value: str | None, info) -> str | None:
-        return _check_opaque(info.field_name, value)
+    def _not_all_digits(cls, value: str | None, info) -> str | None:
+        if value is not None and value.isdigit():
+            raise ValueError(f"{info.field_name} must not be all digits (looks like an MRN/subject_id: PHI)")
+        return value
 
     @model_validator(mode="after")
     def _extensions(self) -> CloudEvent:
-        for name, value in (self.model_extra or {}).items():
+        for name, value in (self.__pydantic_extra__ or {}).items():
             if not _EXTENSION_NAME.match(name):
                 raise ValueError(
                     f"extension attribute name {name!r} must be 1-20 lowercase letters or digits"
@@ -115,19 +113,35 @@ class CloudEvent(BaseModel):
                 raise ValueError(f"extension attribute {name!r} must be a string, integer or boolean")
         return self
 
+    def attributes(self) -> dict[str, Any]:
+        """Every attribute and extension, including those that are None."""
+        return {**self.__dict__, **(self.__pydantic_extra__ or {})}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CloudEvent) and self.attributes() == other.attributes()
+
+    __hash__ = None  # type: ignore[assignment]  # data is a mutable JSON value
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> CloudEvent:
+        if not update:
+            return super().model_copy(deep=deep)
+        return type(self).build(**{**self.attributes(), **update})
+
     # -- serialisation -------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The structured-mode JSON object (attributes that are None are omitted, as the spec asks)."""
-        return {k: v for k, v in self.model_dump(mode="json").items() if v is not None or k == "data"}
+        return {k: v for k, v in self.attributes().items() if v is not None}
 
     def to_bytes(self) -> bytes:
-        """orjson bytes; raises EventTooLarge above MAX_EVENT_BYTES."""
-        raw = orjson.dumps(self.to_dict())
-        if len(raw) > MAX_EVENT_BYTES:
-            raise EventTooLarge(
-                f"event {self.type} id={self.id} is {len(raw)} bytes serialised; limit {MAX_EVENT_BYTES}"
-            )
-        return raw
+        """orjson bytes (computed once); raises EventTooLarge above MAX_EVENT_BYTES."""
+        if self._raw is None:
+            raw = orjson.dumps(self.to_dict(), default=_json_default)
+            if len(raw) > MAX_EVENT_BYTES:
+                raise EventTooLarge(
+                    f"event {self.type} id={self.id} is {len(raw)} bytes serialised; limit {MAX_EVENT_BYTES}"
+                )
+            self._raw = raw
+        return self._raw
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> CloudEvent:
@@ -140,7 +154,9 @@ class CloudEvent(BaseModel):
             raise InvalidEvent(f"not valid JSON: {exc}") from exc
         if not isinstance(obj, dict):
             raise InvalidEvent(f"a CloudEvent is a JSON object, got {type(obj).__name__}")
-        return cls.build(**obj)
+        event = cls.build(**obj)
+        event._raw = bytes(raw)
+        return event
 
     @classmethod
     def build(cls, **attributes: Any) -> CloudEvent:
@@ -148,10 +164,25 @@ class CloudEvent(BaseModel):
         try:
             return cls(**attributes)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'event'}: {err['msg']}" for err in exc.errors()
-            )
+            problems = "; ".join(_explain(err) for err in exc.errors())
             raise InvalidEvent(f"invalid CloudEvent: {problems}") from None
+
+
+def _explain(err: Any) -> str:
+    where = ".".join(str(p) for p in err["loc"]) or "event"
+    if err["type"] == "string_pattern_mismatch":
+        pattern = err.get("ctx", {}).get("pattern")
+        if pattern == _OPAQUE_ID:
+            return f"{where}: must be an opaque id ([A-Za-z0-9._:-], max 128; no PHI: no spaces, no '@')"
+        if pattern == _NO_SPACE:
+            return f"{where}: must not contain whitespace"
+    return f"{where}: {err['msg']}"
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
 def utc_now() -> str:

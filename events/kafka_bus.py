@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Sequence
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
@@ -193,9 +194,20 @@ class KafkaBusConsumer:
             enable_auto_commit=False,
             auto_offset_reset="earliest" if from_beginning else "latest",
             max_partition_fetch_bytes=4 * MAX_EVENT_BYTES,
+            metadata_max_age_ms=30_000,
         )
         if topics:
+            self._await_metadata(topics)
             self.kafka.subscribe(topics, listener=_Listener(on_assign))
+
+    def _await_metadata(self, topics: list[str], timeout_s: float = 30.0) -> None:
+        """Know every topic's partitions before joining: a group leader without them assigns nothing."""
+        deadline = time.monotonic() + timeout_s
+        for topic in topics:
+            while len(self.kafka.partitions_for_topic(topic)) < len(self.bus.partitions(topic)):
+                if time.monotonic() > deadline:
+                    raise UnknownTopic(f"no partition metadata for {topic!r} after {timeout_s}s")
+                time.sleep(0.1)
 
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Record]:
         batches = self.kafka.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)

@@ -73,3 +73,12 @@ def test_events_are_immutable() -> None:
     with pytest.raises(ValueError):
         event.subject = "sess-other"  # type: ignore[misc]
     assert event.model_copy(update={"sequence": 2}).sequence == 2
+
+
+def test_copies_are_revalidated_and_reserialised() -> None:
+    event = CloudEvent.build(**BASE, sequence=1)
+    first = event.to_bytes()
+    changed = event.model_copy(update={"sequence": 2})
+    assert orjson.loads(changed.to_bytes())["sequence"] == 2 and event.to_bytes() == first
+    with pytest.raises(InvalidEvent, match="all digits"):
+        event.model_copy(update={"subject": "10000032"})
