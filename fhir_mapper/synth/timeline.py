@@ -153,6 +153,18 @@ def write_core(ctx: Context, p: Patient) -> None:
             "dod": p.dod,
         },
     )
+    for visit in p.ed_only:  # ED visits that were not admitted appear in transfers without hadm_id
+        out.write(
+            "hosp/transfers",
+            {
+                "subject_id": p.subject_id,
+                "transfer_id": ctx.ids.new("transfer_id"),
+                "eventtype": "ED",
+                "careunit": ED_UNIT,
+                "intime": visit.intime,
+                "outtime": visit.outtime,
+            },
+        )
     for adm in p.admissions:
         out.write(
             "hosp/admissions",

@@ -44,7 +44,17 @@ def test_admissions_lie_inside_the_lifetime_and_do_not_overlap(synth_dir: Path) 
 def test_transfers_icu_and_ed_stays_fit_their_admissions(synth_dir: Path) -> None:
     admissions = _by(synth_dir, "hosp/admissions", "hadm_id")
     units = defaultdict(list)
+    ed_only = {
+        (e["subject_id"], e["intime"], e["outtime"])
+        for e in rows(synth_dir, "ed/edstays")
+        if not e["hadm_id"]
+    }
+    unadmitted = 0
     for t in rows(synth_dir, "hosp/transfers"):
+        if not t["hadm_id"]:
+            assert t["eventtype"] == "ED" and (t["subject_id"], t["intime"], t["outtime"]) in ed_only
+            unadmitted += 1
+            continue
         adm = admissions[t["hadm_id"]]
         if t["eventtype"] == "ED":
             assert (t["intime"], t["outtime"]) == (adm["edregtime"], adm["edouttime"])
@@ -74,6 +84,7 @@ def test_transfers_icu_and_ed_stays_fit_their_admissions(synth_dir: Path) -> Non
         else:
             assert ed["disposition"] != "ADMITTED"
     assert ed_admitted == sum(1 for a in admissions.values() if a["edregtime"])
+    assert unadmitted == len(ed_only) > 0
 
 
 def test_labs_lie_in_their_admission_and_flags_agree_with_ranges(synth_dir: Path) -> None:
