@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
@@ -30,29 +30,37 @@ class Validator:
         return None
 
 
+class _File:
+    __slots__ = ("handle", "name", "count")
+
+    def __init__(self, out: Path, profile: str) -> None:
+        self.name = file_name(profile)
+        self.handle = (out / self.name).open("wb", buffering=1 << 20)
+        self.count = 0
+
+
 class NdjsonSink:
     """Writes resources to per-profile files in `out`; validates every `stride`-th one (0 = none)."""
 
     def __init__(self, out: Path, report: RunReport, stride: int = 0) -> None:
         self.out, self.report, self.stride = out, report, stride
-        self._files: dict[str, IO[bytes]] = {}
+        self._files: dict[str, _File] = {}
         self._validator = Validator() if stride else None
 
     def emit(self, profile: str, resource: dict[str, Any]) -> None:
-        handle = self._files.get(profile)
-        if handle is None:
-            handle = self._files[profile] = (self.out / file_name(profile)).open("wb", buffering=1 << 20)
-            self.report.written[file_name(profile)] = 0
-        handle.write(orjson.dumps(resource) + b"\n")
-        name = file_name(profile)
-        n = self.report.written[name] = self.report.written[name] + 1
-        if self._validator and (n - 1) % self.stride == 0:
-            self.report.validated[name] = self.report.validated.get(name, 0) + 1
+        f = self._files.get(profile)
+        if f is None:
+            f = self._files[profile] = _File(self.out, profile)
+        f.handle.write(orjson.dumps(resource, option=orjson.OPT_APPEND_NEWLINE))
+        f.count += 1
+        if self._validator and (f.count - 1) % self.stride == 0:
+            self.report.validated[f.name] = self.report.validated.get(f.name, 0) + 1
             error = self._validator.errors(resource)
             if error:
-                self.report.invalid(name, resource.get("id", ""), error)
+                self.report.invalid(f.name, resource.get("id", ""), error)
 
     def close(self) -> None:
-        for handle in self._files.values():
-            handle.close()
+        for f in self._files.values():
+            f.handle.close()
+            self.report.written[f.name] = f.count
         self._files.clear()

@@ -33,6 +33,7 @@ def _day_offset(day: str) -> str | None:
     return first if first == last else None
 
 
+@lru_cache(maxsize=1 << 16)  # panels of labs share their charttime/storetime
 def instant(text: str) -> str | None:
     """'2180-05-06 22:23:00[.ffffff]' or '2180-05-06' -> '2180-05-06T22:23:00-04:00'."""
     if not text:

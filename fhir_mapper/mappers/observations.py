@@ -31,9 +31,11 @@ _COMPARATORS = ("<=", "<", ">=", ">")
 
 def _lab_value(value: str | None, valuenum: str) -> tuple[Any, str | None]:
     """(numeric value, comparator) as the official query parses '<0.01', '>=1000', ..."""
-    comparator = next((c for c in _COMPARATORS if value and c in value), None)
-    if comparator is None and value:
-        comparator = ">" if "GREATER THAN" in value else "<" if "LESS THAN" in value else None
+    comparator = None
+    if value and ("<" in value or ">" in value or "THAN" in value):
+        comparator = next((c for c in _COMPARATORS if c in value), None)
+        if comparator is None:
+            comparator = ">" if "GREATER THAN" in value else "<" if "LESS THAN" in value else None
     if valuenum:
         return number(valuenum), comparator
     if (
@@ -51,7 +53,9 @@ def _lab_value(value: str | None, valuenum: str) -> tuple[Any, str | None]:
 
 
 def _lab_status(comments: str | None) -> str:
-    low = (comments or "").lower()
+    if not comments:
+        return "final"
+    low = comments.lower()
     return (
         "entered-in-error"
         if "error" in low
