@@ -63,6 +63,27 @@ def specimen(spec: str, rows: list[dict[str, str]]) -> dict[str, Any]:
     )
 
 
+def _micro_observation(
+    profile: str, key: str, codes: str, code: str, display: str | None, subject: str | None, **rest: Any
+) -> dict[str, Any]:
+    """The header the three microbiology Observation profiles share, plus their own elements."""
+    kebab = "observation-micro-" + profile.removeprefix("ObservationMicro").lower()
+    return compact(
+        {
+            "resourceType": "Observation",
+            "id": fhir_id(profile, key),
+            "meta": meta(kebab),
+            "status": "final",
+            "category": LABORATORY,
+            "code": {
+                "coding": [compact({"system": f"{CS}microbiology-{codes}", "code": code, "display": display})]
+            },
+            "subject": ref("Patient", "Patient", subject) if subject else None,
+            **rest,
+        }
+    )
+
+
 def micro_test(spec: str, test: str, rows: list[dict[str, str]]) -> dict[str, Any]:
     by_org: dict[str, list[dict[str, str]]] = defaultdict(list)
     for r in rows:
@@ -80,76 +101,40 @@ def micro_test(spec: str, test: str, rows: list[dict[str, str]]) -> dict[str, An
     value_string, null_flavor = _max(strings), _max(nulls)
     organisms = sorted(o for o in by_org if o)
     hadm = _max_int([r["hadm_id"] for r in rows])
-    return compact(
-        {
-            "resourceType": "Observation",
-            "id": fhir_id("ObservationMicroTest", f"{spec}-{test}"),
-            "meta": meta("observation-micro-test"),
-            "status": "final",
-            "category": LABORATORY,
-            "code": {
-                "coding": [
-                    compact(
-                        {
-                            "system": f"{CS}microbiology-test",
-                            "code": test,
-                            "display": _max([r["test_name"] for r in rows]),
-                        }
-                    )
-                ]
-            },
-            "subject": ref("Patient", "Patient", _max_int([r["subject_id"] for r in rows])),
-            "specimen": ref_once("Specimen", "SpecimenMicro", spec),
-            "encounter": ref("Encounter", "Encounter", hadm) if hadm else None,
-            "effectiveDateTime": instant(_max([_when(r) for r in rows])),
-            "hasMember": [
-                ref_once("Observation", "ObservationMicroOrg", f"{test}-{spec}-{o}") for o in organisms
-            ]
-            if value_string is None and organisms
-            else None,
-            "valueString": value_string,
-            "valueCodeableConcept": {
-                "coding": [
-                    {
-                        "code": null_flavor,
-                        "system": NULL_FLAVOR,
-                        "display": "masked" if null_flavor == "MSK" else "NoInformation",
-                    }
-                ]
-            }
-            if null_flavor
-            else None,
-        }
+    members = [ref_once("Observation", "ObservationMicroOrg", f"{test}-{spec}-{o}") for o in organisms]
+    absent = "masked" if null_flavor == "MSK" else "NoInformation"
+    return _micro_observation(
+        "ObservationMicroTest",
+        f"{spec}-{test}",
+        "test",
+        test,
+        _max([r["test_name"] for r in rows]),
+        _max_int([r["subject_id"] for r in rows]),
+        specimen=ref_once("Specimen", "SpecimenMicro", spec),
+        encounter=ref("Encounter", "Encounter", hadm) if hadm else None,
+        effectiveDateTime=instant(_max([_when(r) for r in rows])),
+        hasMember=members if value_string is None and members else None,
+        valueString=value_string,
+        valueCodeableConcept={"coding": [{"code": null_flavor, "system": NULL_FLAVOR, "display": absent}]}
+        if null_flavor
+        else None,
     )
 
 
 def micro_org(spec: str, test: str, org: str, rows: list[dict[str, str]]) -> dict[str, Any]:
     susc = [r["microevent_id"] for r in rows if r["ab_itemid"]]
     comments = _max([r["comments"] for r in rows])
-    return compact(
-        {
-            "resourceType": "Observation",
-            "id": fhir_id("ObservationMicroOrg", f"{test}-{spec}-{org}"),
-            "meta": meta("observation-micro-org"),
-            "status": "final",
-            "category": LABORATORY,
-            "code": {
-                "coding": [
-                    compact(
-                        {
-                            "system": f"{CS}microbiology-organism",
-                            "code": org,
-                            "display": _max([r["org_name"] for r in rows]),
-                        }
-                    )
-                ]
-            },
-            "effectiveDateTime": instant(_max([_when(r) for r in rows])),
-            "subject": ref("Patient", "Patient", _max_int([r["subject_id"] for r in rows])),
-            "hasMember": [ref_once("Observation", "ObservationMicroSusc", e) for e in susc] or None,
-            "valueString": None if susc else (comments or "No susceptibility data present"),
-            "derivedFrom": [ref_once("Observation", "ObservationMicroTest", f"{spec}-{test}")],
-        }
+    return _micro_observation(
+        "ObservationMicroOrg",
+        f"{test}-{spec}-{org}",
+        "organism",
+        org,
+        _max([r["org_name"] for r in rows]),
+        _max_int([r["subject_id"] for r in rows]),
+        effectiveDateTime=instant(_max([_when(r) for r in rows])),
+        hasMember=[ref_once("Observation", "ObservationMicroSusc", e) for e in susc] or None,
+        valueString=None if susc else (comments or "No susceptibility data present"),
+        derivedFrom=[ref_once("Observation", "ObservationMicroTest", f"{spec}-{test}")],
     )
 
 
@@ -157,46 +142,24 @@ def micro_susc(r: dict[str, str]) -> dict[str, Any]:
     interp = vocab.MICRO_INTERPRETATION.get(r["interpretation"])
     dilution = number(r["dilution_value"])
     comparator = DILUTION_COMPARATOR.get(r["dilution_comparison"].strip())
-    return compact(
-        {
-            "resourceType": "Observation",
-            "id": fhir_id("ObservationMicroSusc", r["microevent_id"]),
-            "meta": meta("observation-micro-susc"),
-            "extension": [
-                {"url": DILUTION, "valueQuantity": compact({"value": dilution, "comparator": comparator})}
-            ]
-            if dilution is not None
-            else None,
-            "identifier": identifier("observation-micro-susc", r["microevent_id"]),
-            "status": "final",
-            "category": LABORATORY,
-            "code": {
-                "coding": [
-                    compact(
-                        {
-                            "system": f"{CS}microbiology-antibiotic",
-                            "code": r["ab_itemid"],
-                            "display": r["ab_name"] or None,
-                        }
-                    )
-                ]
-            },
-            "subject": ref("Patient", "Patient", r["subject_id"]),
-            "effectiveDateTime": instant(r["storetime"]),
-            "valueCodeableConcept": {
-                "coding": [compact({"system": INTERPRETATION, "code": interp[0], "display": interp[1]})]
-            }
-            if interp
-            else None,
-            "derivedFrom": [
-                ref_once(
-                    "Observation",
-                    "ObservationMicroOrg",
-                    f"{r['test_itemid']}-{r['micro_specimen_id']}-{r['org_itemid']}",
-                )
-            ],
-            "note": [{"text": r["comments"]}] if r["comments"] else None,
-        }
+    org_key = f"{r['test_itemid']}-{r['micro_specimen_id']}-{r['org_itemid']}"
+    return _micro_observation(
+        "ObservationMicroSusc",
+        r["microevent_id"],
+        "antibiotic",
+        r["ab_itemid"],
+        r["ab_name"] or None,
+        r["subject_id"],
+        extension=[{"url": DILUTION, "valueQuantity": compact({"value": dilution, "comparator": comparator})}]
+        if dilution is not None
+        else None,
+        identifier=identifier("observation-micro-susc", r["microevent_id"]),
+        effectiveDateTime=instant(r["storetime"]),
+        valueCodeableConcept={"coding": [{"system": INTERPRETATION, "code": interp[0], "display": interp[1]}]}
+        if interp
+        else None,
+        derivedFrom=[ref_once("Observation", "ObservationMicroOrg", org_key)],
+        note=[{"text": r["comments"]}] if r["comments"] else None,
     )
 
 
