@@ -7,9 +7,14 @@ are not a valid catalogued event become `Record.event = None` so the consumer ca
 
 from __future__ import annotations
 
-from events.bus import Record
+from collections.abc import Sequence
+
+from events.bus import Published, Record, TopicPartition
 from events.catalog import CATALOG, Catalog
 from events.envelope import CloudEvent, InvalidEvent
+
+# What a backend appends: (key bytes, event bytes, the parsed event or None for bytes written unchecked).
+Row = tuple[bytes, bytes, CloudEvent | None]
 
 MAX_KEY_CHARS = 512
 
@@ -53,3 +58,29 @@ def to_record(
     if isinstance(key, bytes):
         key = key.decode(errors="replace")
     return Record(topic, partition, offset, key or "", catalog.decode(raw), raw, timestamp_ms)
+
+
+class CheckedPublisher:
+    """The publish half of `Bus` shared by both backends: every input is checked before `_append` sees it."""
+
+    catalog: Catalog = CATALOG
+
+    def _append(self, topic: str, rows: list[Row]) -> list[Published]:
+        raise NotImplementedError
+
+    def _partition_count(self, topic: str) -> int:
+        raise NotImplementedError
+
+    def partitions(self, topic: str) -> list[TopicPartition]:
+        return [TopicPartition(topic, p) for p in range(self._partition_count(topic))]
+
+    def publish(self, topic: str, event: CloudEvent, key: str) -> Published:
+        return self.publish_many(topic, [(key, event)])[0]
+
+    def publish_many(self, topic: str, items: Sequence[tuple[str, CloudEvent]]) -> list[Published]:
+        rows = [(check_key(key), encode(event, self.catalog), event) for key, event in items]
+        return self._append(topic, rows) if rows else []
+
+    def publish_raw(self, topic: str, raw: bytes, key: str) -> Published:
+        event = encode_raw(raw, self.catalog)
+        return self._append(topic, [(check_key(key), bytes(raw), event)])[0]

@@ -23,8 +23,8 @@ from kafka.structs import OffsetAndMetadata
 
 from events.bus import AssignCallback, Published, Record, TopicPartition, TopicSpec, UnknownTopic
 from events.catalog import CATALOG, Catalog
-from events.codec import check_key, encode, encode_raw, to_record
-from events.envelope import MAX_EVENT_BYTES, CloudEvent
+from events.codec import CheckedPublisher, Row, to_record
+from events.envelope import MAX_EVENT_BYTES
 from events.topics import partition_for
 
 PRODUCER_CONFIG = {
@@ -48,7 +48,7 @@ def _tp(ktp: KafkaTP) -> TopicPartition:
     return TopicPartition(ktp.topic, ktp.partition)
 
 
-class KafkaBus:
+class KafkaBus(CheckedPublisher):
     """The Kafka backend. `bootstrap` is ROUNDS_KAFKA_BOOTSTRAP ("host:port[,host:port]")."""
 
     def __init__(self, bootstrap: str, *, catalog: Catalog = CATALOG, client_id: str = "rounds") -> None:
@@ -89,9 +89,6 @@ class KafkaBus:
             with contextlib.suppress(TopicAlreadyExistsError):  # created concurrently elsewhere
                 self.admin.create_topics([new], wait_for_metadata=True)
 
-    def partitions(self, topic: str) -> list[TopicPartition]:
-        return [TopicPartition(topic, p) for p in range(self._partition_count(topic))]
-
     def _partition_count(self, topic: str) -> int:
         if topic not in self._partition_counts:
             if topic not in set(self.admin.list_topics()):
@@ -102,24 +99,12 @@ class KafkaBus:
         return self._partition_counts[topic]
 
     # -- producing -----------------------------------------------------------------------------------------
-    def publish(self, topic: str, event: CloudEvent, key: str) -> Published:
-        return self.publish_many(topic, [(key, event)])[0]
-
-    def publish_many(self, topic: str, items: Sequence[tuple[str, CloudEvent]]) -> list[Published]:
-        rows = [(check_key(key), encode(event, self.catalog)) for key, event in items]
-        return self._send(topic, rows)
-
-    def publish_raw(self, topic: str, raw: bytes, key: str) -> Published:
-        encode_raw(raw, self.catalog)
-        return self._send(topic, [(check_key(key), bytes(raw))])[0]
-
-    def _send(self, topic: str, rows: list[tuple[bytes, bytes]]) -> list[Published]:
-        if not rows:
-            return []
+    def _append(self, topic: str, rows: list[Row]) -> list[Published]:
+        """Send the batch, flush once, and return after every record is acknowledged (acks=all)."""
         count = self._partition_count(topic)
         futures = [
             self.producer.send(topic, value=raw, key=key, partition=partition_for(key.decode(), count))
-            for key, raw in rows
+            for key, raw, _ in rows
         ]
         self.producer.flush(timeout=SEND_TIMEOUT_S)
         out = []

@@ -25,8 +25,7 @@ from sqlalchemy.engine import Connection
 
 from events.bus import AssignCallback, Published, Record, TopicPartition, TopicSpec, UnknownTopic
 from events.catalog import CATALOG, Catalog
-from events.codec import check_key, encode, encode_raw, to_record
-from events.envelope import CloudEvent
+from events.codec import CheckedPublisher, Row, to_record
 from events.sql_models import GroupMember, GroupOffset, LogPartition, LogRecord, PartitionClaim
 from events.topics import partition_for
 from rounds.db import make_engine
@@ -51,7 +50,7 @@ def _upsert(
     conn.execute(stmt)
 
 
-class SqlLog:
+class SqlLog(CheckedPublisher):
     """The embedded `Bus` (events/bus.py) on the tables of events/sql_models.py (revision 0003_event_log)."""
 
     def __init__(
@@ -88,9 +87,6 @@ class SqlLog:
                         ["topic", "partition"],
                     )
 
-    def partitions(self, topic: str) -> list[TopicPartition]:
-        return [TopicPartition(topic, p) for p in range(self._partition_count(topic))]
-
     def _count(self, conn: Connection, topic: str) -> int:
         return (
             conn.scalar(select(func.count()).select_from(LogPartition).where(LogPartition.topic == topic))
@@ -109,20 +105,8 @@ class SqlLog:
         return self._partition_counts[topic]
 
     # -- producing -----------------------------------------------------------------------------------------
-    def publish(self, topic: str, event: CloudEvent, key: str) -> Published:
-        return self.publish_many(topic, [(key, event)])[0]
-
-    def publish_many(self, topic: str, items: Sequence[tuple[str, CloudEvent]]) -> list[Published]:
-        rows = [(check_key(key), encode(event, self.catalog), event) for key, event in items]
-        return self._append(topic, rows)
-
-    def publish_raw(self, topic: str, raw: bytes, key: str) -> Published:
-        event = encode_raw(raw, self.catalog)
-        return self._append(topic, [(check_key(key), bytes(raw), event)])[0]
-
-    def _append(self, topic: str, rows: list[tuple[bytes, bytes, CloudEvent | None]]) -> list[Published]:
-        if not rows:
-            return []
+    def _append(self, topic: str, rows: list[Row]) -> list[Published]:
+        """Allocate offsets and insert the rows in one transaction (durable when it returns)."""
         count = self._partition_count(topic)  # read outside the write transaction (SQLite lock upgrade)
         by_partition: dict[int, list[int]] = defaultdict(list)
         for i, (key, _, _) in enumerate(rows):
