@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from fhir_mapper import vocab
@@ -19,7 +20,6 @@ from fhir_mapper.fhir import (
     compact,
     identifier,
     meta,
-    quantity,
 )
 from fhir_mapper.ids import fhir_id, ref, ref_once
 from fhir_mapper.loinc import crosswalk
@@ -211,51 +211,60 @@ ITEM_EVENTS = {
 }
 
 
-def _item_value(rule: ItemEvents, row: dict[str, str]) -> dict[str, Any]:
-    unit = row["valueuom"] or None
-    if rule.value == "datetime":
-        return {"valueDateTime": instant(row["value"])}
-    if rule.value == "quantity" or row.get("valuenum"):
-        return {"valueQuantity": quantity(number(row.get("valuenum") or row["value"]), unit)}
-    return {"valueString": row["value"]}
-
-
-def item_event(
-    rule: ItemEvents, row: dict[str, str], item: dict[str, str], loinc: dict | None
-) -> dict[str, Any]:
+def item_parts(rule: ItemEvents, itemid: str, item: dict[str, str], loinc: dict | None) -> tuple:
+    """What every event of one item shares: (code, category, low, high); computed once per itemid."""
     coding = [
-        compact(
-            {"system": f"{CS}{rule.code_system}", "code": row["itemid"], "display": item["label"] or None}
-        )
+        compact({"system": f"{CS}{rule.code_system}", "code": itemid, "display": item["label"] or None})
     ]
     if loinc:
         coding.append(loinc)
-    unit = row["valueuom"] or None
+    category = [
+        {"coding": [compact({"system": f"{CS}observation-category", "code": item["category"] or None})]}
+    ]
     low, high = number(item["lownormalvalue"]), number(item["highnormalvalue"])
-    return compact(
-        {
-            "resourceType": "Observation",
-            "id": fhir_id(rule.profile, "-".join(row[k] for k in rule.key)),
-            "meta": meta(rule.profile.replace("Observation", "observation-").lower()),
-            "status": "final",
-            "category": [
-                {
-                    "coding": [
-                        compact({"system": f"{CS}observation-category", "code": item["category"] or None})
-                    ]
-                }
-            ],
-            "code": {"coding": coding},
-            "subject": ref("Patient", "Patient", row["subject_id"]),
-            "encounter": ref("Encounter", "EncounterICU", row["stay_id"]),
-            "effectiveDateTime": instant(row["charttime"]),
-            "issued": instant(row["storetime"]),
-            **_item_value(rule, row),
-            "referenceRange": [compact({"low": quantity(low, unit), "high": quantity(high, unit)})]
-            if rule.reference_range and (low is not None or high is not None)
-            else None,
-        }
-    )
+    return {"coding": coding}, category, low, high
+
+
+def item_event(rule: ItemEvents, row: dict[str, str], parts: tuple) -> dict[str, Any]:
+    """Hot path (330 M chartevents in full MIMIC): plain dict building."""
+    code, category, low, high = parts
+    obs: dict[str, Any] = {
+        "resourceType": "Observation",
+        "id": fhir_id(rule.profile, "-".join([row[k] for k in rule.key])),
+        "meta": _item_meta(rule.profile),
+        "status": "final",
+        "category": category,
+        "code": code,
+        "subject": ref("Patient", "Patient", row["subject_id"]),
+        "encounter": ref("Encounter", "EncounterICU", row["stay_id"]),
+    }
+    if row["charttime"]:
+        obs["effectiveDateTime"] = instant(row["charttime"])
+    if row["storetime"]:
+        obs["issued"] = instant(row["storetime"])
+    unit = row["valueuom"] or None
+    if rule.value == "datetime":
+        if row["value"]:
+            obs["valueDateTime"] = instant(row["value"])
+    elif rule.value == "quantity" or row.get("valuenum"):
+        value = number(row.get("valuenum") or row["value"])
+        if value is not None:
+            obs["valueQuantity"] = _unit_quantity(value, unit)
+    elif row["value"]:
+        obs["valueString"] = row["value"]
+    if rule.reference_range and (low is not None or high is not None):
+        rr: dict[str, Any] = {}
+        if low is not None:
+            rr["low"] = _unit_quantity(low, unit)
+        if high is not None:
+            rr["high"] = _unit_quantity(high, unit)
+        obs["referenceRange"] = [rr]
+    return obs
+
+
+@cache
+def _item_meta(profile: str) -> dict[str, Any]:
+    return meta(profile.replace("Observation", "observation-").lower())
 
 
 def item_events_job(name: str):
@@ -263,14 +272,19 @@ def item_events_job(name: str):
 
     def run(ctx: MapContext) -> None:
         items, loinc = ctx.lookup("d_items"), crosswalk("d_items")
+        parts: dict[str, tuple] = {}
         for row in ctx.rows(rule.table):
             if rule.require_value and not row["value"]:
                 continue
-            item = items.get(row["itemid"])
-            if item is None:
-                ctx.reject(rule.table, row, f"unknown itemid {row['itemid']} (not in d_items)")
-                continue
-            ctx.emit(rule.profile, item_event(rule, row, item, loinc.get(row["itemid"])))
+            itemid = row["itemid"]
+            item_parts_ = parts.get(itemid)
+            if item_parts_ is None:
+                item = items.get(itemid)
+                if item is None:
+                    ctx.reject(rule.table, row, f"unknown itemid {itemid} (not in d_items)")
+                    continue
+                item_parts_ = parts[itemid] = item_parts(rule, itemid, item, loinc.get(itemid))
+            ctx.emit(rule.profile, item_event(rule, row, item_parts_))
 
     run.__doc__ = f"{rule.profile} from {rule.table}."
     return run
