@@ -31,6 +31,7 @@ port_in_use() {
   python3 - "$1" <<'PY'
 import socket, sys
 s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # like the JVM: TIME_WAIT left by a stop is no conflict
 try:
     s.bind(("127.0.0.1", int(sys.argv[1])))
 except OSError:
