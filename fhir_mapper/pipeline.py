@@ -31,6 +31,8 @@ def run_job(name: str, mimic: Path, out: Path, stride: int, group_limit: int = 3
     sink = NdjsonSink(out, report, stride)
     try:
         JOBS[name].run(MapContext(mimic, sink, report, group_limit))
+    except Exception as exc:  # one job's failure is reported; the other jobs still complete
+        report.skipped_tables[f"job {name}"] = f"failed: {type(exc).__name__}: {exc}"
     finally:
         sink.close()
     return report
@@ -78,6 +80,8 @@ def run_map(
     started = time.perf_counter()
     mimic, out = Path(mimic), Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    for stale in [*out.glob("Mimic*.ndjson"), out / "summary.json"]:  # never mix two runs' files
+        stale.unlink(missing_ok=True)
     report = RunReport()
     if not (mimic / "hosp").is_dir():
         report.skipped_tables["hosp"] = f"{mimic}: no hosp/ folder (not a MIMIC-IV directory)"

@@ -119,3 +119,21 @@ def test_cli_exit_code_and_clean_run(bad_mimic: Path, tmp_path: Path):
         runner.invoke(app, ["map", "--mimic", str(tmp_path / "nope"), "--out", str(tmp_path / "x")]).exit_code
         == 2
     )
+
+
+def test_a_failing_job_is_reported_and_the_others_complete(bad_mimic: Path, tmp_path: Path, monkeypatch):
+    import dataclasses
+
+    from fhir_mapper import jobs
+
+    def explode(ctx):
+        raise ValueError("boom")
+
+    monkeypatch.setitem(jobs.JOBS, "labevents", dataclasses.replace(jobs.JOBS["labevents"], run=explode))
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "MimicStale.ndjson").write_text("{}\n")  # files of an earlier run are removed
+    summary, code = run_map(bad_mimic, out, workers=1)
+    assert summary["skipped_tables"]["job labevents"] == "failed: ValueError: boom"
+    assert summary["files"]["MimicPatient.ndjson"]["count"] == 100
+    assert not (out / "MimicStale.ndjson").exists() and code == EXIT_REJECTED
