@@ -109,7 +109,7 @@ class Catalog:
         if type(data) is spec.model:  # already a validated payload: only the type's own rules remain
             self._check_subject(spec, event)
             self._check(spec, event, data)
-            event._checked_by = self
+            event.mark_checked(self)
         else:
             self.validate(event)
         return event
@@ -153,11 +153,11 @@ class Catalog:
             raise InvalidEvent(f"{event.type}: publish the current schema v{spec.version}, not v{version}")
         self.upgrade(event)
         if version == spec.version:
-            event._checked_by = self  # events are immutable: publishing it again needs no second check
+            event.mark_checked(self)  # events are immutable: publishing it again needs no second check
 
     def is_valid(self, event: CloudEvent) -> bool:
         """True when this catalog already validated `event` (as made by `make` or checked by `validate`)."""
-        return event._checked_by is self
+        return event.checked_by is self
 
     def upgrade(self, event: CloudEvent) -> CloudEvent:
         """The event with its data upcast to the current schema version (unchanged if already current)."""

@@ -19,7 +19,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -72,8 +71,8 @@ class CloudEvent(BaseModel):
     causationid: str | None = Field(default=None, pattern=_OPAQUE_ID)
     data: Any = Field(default=None)
 
-    _raw: bytes | None = PrivateAttr(default=None)
-    _checked_by: Any = PrivateAttr(default=None)
+    # Plain slots, not pydantic private attributes: free to initialise, never copied by model_copy.
+    __slots__ = ("_raw", "_checked_by")
 
     @field_validator("specversion")
     @classmethod
@@ -134,14 +133,15 @@ class CloudEvent(BaseModel):
 
     def to_bytes(self) -> bytes:
         """orjson bytes (computed once); raises EventTooLarge above MAX_EVENT_BYTES."""
-        if self._raw is None:
+        raw = getattr(self, "_raw", None)
+        if raw is None:
             raw = orjson.dumps(self.to_dict(), default=_json_default)
             if len(raw) > MAX_EVENT_BYTES:
                 raise EventTooLarge(
                     f"event {self.type} id={self.id} is {len(raw)} bytes serialised; limit {MAX_EVENT_BYTES}"
                 )
-            self._raw = raw
-        return self._raw
+            object.__setattr__(self, "_raw", raw)
+        return raw
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> CloudEvent:
@@ -155,8 +155,16 @@ class CloudEvent(BaseModel):
         if not isinstance(obj, dict):
             raise InvalidEvent(f"a CloudEvent is a JSON object, got {type(obj).__name__}")
         event = cls.build(**obj)
-        event._raw = bytes(raw)
+        object.__setattr__(event, "_raw", bytes(raw))
         return event
+
+    @property
+    def checked_by(self) -> Any:
+        """The catalog that validated this (immutable) event for publishing, if any."""
+        return getattr(self, "_checked_by", None)
+
+    def mark_checked(self, catalog: Any) -> None:
+        object.__setattr__(self, "_checked_by", catalog)
 
     @classmethod
     def build(cls, **attributes: Any) -> CloudEvent:

@@ -10,6 +10,8 @@ All keep full history (delete policy, retention.ms=-1, never compacted) and are 
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from kafka.partitioner.default import murmur2
 
 from events.bus import TopicSpec
@@ -28,6 +30,7 @@ def topic_specs(partitions: int = 3) -> list[TopicSpec]:
     return [TopicSpec(name=name, partitions=partitions) for name in ALL_TOPICS]
 
 
+@lru_cache(maxsize=65536)  # keys repeat (one per session): hash each once
 def partition_for(key: str, partitions: int) -> int:
     """Kafka's default partitioner (murmur2 of the UTF-8 key, positive, modulo the partition count).
 
