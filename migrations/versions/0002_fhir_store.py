@@ -73,7 +73,7 @@ def upgrade() -> None:
             *columns,
         )
         op.create_index(f"ix_{table}_rid", table, ["rid"])
-        op.create_index(f"ix_{table}_search", table, ["res_type", "param", *search])
+        op.create_index(f"ix_{table}_search", table, ["res_type", "param", *search, "rid"])
     op.create_table(
         "fhir_compartment",
         sa.Column("rid", sa.BigInteger(), nullable=False),
@@ -81,7 +81,7 @@ def upgrade() -> None:
         sa.Column("res_type", sa.String(64), nullable=False),
     )
     op.create_index("ix_fhir_compartment_rid", "fhir_compartment", ["rid"])
-    op.create_index("ix_fhir_compartment_patient", "fhir_compartment", ["patient_id", "res_type"])
+    op.create_index("ix_fhir_compartment_patient", "fhir_compartment", ["patient_id", "res_type", "rid"])
     op.create_table(
         "fhir_session",
         sa.Column("id", sa.String(64), nullable=False),

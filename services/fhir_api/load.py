@@ -79,9 +79,9 @@ def _with_meta(line: bytes, resource: dict, stamp: bytes) -> bytes:
     return orjson.dumps(resource)
 
 
-def _prepare(args: tuple[list[bytes], str, bool]) -> tuple[list[tuple], list[str]]:
+def _prepare(args: tuple) -> tuple[list[tuple], list[str]]:
     """Worker: parse lines -> (type, id, raw, clinical time, index rows by kind); errors as messages."""
-    lines, when, validate = args
+    lines, when, validate = args[:3]
     stamp = b'"versionId":"1","lastUpdated":"' + when.encode() + b'"'
     out, errors = [], []
     for line in lines:
@@ -156,6 +156,23 @@ def _write(conn: Connection, items: list[tuple], when: datetime) -> int:
     return len(fresh)
 
 
+_ENGINES: dict[str, object] = {}
+
+
+def _prepare_and_write(args: tuple[list[bytes], str, bool, str]) -> tuple[int, int, list[str]]:
+    """Worker (PostgreSQL): parse, index and COPY one batch on the worker's own connection."""
+    lines, stamp, validate, url = args
+    items, errors = _prepare(args)
+    if not items:
+        return 0, 0, errors
+    engine = _ENGINES.get(url)
+    if engine is None:
+        engine = _ENGINES[url] = make_engine(url, pool_size=1, max_overflow=0)
+    with engine.begin() as conn:
+        written = _write(conn, items, datetime.fromisoformat(stamp.replace("Z", "+00:00")))
+    return written, len(items) - written, errors
+
+
 def _copy(conn: Connection, tables) -> None:
     cursor = conn.connection.driver_connection.cursor()
     for table, rows in tables:
@@ -182,21 +199,30 @@ def load_ndjson(
     start = time.perf_counter()
     when = datetime.now(UTC).replace(microsecond=0)
     stamp = when.isoformat().replace("+00:00", "Z")
-    jobs = ((batch, stamp, validate) for path in ndjson_files(Path(folder)) for batch in _batches(path))
+    in_workers = (
+        workers > 1 and engine.dialect.name == "postgresql"
+    )  # SQLite has one writer: the main process
+    files = ndjson_files(Path(folder))
+    jobs = ((batch, stamp, validate, database_url) for path in files for batch in _batches(path))
     bar = _progress(progress)
     pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
     try:
-        results = pool.imap(_prepare, jobs) if pool else map(_prepare, jobs)
-        for items, errors in results:
+        if in_workers:
+            results = pool.imap_unordered(_prepare_and_write, jobs)
+        else:
+            prepared = pool.imap(_prepare, jobs) if pool else map(_prepare, jobs)
+            results = (_write_here(engine, items, errors, when) for items, errors in prepared)
+        for written, skipped, errors in results:
+            report.resources += written
+            report.skipped += skipped
             report.errors += len(errors)
             report.error_samples.extend(errors[: max(0, 5 - len(report.error_samples))])
-            if items:
-                with engine.begin() as conn:
-                    written = _write(conn, items, when)
-                report.resources += written
-                report.skipped += len(items) - written
             if bar:
-                bar.update(bar.task_ids[0], advance=len(items) + len(errors))
+                bar.update(bar.task_ids[0], advance=written + skipped)
+        if engine.dialect.name == "postgresql" and report.resources:
+            with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                for table in (m.version, m.resource, *TABLES.values()):
+                    conn.execute(text(f"ANALYZE {table.name}"))  # fresh statistics -> index plans
     finally:
         if pool:
             pool.close()
@@ -206,6 +232,14 @@ def load_ndjson(
         engine.dispose()
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _write_here(engine, items: list[tuple], errors: list[str], when: datetime) -> tuple[int, int, list[str]]:
+    if not items:
+        return 0, 0, errors
+    with engine.begin() as conn:
+        written = _write(conn, items, when)
+    return written, len(items) - written, errors
 
 
 def _progress(enabled: bool):

@@ -120,7 +120,7 @@ def param_condition(
     if chain:
         return _chain(param, modifier, chain, value, ctx, r)
     table = m.INDEX_TABLES[param.type]
-    in_param = and_(table.c.param == param.name, table.c.res_type == r.c.res_type)
+    in_param = and_(table.c.param == param.name, _of_type(table.c.res_type, resource_type))
     if modifier == "missing":
         if value not in ("true", "false"):
             raise InvalidSearch(":missing takes true or false")
@@ -129,12 +129,20 @@ def param_condition(
     values = _split_values(value)
     if modifier == "identifier" and param.type == "reference":
         table = m.token
-        in_param = and_(table.c.param == f"{param.name}:identifier", table.c.res_type == r.c.res_type)
+        in_param = and_(
+            table.c.param == f"{param.name}:identifier", _of_type(table.c.res_type, resource_type)
+        )
         conds = [conditions.token(table, v, None) for v in values]
     else:
         conds = [_value_condition(param, table, v, modifier) for v in values]
     hit = r.c.rid.in_(select(table.c.rid).where(in_param, or_(*conds)))
     return not_(hit) if modifier == "not" else hit
+
+
+def _of_type(column, resource_type: str | None) -> ColumnElement[bool]:
+    """A literal type filter: never correlate index subqueries with the outer row (PostgreSQL would run them
+    once per row)."""
+    return column == resource_type if resource_type else true()
 
 
 def _split_values(value: str) -> list[str]:
@@ -204,7 +212,9 @@ def _chain(
     if not branches:
         raise InvalidSearch(f"cannot chain '{chain}' through '{param.name}'")
     return r.c.rid.in_(
-        select(ref.c.rid).where(ref.c.param == param.name, ref.c.res_type == r.c.res_type, or_(*branches))
+        select(ref.c.rid).where(
+            ref.c.param == param.name, _of_type(ref.c.res_type, param.resource_type), or_(*branches)
+        )
     )
 
 
@@ -227,7 +237,7 @@ def _has(resource_type: str | None, name: str, value: str, ctx: Context, r) -> C
         .where(
             ref.c.param == ref_name,
             ref.c.res_type == src_type,
-            or_(ref.c.target_type == r.c.res_type, ref.c.target_type.is_(None)),
+            or_(_of_type(ref.c.target_type, resource_type), ref.c.target_type.is_(None)),
             visible(src, ctx),
             inner,
         )

@@ -73,7 +73,7 @@ def _index_table(name: str, *columns: Column, search: tuple[str, ...]) -> Table:
         Column("param", String(64), nullable=False),
         *columns,
         Index(f"ix_fhir_idx_{name}_rid", "rid"),
-        Index(f"ix_fhir_idx_{name}_search", "res_type", "param", *search),
+        Index(f"ix_fhir_idx_{name}_search", "res_type", "param", *search, "rid"),  # rid: index-only scans
     )
 
 
@@ -121,7 +121,7 @@ compartment = Table(
     Column("patient_id", String(64), nullable=False),
     Column("res_type", String(64), nullable=False),
     Index("ix_fhir_compartment_rid", "rid"),
-    Index("ix_fhir_compartment_patient", "patient_id", "res_type"),
+    Index("ix_fhir_compartment_patient", "patient_id", "res_type", "rid"),
 )
 
 session = Table(
