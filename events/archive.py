@@ -9,6 +9,7 @@ target topic, so loading the same file twice publishes nothing the second time.
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -17,7 +18,8 @@ import orjson
 
 from events.bus import Bus, Record, TopicPartition
 from events.catalog import CATALOG, Catalog
-from events.envelope import CloudEvent, EventError
+from events.codec import encode_raw
+from events.envelope import EventError
 from events.topics import SCORES, SESSIONS, partition_for
 
 SESSION_TOPICS = (SESSIONS, SCORES)
@@ -104,26 +106,37 @@ def existing_ids(bus: Bus, topic: str) -> set[tuple[str, str]]:
     return {(r.event.source, r.event.id) for r in read_log(bus, [topic]) if r.event is not None}
 
 
-def load(bus: Bus, lines: Iterable[bytes], catalog: Catalog = CATALOG) -> LoadReport:
-    """Re-publish exported events idempotently; invalid lines are reported, never published."""
+def load(bus: Bus, lines: Iterable[bytes], catalog: Catalog = CATALOG, batch: int = 500) -> LoadReport:
+    """Re-publish exported events idempotently, batched per topic; bad lines are reported, not published."""
     report = LoadReport()
     seen: dict[str, set[tuple[str, str]]] = {}
+    pending: dict[str, list[tuple[str, bytes]]] = defaultdict(list)
+
+    def flush(topic: str) -> None:
+        if pending[topic]:
+            bus.publish_raw_many(topic, pending[topic])
+            report.published += len(pending[topic])
+            pending[topic] = []
+
     for number, line in enumerate(lines, start=1):
         line = line.strip()
         if not line:
             continue
         try:
-            event = CloudEvent.from_bytes(line)
+            event = encode_raw(line, catalog)
             topic, key = catalog.route(event)
-            if topic not in seen:
-                seen[topic] = existing_ids(bus, topic)
-            if (event.source, event.id) in seen[topic]:
-                report.already_present += 1
-                continue
-            bus.publish_raw(topic, line, key)
         except EventError as exc:
             report.rejected.append(f"line {number}: {exc}")
             continue
+        if topic not in seen:
+            seen[topic] = existing_ids(bus, topic)
+        if (event.source, event.id) in seen[topic]:
+            report.already_present += 1
+            continue
         seen[topic].add((event.source, event.id))
-        report.published += 1
+        pending[topic].append((key, line))
+        if len(pending[topic]) >= batch:
+            flush(topic)
+    for topic in list(pending):
+        flush(topic)
     return report

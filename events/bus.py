@@ -85,6 +85,10 @@ class Bus(Protocol):
         """Publish serialised CloudEvent JSON (e.g. `rounds events load`), validated like `publish`."""
         ...
 
+    def publish_raw_many(self, topic: str, items: Sequence[tuple[str, bytes]]) -> list[Published]:
+        """Batch form of `publish_raw` (key, bytes); all-or-nothing validation before anything is written."""
+        ...
+
     def partitions(self, topic: str) -> list[TopicPartition]:
         """The topic's partitions (raises UnknownTopic)."""
         ...

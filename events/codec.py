@@ -82,5 +82,8 @@ class CheckedPublisher:
         return self._append(topic, rows) if rows else []
 
     def publish_raw(self, topic: str, raw: bytes, key: str) -> Published:
-        event = encode_raw(raw, self.catalog)
-        return self._append(topic, [(check_key(key), bytes(raw), event)])[0]
+        return self.publish_raw_many(topic, [(key, raw)])[0]
+
+    def publish_raw_many(self, topic: str, items: Sequence[tuple[str, bytes]]) -> list[Published]:
+        rows = [(check_key(key), bytes(raw), encode_raw(raw, self.catalog)) for key, raw in items]
+        return self._append(topic, rows) if rows else []

@@ -182,8 +182,12 @@ def test_bad_input_is_rejected_at_publish_with_a_clear_error(bus: Bus, new_topic
         bus.publish_raw(topic, b'{"id": "e1", "source": ', "sess-x1")
     with pytest.raises(InvalidEvent, match="invalid data: name: Field required"):
         bus.publish_raw(topic, orjson.dumps({**good, "data": {"callId": "c1"}}), "sess-x1")
-    huge = make_event("rounds.tool.result", p.ToolResult(call_id="c1", name="x", output="x" * 300_000),
-                      source="/t", subject="sess-x1")
+    huge = make_event(
+        "rounds.tool.result",
+        p.ToolResult(call_id="c1", name="x", output="x" * 300_000),
+        source="/t",
+        subject="sess-x1",
+    )
     with pytest.raises(EventTooLarge, match="limit 262144"):
         bus.publish(topic, huge, "sess-x1")
     with pytest.raises(InvalidEvent, match="record key"):
@@ -231,3 +235,8 @@ def test_publish_raw_keeps_the_bytes(bus: Bus, new_topic) -> None:
         reader.commit({TopicPartition(topic, 0): 1})
     reader.close()
     assert got[0].raw == raw and got[0].event.sequence == 3
+    with pytest.raises(InvalidEvent, match="not valid JSON"):
+        bus.publish_raw_many(topic, [("sess-raw1", raw), ("sess-raw1", b"nope")])
+    assert bus.reader([topic]).end_offsets(bus.partitions(topic)) == {TopicPartition(topic, 0): 1}
+    more = [tool_call("sess-raw1", n).to_bytes() for n in (4, 5)]
+    assert [x.offset for x in bus.publish_raw_many(topic, [("sess-raw1", r) for r in more])] == [1, 2]

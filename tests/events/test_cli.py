@@ -153,6 +153,28 @@ def test_load_reports_bad_lines_and_publishes_the_good_ones(tmp_path: Path) -> N
     assert [e["id"] for e in dumped(env)] == [good.id]
 
 
+def test_load_in_small_batches_keeps_order_and_skips_duplicates(tmp_path: Path) -> None:
+    from events.archive import load
+
+    env = fresh_sqlite(tmp_path, "batches.sqlite")
+    events = [
+        make_event(
+            "rounds.tool.call",
+            p.ToolCall(call_id=f"c{i}", name="n"),
+            source="/t",
+            subject="sess-batch1",
+            sequence=i,
+        )
+        for i in range(7)
+    ]
+    lines = [e.to_bytes() for e in events] + [events[0].to_bytes()]  # a duplicate inside the file
+    bus = open_bus(Settings(bus="sql", database_url=env["ROUNDS_DATABASE_URL"]), ensure_topics=True)
+    report = load(bus, lines, batch=3)
+    bus.close()
+    assert (report.published, report.already_present, report.rejected) == (7, 1, [])
+    assert [e["sequence"] for e in dumped(env, "--session", "sess-batch1")] == list(range(7))
+
+
 def test_missing_schema_is_a_clear_error(tmp_path: Path) -> None:
     env = {"ROUNDS_BUS": "sql", "ROUNDS_DATABASE_URL": f"sqlite:///{tmp_path / 'empty.sqlite'}"}
     result = rounds(env, "topics")
