@@ -3,7 +3,9 @@
 Each drug is one order chain sharing poe_id and pharmacy_id. eMAR rows follow the pharmacy schedule
 (disp_sched hours) and always fall inside [starttime, stoptime]. Drugs on the discharge list that were not
 given in hospital are started on the last day, so every discharge medication exists as a prescription.
-Each low magnesium/potassium result gets a one-time repletion order once the result is stored.
+Each low magnesium/potassium result gets a one-time repletion order once the result is stored. Home drugs the
+scenario holds (e.g. lisinopril in acute kidney injury, apixaban in a GI bleed) are neither given nor
+continued at discharge, and the summary lists them as stopped.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from datetime import datetime, timedelta
 
 from fhir_mapper.synth.context import Context, SubjectSeq, clamp, trim
 from fhir_mapper.synth.model import Admission, Patient
+
+ANTICOAGULANT_PROPHYLAXIS = ("heparin_sc", "enoxaparin")
 
 
 def _hour_ceil(moment: datetime) -> datetime:
@@ -205,7 +209,12 @@ def write_meds(ctx: Context, p: Patient, adm: Admission, seq: SubjectSeq) -> Non
         "Admit",
         {"Admit to": scen["ward"], "Admit category": "Admit to inpatient"},
     )
+    held = [d for d in home if d in scen.get("hold", [])]
+    home = [d for d in home if d not in held]
+    adm.held_meds = [ctx.cat.drugs[d]["drug"] for d in held]
     inpatient = _unique(scen["drugs"] + home)
+    if "apixaban" in inpatient:  # already anticoagulated: no heparin/enoxaparin prophylaxis on top
+        inpatient = [d for d in inpatient if d not in ANTICOAGULANT_PROPHYLAXIS]
     discharge = [] if adm.deathtime else _unique(scen["discharge_drugs"] + home)
     last = adm.dischtime - timedelta(minutes=1)
     for key in inpatient:

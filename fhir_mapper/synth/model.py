@@ -39,6 +39,7 @@ class Admission:
     presenting_vitals: dict[str, float] = field(default_factory=dict)  # ED triage values
     repletions: list[tuple[datetime, str]] = field(default_factory=list)  # (result stored, drug key)
     discharge_meds: list[str] = field(default_factory=list)
+    held_meds: list[str] = field(default_factory=list)  # home drugs stopped during this admission
     imaging_impressions: list[str] = field(default_factory=list)
 
     @property

@@ -50,6 +50,7 @@ def discharge_text(ctx: Context, p: Patient, adm: Admission) -> str:
     diagnoses = "\n".join(f"- {title}" for _code, _v, title in adm.diagnoses)
     primary = adm.diagnoses[0][2]
     meds = "\n".join(f"{i}. {m}" for i, m in enumerate(adm.discharge_meds, start=1)) or "None."
+    stopped = "\n".join(f"- {name}" for name in adm.held_meds)
     micro = "\n".join(f"- {m}" for m in adm.micro_findings) or "- No cultures sent."
     imaging = "\n".join(f"- {m}" for m in adm.imaging_impressions) or "- None."
     icu = f" The patient required care in the {adm.icu[0].careunit}." if adm.icu else ""
@@ -59,6 +60,8 @@ def discharge_text(ctx: Context, p: Patient, adm: Admission) -> str:
     return "\n".join(
         [
             "Name:  ___                     Unit No:   ___",
+            "",
+            "Allergies:\nNo Known Allergies / Adverse Drug Reactions",
             "",
             f"Admission Date:  {adm.admittime:%Y-%m-%d}{'':14}Discharge Date:   {adm.dischtime:%Y-%m-%d}",
             "",
@@ -86,6 +89,7 @@ def discharge_text(ctx: Context, p: Patient, adm: Admission) -> str:
             "",
             f"Discharge Medications:\n{meds}",
             "",
+            *([f"Medications Stopped:\n{stopped}", ""] if stopped else []),
             f"Discharge Disposition:\n{disposition}",
             "",
             "Followup Instructions:\n___",

@@ -306,3 +306,21 @@ def test_presenting_vitals_in_the_summary_are_the_ed_triage_values(synth_dir: Pa
             )
             assert f"T {float(t['temperature']):.1f} " in note["text"]
     assert checked > 0
+
+
+def test_held_home_drugs_are_not_given_and_no_double_anticoagulation(synth_dir: Path) -> None:
+    drugs = defaultdict(set)
+    for rx in rows(synth_dir, "hosp/prescriptions"):
+        drugs[rx["hadm_id"]].add(rx["drug"])
+    stopped_seen = 0
+    for note in rows(synth_dir, "note/discharge"):
+        if "Medications Stopped:\n" in note["text"]:
+            stopped = note["text"].split("Medications Stopped:\n")[1].split("\n\n")[0].splitlines()
+            discharge = note["text"].split("Discharge Medications:\n")[1].split("\n\n")[0]
+            for line in stopped:
+                name = line.removeprefix("- ")
+                stopped_seen += 1
+                assert name not in drugs[note["hadm_id"]] and f". {name} " not in discharge
+    assert stopped_seen > 0
+    for hadm, names in drugs.items():
+        assert not ({"Apixaban"} <= names and names & {"Heparin", "Enoxaparin Sodium"}), hadm
