@@ -102,7 +102,7 @@ async def create(type: str, request: Request, call: Call = CallDep) -> Response:
     check_type(type)
     resource = await read_resource(request, limit(request))
     header = request.headers.get("if-none-exist")
-    conditions = parse_qsl(header.lstrip("?"), keep_blank_values=True) if header else criteria(request)
+    conditions = parse_qsl(header.split("?", 1)[-1], keep_blank_values=True) if header else criteria(request)
     return await run(call, crud.create, type, resource, conditions)
 
 
@@ -151,7 +151,8 @@ async def read(type: str, id: str, request: Request, call: Call = CallDep) -> Re
 
 @router.put("/{type}/{id}", summary="update (or create with a client id)")
 async def update(type: str, id: str, request: Request, call: Call = CallDep) -> Response:
-    check_type(type), check_id(id)
+    check_type(type)
+    check_id(id)
     if_match = parse_etag(request.headers.get("if-match"))
     resource = await read_resource(request, limit(request))
     return await run(call, crud.update, type, id, resource, if_match)
@@ -159,7 +160,8 @@ async def update(type: str, id: str, request: Request, call: Call = CallDep) -> 
 
 @router.patch("/{type}/{id}", summary="patch (JSON Patch or JSON Merge Patch)")
 async def patch(type: str, id: str, request: Request, call: Call = CallDep) -> Response:
-    check_type(type), check_id(id)
+    check_type(type)
+    check_id(id)
     if_match = parse_etag(request.headers.get("if-match"))
     return await run(call, crud.patch, type, id, await _patch_document(request), if_match)
 

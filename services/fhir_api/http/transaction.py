@@ -61,7 +61,7 @@ def parse_entry(call: Call, index: int, raw: Any) -> Entry:
     if not path:
         raise FhirHttpError(400, f"entry {index}: request.url must name a resource type")
     criteria = (
-        parse_qsl(request["ifNoneExist"].lstrip("?"), keep_blank_values=True)
+        parse_qsl(request["ifNoneExist"].split("?", 1)[-1], keep_blank_values=True)
         if isinstance(request.get("ifNoneExist"), str)
         else None
     )

@@ -1,0 +1,240 @@
+"""FHIR API benchmark: bulk-load the mapped MIMIC demo into PostgreSQL, then drive a fixed mix of reads and
+patient-scoped searches with concurrent clients against `rounds serve`, and print the figures.
+
+    python benchmarks/bench_fhir_api.py [--ndjson DIR] [--database-url URL] [--clients 16] [--seconds 30]
+                                        [--workers 2] [--kinds read-patient,labs,...]
+
+Without --ndjson the demo is mapped first (`rounds map --mimic ../shared/data/mimic-iv-demo`); without
+--database-url a throwaway PostgreSQL is started with scripts/postgres.sh. Prints resources/s for the load and
+req/s, p50, p95, p99 (ms) for the API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+from sqlalchemy import create_engine, text
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO.parent / "shared" / "data" / "mimic-iv-demo"
+# kind -> (weight, path template); the fixed mix of reads and patient-scoped searches
+MIX = {
+    "read-patient": (3, "/Patient/{pid}"),
+    "read-observation": (2, "/Observation/{oid}"),
+    "labs": (3, "/Observation?patient={pid}&code={code}&date=ge{day}&_sort=-date"),
+    "encounters": (1, "/Encounter?patient={pid}"),
+    "conditions": (1, "/Condition?patient={pid}"),
+}
+REQUEST_TIMEOUT = 30.0
+
+
+def _run(args: list[str], **env: str) -> str:
+    proc = subprocess.run(
+        args, cwd=REPO, env={**os.environ, **env}, capture_output=True, text=True, check=False
+    )
+    if proc.returncode:
+        sys.exit(f"{' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
+def _admin(server_url: str, statement: str) -> None:
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(statement))
+    admin.dispose()
+
+
+def fresh_database(server_url: str) -> tuple[str, str]:
+    name = f"bench_{uuid.uuid4().hex[:10]}"
+    _admin(server_url, f'CREATE DATABASE "{name}"')
+    return name, f"{server_url.rpartition('/')[0]}/{name}"
+
+
+def load(database_url: str, folder: Path) -> None:
+    from rounds.migrate import upgrade
+    from services.fhir_api.load import load_ndjson
+
+    upgrade(database_url)
+    report = load_ndjson(database_url, folder, workers=2)
+    rate = report.resources / report.seconds if report.seconds else 0.0
+    print(
+        f"load: {report.resources:,} resources in {report.seconds:.1f} s = {rate:,.0f} resources/s "
+        f"(errors {report.errors}, skipped {report.skipped})"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(database_url: str, workers: int) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rounds.cli",
+            "serve",
+            "--database-url",
+            database_url,
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--no-migrate",
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "ROUNDS_BASE_URL": ""},
+    )
+    base = f"http://127.0.0.1:{port}/fhir"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/metadata", timeout=5).status_code == 200:
+                return proc, base
+        except httpx.TransportError:
+            time.sleep(0.3)
+        if proc.poll() is not None:
+            sys.exit(f"rounds serve exited: {proc.stderr.read().decode()[-3000:]}")
+    sys.exit("rounds serve did not come up")
+
+
+def workload(base: str, kinds: list[str], size: int = 400) -> list[tuple[str, str]]:
+    """A fixed, seeded list of (kind, request path) drawn from the loaded data."""
+    with httpx.Client(base_url=base, timeout=120) as c:
+        patients = [
+            e["resource"]["id"] for e in c.get("/Patient", params={"_count": 100}).json().get("entry", [])
+        ]
+        labs = []
+        for pid in patients[:40]:
+            page = c.get("/Observation", params={"patient": pid, "_count": 20}).json()
+            for e in page.get("entry", []):
+                obs = e["resource"]
+                coding = (obs.get("code", {}).get("coding") or [{}])[0]
+                when = obs.get("effectiveDateTime")
+                if coding.get("code") and when:
+                    labs.append((pid, obs["id"], f"{coding.get('system', '')}|{coding['code']}", when[:10]))
+    if not patients or not labs:
+        sys.exit("no patients or observations were loaded")
+    rng = random.Random(7)
+    weighted = [kind for kind in kinds for _ in range(MIX[kind][0])]
+    out = []
+    for _ in range(size):
+        pid, oid, code, day = rng.choice(labs)
+        kind = rng.choice(weighted)
+        pid = rng.choice(patients) if kind == "read-patient" else pid
+        out.append((kind, MIX[kind][1].format(pid=pid, oid=oid, code=code, day=day)))
+    return out
+
+
+async def drive(
+    base: str, work: list[tuple[str, str]], clients: int, seconds: float
+) -> tuple[dict[str, list[float]], int, float]:
+    """Each client walks the fixed list from its own offset until time is up; timeouts count as errors."""
+    latencies: dict[str, list[float]] = {}
+    errors = 0
+    stop = time.perf_counter() + seconds
+
+    async def client(index: int) -> None:
+        nonlocal errors
+        async with httpx.AsyncClient(base_url=base, timeout=REQUEST_TIMEOUT) as c:
+            i = index
+            while time.perf_counter() < stop:
+                kind, path = work[i % len(work)]
+                started = time.perf_counter()
+                try:
+                    ok = (await c.get(path)).status_code == 200
+                except httpx.TransportError:
+                    ok = False
+                latencies.setdefault(kind, []).append((time.perf_counter() - started) * 1000)
+                errors += not ok
+                i += clients
+
+    began = time.perf_counter()
+    await asyncio.gather(*(client(i) for i in range(clients)))
+    return latencies, errors, time.perf_counter() - began
+
+
+def summary(values: list[float], elapsed: float) -> str:
+    return (
+        f"{len(values):,} requests, {len(values) / elapsed:,.0f} req/s, p50 {percentile(values, 50):.1f} ms, "
+        f"p95 {percentile(values, 95):.1f} ms, p99 {percentile(values, 99):.1f} ms"
+    )
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--ndjson", type=Path)
+    parser.add_argument("--database-url")
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--loaded", metavar="URL", help="a database already loaded: skip map and load")
+    parser.add_argument("--kinds", default=",".join(MIX), help=f"subset of the mix: {', '.join(MIX)}")
+    args = parser.parse_args()
+    if args.loaded:
+        run_api(args, args.loaded)
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="bench-fhir-"))
+    folder = args.ndjson
+    if folder is None:
+        folder = tmp / "ndjson"
+        started = time.perf_counter()
+        _run([sys.executable, "-m", "rounds.cli", "map", "--mimic", str(DEMO), "--out", str(folder)])
+        print(f"map: demo mapped in {time.perf_counter() - started:.1f} s")
+    pg_env = {"PG_STATE_FILE": str(tmp / "pg-state")}
+    server_url = args.database_url
+    if server_url is None:
+        out = _run([str(REPO / "scripts" / "postgres.sh"), "start"], **pg_env)
+        server_url = re.search(r"DATABASE_URL=(\S+)", out).group(1)
+    db_name, database_url = fresh_database(server_url)
+    try:
+        load(database_url, folder)
+        run_api(args, database_url)
+    finally:
+        _admin(server_url, f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+        if args.database_url is None:
+            _run([str(REPO / "scripts" / "postgres.sh"), "stop"], **pg_env)
+
+
+def run_api(args: argparse.Namespace, database_url: str) -> None:
+    server, base = start_server(database_url, args.workers)
+    try:
+        work = workload(base, args.kinds.split(","))
+        asyncio.run(drive(base, work, args.clients, 3))  # warm-up: connections, caches
+        latencies, errors, elapsed = asyncio.run(drive(base, work, args.clients, args.seconds))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    every = [v for values in latencies.values() for v in values]
+    print(f"api: {args.clients} clients, {args.workers} uvicorn workers, {elapsed:.1f} s, errors {errors}")
+    print(f"  {'all':17} {summary(every, elapsed)}")
+    for kind, values in sorted(latencies.items()):
+        print(f"  {kind:17} {summary(values, elapsed)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""The same HTTP behaviour on PostgreSQL: transactions roll back, paging is stable, sessions isolate."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.fhir_api.conftest import assert_outcome, live_api, observation, patient
+
+
+@pytest.mark.postgres
+def test_http_on_postgres(postgres_url):
+    for api in live_api(postgres_url):
+        fhir = httpx.Client(base_url=api.fhir, timeout=120)
+        pid = fhir.post("/Patient", json=patient("pg")).json()["id"]
+        for day in range(1, 6):
+            fhir.post("/Observation", json=observation(pid, "pg-lab", f"2150-0{day}-01T00:00:00Z"))
+        page = fhir.get("/Observation", params={"patient": pid, "_count": 2, "_sort": "-date"}).json()
+        fhir.post("/Observation", json=observation(pid, "pg-lab", "2150-09-01T00:00:00Z"))  # between pages
+        seen = [e["resource"]["effectiveDateTime"][:7] for e in page["entry"]]
+        while nxt := next((link["url"] for link in page["link"] if link["relation"] == "next"), None):
+            page = httpx.get(nxt).json()
+            seen += [e["resource"]["effectiveDateTime"][:7] for e in page["entry"]]
+        assert seen == ["2150-05", "2150-04", "2150-03", "2150-02", "2150-01"]
+
+        bad_tx = {
+            "resourceType": "Bundle",
+            "type": "transaction",
+            "entry": [
+                {"resource": patient("pg-tx"), "request": {"method": "POST", "url": "Patient"}},
+                {"request": {"method": "DELETE", "url": "Patient/missing"}},
+                {
+                    "resource": {"resourceType": "Patient", "id": "x"},
+                    "request": {"method": "PUT", "url": "Patient/y"},
+                },
+            ],
+        }
+        assert_outcome(fhir.post("", json=bad_tx), 400)
+        assert (
+            fhir.get("/Patient", params={"identifier": "urn:test|pg-tx", "_summary": "count"}).json()["total"]
+            == 0
+        )
+
+        session = httpx.post(f"{api.root}/sessions", json={"now": "2150-03-15"}).json()
+        in_session = httpx.Client(base_url=session["fhirBase"], timeout=120)
+        counted = in_session.get("/Observation", params={"patient": pid, "_summary": "count"}).json()["total"]
+        assert counted == 3
+        written = in_session.post("/Observation", json=observation(pid, "pg-lab", "2150-03-10T00:00:00Z"))
+        assert written.status_code == 201
+        assert fhir.get(f"/Observation/{written.json()['id']}").status_code == 404
+        assert (
+            in_session.get("/Observation", params={"patient": pid, "_summary": "count"}).json()["total"] == 4
+        )
+        r = fhir.get(
+            "/Observation", params={"code": "'; DROP TABLE fhir_resource;--", "date": "ge2150' OR 1=1"}
+        )
+        assert r.status_code in (200, 400)
+        assert fhir.get("/Observation", params={"patient": pid, "_summary": "count"}).json()["total"] == 6
