@@ -79,17 +79,27 @@ def _with_meta(line: bytes, resource: dict, stamp: bytes) -> bytes:
     return orjson.dumps(resource)
 
 
-def _prepare(args: tuple) -> tuple[list[tuple], list[str]]:
-    """Worker: parse lines -> (type, id, raw, clinical time, index rows by kind); errors as messages."""
+def _prepare(args: tuple, known=None) -> tuple[list[tuple], list[str], int]:
+    """Parse lines -> items (type, id, raw, clinical time, index rows by kind), errors, and how many were
+    skipped because `known(keys)` says they are already stored (re-runs skip the costly indexing)."""
     lines, when, validate = args[:3]
     stamp = b'"versionId":"1","lastUpdated":"' + when.encode() + b'"'
-    out, errors = [], []
+    parsed, errors = [], []
     for line in lines:
         try:
             resource = orjson.loads(line)
             rtype, rid = resource["resourceType"], resource["id"]
             if not isinstance(rtype, str) or not isinstance(rid, str):
                 raise ValueError("resourceType/id must be strings")
+            parsed.append((rtype, rid, line, resource))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+    present = known([(p[0], p[1]) for p in parsed]) if known and parsed else set()
+    out = []
+    for rtype, rid, line, resource in parsed:
+        if (rtype, rid) in present:
+            continue
+        try:
             if validate:
                 from services.fhir_api.store.validation import validate_resource
 
@@ -97,14 +107,13 @@ def _prepare(args: tuple) -> tuple[list[tuple], list[str]]:
             raw = _with_meta(line, resource, stamp)
             if raw is not line:
                 resource = orjson.loads(raw)
-            rows = rows_for(0, resource)
-            out.append((rtype, rid, raw, clinical_time(resource), rows))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, InvalidResource) as exc:
+            out.append((rtype, rid, raw, clinical_time(resource), rows_for(0, resource)))
+        except (TypeError, ValueError, InvalidResource) as exc:
             errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
-    return out, errors
+    return out, errors, len(present)
 
 
-def _existing(conn: Connection, items: list[tuple]) -> set[tuple[str, str]]:
+def _existing(conn: Connection, items) -> set[tuple[str, str]]:
     r = m.resource
     by_type: dict[str, list[str]] = {}
     for item in items:
@@ -161,16 +170,22 @@ _ENGINES: dict[str, object] = {}
 
 def _prepare_and_write(args: tuple[list[bytes], str, bool, str]) -> tuple[int, int, list[str]]:
     """Worker (PostgreSQL): parse, index and COPY one batch on the worker's own connection."""
-    lines, stamp, validate, url = args
-    items, errors = _prepare(args)
-    if not items:
-        return 0, 0, errors
+    url = args[3]
     engine = _ENGINES.get(url)
     if engine is None:
         engine = _ENGINES[url] = make_engine(url, pool_size=1, max_overflow=0)
+    return _write_here(engine, args)
+
+
+def _write_here(engine, args: tuple) -> tuple[int, int, list[str]]:
+    """Parse and index what is not stored yet, then write it in one transaction."""
+    with engine.connect() as peek:
+        items, errors, skipped = _prepare(args, known=lambda keys: _existing(peek, keys))
+    if not items:
+        return 0, skipped, errors
     with engine.begin() as conn:
-        written = _write(conn, items, datetime.fromisoformat(stamp.replace("Z", "+00:00")))
-    return written, len(items) - written, errors
+        written = _write(conn, items, datetime.fromisoformat(args[1].replace("Z", "+00:00")))
+    return written, skipped + len(items) - written, errors
 
 
 def _copy(conn: Connection, tables) -> None:
@@ -210,8 +225,10 @@ def load_ndjson(
         if in_workers:
             results = pool.imap_unordered(_prepare_and_write, jobs)
         else:
-            prepared = pool.imap(_prepare, jobs) if pool else map(_prepare, jobs)
-            results = (_write_here(engine, items, errors, when) for items, errors in prepared)
+            if pool:  # SQLite: workers parse and index, the main process is the one writer
+                results = (_write_prepared(engine, p, when) for p in pool.imap(_prepare, jobs))
+            else:
+                results = (_write_here(engine, job) for job in jobs)
         for written, skipped, errors in results:
             report.resources += written
             report.skipped += skipped
@@ -234,12 +251,13 @@ def load_ndjson(
     return report
 
 
-def _write_here(engine, items: list[tuple], errors: list[str], when: datetime) -> tuple[int, int, list[str]]:
+def _write_prepared(engine, prepared: tuple, when: datetime) -> tuple[int, int, list[str]]:
+    items, errors, skipped = prepared
     if not items:
-        return 0, 0, errors
+        return 0, skipped, errors
     with engine.begin() as conn:
         written = _write(conn, items, when)
-    return written, len(items) - written, errors
+    return written, skipped + len(items) - written, errors
 
 
 def _progress(enabled: bool):

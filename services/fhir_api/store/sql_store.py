@@ -325,17 +325,11 @@ class SqlResourceStore:
         deleted = resource is None
         try:
             with conn.begin_nested():
+                key = dict(session=session, res_type=rtype, res_id=rid)
                 seq = conn.execute(
                     insert(m.version)
                     .values(
-                        session=session,
-                        res_type=rtype,
-                        res_id=rid,
-                        version=version,
-                        last_updated=when,
-                        method=method,
-                        deleted=deleted,
-                        raw=raw,
+                        **key, version=version, last_updated=when, method=method, deleted=deleted, raw=raw
                     )
                     .returning(m.version.c.seq)
                 ).scalar_one()
@@ -355,13 +349,7 @@ class SqlResourceStore:
                     created = current.created_seq if current is not None else seq
                     row_id = conn.execute(
                         insert(m.resource)
-                        .values(
-                            session=session,
-                            res_type=rtype,
-                            res_id=rid,
-                            created_seq=created,
-                            **values,
-                        )
+                        .values(**key, created_seq=created, **values)
                         .returning(m.resource.c.rid)
                     ).scalar_one()
                 if resource is not None:
