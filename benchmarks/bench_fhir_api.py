@@ -68,6 +68,7 @@ def load(database_url: str, folder: Path) -> None:
 
     upgrade(database_url)
     report = load_ndjson(database_url, folder, workers=2)
+    _admin(database_url, "ANALYZE")  # fresh planner statistics, as autovacuum would eventually provide
     rate = report.resources / report.seconds if report.seconds else 0.0
     print(
         f"load: {report.resources:,} resources in {report.seconds:.1f} s = {rate:,.0f} resources/s "
