@@ -163,6 +163,9 @@ def test_includes_iterate_and_sort(store, data) -> None:
     assert {r.id for r in res.includes} == {p1.id, org.id}
     res = find(store, "Patient", ("_id", p2.id), ("_revinclude", "Observation:subject"))
     assert [r.id for r in res.includes] == [obs[3].id]
+    res = find(store, "Patient", ("_id", p1.id), ("_include", "*"), ("_revinclude", "*"))
+    assert {r.id for r in res.includes} == {org.id, obs[0].id, obs[1].id, obs[2].id}
+    assert find(store, "Patient", ("_id", p1.id), ("_include", "Observation:*")).includes == []
     assert ids(find(store, "Observation", ("patient", p1.id), ("_sort", "-date"))) == [
         o.id for o in obs[2::-1]
     ]

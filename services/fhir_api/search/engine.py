@@ -95,6 +95,8 @@ def _include_specs(params: list[tuple[str, str]]) -> list[tuple[str, bool, str]]
 
 
 def _parse_include(value: str) -> tuple[str, str, str | None]:
+    if value == "*":  # every reference of (or to) the matches
+        return "*", "*", None
     parts = value.split(":")
     if len(parts) not in (2, 3) or not all(parts):
         raise InvalidSearch(f"'{value}' is not Type:parameter[:targetType]")
@@ -117,7 +119,7 @@ def _includes(conn: Connection, ctx: Context, matches: list[StoredResource], par
             if round_no and not iterate:
                 continue
             src_type, pname, target = _parse_include(value)
-            pool = [s for s in frontier if (s.resource_type == src_type if kind == "_include" else True)]
+            pool = [s for s in frontier if kind == "_revinclude" or src_type in ("*", s.resource_type)]
             if pool:
                 found += (_forward if kind == "_include" else _reverse)(
                     conn, ctx, pool, src_type, pname, target
@@ -168,8 +170,10 @@ def _reverse(conn, ctx, pool, src_type, pname, target) -> list[int]:
         select(s.c.rid)
         .select_from(ref)
         .join(s, s.c.rid == ref.c.rid)
-        .where(ref.c.res_type == src_type, or_(*keys), q.visible(s, ctx))
+        .where(or_(*keys), q.visible(s, ctx))
     )
+    if src_type != "*":
+        stmt = stmt.where(ref.c.res_type == src_type)
     if pname != "*":
         stmt = stmt.where(ref.c.param == pname)
     return list(conn.execute(stmt).scalars())
