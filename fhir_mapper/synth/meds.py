@@ -11,11 +11,24 @@ continued at discharge, and the summary lists them as stopped.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from fhir_mapper.synth.context import Context, SubjectSeq, clamp, trim
 from fhir_mapper.synth.model import Admission, Patient
 
 ANTICOAGULANT_PROPHYLAXIS = ("heparin_sc", "enoxaparin")
+
+
+class Dose(NamedTuple):
+    """One scheduled administration, written to eMAR once all orders of the admission are known."""
+
+    charted: datetime
+    pharmacy_id: int
+    scheduled: datetime
+    drug_key: str
+    poe_id: str
+    given: bool
+    stored: datetime
 
 
 def _hour_ceil(moment: datetime) -> datetime:
@@ -89,8 +102,16 @@ def _schedule(drug: dict, start: datetime, stop: datetime) -> list[datetime]:
 
 
 def _order(
-    ctx: Context, p: Patient, adm: Admission, seq: SubjectSeq, key: str, start: datetime, stop: datetime
+    ctx: Context,
+    p: Patient,
+    adm: Admission,
+    seq: SubjectSeq,
+    key: str,
+    start: datetime,
+    stop: datetime,
+    doses: list[Dose],
 ) -> None:
+    """One order chain (poe, pharmacy, prescriptions); its scheduled doses are appended to `doses`."""
     rng, out, drug = ctx.rng, ctx.out, ctx.cat.drugs[key]
     ordered = max(adm.admittime, start - ctx.minutes(15, 90))
     poe_id, poe_seq, provider = _poe(ctx, p, adm, seq, ordered, "Medications", None)
@@ -142,29 +163,44 @@ def _order(
                 "form_unit_disp": component["disp_unit"],
             },
         )
-    iv_antibiotic = drug["route"] == "IV" and drug["class"].startswith("Antibiotics")
     for scheduled in _schedule(drug, start, stop):
-        emar_seq = seq.new("emar")
-        emar_id = f"{p.subject_id}-{emar_seq}"
         charted = trim(clamp(scheduled + ctx.minutes(-30, 30), start, stop))
-        given = rng.random() < 0.95
+        doses.append(
+            Dose(
+                charted,
+                pharmacy_id,
+                scheduled,
+                key,
+                poe_id,
+                rng.random() < 0.95,
+                trim(charted + ctx.minutes(0, 15)),
+            )
+        )
+
+
+def _write_emar(ctx: Context, p: Patient, adm: Admission, seq: SubjectSeq, doses: list[Dose]) -> None:
+    """eMAR rows in chart order, so emar_seq grows with time as in MIMIC (two emar_detail rows per dose
+    given: the order-level parent and the product actually given)."""
+    out = ctx.out
+    for dose in sorted(doses):
+        drug = ctx.cat.drugs[dose.drug_key]
+        emar_seq = seq.new("emar")
+        ids = {"subject_id": p.subject_id, "emar_id": f"{p.subject_id}-{emar_seq}", "emar_seq": emar_seq}
         out.write(
             "hosp/emar",
             {
-                "subject_id": p.subject_id,
+                **ids,
                 "hadm_id": adm.hadm_id,
-                "emar_id": emar_id,
-                "emar_seq": emar_seq,
-                "poe_id": poe_id,
-                "pharmacy_id": pharmacy_id,
-                "charttime": charted,
+                "poe_id": dose.poe_id,
+                "pharmacy_id": dose.pharmacy_id,
+                "charttime": dose.charted,
                 "medication": drug["drug"],
-                "event_txt": "Administered" if given else "Not Given",
-                "scheduletime": scheduled,
-                "storetime": trim(charted + ctx.minutes(0, 15)),
+                "event_txt": "Administered" if dose.given else "Not Given",
+                "scheduletime": dose.scheduled,
+                "storetime": dose.stored,
             },
         )
-        ids = {"subject_id": p.subject_id, "emar_id": emar_id, "emar_seq": emar_seq}
+        iv_antibiotic = drug["route"] == "IV" and drug["class"].startswith("Antibiotics")
         out.write(
             "hosp/emar_detail",
             {
@@ -172,20 +208,20 @@ def _order(
                 "administration_type": "IV Antibiotic"
                 if iv_antibiotic
                 else "Standard Maintenance Medication",
-                "complete_dose_not_given": "No" if given else None,
+                "complete_dose_not_given": "No" if dose.given else None,
                 "dose_due": drug["dose"],
                 "dose_due_unit": drug["unit"],
-                "will_remainder_of_dose_be_given": "No" if given else None,
+                "will_remainder_of_dose_be_given": "No" if dose.given else None,
                 "route": drug["route"],
             },
         )
-        if given:
+        if dose.given:
             out.write(
                 "hosp/emar_detail",
                 {
                     **ids,
                     "parent_field_ordinal": 1.1,
-                    "pharmacy_id": pharmacy_id,
+                    "pharmacy_id": dose.pharmacy_id,
                     "barcode_type": "if",
                     "dose_given": drug["dose"],
                     "dose_given_unit": drug["unit"],
@@ -217,6 +253,7 @@ def write_meds(ctx: Context, p: Patient, adm: Admission, seq: SubjectSeq) -> Non
         inpatient = [d for d in inpatient if d not in ANTICOAGULANT_PROPHYLAXIS]
     discharge = [] if adm.deathtime else _unique(scen["discharge_drugs"] + home)
     last = adm.dischtime - timedelta(minutes=1)
+    doses: list[Dose] = []
     for key in inpatient:
         start = _hour_ceil(adm.admittime + ctx.minutes(60, 240))
         if not ctx.cat.drugs[key]["hours"]:  # one-time dose
@@ -226,17 +263,18 @@ def write_meds(ctx: Context, p: Patient, adm: Admission, seq: SubjectSeq) -> Non
         else:
             stop = max(start + timedelta(hours=2), trim(adm.dischtime - ctx.minutes(360, 1440)))
         if start < last and stop <= last:
-            _order(ctx, p, adm, seq, key, start, stop)
+            _order(ctx, p, adm, seq, key, start, stop, doses)
     for stored, key in adm.repletions:  # electrolyte repletion after each low result
         start = _hour_ceil(stored + ctx.minutes(20, 90))
         if start + timedelta(hours=1) <= last:
-            _order(ctx, p, adm, seq, key, start, start + timedelta(hours=1))
+            _order(ctx, p, adm, seq, key, start, start + timedelta(hours=1), doses)
     for key in discharge:
         if key not in inpatient:
             start = _hour_ceil(max(adm.admittime + timedelta(hours=1), adm.dischtime - timedelta(hours=24)))
             if start < last:
-                _order(ctx, p, adm, seq, key, start, last)
+                _order(ctx, p, adm, seq, key, start, last, doses)
         adm.discharge_meds.append(sig(ctx.cat.drugs[key]))
+    _write_emar(ctx, p, adm, seq, doses)
     if not adm.deathtime:
         _poe(
             ctx,

@@ -159,6 +159,12 @@ def test_orders_share_ids_and_emar_follows_the_prescription_window(synth_dir: Pa
         assert rx["starttime"] <= emar["scheduletime"] <= rx["stoptime"]
         assert emar["emar_id"] == f"{emar['subject_id']}-{emar['emar_seq']}"
         emar_ids.add(emar["emar_id"])
+    charted = defaultdict(list)
+    for emar in rows(synth_dir, "hosp/emar"):
+        charted[emar["hadm_id"]].append((int(emar["emar_seq"]), emar["charttime"]))
+    for administrations in charted.values():  # emar_seq grows with charttime
+        times = [t for _, t in sorted(administrations)]
+        assert times == sorted(times)
     detail_ids = {d["emar_id"] for d in rows(synth_dir, "hosp/emar_detail")}
     assert detail_ids == emar_ids
     bid = [r for r in prescriptions.values() if r["drug"] == "Apixaban"]
