@@ -22,6 +22,7 @@ import orjson
 from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 
 from events.bus import AssignCallback, Published, Record, TopicPartition, TopicSpec, UnknownTopic
 from events.catalog import CATALOG, Catalog
@@ -48,6 +49,11 @@ def _upsert(
     else:
         stmt = stmt.on_conflict_do_nothing(index_elements=list(keys))
     conn.execute(stmt)
+
+
+def _retryable(exc: DBAPIError) -> bool:
+    """PostgreSQL deadlock (40P01) or serialization failure (40001), or SQLite's "database is locked"."""
+    return getattr(exc.orig, "sqlstate", None) in ("40P01", "40001") or "locked" in str(exc.orig)
 
 
 class SqlLog(CheckedPublisher):
@@ -206,70 +212,82 @@ class SqlConsumer:
         self._next_rebalance = time.monotonic() + self.log.rebalance_interval_s
         now = _now_ms()
         group = self.group_id
-        with self.log.engine.begin() as conn:
-            _upsert(
-                conn,
-                GroupMember,
-                {
-                    "group_id": group,
-                    "member_id": self.member_id,
-                    "topics": orjson.dumps(self.topics).decode(),
-                    "heartbeat_ms": now,
-                },
-                ["group_id", "member_id"],
-                ["topics", "heartbeat_ms"],
-            )
-            expired = now - int(self.log.session_timeout_s * 1000)
-            conn.execute(
-                delete(GroupMember).where(GroupMember.group_id == group, GroupMember.heartbeat_ms < expired)
-            )
-            live = conn.execute(
-                select(GroupMember.member_id, GroupMember.topics)
-                .where(GroupMember.group_id == group)
-                .order_by(GroupMember.member_id)
-            ).all()
-            live_ids = [m for m, _ in live]
-            conn.execute(
-                delete(PartitionClaim).where(
-                    PartitionClaim.group_id == group, PartitionClaim.member_id.not_in(live_ids)
-                )
-            )
-            desired = self._desired([(m, set(orjson.loads(t))) for m, t in live])
-            mine = conn.execute(
-                select(PartitionClaim.topic, PartitionClaim.partition).where(
-                    PartitionClaim.group_id == group, PartitionClaim.member_id == self.member_id
-                )
-            ).all()
-            for topic, partition in mine:
-                if TopicPartition(topic, partition) not in desired:
-                    conn.execute(
-                        delete(PartitionClaim).where(
-                            PartitionClaim.group_id == group,
-                            PartitionClaim.topic == topic,
-                            PartitionClaim.partition == partition,
-                            PartitionClaim.member_id == self.member_id,
-                        )
-                    )
-            for tp in sorted(desired, key=lambda t: (t.topic, t.partition)):
-                _upsert(
-                    conn,
-                    PartitionClaim,
-                    {
-                        "group_id": group,
-                        "topic": tp.topic,
-                        "partition": tp.partition,
-                        "member_id": self.member_id,
-                    },
-                    ["group_id", "topic", "partition"],
-                )
-            owned = conn.execute(
-                select(PartitionClaim.topic, PartitionClaim.partition).where(
-                    PartitionClaim.group_id == group, PartitionClaim.member_id == self.member_id
-                )
-            ).all()
+        for attempt in range(5):
+            try:
+                with self.log.engine.begin() as conn:
+                    owned = self._claim(conn, group, now)
+                break
+            except DBAPIError as exc:  # deadlock / serialization failure / SQLite busy: retry the heartbeat
+                if attempt == 4 or not _retryable(exc):
+                    raise
+                time.sleep(0.05 * (attempt + 1))
         assignment = {TopicPartition(t, p) for t, p in owned}
         if assignment != self._assigned:
             self._set_assignment(assignment)
+
+    def _claim(self, conn: Connection, group: str, now: int) -> list[tuple[str, int]]:
+        """Heartbeat, evict dead members, release unwanted partitions, claim free wanted ones; return ours."""
+        _upsert(
+            conn,
+            GroupMember,
+            {
+                "group_id": group,
+                "member_id": self.member_id,
+                "topics": orjson.dumps(self.topics).decode(),
+                "heartbeat_ms": now,
+            },
+            ["group_id", "member_id"],
+            ["topics", "heartbeat_ms"],
+        )
+        expired = now - int(self.log.session_timeout_s * 1000)
+        conn.execute(
+            delete(GroupMember).where(GroupMember.group_id == group, GroupMember.heartbeat_ms < expired)
+        )
+        live = conn.execute(
+            select(GroupMember.member_id, GroupMember.topics)
+            .where(GroupMember.group_id == group)
+            .order_by(GroupMember.member_id)
+        ).all()
+        live_ids = [m for m, _ in live]
+        conn.execute(
+            delete(PartitionClaim).where(
+                PartitionClaim.group_id == group, PartitionClaim.member_id.not_in(live_ids)
+            )
+        )
+        desired = self._desired([(m, set(orjson.loads(t))) for m, t in live])
+        mine = conn.execute(
+            select(PartitionClaim.topic, PartitionClaim.partition).where(
+                PartitionClaim.group_id == group, PartitionClaim.member_id == self.member_id
+            )
+        ).all()
+        for topic, partition in mine:
+            if TopicPartition(topic, partition) not in desired:
+                conn.execute(
+                    delete(PartitionClaim).where(
+                        PartitionClaim.group_id == group,
+                        PartitionClaim.topic == topic,
+                        PartitionClaim.partition == partition,
+                        PartitionClaim.member_id == self.member_id,
+                    )
+                )
+        for tp in sorted(desired, key=lambda t: (t.topic, t.partition)):
+            _upsert(
+                conn,
+                PartitionClaim,
+                {
+                    "group_id": group,
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "member_id": self.member_id,
+                },
+                ["group_id", "topic", "partition"],
+            )
+        owned = conn.execute(
+            select(PartitionClaim.topic, PartitionClaim.partition).where(
+                PartitionClaim.group_id == group, PartitionClaim.member_id == self.member_id
+            )
+        ).all()
+        return owned
 
     def _desired(self, live: list[tuple[str, set[str]]]) -> set[TopicPartition]:
         """Round-robin of each topic's partitions over the sorted live members subscribed to it."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -132,6 +134,30 @@ def test_topic_filter_and_dump_without_start_prints_a_hint(tmp_path: Path) -> No
     result = rounds(env, "dump")
     assert result.exit_code == 0 and result.stdout_bytes == b""
     assert "--from-beginning" in result.stderr
+
+
+def test_follow_prints_new_events_until_idle(tmp_path: Path) -> None:
+    env = fresh_sqlite(tmp_path, "follow.sqlite")
+    old = record_session(env, "sess-follow-old")
+    late = make_event(
+        "rounds.tool.call", p.ToolCall(call_id="late", name="n"), source="/t", subject="sess-late1"
+    )
+
+    def publish_later() -> None:
+        time.sleep(2.5)  # the dump is following by then
+        bus = open_bus(Settings(bus="sql", database_url=env["ROUNDS_DATABASE_URL"]))
+        topic, key = route(late)
+        bus.publish(topic, late, key)
+        bus.close()
+
+    thread = threading.Thread(target=publish_later)
+    thread.start()
+    result = rounds(env, "dump", "--follow", "--idle-timeout", "5")
+    thread.join()
+    assert [orjson.loads(line)["id"] for line in result.stdout_bytes.splitlines()] == [late.id]
+    everything = rounds(env, "dump", "--from-beginning", "--follow", "--idle-timeout", "1")
+    ids = {orjson.loads(line)["id"] for line in everything.stdout_bytes.splitlines()}
+    assert ids == {e.id for e in old} | {late.id}
 
 
 def test_load_reports_bad_lines_and_publishes_the_good_ones(tmp_path: Path) -> None:
