@@ -53,18 +53,20 @@ def _d_items(ctx: MapContext) -> dict[str, dict[str, str]]:
 
 
 def _d_labitems(ctx: MapContext) -> dict[str, tuple[str, str]]:
-    return {r["itemid"]: (r["label"], r["fluid"]) for r in ctx.rows("hosp/d_labitems")}
+    rows = ctx.rows("hosp/d_labitems", ("itemid", "label", "fluid"))
+    return {r["itemid"]: (r["label"], r["fluid"]) for r in rows}
 
 
 def _icd_titles(table: str):
     def load(ctx: MapContext) -> dict[tuple[str, str], str]:
-        return {(r["icd_code"].strip(), r["icd_version"]): r["long_title"] for r in ctx.rows(table)}
+        rows = ctx.rows(table, ("icd_code", "icd_version", "long_title"))
+        return {(r["icd_code"].strip(), r["icd_version"]): r["long_title"] for r in rows}
 
     return load
 
 
 def _subjects(ctx: MapContext) -> set[str]:
-    return {r["subject_id"] for r in ctx.rows("hosp/patients")}
+    return {r["subject_id"] for r in ctx.rows("hosp/patients", ("subject_id",))}
 
 
 def _prescription_pharmacy_ids(ctx: MapContext) -> set[int]:

@@ -20,7 +20,7 @@ INTERPRETATION = "http://terminology.hl7.org/CodeSystem/v3-ObservationInterpreta
 
 def compact(d: dict[str, Any]) -> dict[str, Any]:
     """Drop None and empty-dict values (jsonb_strip_nulls, plus no empty objects)."""
-    return {k: v for k, v in d.items() if v is not None and v != {}}
+    return {k: v for k, v in d.items() if v is not None and (v or v.__class__ is not dict)}
 
 
 def meta(profile: str) -> dict[str, Any]:

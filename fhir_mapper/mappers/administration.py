@@ -32,6 +32,9 @@ DETAIL_MAX = (
 DETAIL_MAX_NUM = ("product_amount_given", "infusion_rate", "pharmacy_id")
 
 
+MA_META = meta("medication-administration")
+
+
 def _dose(d: dict[str, Any]) -> tuple[Any, str | None, str | None]:
     """(value, unit, text) from dose_given: 'N'/'INI' use the product amount, numbers stay numbers."""
     given = d["dose_given"]
@@ -72,20 +75,23 @@ def medication_administration(
                 "rateQuantity": quantity(rate, strip(d["infusion_rate_unit"])),
             }
         )
-    return compact(
-        {
-            "resourceType": "MedicationAdministration",
-            "id": fhir_id("MedicationAdministration", key),
-            "meta": meta("medication-administration"),
-            "status": "completed",
-            "medicationCodeableConcept": {"coding": [{"system": system, "code": code}]},
-            "request": ref_once("MedicationRequest", "MedicationRequest", request) if request else None,
-            "subject": ref("Patient", "Patient", em["subject_id"]),
-            "context": ref("Encounter", "Encounter", em["hadm_id"]) if em["hadm_id"] else None,
-            "effectiveDateTime": instant(em["charttime"]),
-            "dosage": dosage,
-        }
-    )
+    resource: dict[str, Any] = {
+        "resourceType": "MedicationAdministration",
+        "id": fhir_id("MedicationAdministration", key),
+        "meta": MA_META,
+        "status": "completed",
+        "medicationCodeableConcept": {"coding": [{"system": system, "code": code}]},
+        "subject": ref("Patient", "Patient", em["subject_id"]),
+    }
+    if request:
+        resource["request"] = ref_once("MedicationRequest", "MedicationRequest", request)
+    if em["hadm_id"]:
+        resource["context"] = ref("Encounter", "Encounter", em["hadm_id"])
+    if em["charttime"]:
+        resource["effectiveDateTime"] = instant(em["charttime"])
+    if dosage:
+        resource["dosage"] = dosage
+    return resource
 
 
 def _dose_of(row: dict[str, str]) -> dict[str, Any]:
