@@ -105,3 +105,24 @@ def test_loaded_rows_work_with_sessions_and_updates(store, tmp_path, database_ur
     assert updated.version_id == 2
     created = store.create(SHARED, {"resourceType": "Patient", "gender": "other"})  # sequences still fine
     assert store.read(SHARED, "Patient", created.id).version_id == 1
+
+
+def test_rounds_load_cli(tmp_path, sqlite_url) -> None:
+    from typer.testing import CliRunner
+
+    from rounds.cli import app
+
+    folder, _ = _write_folder(tmp_path, n=4)
+    result = CliRunner().invoke(
+        app, ["load", "--ndjson", str(folder), "--database-url", sqlite_url, "--no-progress"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "loaded 16 resources (0 already present, 2 errors)" in result.output
+    again = CliRunner().invoke(
+        app, ["load", "--ndjson", str(folder), "--database-url", sqlite_url, "--no-progress"]
+    )
+    assert "loaded 0 resources (16 already present" in again.output
+    missing = CliRunner().invoke(
+        app, ["load", "--ndjson", str(tmp_path / "nope"), "--database-url", sqlite_url]
+    )
+    assert missing.exit_code != 0

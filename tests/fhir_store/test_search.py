@@ -257,3 +257,25 @@ def test_sql_metacharacters_are_data_in_every_type(store, data, nasty) -> None:
         with pytest.raises(InvalidSearch):
             find(store, rtype, (name, nasty))
     assert ids(find(store, "Patient", ("_id", p1.id))) == [p1.id]  # tables intact
+
+
+def test_meta_parameters_and_system_level_search(store, data) -> None:
+    org, p1, _, _ = data
+    tagged = store.create(
+        SHARED,
+        {
+            "resourceType": "Patient",
+            "meta": {"profile": ["http://example.org/p"], "tag": [{"system": "urn:t", "code": "vip"}]},
+        },
+    )
+    assert ids(find(store, "Patient", ("_tag", "urn:t|vip"))) == [tagged.id]
+    assert ids(find(store, "Patient", ("_profile", "http://example.org/p"))) == [tagged.id]
+    since = tagged.last_updated.isoformat()
+    assert ids(find(store, "Patient", ("_lastUpdated", f"ge{since}"))) == [tagged.id]
+    assert tagged.id not in ids(find(store, "Patient", ("_lastUpdated", f"lt{since}")))
+    everywhere = find(store, None, ("_id", f"{org.id},{p1.id}"))
+    assert {(r.resource_type, r.id) for r in everywhere.matches} == {
+        ("Organization", org.id),
+        ("Patient", p1.id),
+    }
+    assert ids(find(store, None, ("_tag", "urn:t|vip"))) == [tagged.id]
