@@ -182,6 +182,7 @@ class ItemEvents:
     value: str  # 'numeric-or-text' | 'datetime' | 'quantity'
     reference_range: bool = False
     require_value: bool = False
+    exclude: frozenset[tuple[str, str]] = frozenset()  # (stay_id, charttime) the official query leaves out
 
 
 ITEM_EVENTS = {
@@ -193,6 +194,7 @@ ITEM_EVENTS = {
         "numeric-or-text",
         reference_range=True,
         require_value=True,
+        exclude=frozenset({("34934165", "2151-10-03 05:14:00")}),  # duplicated rows in full MIMIC-IV
     ),
     "datetimeevents": ItemEvents(
         "ObservationDatetimeevents",
@@ -275,6 +277,8 @@ def item_events_job(name: str):
         parts: dict[str, tuple] = {}
         for row in ctx.rows(rule.table):
             if rule.require_value and not row["value"]:
+                continue
+            if rule.exclude and (row["stay_id"], row["charttime"]) in rule.exclude:
                 continue
             itemid = row["itemid"]
             item_parts_ = parts.get(itemid)
