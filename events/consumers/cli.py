@@ -14,6 +14,7 @@ import typer
 
 from events.consumers.replay import PROJECTIONS, replay
 from events.consumers.runner import ProjectionRunner
+from events.topics import DEADLETTER
 from rounds.db import make_engine
 from rounds.settings import Settings
 
@@ -44,11 +45,15 @@ def project(
     batch_size: int = typer.Option(500, min=1, max=100_000),
     until_caught_up: bool = typer.Option(False, help="stop once the end offsets seen at start are applied"),
     idle_exit: float | None = typer.Option(None, help="stop after this many seconds without records"),
+    topic: list[str] | None = typer.Option(None, help="read these topics instead of the projection's own"),
+    deadletter_topic: str = typer.Option(DEADLETTER, help="where poison events go"),
     database_url: str | None = DATABASE_URL,
 ) -> None:
     """Run a projection consumer (exactly-once into the database); SIGTERM/SIGINT finish the batch, stop."""
     bus, engine = _open(database_url)
-    runner = ProjectionRunner(bus, engine, _projection(name)(), group_id=group, batch_size=batch_size)
+    projection = _projection(name)(topics=tuple(topic) if topic else None)
+    runner = ProjectionRunner(bus, engine, projection, group_id=group, batch_size=batch_size,
+                              deadletter_topic=deadletter_topic)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: runner.request_stop())
     try:

@@ -333,8 +333,12 @@ class ProjectionRunner:
         until_caught_up: bool = False,
         idle_exit_s: float | None = None,
         timeout_s: float | None = None,
+        stall_s: float = 30.0,
     ) -> RunStats:
-        """Poll until stopped; `until_caught_up` stops once the end offsets seen at start are applied."""
+        """Poll until stopped; `until_caught_up` stops once the end offsets seen at start are applied.
+
+        Watchdog: a member left with no partitions for `stall_s` while behind its targets rejoins the group
+        (a fresh consumer), so a lost assignment cannot stall a replay or a restarted consumer forever."""
         self.open()
         started = last_data = time.monotonic()
         targets = self.end_targets() if until_caught_up else None
@@ -345,8 +349,16 @@ class ProjectionRunner:
             now = time.monotonic()
             if batch.batches:
                 last_data = now
+            elif targets is not None and now - last_data >= stall_s and not self.consumer.assignment():
+                log.warning("group %s: no partitions for %.0fs while behind; rejoining", self.group_id,
+                            stall_s)
+                self.close()
+                self.open()
+                last_data = now
             if idle_exit_s is not None and now - last_data >= idle_exit_s:
                 break
             if timeout_s is not None and now - started >= timeout_s:
-                raise TimeoutError(f"group {self.group_id} did not finish within {timeout_s}s: {self.stats}")
+                raise TimeoutError(f"group {self.group_id} did not finish within {timeout_s}s: {self.stats}, "
+                                   f"assignment {sorted(self.consumer.assignment(), key=str)}, "
+                                   f"positions {self._positions}")
         return self.stats

@@ -1,0 +1,280 @@
+"""Event backbone throughput: publish, publish -> consume -> projection end to end, and replay, per backend.
+
+    python benchmarks/bench_events.py            # Kafka, SQL log on SQLite and on PostgreSQL; 1 M events
+    python benchmarks/bench_events.py --backend kafka --events 200000 --e2e-events 50000
+
+Kafka: --kafka-bootstrap / ROUNDS_KAFKA_BOOTSTRAP, else scripts/kafka.sh starts a broker (stopped at the end).
+PostgreSQL: --postgres-url / ROUNDS_BENCH_POSTGRES_URL (a server URL; a fresh database is created in it),
+else scripts/postgres.sh starts one. Kafka runs keep their projection in SQLite (--projection-db to change).
+
+Phases per backend (fresh topics and a fresh database each):
+1. publish: `--events` session events through `publish_many` in chunks (acks=all / committed), events/s;
+2. end to end: a producer process publishes `--e2e-events` more while the transcript projection consumes
+   them (exactly-once: projection rows, processed ids and positions in one transaction per batch); events/s
+   from the first publish until the projection holds them all;
+3. replay: a fresh group rebuilds the transcript projection from the beginning of the topic (all events of
+   1 and 2) into fresh tables; seconds and events/s.
+Goals on Kafka (issue 5): >= 20,000 events/s end to end; replay of 1 M events in under 2 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import re
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from sqlalchemy import create_engine, func, select, text
+
+from events.bus import Bus, TopicSpec
+from events.catalog import CATALOG
+from events.consumers.replay import replay
+from events.consumers.runner import ProjectionRunner
+from events.consumers.transcript import TranscriptProjection
+from events.envelope import CloudEvent
+from events.factory import open_bus
+from rounds.db import make_engine
+from rounds.migrate import upgrade
+from rounds.settings import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+CHUNK = 2000
+# A session's EHR traffic: (type, data factory) cycled per session; light payloads so the bus is measured.
+KINDS = (
+    (
+        "rounds.ehr.request",
+        lambda n: {
+            "requestId": f"r{n}",
+            "method": "GET",
+            "url": "Observation",
+            "query": {"patient": ["p1"], "code": ["2823-3"]},
+        },
+    ),
+    (
+        "rounds.ehr.response",
+        lambda n: {"requestId": f"r{n}", "status": 200, "latencyMs": 4.2, "bodyDigest": "sha256:" + "0" * 64},
+    ),
+    (
+        "rounds.tool.call",
+        lambda n: {"callId": f"c{n}", "name": "fhir_search", "arguments": {"q": "potassium"}},
+    ),
+)
+SCHEMAS = {kind: CATALOG.spec(kind).schema_uri() for kind, _ in KINDS}
+
+
+def make_events(start: int, count: int, sessions: int, tag: str) -> list[tuple[str, CloudEvent]]:
+    """Pre-validated-shape events (the bus validates them again at publish, as in production)."""
+    out = []
+    for n in range(start, start + count):
+        kind, data = KINDS[n % len(KINDS)]
+        sid = f"s-{tag}-{n % sessions}"
+        out.append(
+            (
+                sid,
+                CloudEvent.model_construct(
+                    id=f"{tag}-{n}",
+                    source="/bench",
+                    specversion="1.0",
+                    type=kind,
+                    time="2026-11-30T10:00:00Z",
+                    subject=sid,
+                    datacontenttype="application/json",
+                    dataschema=SCHEMAS[kind],
+                    sequence=n // sessions + 1,
+                    correlationid=None,
+                    causationid=None,
+                    data=data(n),
+                ),
+            )
+        )
+    return out
+
+
+def publish(bus: Bus, topic: str, start: int, count: int, sessions: int, tag: str) -> float:
+    began = time.perf_counter()
+    for offset in range(start, start + count, CHUNK):
+        bus.publish_many(topic, make_events(offset, min(CHUNK, start + count - offset), sessions, tag))
+    return time.perf_counter() - began
+
+
+def _producer_process(
+    settings: dict, topic: str, start: int, count: int, sessions: int, tag: str, ready, go
+) -> None:
+    bus = open_bus(Settings(**settings))
+    ready.set()  # imports and connections done: the timed part starts at `go`
+    go.wait()
+    publish(bus, topic, start, count, sessions, tag)
+    bus.close()
+
+
+def entries(engine, projection: TranscriptProjection) -> int:
+    with engine.connect() as conn:
+        return conn.execute(
+            select(func.count()).select_from(projection.tables["transcript_entries"])
+        ).scalar_one()
+
+
+def run_backend(
+    name: str, settings: Settings, projection_db: str, args: argparse.Namespace
+) -> dict[str, float]:
+    upgrade(settings.database_url)
+    if projection_db != settings.database_url:
+        upgrade(projection_db)
+    bus = open_bus(settings)
+    tag = uuid.uuid4().hex[:8]
+    topic = f"bench.{tag}.sessions"
+    bus.ensure_topics([TopicSpec(topic, args.partitions), TopicSpec(f"bench.{tag}.deadletter", 1)])
+    engine = make_engine(projection_db)
+    figures: dict[str, float] = {}
+
+    seconds = publish(bus, topic, 0, args.events, args.sessions, tag)
+    figures["publish events/s"] = args.events / seconds
+    print(
+        f"[{name}] publish: {args.events:,} events in {seconds:.1f}s = {figures['publish events/s']:,.0f}/s",
+        flush=True,
+    )
+
+    # End to end: the live projection first catches up with phase 1 (not timed), then a producer process
+    # publishes new events while it consumes; timed from the first publish until all are projected.
+    projection = TranscriptProjection(topics=(topic,))
+    runner = ProjectionRunner(
+        bus,
+        engine,
+        projection,
+        batch_size=args.batch_size,
+        deadletter_topic=f"bench.{tag}.deadletter",
+        poll_timeout_s=0.5,
+    )
+    with runner:
+        caught = time.perf_counter()
+        runner.run(until_caught_up=True)
+        print(
+            f"[{name}] projection caught up with {args.events:,} events in "
+            f"{time.perf_counter() - caught:.1f}s",
+            flush=True,
+        )
+        target = args.events + args.e2e_events
+        ctx = multiprocessing.get_context("spawn")
+        ready, go = ctx.Event(), ctx.Event()
+        producer = ctx.Process(
+            target=_producer_process,
+            args=(settings.model_dump(), topic, args.events, args.e2e_events, args.sessions, tag, ready, go),
+        )
+        producer.start()
+        if not ready.wait(120):
+            raise RuntimeError("the producer process did not start")
+        go.set()
+        began = time.perf_counter()
+        while runner.stats.applied < target:
+            runner.poll_once()
+            if not producer.is_alive() and producer.exitcode:
+                raise RuntimeError(f"producer failed with exit code {producer.exitcode}")
+        seconds = time.perf_counter() - began
+        producer.join()
+    assert entries(engine, projection) == target, "projection lost or doubled events"
+    figures["end-to-end events/s"] = args.e2e_events / seconds
+    print(
+        f"[{name}] end to end (publish -> consume -> projection): {args.e2e_events:,} events in "
+        f"{seconds:.1f}s "
+        f"= {figures['end-to-end events/s']:,.0f}/s",
+        flush=True,
+    )
+
+    result = replay(bus, engine, TranscriptProjection, topics=(topic,), batch_size=args.batch_size)
+    figures["replay seconds"] = result.seconds
+    figures["replay events"] = result.stats.applied
+    print(
+        f"[{name}] replay: {result.stats.applied:,} events in {result.seconds:.1f}s "
+        f"= {result.events_per_s:,.0f}/s (into {', '.join(result.tables)})",
+        flush=True,
+    )
+    bus.close()
+    engine.dispose()
+    return figures
+
+
+# -- services ------------------------------------------------------------------------------------------------
+def _script(name: str, action: str, env: dict[str, str]) -> str:
+    proc = subprocess.run(
+        [str(REPO / "scripts" / name), action],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"scripts/{name} {action} failed:\n{proc.stderr}")
+    return proc.stdout
+
+
+def fresh_postgres_db(server_url: str) -> str:
+    name = f"bench_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return f"{server_url.rpartition('/')[0]}/{name}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--backend", choices=["kafka", "sql-sqlite", "sql-postgres", "all"], default="all")
+    parser.add_argument("--events", type=int, default=1_000_000, help="published in phase 1 (and replayed)")
+    parser.add_argument("--e2e-events", type=int, default=200_000, help="published while the projection runs")
+    parser.add_argument("--sessions", type=int, default=1000, help="distinct session keys")
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=5000, help="records per projection transaction")
+    parser.add_argument("--kafka-bootstrap", default=os.environ.get("ROUNDS_KAFKA_BOOTSTRAP"))
+    parser.add_argument("--postgres-url", default=os.environ.get("ROUNDS_BENCH_POSTGRES_URL"))
+    parser.add_argument("--projection-db", default=None, help="projection database for the Kafka run")
+    args = parser.parse_args()
+    if min(args.events, args.e2e_events, args.sessions, args.partitions, args.batch_size) < 1:
+        parser.error("counts must be >= 1")
+    backends = ["kafka", "sql-sqlite", "sql-postgres"] if args.backend == "all" else [args.backend]
+    tmp = Path(tempfile.mkdtemp(prefix="bench-events-"))
+    started: list[tuple[str, dict[str, str]]] = []
+    results: dict[str, dict[str, float]] = {}
+    try:
+        for backend in backends:
+            sqlite_url = f"sqlite:///{tmp / f'{backend}.sqlite'}"
+            if backend == "kafka":
+                if not args.kafka_bootstrap:
+                    env = {"KAFKA_STATE_DIR": str(tmp / "kafka")}
+                    args.kafka_bootstrap = re.search(r"BOOTSTRAP=(\S+)", _script("kafka.sh", "start", env))[1]
+                    started.append(("kafka.sh", env))
+                settings = Settings(
+                    database_url=sqlite_url, bus="kafka", kafka_bootstrap=args.kafka_bootstrap
+                )
+                results[backend] = run_backend(backend, settings, args.projection_db or sqlite_url, args)
+            elif backend == "sql-sqlite":
+                results[backend] = run_backend(backend, Settings(database_url=sqlite_url), sqlite_url, args)
+            else:
+                if not args.postgres_url:
+                    env = {"PG_STATE_FILE": str(tmp / "pg-state")}
+                    args.postgres_url = re.search(
+                        r"DATABASE_URL=(\S+)", _script("postgres.sh", "start", env)
+                    )[1]
+                    started.append(("postgres.sh", env))
+                url = fresh_postgres_db(args.postgres_url)
+                results[backend] = run_backend(backend, Settings(database_url=url), url, args)
+    finally:
+        for script, env in started:
+            _script(script, "stop", env)
+    print(f"\n{'backend':<14}{'publish/s':>12}{'end-to-end/s':>15}{'replay s':>10}{'replayed':>11}")
+    for backend, f in results.items():
+        print(
+            f"{backend:<14}{f['publish events/s']:>12,.0f}{f['end-to-end events/s']:>15,.0f}"
+            f"{f['replay seconds']:>10.1f}{f['replay events']:>11,.0f}"
+        )
+    print(f"(load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+
+
+if __name__ == "__main__":
+    main()
