@@ -42,11 +42,12 @@ class Catalog:
     def d_items(self) -> list[dict]:
         """Every icu d_items row the generator can emit, with its linksto table."""
         icu = self.icu
-        rows = [dict(v, linksto="chartevents", param_type="Numeric") for v in icu["vitals"]]
-        rows += [
-            dict(icu[k], linksto="chartevents", param_type="Numeric")
-            for k in ("weight", "daily_weight", "height")
+        numeric = [
+            *icu["vitals"],
+            *icu["ventilator"],
+            *(icu[k] for k in ("fingerstick", "weight", "daily_weight", "height")),
         ]
+        rows = [dict(v, linksto="chartevents", param_type="Numeric") for v in numeric]
         rows += [dict(v, linksto="chartevents", param_type="Text", unitname="") for v in icu["text_items"]]
         rows += [dict(v, linksto="inputevents", param_type="Solution") for v in icu["inputs"].values()]
         rows.append(dict(icu["ingredient"], linksto="ingredientevents", param_type="Ingredient"))

@@ -11,7 +11,10 @@ import math
 from datetime import datetime, timedelta
 
 from fhir_mapper.synth.context import Context, trim
+from fhir_mapper.synth.labs import lab_value
 from fhir_mapper.synth.model import Admission, Patient, Stay
+
+GLUCOSE = 50931  # serum glucose (labevents), which the fingersticks follow
 
 
 def _hours(stay: Stay, every: float, offset_min: float = 0) -> list[datetime]:
@@ -79,6 +82,25 @@ def _vitals(ctx: Context, p: Patient, adm: Admission, stay: Stay, base: dict) ->
     for at in _hours(stay, 24, offset_min=rng.uniform(0, 59))[1:]:
         w = round(p.weight_kg + rng.gauss(0, 0.8), 1)
         _chart(ctx, base, trim(at), icu["daily_weight"], f"{w:.1f}", w, 0)
+
+
+def _ventilator(ctx: Context, base: dict, start: datetime, end: datetime) -> None:
+    """Ventilator settings every 4 h while ventilated, weaning from the items' start to end values."""
+    at = start.replace(minute=0) + timedelta(hours=1)
+    while at < end:
+        done = (at - start) / (end - start)
+        for item in ctx.cat.icu["ventilator"]:
+            v = round(item["start"] + (item["end"] - item["start"]) * done + ctx.rng.gauss(0, item["sd"]))
+            _chart(ctx, base, at, item, str(v), float(v), 0)
+        at += timedelta(hours=4)
+
+
+def _fingersticks(ctx: Context, p: Patient, adm: Admission, stay: Stay, base: dict) -> None:
+    """Point-of-care glucose every 6 h, on the same trend as the serum glucose of labevents."""
+    item = ctx.cat.icu["fingerstick"]
+    for at in _hours(stay, item["every"], offset_min=ctx.rng.uniform(0, 59)):
+        v = round(lab_value(ctx, p, adm, GLUCOSE, at))
+        _chart(ctx, base, trim(at), item, str(v), float(v), int(not 70 <= v <= 180))
 
 
 def _input(ctx: Context, p: Patient, stay: Stay, base: dict, key: str, start: datetime, hours: float) -> None:
@@ -204,6 +226,8 @@ def write_icu(ctx: Context, p: Patient, adm: Admission) -> None:
     for stay in adm.icu:
         base = {"subject_id": p.subject_id, "hadm_id": adm.hadm_id, "stay_id": stay.stay_id}
         _vitals(ctx, p, adm, stay, base)
+        if "t2dm" in p.comorbidities or str(GLUCOSE) in scen["labs"]:
+            _fingersticks(ctx, p, adm, stay, base)
         t0 = trim(stay.intime + ctx.minutes(5, 40))
         _procedure(ctx, p, stay, base, "peripheral_iv", t0, stay.outtime)
         _procedure(ctx, p, stay, base, "ekg", t0, t0 + timedelta(minutes=1))
@@ -214,15 +238,10 @@ def write_icu(ctx: Context, p: Patient, adm: Admission) -> None:
             _procedure(ctx, p, stay, base, "arterial_line", t0 + timedelta(minutes=30), stay.outtime)
             _input(ctx, p, stay, base, "norepinephrine", t0 + timedelta(hours=1), rng.uniform(8, 30))
         if scen["ventilated"]:
-            _procedure(
-                ctx,
-                p,
-                stay,
-                base,
-                "ventilation",
-                t0 + timedelta(minutes=20),
-                t0 + timedelta(hours=rng.uniform(24, 72)),
-            )
+            vent_start = t0 + timedelta(minutes=20)
+            vent_end = min(stay.outtime, t0 + timedelta(hours=rng.uniform(24, 72)))
+            _procedure(ctx, p, stay, base, "ventilation", vent_start, vent_end)
+            _ventilator(ctx, base, vent_start, vent_end)
             _input(ctx, p, stay, base, "propofol", t0 + timedelta(minutes=30), rng.uniform(12, 48))
         for drip, (low, high) in scen.get("icu_drips", {}).items():
             _input(ctx, p, stay, base, drip, t0 + timedelta(minutes=15), rng.uniform(low, high))

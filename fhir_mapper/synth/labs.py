@@ -24,7 +24,7 @@ DERIVED = {
 }
 
 
-def _value(ctx: Context, p: Patient, adm: Admission | None, itemid: int, at: datetime) -> float:
+def lab_value(ctx: Context, p: Patient, adm: Admission | None, itemid: int, at: datetime) -> float:
     item = ctx.cat.labs[itemid]
     base = p.baseline[itemid]
     target = adm.scenario["labs"].get(str(itemid)) if adm else None
@@ -44,7 +44,7 @@ def _draw(
     provider = ctx.provider() if rng.random() < 0.5 else None
     for panel in panels:
         items = cat.panels[panel]
-        values = {i: _value(ctx, p, adm, i, at) for i in items if i not in DERIVED}
+        values = {i: lab_value(ctx, p, adm, i, at) for i in items if i not in DERIVED}
         for i in items:
             if i in DERIVED:
                 values[i] = DERIVED[i](values) + rng.gauss(0, cat.labs[i]["sd"] * 0.2)

@@ -330,3 +330,26 @@ def test_held_home_drugs_are_not_given_and_no_double_anticoagulation(synth_dir: 
     assert stopped_seen > 0
     for hadm, names in drugs.items():
         assert not ({"Apixaban"} <= names and names & {"Heparin", "Enoxaparin Sodium"}), hadm
+
+
+def test_ventilator_settings_only_while_ventilated_and_fingersticks_follow_glucose(synth_dir: Path) -> None:
+    ventilated = {
+        p["stay_id"]: (p["starttime"], p["endtime"])
+        for p in rows(synth_dir, "icu/procedureevents")
+        if p["itemid"] == "225792"
+    }
+    settings = fingersticks = 0
+    serum = defaultdict(list)
+    for lab in rows(synth_dir, "hosp/labevents"):
+        if lab["itemid"] == "50931" and lab["hadm_id"]:
+            serum[lab["hadm_id"]].append(float(lab["valuenum"]))
+    for chart in rows(synth_dir, "icu/chartevents"):
+        if chart["itemid"] in ("223835", "220339", "224684"):
+            settings += 1
+            start, end = ventilated[chart["stay_id"]]
+            assert start <= chart["charttime"] <= end
+        elif chart["itemid"] == "225664":
+            fingersticks += 1
+            values = serum[chart["hadm_id"]]
+            assert min(values) * 0.5 <= float(chart["valuenum"]) <= max(values) * 1.5
+    assert ventilated and settings > 0 and fingersticks > 0
