@@ -214,21 +214,20 @@ def load_ndjson(
     start = time.perf_counter()
     when = datetime.now(UTC).replace(microsecond=0)
     stamp = when.isoformat().replace("+00:00", "Z")
-    in_workers = (
-        workers > 1 and engine.dialect.name == "postgresql"
-    )  # SQLite has one writer: the main process
+    postgres = engine.dialect.name == "postgresql"
     files = ndjson_files(Path(folder))
     jobs = ((batch, stamp, validate, database_url) for path in files for batch in _batches(path))
     bar = _progress(progress)
     pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
     try:
-        if in_workers:
+        if postgres:
+            _drop_search_indexes_if_empty(engine)
+        if pool and postgres:  # every worker parses, indexes and COPYs on its own connection
             results = pool.imap_unordered(_prepare_and_write, jobs)
+        elif pool:  # SQLite has one writer: workers parse and index, the main process writes
+            results = (_write_prepared(engine, p, when) for p in pool.imap(_prepare, jobs))
         else:
-            if pool:  # SQLite: workers parse and index, the main process is the one writer
-                results = (_write_prepared(engine, p, when) for p in pool.imap(_prepare, jobs))
-            else:
-                results = (_write_here(engine, job) for job in jobs)
+            results = (_write_here(engine, job) for job in jobs)
         for written, skipped, errors in results:
             report.resources += written
             report.skipped += skipped
@@ -236,19 +235,38 @@ def load_ndjson(
             report.error_samples.extend(errors[: max(0, 5 - len(report.error_samples))])
             if bar:
                 bar.update(bar.task_ids[0], advance=written + skipped)
-        if engine.dialect.name == "postgresql" and report.resources:
-            with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-                for table in (m.version, m.resource, *TABLES.values()):
-                    conn.execute(text(f"ANALYZE {table.name}"))  # fresh statistics -> index plans
     finally:
         if pool:
             pool.close()
             pool.join()
         if bar:
             bar.stop()
+        if postgres:
+            _ensure_search_indexes(engine, analyze=report.resources > 0)
         engine.dispose()
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _drop_search_indexes_if_empty(engine) -> None:
+    """Initial load into an empty store: build the index tables' b-trees once at the end, not row by row."""
+    with engine.begin() as conn:
+        if conn.execute(select(m.resource.c.rid).limit(1)).first() is not None:
+            return
+        for table in TABLES.values():
+            for index in table.indexes:
+                index.drop(conn, checkfirst=True)
+
+
+def _ensure_search_indexes(engine, analyze: bool) -> None:
+    """(Re)create any index a previous (initial or interrupted) load dropped, and refresh statistics."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        for table in TABLES.values():
+            for index in table.indexes:
+                index.create(conn, checkfirst=True)
+        if analyze:
+            for table in (m.version, m.resource, *TABLES.values()):
+                conn.execute(text(f"ANALYZE {table.name}"))  # fresh statistics -> index plans
 
 
 def _write_prepared(engine, prepared: tuple, when: datetime) -> tuple[int, int, list[str]]:

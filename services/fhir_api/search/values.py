@@ -10,6 +10,7 @@ import re
 import unicodedata
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 MIN_US = -(2**62)  # open lower bound (Period without start)
 MAX_US = 2**62  # open upper bound (Period without end)
@@ -29,6 +30,7 @@ def to_us(moment: datetime) -> int:
     return (moment - _EPOCH) // timedelta(microseconds=1)
 
 
+@lru_cache(maxsize=65536)
 def date_range(text: str) -> tuple[int, int] | None:
     """The [low, high) range (µs) a FHIR date/dateTime/instant covers by its precision; None if malformed.
 
@@ -76,6 +78,7 @@ def period_range(period: dict) -> tuple[int, int] | None:
     return None if low == MIN_US and high == MAX_US else (low, high)
 
 
+@lru_cache(maxsize=65536)
 def normalize(text: str) -> str:
     """Lowercase with accents stripped: FHIR's default string matching is case- and accent-insensitive."""
     if text.isascii():
@@ -96,6 +99,7 @@ def decimal_range(text: str) -> tuple[float, float, float] | None:
     return float(value), float(value - half), float(value + half)
 
 
+@lru_cache(maxsize=65536)
 def parse_reference(ref: str) -> tuple[str | None, str | None, str | None]:
     """'Patient/1', 'Patient/1/_history/2', 'http://x/fhir/Patient/1', 'urn:uuid:…' -> (type, id, url)."""
     if not ref or ref.startswith("#"):
