@@ -7,15 +7,14 @@ but the output folder; their reports are merged into summary.json. Jobs start la
 from __future__ import annotations
 
 import os
-import sys
 import time
-from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from fhir_mapper import progress
 from fhir_mapper.context import MapContext
 from fhir_mapper.jobs import JOBS, Job
 from fhir_mapper.output import NdjsonSink
@@ -53,23 +52,6 @@ def _runnable(mimic: Path, report: RunReport) -> list[Job]:
     return sorted(jobs, key=lambda j: -_input_bytes(mimic, j))
 
 
-def _progress(total: int) -> tuple[Callable[[str], None], Callable[[], None]]:
-    if not sys.stderr.isatty():
-        return (lambda _name: None), (lambda: None)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    bar = Progress(
-        TextColumn("mapping {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        transient=False,
-    )
-    task = bar.add_task("", total=total)
-    bar.start()
-    return (lambda name: bar.update(task, advance=1, description=name)), bar.stop
-
-
 def run_map(
     mimic: Path, out: Path, workers: int = 1, validate_stride: int = 0, group_limit: int = 300_000
 ) -> tuple[dict[str, Any], int]:
@@ -86,23 +68,34 @@ def run_map(
     if not (mimic / "hosp").is_dir():
         report.skipped_tables["hosp"] = f"{mimic}: no hosp/ folder (not a MIMIC-IV directory)"
     jobs = _runnable(mimic, report)
-    advance, stop = _progress(len(jobs))
+    bar = progress.Bar(sum(_input_bytes(mimic, j) for j in jobs), len(jobs))
     try:
         if workers <= 1:
+            progress.set_hook(bar.advance)
             for job in jobs:
                 report.merge(run_job(job.name, mimic, out, validate_stride, group_limit))
-                advance(job.name)
+                bar.job_done(job.name)
         else:
-            with ProcessPoolExecutor(max_workers=min(workers, os.cpu_count() or 1, len(jobs) or 1)) as pool:
-                futures = {
+            counter = progress.shared_counter()
+            pool = ProcessPoolExecutor(
+                max_workers=min(workers, os.cpu_count() or 1, len(jobs) or 1),
+                initializer=progress.install_counter,
+                initargs=(counter,),
+            )
+            with pool:
+                pending = {
                     pool.submit(run_job, j.name, mimic, out, validate_stride, group_limit): j.name
                     for j in jobs
                 }
-                for future in as_completed(futures):
-                    report.merge(future.result())
-                    advance(futures[future])
+                while pending:
+                    finished, _ = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+                    bar.set(counter.value)
+                    for future in finished:
+                        report.merge(future.result())
+                        bar.job_done(pending.pop(future))
     finally:
-        stop()
+        progress.set_hook(None)
+        bar.stop()
     summary = report.as_summary(time.perf_counter() - started)
     summary["workers"] = workers
     (out / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))

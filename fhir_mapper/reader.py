@@ -18,6 +18,7 @@ from pathlib import Path
 
 import orjson
 
+from fhir_mapper import progress
 from fhir_mapper.report import RunReport
 
 SCHEMA_PATH = Path(__file__).parent / "schema" / "mimic_iv_tables.json"
@@ -50,6 +51,12 @@ def _open(path: Path):
     return path.open("r", encoding="utf-8", newline="")
 
 
+def _raw(handle):
+    """The underlying binary file of a text handle (for its position in compressed bytes)."""
+    buffer = handle.buffer
+    return getattr(buffer, "fileobj", None) or getattr(buffer, "raw", buffer)
+
+
 def read_table(
     root: Path, table: str, report: RunReport, columns: tuple[str, ...] | None = None
 ) -> Iterator[dict[str, str]]:
@@ -62,7 +69,7 @@ def read_table(
         return
     types = schema()[table]
     name = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
-    count = 0
+    count = reported = 0
     reader = None
     try:
         with _open(path) as handle:
@@ -79,8 +86,14 @@ def read_table(
             # One regex over the typed fields joined by \x1f; per-column checks only to name a culprit.
             whole = re.compile("\x1f".join(f"(?:{_PATTERNS[t].pattern})?" for _i, _c, t in checks))
             width = len(header)
+            raw = _raw(handle)
+            reported = 0
             for row in reader:
                 count += 1
+                if not count & 0x3FFF:  # every 16,384 rows: report the compressed bytes consumed
+                    position = raw.tell()
+                    progress.consumed(position - reported)
+                    reported = position
                 if len(row) != width:
                     report.reject(table, name, reader.line_num, f"{len(row)} fields, expected {width}")
                     continue
@@ -99,3 +112,4 @@ def read_table(
         report.reject(table, name, line, f"unreadable from here on ({type(exc).__name__}: {exc})")
     finally:
         report.rows_read[table] = count
+        progress.consumed(path.stat().st_size - reported)
