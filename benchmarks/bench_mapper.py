@@ -3,7 +3,7 @@ peak RSS (largest process, and the sum over the worker tree), plus a full --vali
 
     python benchmarks/bench_mapper.py [--workers 2] [--patients 6000] [--synthetic DIR] [--skip-validate]
 
-The synthetic set is generated with `rounds synth --patients N --seed 1` (N = 6000 gives ~1 M lab rows)
+The synthetic set is generated with `rounds synth --patients N --seed 1` (N = 6200 gives ≥ 1 M lab rows)
 unless --synthetic points at an existing one; a quarter-size set is mapped too, to show memory stays flat.
 """
 
@@ -133,7 +133,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--patients", type=int, default=6000)
+    parser.add_argument("--patients", type=int, default=6200)
     parser.add_argument("--synthetic", type=Path, help="existing synthetic MIMIC folder (else generated)")
     parser.add_argument("--skip-validate", action="store_true")
     args = parser.parse_args()
