@@ -72,7 +72,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApi]:
 
 @pytest.fixture
 def client(api: LiveApi) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=api.fhir, timeout=30, headers={"Accept": "application/fhir+json"}) as c:
+    with httpx.Client(base_url=api.fhir, timeout=120, headers={"Accept": "application/fhir+json"}) as c:
         yield c
 
 

@@ -146,6 +146,23 @@ def test_garbage_query_strings_and_result_params(client):
         assert r.json()["resourceType"] in ("Bundle", "OperationOutcome")
 
 
+def test_out_of_range_integers_never_reach_the_database(client):
+    huge = "9" * 25
+    for path, params in [
+        ("/Patient", {"_offset": huge}),
+        ("/Patient", {"_snapshot": huge}),
+        ("/Patient", {"_count": huge}),
+        ("/Patient/_history", {"_offset": huge}),
+        ("/Patient/x/$everything", {"_offset": huge}),
+    ]:
+        r = client.get(path, params=params)
+        assert r.status_code in (200, 400, 404), (path, params, r.text[:200])
+    assert_outcome(client.get(f"/Patient/x/_history/{huge}"), 404)
+    assert_outcome(
+        client.put("/Patient/x", json={**patient("x"), "id": "x"}, headers={"If-Match": f'W/"{huge}"'}), 400
+    )
+
+
 def test_bad_values_of_known_params_are_400(client):
     for params in (
         {"birthdate": "not-a-date"},

@@ -14,6 +14,7 @@ ID_RE = re.compile(r"^[A-Za-z0-9\-.]{1,64}$")
 _ETAG_RE = re.compile(r'^\s*(?:W/)?"?(\d+)"?\s*$')
 _PARTIAL_DATE = {4: "-01-01", 7: "-01"}
 MAX_COUNT = 1000
+MAX_INT = 2**62  # offsets, snapshots and versions beyond this cannot be database integers
 DEFAULT_COUNT = 20
 
 
@@ -24,7 +25,7 @@ def check_id(value: str) -> str:
 
 
 def parse_version(value: str) -> int:
-    if not value.isdigit():
+    if not value.isdigit() or int(value) >= MAX_INT:
         raise FhirHttpError(404, f"version {value[:80]!r} not found", code="not-found")
     return int(value)
 
@@ -34,7 +35,7 @@ def parse_etag(value: str | None) -> int | None:
     if value is None:
         return None
     match = _ETAG_RE.match(value)
-    if not match:
+    if not match or int(match.group(1)) >= MAX_INT:
         raise FhirHttpError(400, f'malformed ETag {value[:80]!r}; expected W/"<versionId>"')
     return int(match.group(1))
 
@@ -54,8 +55,8 @@ def parse_instant(value: str, name: str) -> datetime:
 
 def parse_int(value: str, name: str, *, minimum: int = 0) -> int:
     text = value.strip()
-    if not text.isdigit() or int(text) < minimum:
-        raise FhirHttpError(400, f"{name} must be an integer >= {minimum}, got {value[:80]!r}")
+    if not text.isdigit() or not minimum <= int(text) < MAX_INT:
+        raise FhirHttpError(400, f"{name} must be an integer in [{minimum}, 2^62), got {value[:80]!r}")
     return int(text)
 
 

@@ -7,18 +7,15 @@ every message); reads never re-parse, the stored JSON is served as is.
 from __future__ import annotations
 
 from functools import cache
-
-from fhir.resources.R4B import get_fhir_model_class
+from importlib.util import find_spec
 
 from services.fhir_api.http.errors import FhirHttpError
 from services.fhir_api.http.summary import resource_types
 
 
 def _has_model(resource_type: str) -> bool:
-    try:
-        return get_fhir_model_class(resource_type) is not None
-    except (ValueError, KeyError, AttributeError):
-        return False
+    """Whether fhir.resources.R4B has a model module for the type (found without importing it)."""
+    return find_spec(f"fhir.resources.R4B.{resource_type.lower()}") is not None
 
 
 @cache
