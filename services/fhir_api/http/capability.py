@@ -44,7 +44,7 @@ def _resource(resource_type: str, params: list[tuple[str, str, str]], revinclude
         "readHistory": True,
         "updateCreate": True,
         "conditionalCreate": True,
-        "conditionalRead": "not-supported",
+        "conditionalRead": "not-match",  # If-None-Match on read -> 304
         "conditionalUpdate": True,
         "conditionalDelete": "single",
     }
