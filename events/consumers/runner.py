@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from events.bus import Bus, Consumer, Record, TopicPartition
 from events.catalog import CATALOG, UnknownEventType
 from events.consumers.deadletter import dead_letter_event
-from events.consumers.projection import Projection, ProjectionTx
+from events.consumers.projection import Projection, ProjectionTx, bulk_insert
 from events.consumers.tracking import ConsumerPosition, ProcessedEvent
 from events.topics import DEADLETTER
 
@@ -266,11 +266,10 @@ class ProjectionRunner:
                     fresh.append(record)
             self._run_projection(conn, fresh)
             if fresh:
-                conn.execute(
-                    insert(PROCESSED),
-                    [{"group_id": self.group_id, "event_id": r.event.id, "source": r.event.source}
-                     for r in fresh],
-                )
+                group = self.group_id
+                bulk_insert(conn, PROCESSED, [
+                    {"group_id": group, "event_id": r.event.id, "source": r.event.source} for r in fresh
+                ])
             advanced = self._advance(conn, records)
         self._positions.update(advanced)
         if self._lettered:
