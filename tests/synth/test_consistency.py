@@ -174,8 +174,13 @@ def test_orders_share_ids_and_emar_follows_the_prescription_window(synth_dir: Pa
 def test_susceptibilities_agree_with_dilutions(synth_dir: Path) -> None:
     micro = json.loads((DATA / "micro.json").read_text())
     breakpoints = {ab["ab_itemid"]: (ab["s"], ab["r"]) for ab in micro["antibiotics"].values()}
+    admissions = _by(synth_dir, "hosp/admissions", "hadm_id")
     tested = 0
     for row in rows(synth_dir, "hosp/microbiologyevents"):
+        adm = admissions[row["hadm_id"]]
+        assert adm["admittime"] <= row["charttime"] < adm["dischtime"]
+        assert row["charttime"] < row["storetime"]
+        assert row["chartdate"] == row["charttime"][:10] + " 00:00:00"
         if not row["ab_itemid"]:
             assert row["comments"] and not row["interpretation"]
             continue
