@@ -112,8 +112,7 @@ class InteractionRecorder:
 
     def __init__(self, bus: Bus, sequences: SessionSequences, topic: str = SESSIONS) -> None:
         self.bus, self.sequences, self.topic = bus, sequences, topic
-        self._locks: dict[str, threading.Lock] = {}
-        self._guard = threading.Lock()
+        self._locks = [threading.Lock() for _ in range(64)]  # striped by session: bounded, no registry
 
     def events_for(self, interaction: Interaction, sequences: list[int]) -> list:
         session_id = interaction.session_id
@@ -145,8 +144,7 @@ class InteractionRecorder:
             return
         if not _SESSION_BASE.match(interaction.path):  # e.g. GET /sessions/<id> itself: not an EHR call
             return
-        with self._guard:
-            lock = self._locks.setdefault(session_id, threading.Lock())
+        lock = self._locks[hash(session_id) % len(self._locks)]
         try:
             # One session's interactions get sequence numbers and log positions in the same order.
             with lock:

@@ -190,7 +190,7 @@ class ProjectionRunner:
             except _Fenced:
                 log.warning("group %s: position moved by another member; re-seeking", self.group_id)
                 stats = RunStats()
-                self._on_assign(set(self._positions))
+                self._on_assign(self.consumer.assignment())
         self.stats.add(stats)
         return stats
 

@@ -118,3 +118,30 @@ def test_graceful_stop_finishes_the_batch(env: Env) -> None:
 def test_bad_projection_suffix_is_rejected() -> None:
     with pytest.raises(ValueError, match="suffix"):
         TranscriptProjection(suffix="x; DROP TABLE y")
+
+
+def test_fenced_position_drops_a_zombie_batch(sqlite_url: str) -> None:
+    """A member whose partition moved on without it (its stored position changed underneath) must not apply
+    its in-flight batch: the fenced update fails, the batch rolls back, it re-seeks to the stored position."""
+    from sqlalchemy import update
+
+    from tests.events.consumers.helpers import close_env, make_env
+
+    env = make_env("sql-sqlite", sqlite_url, partitions=1)
+    try:
+        publish_sessions(env, count=1, turns=5)  # 22 events on one partition
+        runner = runner_for(env, batch_size=4)
+        with runner:
+            runner.poll_once()
+            assert runner.stats.applied == 4
+            with env.engine.begin() as conn:  # another member applied 4..9 and moved the position to 10
+                conn.execute(update(ConsumerPosition).where(ConsumerPosition.group_id == runner.group_id)
+                             .values(next_offset=10))
+            dropped = runner.poll_once()
+            assert (dropped.applied, dropped.batches) == (0, 0)
+            runner.run(until_caught_up=True, timeout_s=60)
+            rows = snapshot(env.engine, runner.projection)["transcript_entries"]
+        assert runner.stats.applied == 4 + 12  # offsets 0-3 here, 4-9 by "the other member", 10-21 here
+        assert len(rows) == 16 and len({r[2] for r in rows}) == 16
+    finally:
+        close_env(env)
