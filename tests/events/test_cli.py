@@ -139,25 +139,30 @@ def test_topic_filter_and_dump_without_start_prints_a_hint(tmp_path: Path) -> No
 def test_follow_prints_new_events_until_idle(tmp_path: Path) -> None:
     env = fresh_sqlite(tmp_path, "follow.sqlite")
     old = record_session(env, "sess-follow-old")
-    late = make_event(
-        "rounds.tool.call", p.ToolCall(call_id="late", name="n"), source="/t", subject="sess-late1"
-    )
+    late = [
+        make_event(
+            "rounds.tool.call", p.ToolCall(call_id=f"late{i}", name="n"), source="/t", subject="sess-late1"
+        )
+        for i in range(4)
+    ]
 
-    def publish_later() -> None:
-        time.sleep(2.5)  # the dump is following by then
+    def publish_later() -> None:  # one event every 0.5 s once the dump has (very likely) started following
         bus = open_bus(Settings(bus="sql", database_url=env["ROUNDS_DATABASE_URL"]))
-        topic, key = route(late)
-        bus.publish(topic, late, key)
+        for event in late:
+            time.sleep(0.5 if event is not late[0] else 2.0)
+            topic, key = route(event)
+            bus.publish(topic, event, key)
         bus.close()
 
     thread = threading.Thread(target=publish_later)
     thread.start()
-    result = rounds(env, "dump", "--follow", "--idle-timeout", "5")
+    result = rounds(env, "dump", "--follow", "--idle-timeout", "3")
     thread.join()
-    assert [orjson.loads(line)["id"] for line in result.stdout_bytes.splitlines()] == [late.id]
+    printed = [orjson.loads(line)["id"] for line in result.stdout_bytes.splitlines()]
+    assert printed and printed == [e.id for e in late][-len(printed) :], "only new events, in order"
     everything = rounds(env, "dump", "--from-beginning", "--follow", "--idle-timeout", "1")
     ids = {orjson.loads(line)["id"] for line in everything.stdout_bytes.splitlines()}
-    assert ids == {e.id for e in old} | {late.id}
+    assert ids == {e.id for e in old} | {e.id for e in late}
 
 
 def test_load_reports_bad_lines_and_publishes_the_good_ones(tmp_path: Path) -> None:
