@@ -28,6 +28,7 @@ from services.fhir_api.store.interface import InvalidResource
 
 BATCH = 2000
 INDEX_KINDS = tuple(TABLES)  # index types + compartment
+_COLUMNS = {kind: [c.name for c in table.columns][1:] for kind, table in TABLES.items()}  # after rid
 _META = re.compile(rb'"meta"\s*:\s*\{')
 
 
@@ -153,7 +154,8 @@ def _write(conn: Connection, items: list[tuple], when: datetime) -> int:
     index: dict[str, list[tuple]] = {k: [] for k in INDEX_KINDS}
     for rid, it in zip(rids, fresh, strict=True):
         for kind, rows in it[4].items():
-            index[kind].extend((rid, *list(row.values())[1:]) for row in rows)
+            columns = _COLUMNS[kind]
+            index[kind].extend((rid, *(row[c] for c in columns)) for row in rows)
     tables = [(m.version, versions), (m.resource, current)] + [(TABLES[k], index[k]) for k in INDEX_KINDS]
     if conn.dialect.name == "postgresql":
         _copy(conn, tables)

@@ -22,10 +22,20 @@ from services.fhir_api.search.values import (
 IndexRows = dict[str, list[dict]]  # index type -> rows (without rid / res_type)
 
 
-def _children(node: object, name: str) -> Iterator[object]:
-    if isinstance(node, dict) and name in node:
-        value = node[name]
-        yield from value if isinstance(value, list) else [value]
+def _children(node: object, name: str) -> list[object]:
+    value = node.get(name) if type(node) is dict else None
+    return [] if value is None else value if type(value) is list else [value]
+
+
+def _field(nodes: list[object], name: str) -> list[object]:
+    out: list[object] = []
+    for node in nodes:
+        if type(node) is dict and (value := node.get(name)) is not None:
+            if type(value) is list:
+                out.extend(value)
+            else:
+                out.append(value)
+    return out
 
 
 def run_path(resource: dict, steps: Iterable[tuple]) -> list[object]:
@@ -33,10 +43,9 @@ def run_path(resource: dict, steps: Iterable[tuple]) -> list[object]:
     for step in steps:
         kind = step[0]
         if kind == "f":
-            nodes = [c for n in nodes for c in _children(n, step[1])]
+            nodes = _field(nodes, step[1])
         elif kind == "c":
-            names = _choice_names(step[1], step[2])
-            nodes = [c for n in nodes for name in names for c in _children(n, name)]
+            nodes = [c for name in _choice_names(step[1], step[2]) for c in _field(nodes, name)]
         elif kind == "r":
             nodes = [n for n in nodes if isinstance(n, dict) and _ref_type(n) == step[1]]
         elif kind == "w":
@@ -188,32 +197,43 @@ def index_rows(resource: dict) -> IndexRows:
     return rows
 
 
+def _string_rows(node: object, ftype: str, rows: IndexRows, name: str) -> Iterator[dict]:
+    for text in _strings(node):
+        yield {"norm": normalize(text), "exact": text[:TEXT_MAX]}
+
+
+def _number_rows(node: object, ftype: str, rows: IndexRows, name: str) -> list[dict]:
+    value = _number(node)
+    return [] if value is None else [{"value": value}]
+
+
+def _uri_rows(node: object, ftype: str, rows: IndexRows, name: str) -> list[dict]:
+    return [{"value": node[:1024]}] if isinstance(node, str) else []
+
+
+_EXTRACTORS = {
+    "token": lambda node, ftype, rows, name: _tokens(node, ftype),
+    "string": _string_rows,
+    "date": lambda node, ftype, rows, name: _dates(node),
+    "number": _number_rows,
+    "quantity": lambda node, ftype, rows, name: _quantities(node),
+    "reference": lambda node, ftype, rows, name: _references(node, rows, name),
+    "uri": _uri_rows,
+}
+
+
 def _index_param(resource: dict, param: SearchParam, rows: IndexRows) -> None:
     seen: set = set()
     out = rows[param.type]
+    extract = _EXTRACTORS[param.type]
+    name = param.name
     for steps, ftype in param.paths:
         for node in run_path(resource, steps):
-            if param.type == "token":
-                found = _tokens(node, ftype)
-            elif param.type == "string":
-                found = ({"norm": normalize(s), "exact": s[:TEXT_MAX]} for s in _strings(node))
-            elif param.type == "date":
-                found = _dates(node)
-            elif param.type == "number":
-                found = [{"value": v}] if (v := _number(node)) is not None else []
-            elif param.type == "quantity":
-                found = _quantities(node)
-            elif param.type == "reference":
-                found = _references(node, rows, param.name)
-            else:  # uri
-                found = [{"value": node[:1024]}] if isinstance(node, str) else []
-            for row in found:
+            for row in extract(node, ftype, rows, name):
                 key = tuple(row.values())
-                if not any(v is not None for v in key):
-                    continue
-                if key not in seen:
+                if key not in seen and key.count(None) < len(key):
                     seen.add(key)
-                    out.append({"param": param.name, **row})
+                    out.append({"param": name, **row})
 
 
 def compartment_patients(resource: dict) -> set[str]:
