@@ -132,3 +132,32 @@ def test_history_paging_and_since(store) -> None:
     assert [p.id for p in page2] == ids[::-1][2:4]
     later, total = store.history(SHARED, None, None, since=page[0].last_updated)
     assert total >= 1 and all(p.last_updated >= page[0].last_updated for p in later)
+
+
+def test_concurrent_updates_keep_a_gapless_version_chain(store) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from services.fhir_api.store.interface import Conflict as WriteConflict
+
+    pat = store.create(SHARED, patient("Race", "99"))
+
+    def bump(worker: int) -> int:
+        done = 0
+        for _ in range(20):
+            current = store.read(SHARED, "Patient", pat.id)
+            body = {**orjson.loads(current.raw), "gender": ["male", "female"][worker % 2]}
+            try:
+                store.update(SHARED, "Patient", pat.id, body, if_match=current.version_id)
+                done += 1
+                if done == 3:
+                    return done
+            except (VersionConflict, WriteConflict):
+                continue
+        return done
+
+    with ThreadPoolExecutor(6) as pool:
+        successes = sum(pool.map(bump, range(6)))
+    versions, total = store.history(SHARED, "Patient", pat.id, count=100)
+    assert total == successes + 1
+    assert sorted(v.version_id for v in versions) == list(range(1, total + 1))
+    assert store.read(SHARED, "Patient", pat.id).version_id == total
