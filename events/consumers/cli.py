@@ -27,10 +27,18 @@ def _settings(database_url: str | None) -> Settings:
 
 
 def _open(database_url: str | None):
+    from sqlalchemy import inspect
+
     from events.factory import open_bus
 
     settings = _settings(database_url)
-    return open_bus(settings), make_engine(settings.database_url)
+    engine = make_engine(settings.database_url)
+    if not inspect(engine).has_table("event_consumer_positions"):
+        engine.dispose()
+        typer.echo(f"the consumer tables are missing in {settings.database_url.split('@')[-1]}: "
+                   "run `rounds db upgrade`", err=True)
+        raise typer.Exit(2)
+    return open_bus(settings), engine
 
 
 def _projection(name: str):

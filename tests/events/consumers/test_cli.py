@@ -58,3 +58,12 @@ def test_bad_input_is_refused_clearly(sqlite_url: str) -> None:
     assert "suffix must be letters" in bad_suffix.output
     bad_batch = cli.invoke(app, ["events", "project", "--batch-size", "0"])
     assert bad_batch.exit_code != 0
+
+
+def test_commands_refuse_a_database_without_the_schema(tmp_path) -> None:
+    empty = f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    cli = CliRunner(env={"ROUNDS_DATABASE_URL": empty, "ROUNDS_BUS": "sql"})
+    for command in (["project"], ["replay"], ["relay", "--once"]):
+        result = cli.invoke(app, ["events", *command])
+        assert result.exit_code == 2, result.output
+        assert "run `rounds db upgrade`" in result.output
