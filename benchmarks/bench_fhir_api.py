@@ -104,7 +104,7 @@ def start_server(database_url: str, workers: int) -> tuple[subprocess.Popen, str
         env={**os.environ, "ROUNDS_BASE_URL": ""},
     )
     base = f"http://127.0.0.1:{port}/fhir"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300  # generous: imports are slow on a busy 2-core machine
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{base}/metadata", timeout=5).status_code == 200:
