@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 
 from fhir_mapper.ids import fhir_id
+from tests.mapper.conftest import dangling_references
 
 ROOT = uuid.uuid5(uuid.NAMESPACE_OID, "MIMIC-IV")
 
@@ -101,29 +102,5 @@ def test_patient_demographics_follow_the_official_rules(demo_run, demo_dir):
 
 
 def test_every_reference_in_the_demo_resolves(demo_run):
-    """References point at resources that exist, except the ones the official mapping also leaves open."""
     out, summary, _ = demo_run
-    known: set[str] = set()
-    for name in summary["files"]:
-        for line in (out / name).read_bytes().splitlines():
-            r = orjson.loads(line)
-            known.add(f"{r['resourceType']}/{r['id']}")
-    dangling = []
-    for name in summary["files"]:
-        for line in (out / name).read_bytes().splitlines():
-            for ref in _references(orjson.loads(line)):
-                if ref not in known:
-                    dangling.append((name, ref))
-    assert dangling == []
-
-
-def _references(node):
-    if isinstance(node, dict):
-        for k, v in node.items():
-            if k == "reference" and isinstance(v, str):
-                yield v
-            else:
-                yield from _references(v)
-    elif isinstance(node, list):
-        for v in node:
-            yield from _references(v)
+    assert dangling_references(out, summary["files"]) == []

@@ -14,6 +14,7 @@ import pytest
 from fhir_mapper.ids import fhir_id
 from fhir_mapper.pipeline import run_map
 from fhir_mapper.synth.generate import generate
+from tests.mapper.conftest import dangling_references
 
 ALL_PROFILES = [
     "Organization",
@@ -71,6 +72,11 @@ def test_every_profile_is_produced_and_validates(synth_run):
     assert summary["validation"]["failures"] == 0, summary["validation"]["listed"][:3]
     assert sum(summary["validation"]["validated"].values()) == summary["total_resources"]
     assert summary["rejected_rows"] == 0 and summary["missing_tables"] == [] and code == 0
+
+
+def test_every_reference_resolves(synth_run):
+    _, out, summary, _ = synth_run
+    assert dangling_references(out, summary["files"]) == []
 
 
 def test_counts_follow_the_source_rows(synth_run):
