@@ -121,6 +121,8 @@ def test_delete_then_read_is_410_and_history_keeps_it(client, tag):
     assert sorted(methods) == ["DELETE", "POST"]
     deleted = next(e for e in history["entry"] if e["request"]["method"] == "DELETE")
     assert "resource" not in deleted
+    assert client.get(f"/Patient/{pid}/_history/1").status_code == 200  # the old version stays readable
+    assert_outcome(client.get(f"/Patient/{pid}/_history/2"), 410)  # the deletion itself
     minimal = _create(client, tag).json()["id"]
     assert client.delete(f"/Patient/{minimal}", headers={"Prefer": "return=minimal"}).status_code == 204
 
