@@ -279,3 +279,25 @@ def test_meta_parameters_and_system_level_search(store, data) -> None:
         ("Patient", p1.id),
     }
     assert ids(find(store, None, ("_tag", "urn:t|vip"))) == [tagged.id]
+
+
+def test_identifier_modifier_and_nested_has(store, data) -> None:
+    _, p1, _, obs = data
+    by_identifier = store.create(
+        SHARED,
+        {
+            "resourceType": "Observation",
+            "status": "final",
+            "code": {"text": "x"},
+            "subject": {"identifier": {"system": "urn:mrn", "value": "A1"}},
+        },
+    )
+    assert ids(find(store, "Observation", ("subject:identifier", "urn:mrn|A1"))) == [by_identifier.id]
+    assert ids(find(store, "Observation", ("subject:identifier", "urn:mrn|B2"))) == []
+    org = data[0]
+    nested = find(store, "Organization", ("_has:Patient:organization:_has:Observation:patient:code", "k"))
+    assert ids(nested) == [org.id]
+    assert (
+        ids(find(store, "Organization", ("_has:Patient:organization:_has:Observation:patient:code", "zz")))
+        == []
+    )
