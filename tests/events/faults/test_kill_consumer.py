@@ -3,6 +3,7 @@ restart it, and the projection equals a clean rebuild: nothing lost, nothing app
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -89,5 +90,29 @@ def test_sigkill_mid_stream_then_restart_equals_clean_run(backend: str, request:
             processed = conn.execute(select(func.count()).select_from(ProcessedEvent)
                                      .where(ProcessedEvent.group_id == GROUP)).scalar_one()
         assert processed == total
+    finally:
+        h.close_env(env)
+
+
+def test_sigterm_finishes_the_batch_and_exits_cleanly(sqlite_url: str) -> None:
+    env = h.make_env("sql-sqlite", sqlite_url)
+    live = TranscriptProjection(topics=env.topics)
+    try:
+        total = _publish(env, 30)
+        consumer = _consumer(env, "--batch-size", "5")
+        deadline = time.monotonic() + 120
+        while _entries(env, live) < 20:
+            assert consumer.poll() is None and time.monotonic() < deadline, "the consumer made no progress"
+            time.sleep(0.05)
+        consumer.send_signal(signal.SIGTERM)
+        out, _ = consumer.communicate(timeout=60)
+        assert consumer.returncode == 0, out.decode()
+        report = json.loads(out.decode().strip().splitlines()[-1])
+        applied = _entries(env, live)
+        assert report["applied"] == applied < total  # stopped early; what it reported is what it committed
+        with env.engine.connect() as conn:
+            processed = conn.execute(select(func.count()).select_from(ProcessedEvent)
+                                     .where(ProcessedEvent.group_id == GROUP)).scalar_one()
+        assert processed == applied
     finally:
         h.close_env(env)
