@@ -57,7 +57,7 @@ def _admin(server_url: str, statement: str) -> None:
 
 
 def fresh_database(server_url: str) -> tuple[str, str]:
-    name = f"bench_{uuid.uuid4().hex[:10]}"
+    name = f"bench_fhir_api_{uuid.uuid4().hex[:10]}"
     _admin(server_url, f'CREATE DATABASE "{name}"')
     return name, f"{server_url.rpartition('/')[0]}/{name}"
 
@@ -113,6 +113,8 @@ def start_server(database_url: str, workers: int) -> tuple[subprocess.Popen, str
             time.sleep(0.3)
         if proc.poll() is not None:
             sys.exit(f"rounds serve exited: {proc.stderr.read().decode()[-3000:]}")
+    proc.terminate()
+    proc.wait(timeout=30)
     sys.exit("rounds serve did not come up")
 
 
