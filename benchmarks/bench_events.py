@@ -212,11 +212,17 @@ def _script(name: str, action: str, env: dict[str, str]) -> str:
     return proc.stdout
 
 
-def fresh_postgres_db(server_url: str) -> str:
-    name = f"bench_{uuid.uuid4().hex[:8]}"
+def postgres_db(server_url: str, name: str, action: str) -> str:
+    """CREATE or DROP the benchmark's own database on the server; returns its URL."""
     admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
+        conn.execute(
+            text(
+                f'CREATE DATABASE "{name}"'
+                if action == "create"
+                else f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'
+            )
+        )
     admin.dispose()
     return f"{server_url.rpartition('/')[0]}/{name}"
 
@@ -262,8 +268,12 @@ def main() -> None:
                         r"DATABASE_URL=(\S+)", _script("postgres.sh", "start", env)
                     )[1]
                     started.append(("postgres.sh", env))
-                url = fresh_postgres_db(args.postgres_url)
-                results[backend] = run_backend(backend, Settings(database_url=url), url, args)
+                name = f"bench_{uuid.uuid4().hex[:8]}"
+                url = postgres_db(args.postgres_url, name, "create")
+                try:
+                    results[backend] = run_backend(backend, Settings(database_url=url), url, args)
+                finally:
+                    postgres_db(args.postgres_url, name, "drop")
     finally:
         for script, env in started:
             _script(script, "stop", env)
