@@ -19,7 +19,7 @@ class MapContext:
     mimic: Path
     sink: NdjsonSink
     report: RunReport
-    group_limit: int = 300_000  # keys held in memory per group-by before spilling to disk
+    group_limit: int = 100_000  # values held in memory per group-by before spilling to disk
     _cache: dict[str, Any] = field(default_factory=dict)
 
     def rows(self, table: str, columns: tuple[str, ...] | None = None) -> Iterator[dict[str, str]]:
@@ -28,9 +28,11 @@ class MapContext:
     def has(self, table: str) -> bool:
         return table_path(self.mimic, table) is not None
 
-    def groups(self, merge: Callable[[Any, Any], Any]) -> SpillGroups:
-        """A bounded-memory group-by that spills next to the output (see spill.py)."""
-        return SpillGroups(merge, limit=self.group_limit, directory=self.sink.out)
+    def groups(self, merge: Callable[[Any, Any], Any], light: bool = False) -> SpillGroups:
+        """A bounded-memory group-by that spills next to the output (see spill.py); `light` groups (a few
+        numbers per key) may hold 5x more values."""
+        limit = self.group_limit * (5 if light else 1)
+        return SpillGroups(merge, limit=limit, directory=self.sink.out)
 
     def emit(self, profile: str, resource: dict[str, Any]) -> None:
         self.sink.emit(profile, resource)

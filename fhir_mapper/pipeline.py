@@ -24,7 +24,7 @@ from fhir_mapper.report import RunReport
 EXIT_REJECTED = 3
 
 
-def run_job(name: str, mimic: Path, out: Path, stride: int, group_limit: int = 300_000) -> RunReport:
+def run_job(name: str, mimic: Path, out: Path, stride: int, group_limit: int = 100_000) -> RunReport:
     """Run one job (also the worker-process entry point)."""
     report = RunReport()
     sink = NdjsonSink(out, report, stride)
@@ -53,12 +53,12 @@ def _runnable(mimic: Path, report: RunReport) -> list[Job]:
 
 
 def run_map(
-    mimic: Path, out: Path, workers: int = 1, validate_stride: int = 0, group_limit: int = 300_000
+    mimic: Path, out: Path, workers: int = 1, validate_stride: int = 0, group_limit: int = 100_000
 ) -> tuple[dict[str, Any], int]:
     """Map `mimic` into `out`; return (summary, exit code: 0, or EXIT_REJECTED if anything was rejected).
 
     `validate_stride` N validates every N-th resource per file (1 = all, 0 = none); `group_limit` is the
-    number of keys a group-by keeps in memory before spilling to disk."""
+    number of values a group-by keeps in memory before spilling to disk."""
     started = time.perf_counter()
     mimic, out = Path(mimic), Path(out)
     out.mkdir(parents=True, exist_ok=True)

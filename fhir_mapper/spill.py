@@ -1,5 +1,6 @@
-"""Group-by with bounded memory: partial aggregates live in a dict until it holds `limit` keys, then
-are spilled to hash partitions on disk; iteration merges one partition at a time.
+"""Group-by with bounded memory: partial aggregates live in a dict until `limit` values have been added
+since the last spill (so list-valued groups are bounded by rows, not keys), then are spilled to hash
+partitions on disk; iteration merges one partition at a time.
 
 On the demo nothing spills; on full MIMIC (tens of millions of lab specimens) memory stays flat.
 """
@@ -21,12 +22,13 @@ class SpillGroups(Generic[A]):
     def __init__(
         self,
         merge: Callable[[A, A], A],
-        limit: int = 300_000,
-        partitions: int = 32,
+        limit: int = 100_000,
+        partitions: int = 128,
         directory: Path | None = None,
     ) -> None:
         self.merge, self.limit, self.partitions, self.directory = merge, limit, partitions, directory
         self._mem: dict[Hashable, A] = {}
+        self._held = 0
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._files: list[IO[bytes]] = []
         self.spills = 0
@@ -34,7 +36,8 @@ class SpillGroups(Generic[A]):
     def add(self, key: Hashable, value: A) -> None:
         current = self._mem.get(key)
         self._mem[key] = value if current is None else self.merge(current, value)
-        if len(self._mem) >= self.limit:
+        self._held += 1
+        if self._held >= self.limit:
             self._spill()
 
     def _spill(self) -> None:
@@ -45,10 +48,12 @@ class SpillGroups(Generic[A]):
         chunks: list[list[tuple[Hashable, A]]] = [[] for _ in range(self.partitions)]
         for key, value in self._mem.items():
             chunks[hash(key) % self.partitions].append((key, value))
+        self._mem.clear()
         for handle, chunk in zip(self._files, chunks, strict=True):
             if chunk:
                 pickle.dump(chunk, handle, protocol=pickle.HIGHEST_PROTOCOL)
         self._mem.clear()
+        self._held = 0
         self.spills += 1
 
     def items(self) -> Iterator[tuple[Hashable, A]]:

@@ -152,7 +152,7 @@ def run_labevents(ctx: MapContext) -> None:
     """ObservationLabevents per row; SpecimenLab per specimen_id (MAX itemid/subject/charttime)."""
     items = ctx.lookup("d_labitems")
     loinc = crosswalk("d_labitems")
-    specimens = ctx.groups(_max_each)
+    specimens = ctx.groups(_max_each, light=True)
     for row in ctx.rows("hosp/labevents"):
         item = items.get(row["itemid"])
         if item is None:
