@@ -6,8 +6,8 @@ from typing import Any
 
 import jsonpatch
 import jsonpointer
-import orjson
 
+from services.fhir_api import json_numbers
 from services.fhir_api.http.errors import FhirHttpError
 from services.fhir_api.http.outcome import Call, Outcome
 from services.fhir_api.http.validation import check_body_type
@@ -127,7 +127,7 @@ def patch(call: Call, resource_type: str, id: str, document: Any, if_match: int 
     current = call.store.read(call.ctx, resource_type, id)
     if if_match is not None and if_match != current.version_id:
         raise VersionConflict(f"{resource_type}/{id} is at version {current.version_id}, not {if_match}")
-    resource = _apply(orjson.loads(current.raw), document)
+    resource = _apply(json_numbers.loads(current.raw), document)
     if (
         not isinstance(resource, dict)
         or resource.get("resourceType") != resource_type

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from fastapi import Request
 
+from services.fhir_api import json_numbers
 from services.fhir_api.http.errors import FHIR_JSON, FhirHttpError
 
 JSON_TYPES = frozenset({"application/fhir+json", "application/json", "application/json+fhir"})
@@ -80,8 +80,8 @@ def parse_json(body: bytes, *, expect: type = dict) -> Any:
     if not body.strip():
         raise FhirHttpError(400, "request body is empty")
     try:
-        value = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
+        value = json_numbers.loads(body)
+    except (ValueError, RecursionError) as exc:
         raise FhirHttpError(400, f"malformed JSON: {exc}") from exc
     if not isinstance(value, expect):
         raise FhirHttpError(400, f"request body must be a JSON {'object' if expect is dict else 'array'}")

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-import orjson
 from sqlalchemy import Connection, Engine, and_, delete, func, insert, or_, select, true, update
 from sqlalchemy.exc import IntegrityError
 
+from services.fhir_api import json_numbers
 from services.fhir_api.search import engine as search_engine
 from services.fhir_api.search import registry
 from services.fhir_api.search.engine import aware
@@ -321,7 +321,7 @@ class SqlResourceStore:
                 "versionId": str(version),
                 "lastUpdated": instant(when),
             }
-            raw = orjson.dumps(resource)
+            raw = json_numbers.dumps(resource)  # decimals keep their written precision
         deleted = resource is None
         try:
             with conn.begin_nested():
