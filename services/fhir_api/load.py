@@ -23,12 +23,11 @@ from sqlalchemy import Connection, and_, func, insert, or_, select, text
 from rounds.db import make_engine
 from services.fhir_api.search.extract import clinical_time
 from services.fhir_api.store import models as m
-from services.fhir_api.store.indexing import TABLES, rows_for
+from services.fhir_api.store.indexing import TABLES, row_tuples
 from services.fhir_api.store.interface import InvalidResource
 
 BATCH = 2000
 INDEX_KINDS = tuple(TABLES)  # index types + compartment
-_COLUMNS = {kind: [c.name for c in table.columns][1:] for kind, table in TABLES.items()}  # after rid
 _META = re.compile(rb'"meta"\s*:\s*\{')
 
 
@@ -85,6 +84,7 @@ def _prepare(args: tuple, known=None) -> tuple[list[tuple], list[str], int]:
     skipped because `known(keys)` says they are already stored (re-runs skip the costly indexing)."""
     lines, when, validate = args[:3]
     stamp = b'"versionId":"1","lastUpdated":"' + when.encode() + b'"'
+    stamped = {"versionId": "1", "lastUpdated": when}
     parsed, errors = [], []
     for line in lines:
         try:
@@ -106,9 +106,8 @@ def _prepare(args: tuple, known=None) -> tuple[list[tuple], list[str], int]:
 
                 validate_resource(resource)
             raw = _with_meta(line, resource, stamp)
-            if raw is not line:
-                resource = orjson.loads(raw)
-            out.append((rtype, rid, raw, clinical_time(resource), rows_for(0, resource)))
+            resource["meta"] = {**(resource.get("meta") or {}), **stamped}  # as if raw were parsed again
+            out.append((rtype, rid, raw, clinical_time(resource), row_tuples(resource)))
         except (TypeError, ValueError, InvalidResource) as exc:
             errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
     return out, errors, len(present)
@@ -153,9 +152,9 @@ def _write(conn: Connection, items: list[tuple], when: datetime) -> int:
     ]
     index: dict[str, list[tuple]] = {k: [] for k in INDEX_KINDS}
     for rid, it in zip(rids, fresh, strict=True):
+        key = (rid,)
         for kind, rows in it[4].items():
-            columns = _COLUMNS[kind]
-            index[kind].extend((rid, *(row[c] for c in columns)) for row in rows)
+            index[kind].extend(key + row for row in rows)
     tables = [(m.version, versions), (m.resource, current)] + [(TABLES[k], index[k]) for k in INDEX_KINDS]
     if conn.dialect.name == "postgresql":
         _copy(conn, tables)

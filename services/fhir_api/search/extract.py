@@ -2,14 +2,17 @@
 
 A program step is ("f", name) a plain element, ("c", name, types) a choice element restricted to types,
 ("r", Type) keep references that point to Type, ("w", key, value) keep elements whose key equals value.
+Each path is turned into a Python closure once per resource type (`_plan`), and a parameter whose paths start
+from elements the resource lacks is skipped: bulk load runs this for every resource, so it is the hot path.
+Rows are tuples in the index table's column order after `param` (`index_tuples`); `index_rows` names them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from functools import cache
 
-from services.fhir_api.search.registry import SearchParam, params_for, patient_compartment
+from services.fhir_api.search.registry import params_for, patient_compartment
 from services.fhir_api.search.values import (
     TEXT_MAX,
     date_range,
@@ -20,6 +23,19 @@ from services.fhir_api.search.values import (
 )
 
 IndexRows = dict[str, list[dict]]  # index type -> rows (without rid / res_type)
+IndexTuples = dict[str, list[tuple]]  # index type -> (param, *columns) in table column order
+Path = Callable[[dict], list]  # compiled path program: resource -> nodes
+
+KINDS = ("token", "string", "date", "number", "quantity", "reference", "uri")
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "token": ("system", "code", "text"),
+    "string": ("norm", "exact"),
+    "date": ("low", "high"),
+    "number": ("value",),
+    "quantity": ("value", "system", "code", "unit"),
+    "reference": ("target_type", "target_id", "url"),
+    "uri": ("value",),
+}
 
 
 def _children(node: object, name: str) -> list[object]:
@@ -38,21 +54,55 @@ def _field(nodes: list[object], name: str) -> list[object]:
     return out
 
 
+def _step(step: tuple) -> Callable[[list], list]:
+    kind = step[0]
+    if kind == "f":
+        name = step[1]
+        return lambda nodes: _field(nodes, name)
+    if kind == "c":
+        names = _choice_names(step[1], step[2])
+        return lambda nodes: [c for name in names for c in _field(nodes, name)]
+    if kind == "r":
+        target = step[1]
+        return lambda nodes: [n for n in nodes if isinstance(n, dict) and _ref_type(n) == target]
+    if kind == "w":
+        key, value = step[1], step[2]
+        return lambda nodes: [n for n in nodes if isinstance(n, dict) and n.get(key) == value]
+    return lambda nodes: nodes
+
+
+@cache
+def compile_path(steps: tuple[tuple, ...]) -> Path:
+    """A closure running the steps from a resource (the first plain element is read directly)."""
+    fns = [_step(s) for s in steps]
+    if steps and steps[0][0] == "f":
+        name = steps[0][1]
+
+        def first(resource: dict) -> list:
+            value = resource.get(name)
+            return [] if value is None else value if type(value) is list else [value]
+
+        fns[0] = first
+    else:
+        head = fns[0] if fns else (lambda nodes: nodes)
+        fns[0:1] = [lambda resource: head([resource])]
+    if len(fns) == 1:
+        return fns[0]
+    start, rest = fns[0], fns[1:]
+
+    def run(resource: dict) -> list:
+        nodes = start(resource)
+        for fn in rest:
+            if not nodes:
+                break
+            nodes = fn(nodes)
+        return nodes
+
+    return run
+
+
 def run_path(resource: dict, steps: Iterable[tuple]) -> list[object]:
-    nodes: list[object] = [resource]
-    for step in steps:
-        kind = step[0]
-        if kind == "f":
-            nodes = _field(nodes, step[1])
-        elif kind == "c":
-            nodes = [c for name in _choice_names(step[1], step[2]) for c in _field(nodes, name)]
-        elif kind == "r":
-            nodes = [n for n in nodes if isinstance(n, dict) and _ref_type(n) == step[1]]
-        elif kind == "w":
-            nodes = [n for n in nodes if isinstance(n, dict) and n.get(step[1]) == step[2]]
-        if not nodes:
-            break
-    return nodes
+    return compile_path(tuple(steps))(resource)
 
 
 @cache
@@ -64,18 +114,21 @@ def _ref_type(node: dict) -> str | None:
     return parse_reference(node.get("reference", ""))[0]
 
 
+def _first_keys(steps: tuple[tuple, ...]) -> tuple[str, ...]:
+    first = steps[0]
+    return _choice_names(first[1], first[2]) if first[0] == "c" else (first[1],)
+
+
 @cache
-def _plan(resource_type: str) -> tuple[tuple[SearchParam, frozenset[str]], ...]:
-    """Supported parameters of a type with the top-level keys their paths start from (to skip fast)."""
+def _plan(resource_type: str) -> tuple[tuple[frozenset[str], str, str, tuple[tuple[Path, str], ...]], ...]:
+    """(top-level keys, name, type, compiled paths) of every supported parameter except _id."""
     plan = []
     for param in params_for(resource_type).values():
         if param.unsupported or param.name == "_id":
             continue
-        keys: set[str] = set()
-        for steps, _ in param.paths:
-            first = steps[0]
-            keys.update(_choice_names(first[1], first[2]) if first[0] == "c" else (first[1],))
-        plan.append((param, frozenset(keys)))
+        keys = frozenset(k for steps, _ in param.paths for k in _first_keys(steps))
+        paths = tuple((compile_path(steps), ftype) for steps, ftype in param.paths)
+        plan.append((keys, param.name, param.type, paths))
     return tuple(plan)
 
 
@@ -83,39 +136,34 @@ def _cut(text: object) -> str | None:
     return str(text)[:TEXT_MAX] if text is not None else None
 
 
-def _tokens(node: object, ftype: str) -> Iterator[dict]:
+def _label(text: object) -> str | None:
+    return normalize(text) if text else None
+
+
+def _tokens(node: object, ftype: str) -> list[tuple]:
     if isinstance(node, bool):
-        yield {"system": None, "code": "true" if node else "false", "text": None}
-    elif isinstance(node, str | int):
-        yield {"system": None, "code": _cut(node), "text": None}
-    elif isinstance(node, dict):
-        if ftype == "ContactPoint":
-            yield {"system": None, "code": _cut(node.get("value")), "text": None}
-        elif "coding" in node or ftype == "CodeableConcept":
-            text = node.get("text")
-            for coding in node.get("coding", []):
-                label = text or coding.get("display")
-                yield {
-                    "system": _cut(coding.get("system")),
-                    "code": _cut(coding.get("code")),
-                    "text": normalize(label) if label else None,
-                }
-            if text and not node.get("coding"):
-                yield {"system": None, "code": None, "text": normalize(text)}
-        elif "value" in node and ftype != "Coding":  # Identifier
-            label = (node.get("type") or {}).get("text")
-            yield {
-                "system": _cut(node.get("system")),
-                "code": _cut(node.get("value")),
-                "text": normalize(label) if label else None,
-            }
-        elif "code" in node or "system" in node:  # Coding
-            label = node.get("display")
-            yield {
-                "system": _cut(node.get("system")),
-                "code": _cut(node.get("code")),
-                "text": normalize(label) if label else None,
-            }
+        return [(None, "true" if node else "false", None)]
+    if isinstance(node, str | int):
+        return [(None, _cut(node), None)]
+    if not isinstance(node, dict):
+        return []
+    if ftype == "ContactPoint":
+        return [(None, _cut(node.get("value")), None)]
+    if "coding" in node or ftype == "CodeableConcept":
+        text = node.get("text")
+        out = [
+            (_cut(c.get("system")), _cut(c.get("code")), _label(text or c.get("display")))
+            for c in node.get("coding", [])
+        ]
+        if text and not node.get("coding"):
+            out.append((None, None, normalize(text)))
+        return out
+    if "value" in node and ftype != "Coding":  # Identifier
+        label = _label((node.get("type") or {}).get("text"))
+        return [(_cut(node.get("system")), _cut(node.get("value")), label)]
+    if "code" in node or "system" in node:  # Coding
+        return [(_cut(node.get("system")), _cut(node.get("code")), _label(node.get("display")))]
+    return []
 
 
 _STRING_PARTS = (
@@ -133,17 +181,15 @@ _STRING_PARTS = (
 )
 
 
-def _strings(node: object) -> Iterator[str]:
+def _strings(node: object) -> list[str]:
     if isinstance(node, str):
-        yield node
-    elif isinstance(node, dict):  # HumanName, Address: every textual part
-        for part in _STRING_PARTS:
-            for value in _children(node, part):
-                if isinstance(value, str):
-                    yield value
+        return [node]
+    if isinstance(node, dict):  # HumanName, Address: every textual part
+        return [v for part in _STRING_PARTS for v in _children(node, part) if isinstance(v, str)]
+    return []
 
 
-def _dates(node: object) -> Iterator[dict]:
+def _dates(node: object) -> list[tuple[int, int]]:
     rng = None
     if isinstance(node, str):
         rng = date_range(node)
@@ -151,106 +197,99 @@ def _dates(node: object) -> Iterator[dict]:
         if "start" in node or "end" in node:
             rng = period_range(node)
         elif "event" in node:  # Timing
-            for event in node["event"]:
-                yield from _dates(event)
-    if rng:
-        yield {"low": rng[0], "high": rng[1]}
+            return [r for event in node["event"] for r in _dates(event)]
+    return [rng] if rng else []
 
 
 def _number(value: object) -> float | None:
+    if type(value) is float:  # JSON numbers are finite; float(Decimal(str(x))) == x
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
     parsed = decimal_range(str(value))
     return parsed[0] if parsed else None
 
 
-def _quantities(node: object) -> Iterator[dict]:
+def _quantities(node: object) -> list[tuple]:
     if isinstance(node, dict) and (value := _number(node.get("value"))) is not None:
-        yield {
-            "value": value,
-            "system": _cut(node.get("system")),
-            "code": _cut(node.get("code")),
-            "unit": _cut(node.get("unit")),
-        }
+        return [(value, _cut(node.get("system")), _cut(node.get("code")), _cut(node.get("unit")))]
+    return []
 
 
-def _references(node: object, rows: IndexRows, param: str) -> Iterator[dict]:
+def _references(node: object, rows: IndexTuples, param: str) -> list[tuple]:
     if isinstance(node, str):  # canonical
-        yield {"target_type": None, "target_id": None, "url": node[:1024]}
-    elif isinstance(node, dict):
+        return [(None, None, node[:1024])]
+    out = []
+    if isinstance(node, dict):
         if node.get("reference"):
             rtype, rid, url = parse_reference(node["reference"])
             if rtype or rid or url:
-                yield {"target_type": rtype, "target_id": _cut(rid), "url": url[:1024] if url else None}
+                out.append((rtype, _cut(rid), url[:1024] if url else None))
         if isinstance(node.get("identifier"), dict):  # for the :identifier modifier
-            for row in _tokens(node["identifier"], "Identifier"):
-                rows["token"].append({"param": f"{param}:identifier", **row})
+            name = f"{param}:identifier"
+            rows["token"].extend((name, *row) for row in _tokens(node["identifier"], "Identifier"))
+    return out
 
 
-def index_rows(resource: dict) -> IndexRows:
-    """Every search-index row of one resource, grouped by index table."""
-    rows: IndexRows = {k: [] for k in ("token", "string", "date", "number", "quantity", "reference", "uri")}
-    present = resource.keys()
-    for param, keys in _plan(resource.get("resourceType", "")):
-        if not keys.isdisjoint(present):
-            _index_param(resource, param, rows)
-    return rows
-
-
-def _string_rows(node: object, ftype: str, rows: IndexRows, name: str) -> Iterator[dict]:
-    for text in _strings(node):
-        yield {"norm": normalize(text), "exact": text[:TEXT_MAX]}
-
-
-def _number_rows(node: object, ftype: str, rows: IndexRows, name: str) -> list[dict]:
-    value = _number(node)
-    return [] if value is None else [{"value": value}]
-
-
-def _uri_rows(node: object, ftype: str, rows: IndexRows, name: str) -> list[dict]:
-    return [{"value": node[:1024]}] if isinstance(node, str) else []
-
-
-_EXTRACTORS = {
+_EXTRACTORS: dict[str, Callable[[object, str, IndexTuples, str], list[tuple]]] = {
     "token": lambda node, ftype, rows, name: _tokens(node, ftype),
-    "string": _string_rows,
+    "string": lambda node, ftype, rows, name: [(normalize(t), t[:TEXT_MAX]) for t in _strings(node)],
     "date": lambda node, ftype, rows, name: _dates(node),
-    "number": _number_rows,
+    "number": lambda node, ftype, rows, name: [] if (v := _number(node)) is None else [(v,)],
     "quantity": lambda node, ftype, rows, name: _quantities(node),
     "reference": lambda node, ftype, rows, name: _references(node, rows, name),
-    "uri": _uri_rows,
+    "uri": lambda node, ftype, rows, name: [(node[:1024],)] if isinstance(node, str) else [],
 }
 
 
-def _index_param(resource: dict, param: SearchParam, rows: IndexRows) -> None:
-    seen: set = set()
-    out = rows[param.type]
-    extract = _EXTRACTORS[param.type]
-    name = param.name
-    for steps, ftype in param.paths:
-        for node in run_path(resource, steps):
-            for row in extract(node, ftype, rows, name):
-                key = tuple(row.values())
-                if key not in seen and key.count(None) < len(key):
-                    seen.add(key)
-                    out.append({"param": name, **row})
+def index_tuples(resource: dict) -> IndexTuples:
+    """Every search-index row of one resource as (param, *columns), grouped by index table."""
+    rows: IndexTuples = {k: [] for k in KINDS}
+    present = resource.keys()
+    for keys, name, ptype, paths in _plan(resource.get("resourceType", "")):
+        if keys.isdisjoint(present):
+            continue
+        seen: set = set()
+        out = rows[ptype]
+        extract = _EXTRACTORS[ptype]
+        for path, ftype in paths:
+            for node in path(resource):
+                for row in extract(node, ftype, rows, name):
+                    if row not in seen and row.count(None) < len(row):
+                        seen.add(row)
+                        out.append((name, *row))
+    return rows
+
+
+def index_rows(resource: dict) -> IndexRows:
+    """Every search-index row of one resource as dicts (param plus column names), grouped by index table."""
+    return {
+        kind: [{"param": row[0], **dict(zip(COLUMNS[kind], row[1:], strict=True))} for row in rows]
+        for kind, rows in index_tuples(resource).items()
+    }
+
+
+@cache
+def _compartment_paths(resource_type: str) -> tuple[Path, ...]:
+    params = params_for(resource_type)
+    return tuple(
+        compile_path(steps)
+        for name in patient_compartment().get(resource_type, ())
+        if (param := params.get(name)) is not None and not param.unsupported
+        for steps, _ in param.paths
+    )
 
 
 def compartment_patients(resource: dict) -> set[str]:
     """Ids of the Patients whose compartment holds this resource (per CompartmentDefinition-patient)."""
     rtype = resource.get("resourceType", "")
     found = {resource["id"]} if rtype == "Patient" and resource.get("id") else set()
-    params = params_for(rtype)
-    for name in patient_compartment().get(rtype, ()):
-        param = params.get(name)
-        if param is None or param.unsupported:
-            continue
-        for steps, _ in param.paths:
-            for node in run_path(resource, steps):
-                if isinstance(node, dict):
-                    target_type, target_id, _ = parse_reference(node.get("reference", ""))
-                    if target_type == "Patient" and target_id:
-                        found.add(target_id)
+    for path in _compartment_paths(rtype):
+        for node in path(resource):
+            if isinstance(node, dict):
+                target_type, target_id, _ = parse_reference(node.get("reference", ""))
+                if target_type == "Patient" and target_id:
+                    found.add(target_id)
     return found
 
 
@@ -276,6 +315,7 @@ CLINICAL_TIME_ELEMENTS: tuple[tuple[tuple, ...], ...] = tuple(
         (("f", "date"),),
     )
 )
+_CLINICAL_TIME_PATHS = tuple((frozenset(_first_keys(s)), compile_path(s)) for s in CLINICAL_TIME_ELEMENTS)
 
 
 def clinical_time(resource: dict) -> int | None:
@@ -283,10 +323,12 @@ def clinical_time(resource: dict) -> int | None:
     if resource.get("resourceType") in ("Patient", "Organization", "Location", "Medication"):
         return None
     best: int | None = None
-    for steps in CLINICAL_TIME_ELEMENTS:
-        for node in run_path(resource, steps):
-            for row in _dates(node):
-                low = row["low"]
+    present = resource.keys()
+    for keys, path in _CLINICAL_TIME_PATHS:
+        if keys.isdisjoint(present):
+            continue
+        for node in path(resource):
+            for low, _ in _dates(node):
                 if low > -(2**61) and (best is None or low > best):
                     best = low
     return best

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, delete, insert
 
-from services.fhir_api.search.extract import compartment_patients, index_rows
+from services.fhir_api.search.extract import compartment_patients, index_rows, index_tuples
 from services.fhir_api.store import models as m
 
 
@@ -22,6 +22,14 @@ def rows_for(row_id: int, resource: dict) -> dict[str, list[dict]]:
 
 
 TABLES = {**m.INDEX_TABLES, "compartment": m.compartment}
+
+
+def row_tuples(resource: dict) -> dict[str, list[tuple]]:
+    """The rows of `rows_for` as tuples in table column order without the leading rid (bulk load's COPY)."""
+    rtype = resource["resourceType"]
+    out = {kind: [(rtype, *row) for row in rows] for kind, rows in index_tuples(resource).items()}
+    out["compartment"] = [(p, rtype) for p in compartment_patients(resource)]
+    return out
 
 
 def index_resource(conn: Connection, row_id: int, resource: dict) -> None:
