@@ -67,6 +67,10 @@ class SqlResourceStore:
             sqlite_transactions(engine)
             _SQLITE_READY.add(engine)
         self._bound = _conn
+        # PostgreSQL reads run in autocommit: under READ COMMITTED each statement has its own snapshot anyway,
+        # so BEGIN/COMMIT only cost two round trips per request (paging consistency comes from `snapshot`).
+        postgres = engine.dialect.name == "postgresql"
+        self._reader = engine.execution_options(isolation_level="AUTOCOMMIT") if postgres else None
         self._listeners: list[ChangeListener] = _listeners if _listeners is not None else []
 
     # -- plumbing ------------------------------------------------------------------------------------------
@@ -81,6 +85,10 @@ class SqlResourceStore:
     def _conn(self, write: bool = False) -> Iterator[Connection]:
         if self._bound is not None:
             yield self._bound
+            return
+        if not write and self._reader is not None:
+            with self._reader.connect() as conn:
+                yield conn
             return
         with self.engine.connect() as conn:
             conn.info["immediate"] = write
@@ -131,13 +139,18 @@ class SqlResourceStore:
             conn.execute(delete(m.session).where(m.session.c.id == session_id))
 
     # -- reads ------------------------------------------------------------------------------------------
-    def _current(self, conn: Connection, ctx: Context, rtype: str, rid: str, *, with_deleted: bool = True):
-        """The row the context sees for type/id (own session row first), clock applied to shared rows."""
+    def _current(
+        self, conn: Connection, ctx: Context, rtype: str, rid: str, *, with_deleted: bool = True, raw=False
+    ):
+        """The row the context sees for type/id (own session row first), clock applied to shared rows.
+        With `raw`, the current version's raw JSON and method come along (one query for a read)."""
         r = m.resource
         session = ctx.session_id or ""
-        rows = conn.execute(
-            select(r).where(r.c.res_type == rtype, r.c.res_id == rid, r.c.session.in_({session, ""}))
-        ).all()
+        stmt = select(r)
+        if raw:
+            stmt = select(r, m.version.c.raw, m.version.c.method).join(m.version, m.version.c.seq == r.c.seq)
+        scope = r.c.session == "" if not session else r.c.session.in_((session, ""))
+        rows = conn.execute(stmt.where(r.c.res_type == rtype, r.c.res_id == rid, scope)).all()
         row = next((x for x in rows if x.session == session), None) or next(iter(rows), None)
         hidden = (
             row is not None and row.session == "" and ctx.now is not None and row.clinical_time is not None
@@ -150,12 +163,12 @@ class SqlResourceStore:
 
     def read(self, ctx: Context, resource_type: str, id: str) -> StoredResource:
         with self._conn() as conn:
-            row = self._current(conn, ctx, resource_type, id)
-            if row is None:
-                raise NotFound(f"{resource_type}/{id} not found")
-            if row.deleted:
-                raise Gone(f"{resource_type}/{id} was deleted")
-            return search_engine.fetch(conn, [row.rid])[0]
+            row = self._current(conn, ctx, resource_type, id, raw=True)
+        if row is None:
+            raise NotFound(f"{resource_type}/{id} not found")
+        if row.deleted:
+            raise Gone(f"{resource_type}/{id} was deleted")
+        return _stored(row)
 
     def vread(self, ctx: Context, resource_type: str, id: str, version_id: int) -> StoredResource:
         with self._conn() as conn:
