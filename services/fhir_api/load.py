@@ -113,7 +113,17 @@ def _prepare(args: tuple, known=None) -> tuple[list[tuple], list[str], int]:
     return out, errors, len(present)
 
 
+_EXISTING_PG = (
+    "SELECT r.res_type, r.res_id FROM unnest(%s::text[], %s::text[]) AS k(t, i)"
+    " JOIN fhir_resource r ON r.session = '' AND r.res_type = k.t AND r.res_id = k.i"
+)
+
+
 def _existing(conn: Connection, items) -> set[tuple[str, str]]:
+    """The (type, id) of items already in the shared record (one indexed lookup per key on PostgreSQL)."""
+    if conn.dialect.name == "postgresql":
+        types, ids = [it[0] for it in items], [it[1] for it in items]
+        return {tuple(x) for x in conn.exec_driver_sql(_EXISTING_PG, (types, ids))}
     r = m.resource
     by_type: dict[str, list[str]] = {}
     for item in items:
@@ -189,13 +199,35 @@ def _write_here(engine, args: tuple) -> tuple[int, int, list[str]]:
     return written, skipped + len(items) - written, errors
 
 
+_PG_TYPES = {  # SQLAlchemy type -> PostgreSQL type name, for binary COPY
+    "BigInteger": "int8",
+    "Integer": "int4",
+    "String": "varchar",
+    "DateTime": "timestamptz",
+    "Boolean": "bool",
+    "LargeBinary": "bytea",
+    "Float": "float8",
+}
+
+
+def _pg_types(table) -> list[str]:
+    types = []
+    for column in table.columns:
+        sa_type = column.type
+        variant = getattr(sa_type, "_variant_mapping", {}).get("postgresql", sa_type)
+        types.append(_PG_TYPES[type(variant).__name__])
+    return types
+
+
 def _copy(conn: Connection, tables) -> None:
+    """Binary COPY: no text formatting on our side nor parsing (e.g. of hex bytea) on the server's."""
     cursor = conn.connection.driver_connection.cursor()
     for table, rows in tables:
         if not rows:
             continue
         cols = ", ".join(c.name for c in table.columns)
-        with cursor.copy(f"COPY {table.name} ({cols}) FROM STDIN") as copy:
+        with cursor.copy(f"COPY {table.name} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(_pg_types(table))
             for row in rows:
                 copy.write_row(row)
 
