@@ -14,8 +14,8 @@ from fhir_mapper.context import MapContext
 from fhir_mapper.fhir import CS, compact, concept, meta, quantity
 from fhir_mapper.ids import fhir_id, ref, ref_once
 from fhir_mapper.values import instant, number, squash, strip
+from fhir_mapper.vocab import NULL_FLAVOR
 
-NULL_FLAVOR = "http://terminology.hl7.org/CodeSystem/v3-NullFlavor"
 IV_ORDERS = ("TPN", "IV therapy")
 _NUMERIC = re.compile(r"^[0-9.]+$")
 EMAR_KEEP = ("subject_id", "hadm_id", "poe_id", "pharmacy_id", "charttime", "medication", "event_txt")

@@ -16,15 +16,12 @@ from fhir_mapper.fhir import CS, UCUM, compact, concept, identifier, meta, perio
 from fhir_mapper.ids import fhir_id, ref, ref_once
 from fhir_mapper.values import instant, number, plain_number, squash, strip
 
-NULL_FLAVOR = "http://terminology.hl7.org/CodeSystem/v3-NullFlavor"
-IV_ORDERS = ("TPN", "IV therapy")
 MIX_NARRATIVE = {
     "status": "generated",
     "div": '<div xmlns="http://www.w3.org/1999/xhtml">'
     "<p><b>Temporary narrative for medication mix</b></p></div>",
 }
 _FILL = re.compile(r"^\s*#?(\d+(\.\d+)?)\s*'*(|ml|bottle|btl|g|lb)'*\s*$", re.IGNORECASE)
-_NUMERIC_DOSE = re.compile(r"^[0-9.]+$")
 PR_KEEP = (
     "subject_id",
     "hadm_id",

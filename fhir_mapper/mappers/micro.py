@@ -15,8 +15,8 @@ from fhir_mapper.context import MapContext
 from fhir_mapper.fhir import CS, INTERPRETATION, LABORATORY, compact, identifier, meta
 from fhir_mapper.ids import fhir_id, ref, ref_once
 from fhir_mapper.values import instant, number
+from fhir_mapper.vocab import NULL_FLAVOR
 
-NULL_FLAVOR = "http://terminology.hl7.org/CodeSystem/v3-NullFlavor"
 DILUTION = "http://mimic.mit.edu/fhir/mimic/StructureDefinition/dilution-details"
 DILUTION_COMPARATOR = {"=>": ">=", "<=": "<="}
 
