@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, Select, and_, func, or_, select
+from sqlalchemy import BigInteger, Connection, Select, and_, func, literal, or_, select
 
 from services.fhir_api.search import query as q
 from services.fhir_api.search.registry import get_param
@@ -42,13 +42,7 @@ def fetch(conn: Connection, rids: list[int]) -> list[StoredResource]:
         .where(r.c.rid.in_(rids))
     ).all()
     by_rid = {row.rid: row for row in rows}
-    return [
-        StoredResource(
-            row.res_type, row.res_id, row.version, aware(row.last_updated), bytes(row.raw), False, row.method
-        )
-        for rid in rids
-        if (row := by_rid.get(rid)) is not None
-    ]
+    return [_stored(row) for rid in rids if (row := by_rid.get(rid)) is not None]
 
 
 def search(conn: Connection, ctx: Context, request: SearchRequest) -> SearchResult:
@@ -56,21 +50,57 @@ def search(conn: Connection, ctx: Context, request: SearchRequest) -> SearchResu
     compiled = q.compile_params(request.resource_type, request.params, ctx, request.strict, r)
     for _, _, value in _include_specs(request.params):
         _parse_include(value)  # reject malformed includes even when nothing matches
-    snapshot = request.snapshot if request.snapshot is not None else current_snapshot(conn)
-    stmt = q.base_select(request.resource_type, ctx, r).where(r.c.created_seq <= snapshot, *compiled.where)
+    snapshot = request.snapshot
+    if snapshot is None and (request.total != "none" or request.count <= 0):
+        snapshot = current_snapshot(conn)  # the total and the page must count against the same cutoff
+    cutoff = _snapshot_expr() if snapshot is None else literal(snapshot, BigInteger)
+    stmt = q.base_select(request.resource_type, ctx, r).where(r.c.created_seq <= cutoff, *compiled.where)
     total = _total(conn, stmt, request.total)
-    page: list[int] = []
+    matches: list[StoredResource] = []
     has_next = False
     if request.count > 0:
-        ordered = stmt.order_by(*q.order_by(request.resource_type, compiled.sort, r))
-        page = list(conn.execute(ordered.limit(request.count + 1).offset(request.offset)).scalars())
-        has_next = len(page) > request.count
-        page = page[: request.count]
+        rows = conn.execute(_page(stmt, request, compiled.sort, cutoff, r)).all()
+        has_next = len(rows) > request.count
+        matches = [_stored(row) for row in rows[: request.count]]
+        if snapshot is None:
+            snapshot = rows[0].snap if rows else current_snapshot(conn)
     if total is None and request.total != "none" and not has_next:
-        total = request.offset + len(page)
-    matches = fetch(conn, page)
+        total = request.offset + len(matches)
     includes = _includes(conn, ctx, matches, request.params) if matches else []
     return SearchResult(matches, includes, total, compiled.used, has_next, snapshot)
+
+
+def _snapshot_expr():
+    """The change-sequence cutoff computed inside the page query itself (saves a round trip on page one)."""
+    return select(func.coalesce(func.max(m.version.c.seq), 0)).scalar_subquery()
+
+
+def _page(stmt: Select, request: SearchRequest, sort: list[tuple[str, bool]], cutoff, r) -> Select:
+    """One statement for a page: the ordered rids (count + 1, to know whether a next page exists) joined to
+    the raw JSON of just those rows, plus the snapshot it ran against."""
+    keys = q.sort_keys(request.resource_type, sort, r)
+    labelled = [key.label(f"k{i}") for i, (key, _) in enumerate(keys)]
+    cols = (r.c.rid, r.c.seq, r.c.res_type, r.c.res_id, r.c.version, r.c.last_updated)
+    page = (
+        stmt.with_only_columns(*cols, *labelled, cutoff.label("snap"))
+        .order_by(*q.ordering(keys), r.c.rid)
+        .limit(request.count + 1)
+        .offset(request.offset)
+        .subquery("page")
+    )
+    v = m.version
+    outer_keys = [(page.c[f"k{i}"], desc) for i, (_, desc) in enumerate(keys)]
+    return (
+        select(page, v.c.raw, v.c.method)
+        .join(v, v.c.seq == page.c.seq)
+        .order_by(*q.ordering(outer_keys), page.c.rid)
+    )
+
+
+def _stored(row) -> StoredResource:
+    return StoredResource(
+        row.res_type, row.res_id, row.version, aware(row.last_updated), bytes(row.raw), False, row.method
+    )
 
 
 def _total(conn: Connection, stmt: Select, mode: str) -> int | None:
@@ -166,12 +196,7 @@ def _reverse(conn, ctx, pool, src_type, pname, target) -> list[int]:
     """Resources of src_type that refer to the pool through pname."""
     ref, s = m.reference, m.resource.alias("s")
     keys = [and_(ref.c.target_type == t, ref.c.target_id.in_(ids)) for t, ids in _by_type(pool).items()]
-    stmt = (
-        select(s.c.rid)
-        .select_from(ref)
-        .join(s, s.c.rid == ref.c.rid)
-        .where(or_(*keys), q.visible(s, ctx))
-    )
+    stmt = select(s.c.rid).select_from(ref).join(s, s.c.rid == ref.c.rid).where(or_(*keys), q.visible(s, ctx))
     if src_type != "*":
         stmt = stmt.where(ref.c.res_type == src_type)
     if pname != "*":

@@ -264,13 +264,17 @@ def sort_key(resource_type: str, name: str, desc: bool, r) -> KeyedColumnElement
     return select(agg).where(t.c.rid == r.c.rid, t.c.param == name).scalar_subquery()
 
 
+def sort_keys(resource_type: str | None, sort: list[tuple[str, bool]], r) -> list[tuple[ColumnElement, bool]]:
+    """(key, descending) per _sort key; callers append the insertion-order tie-break (rid)."""
+    return [(sort_key(resource_type or "", name, desc, r), desc) for name, desc in sort]
+
+
+def ordering(keys: list[tuple[ColumnElement, bool]]) -> list:
+    return [key.desc().nulls_last() if desc else key.asc().nulls_last() for key, desc in keys]
+
+
 def order_by(resource_type: str | None, sort: list[tuple[str, bool]], r) -> list:
-    keys = []
-    for name, desc in sort:
-        key = sort_key(resource_type or "", name, desc, r)
-        keys.append(key.desc().nulls_last() if desc else key.asc().nulls_last())
-    keys.append(r.c.rid)
-    return keys
+    return [*ordering(sort_keys(resource_type, sort, r)), r.c.rid]
 
 
 def base_select(resource_type: str | None, ctx: Context, r) -> Select:
