@@ -180,6 +180,9 @@ class KafkaBusConsumer:
             auto_offset_reset="earliest" if from_beginning else "latest",
             max_partition_fetch_bytes=4 * MAX_EVENT_BYTES,
             metadata_max_age_ms=30_000,
+            # A crashed member's partitions move on after 10 s, not kafka-python's default 45 s.
+            session_timeout_ms=10_000,
+            heartbeat_interval_ms=3_000,
         )
         if topics:
             self._await_metadata(topics)
