@@ -10,7 +10,7 @@ Rows are tuples in the index table's column order after `param` (`index_tuples`)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from functools import cache
+from functools import cache, lru_cache
 
 from services.fhir_api.search.registry import params_for, patient_compartment
 from services.fhir_api.search.values import (
@@ -119,17 +119,36 @@ def _first_keys(steps: tuple[tuple, ...]) -> tuple[str, ...]:
     return _choice_names(first[1], first[2]) if first[0] == "c" else (first[1],)
 
 
+Extractor = Callable[[object, str, dict, tuple], list[tuple]]  # node, FHIR type, rows, row head -> values
+PlanEntry = tuple[str, str, Extractor, tuple[tuple[frozenset[str], Path, str], ...]]
+
+
 @cache
-def _plan(resource_type: str) -> tuple[tuple[frozenset[str], str, str, tuple[tuple[Path, str], ...]], ...]:
-    """(top-level keys, name, type, compiled paths) of every supported parameter except _id."""
-    plan = []
-    for param in params_for(resource_type).values():
-        if param.unsupported or param.name == "_id":
-            continue
-        keys = frozenset(k for steps, _ in param.paths for k in _first_keys(steps))
-        paths = tuple((compile_path(steps), ftype) for steps, ftype in param.paths)
-        plan.append((keys, param.name, param.type, paths))
-    return tuple(plan)
+def _plan(resource_type: str) -> tuple[PlanEntry, ...]:
+    """(name, type, extractor, (top-level keys, compiled path, FHIR type) per union branch) of every supported
+    parameter except _id."""
+    return tuple(
+        (
+            param.name,
+            param.type,
+            _EXTRACTORS[param.type],
+            tuple((frozenset(_first_keys(s)), compile_path(s), ftype) for s, ftype in param.paths),
+        )
+        for param in params_for(resource_type).values()
+        if not param.unsupported and param.name != "_id"
+    )
+
+
+@lru_cache(maxsize=4096)
+def _applicable(resource_type: str, shape: tuple[str, ...]) -> tuple[tuple[str, str, Extractor, tuple], ...]:
+    """The plan for a resource with these top-level keys: only branches starting from a present key (the
+    others find nothing), only parameters with such a branch."""
+    out = []
+    for name, ptype, extract, branches in _plan(resource_type):
+        paths = tuple((path, ftype) for keys, path, ftype in branches if not keys.isdisjoint(shape))
+        if paths:
+            out.append((name, ptype, extract, paths))
+    return tuple(out)
 
 
 def _cut(text: object) -> str | None:
@@ -216,7 +235,7 @@ def _quantities(node: object) -> list[tuple]:
     return []
 
 
-def _references(node: object, rows: IndexTuples, param: str) -> list[tuple]:
+def _references(node: object, rows: IndexTuples, head: tuple) -> list[tuple]:
     if isinstance(node, str):  # canonical
         return [(None, None, node[:1024])]
     out = []
@@ -226,38 +245,35 @@ def _references(node: object, rows: IndexTuples, param: str) -> list[tuple]:
             if rtype or rid or url:
                 out.append((rtype, _cut(rid), url[:1024] if url else None))
         if isinstance(node.get("identifier"), dict):  # for the :identifier modifier
-            name = f"{param}:identifier"
-            rows["token"].extend((name, *row) for row in _tokens(node["identifier"], "Identifier"))
+            ident = (*head[:-1], f"{head[-1]}:identifier")
+            rows["token"].extend(ident + row for row in _tokens(node["identifier"], "Identifier"))
     return out
 
 
-_EXTRACTORS: dict[str, Callable[[object, str, IndexTuples, str], list[tuple]]] = {
+_EXTRACTORS: dict[str, Extractor] = {
     "token": lambda node, ftype, rows, name: _tokens(node, ftype),
     "string": lambda node, ftype, rows, name: [(normalize(t), t[:TEXT_MAX]) for t in _strings(node)],
     "date": lambda node, ftype, rows, name: _dates(node),
     "number": lambda node, ftype, rows, name: [] if (v := _number(node)) is None else [(v,)],
     "quantity": lambda node, ftype, rows, name: _quantities(node),
-    "reference": lambda node, ftype, rows, name: _references(node, rows, name),
+    "reference": lambda node, ftype, rows, head: _references(node, rows, head),
     "uri": lambda node, ftype, rows, name: [(node[:1024],)] if isinstance(node, str) else [],
 }
 
 
-def index_tuples(resource: dict) -> IndexTuples:
-    """Every search-index row of one resource as (param, *columns), grouped by index table."""
+def index_tuples(resource: dict, prefix: tuple = ()) -> IndexTuples:
+    """Every search-index row of one resource as (*prefix, param, *columns), grouped by index table."""
     rows: IndexTuples = {k: [] for k in KINDS}
-    present = resource.keys()
-    for keys, name, ptype, paths in _plan(resource.get("resourceType", "")):
-        if keys.isdisjoint(present):
-            continue
+    for name, ptype, extract, paths in _applicable(resource.get("resourceType", ""), tuple(resource)):
         seen: set = set()
         out = rows[ptype]
-        extract = _EXTRACTORS[ptype]
+        head = (*prefix, name)
         for path, ftype in paths:
             for node in path(resource):
-                for row in extract(node, ftype, rows, name):
+                for row in extract(node, ftype, rows, head):
                     if row not in seen and row.count(None) < len(row):
                         seen.add(row)
-                        out.append((name, *row))
+                        out.append(head + row)
     return rows
 
 
@@ -318,15 +334,17 @@ CLINICAL_TIME_ELEMENTS: tuple[tuple[tuple, ...], ...] = tuple(
 _CLINICAL_TIME_PATHS = tuple((frozenset(_first_keys(s)), compile_path(s)) for s in CLINICAL_TIME_ELEMENTS)
 
 
+@lru_cache(maxsize=4096)
+def _clinical_time_paths(shape: tuple[str, ...]) -> tuple[Path, ...]:
+    return tuple(path for keys, path in _CLINICAL_TIME_PATHS if not keys.isdisjoint(shape))
+
+
 def clinical_time(resource: dict) -> int | None:
     """µs since the epoch when the resource happened/became known (max of the present elements' starts)."""
     if resource.get("resourceType") in ("Patient", "Organization", "Location", "Medication"):
         return None
     best: int | None = None
-    present = resource.keys()
-    for keys, path in _CLINICAL_TIME_PATHS:
-        if keys.isdisjoint(present):
-            continue
+    for path in _clinical_time_paths(tuple(resource)):
         for node in path(resource):
             for low, _ in _dates(node):
                 if low > -(2**61) and (best is None or low > best):

@@ -27,7 +27,7 @@ TABLES = {**m.INDEX_TABLES, "compartment": m.compartment}
 def row_tuples(resource: dict) -> dict[str, list[tuple]]:
     """The rows of `rows_for` as tuples in table column order without the leading rid (bulk load's COPY)."""
     rtype = resource["resourceType"]
-    out = {kind: [(rtype, *row) for row in rows] for kind, rows in index_tuples(resource).items()}
+    out: dict[str, list[tuple]] = index_tuples(resource, (rtype,))
     out["compartment"] = [(p, rtype) for p in compartment_patients(resource)]
     return out
 
