@@ -336,8 +336,8 @@ class ProjectionRunner:
     ) -> RunStats:
         """Poll until stopped; `until_caught_up` stops once the end offsets seen at start are applied.
 
-        Watchdog: a member left with no partitions for `stall_s` while behind its targets rejoins the group
-        (a fresh consumer), so a lost assignment cannot stall a replay or a restarted consumer forever."""
+        Watchdog: a member that gets no data for `stall_s` while the group is behind its targets rejoins the
+        group (a fresh consumer), so a lost assignment or a stuck fetch cannot stall a replay forever."""
         self.open()
         started = last_data = time.monotonic()
         targets = self.end_targets() if until_caught_up else None
@@ -348,9 +348,10 @@ class ProjectionRunner:
             now = time.monotonic()
             if batch.batches:
                 last_data = now
-            elif targets is not None and now - last_data >= stall_s and not self.consumer.assignment():
-                log.warning("group %s: no partitions for %.0fs while behind; rejoining", self.group_id,
-                            stall_s)
+            elif targets is not None and now - last_data >= stall_s:
+                # No partitions, or partitions that deliver nothing (seen with kafka-python right after a
+                # broker restart): either way the group is behind and this member is stuck.
+                log.warning("group %s: no data for %.0fs while behind; rejoining", self.group_id, stall_s)
                 self.close()
                 self.open()
                 last_data = now
