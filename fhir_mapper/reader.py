@@ -14,6 +14,8 @@ import sys
 import zlib
 from collections.abc import Callable, Iterator
 from functools import cache
+from itertools import islice
+from operator import itemgetter
 from pathlib import Path
 
 import orjson
@@ -30,6 +32,7 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}( \d{2}:\d{2}:\d{2}(\.\d{1,6})?)?")
 _PATTERNS = {"int": _INT, "float": _FLOAT, "date": _DATE, "datetime": _DATETIME}
 _CHECKS: dict[str, Callable[[str], object]] = {name: p.fullmatch for name, p in _PATTERNS.items()}
+_UNREADABLE = (EOFError, gzip.BadGzipFile, zlib.error, OSError, UnicodeDecodeError, csv.Error)
 
 
 @cache
@@ -57,12 +60,66 @@ def _raw(handle):
     return getattr(buffer, "fileobj", None) or getattr(buffer, "raw", buffer)
 
 
+_CHUNK = 4096  # rows read, type-checked and turned into records at a time
+_SEP = "\x1f"
+_COLUMN_CHECKS = {  # one regex over a whole column of a chunk (values joined by _SEP, each may be empty)
+    name: re.compile(f"(?:{p.pattern})?(?:{_SEP}(?:{p.pattern})?)*").fullmatch
+    for name, p in _PATTERNS.items()
+}
+
+
+def _column_ok(values: list[str], typ: str) -> bool:
+    """Fast path: every value of a chunk's column is '' or valid. Integer columns are usually plain digits;
+    dates repeat, so only distinct values are matched; a value holding the separator fails the count."""
+    if typ == "int":
+        digits = "".join(values)
+        if digits.isdigit() and digits.isascii() or not digits:
+            return True
+    elif typ != "float":
+        values = list(set(values))
+    text = _SEP.join(values)
+    return text.count(_SEP) == len(values) - 1 and _COLUMN_CHECKS[typ](text) is not None
+
+
+def _row_problem(row: list[str], width: int, checks: list[tuple[int, str, str]]) -> str | None:
+    if len(row) != width:
+        return f"{len(row)} fields, expected {width}"
+    for i, col, typ in checks:
+        value = row[i]
+        if value and not _CHECKS[typ](value):
+            return f"{col}: {value!r} is not a valid {typ}"
+    return None
+
+
+def _problems(chunk: list[list[str]], width: int, checks: list[tuple[int, str, str]]) -> dict[int, str]:
+    """{row index in chunk: reject reason}; column-wise fast checks, row by row only when one fails."""
+    if set(map(len, chunk)) == {width} and all(
+        _column_ok([row[i] for row in chunk], typ) for i, _col, typ in checks
+    ):
+        return {}
+    found = ((k, _row_problem(row, width, checks)) for k, row in enumerate(chunk))
+    return {k: reason for k, reason in found if reason}
+
+
+def _line_numbers(chunk: list[list[str]], first: int, last: int) -> range | list[int]:
+    """Each row's (last physical) line, as csv.reader.line_num gives it: consecutive unless quoted fields
+    span lines (notes), then counted from the line breaks inside the fields."""
+    if last - first == len(chunk):
+        return range(first + 1, last + 1)
+    lines, line = [], first
+    for row in chunk:
+        line += 1 + sum(f.count("\n") + f.count("\r") - f.count("\r\n") for f in row)
+        lines.append(line)
+    return lines
+
+
 def read_table(
     root: Path, table: str, report: RunReport, columns: tuple[str, ...] | None = None
 ) -> Iterator[dict[str, str]]:
     """Yield each valid row of `table` as {column: text} ('' = NULL) plus `_line` (its line in the file);
     report everything else. With `columns`, rows carry (and are type-checked on) those columns only,
-    which keeps wide tables such as emar_detail cheap."""
+    which keeps wide tables such as emar_detail cheap. Rows are read and checked in chunks of _CHUNK;
+    rejects are reported in row order."""
     path = table_path(root, table)
     if path is None:
         report.missing_tables.add(table)
@@ -81,33 +138,40 @@ def read_table(
                 return
             wanted = columns or tuple(header)
             checks = [(header.index(c), c, t) for c, t in types.items() if t in _CHECKS and c in wanted]
-            picks = [(c, header.index(c)) for c in wanted]
-            typed = [i for i, _c, _t in checks]
-            # One regex over the typed fields joined by \x1f; per-column checks only to name a culprit.
-            whole = re.compile("\x1f".join(f"(?:{_PATTERNS[t].pattern})?" for _i, _c, t in checks))
+            keys = (*wanted, "_line")
+            picks = [header.index(c) for c in wanted]
+            pick = itemgetter(*picks) if len(picks) > 1 else (lambda row, i=picks[0]: (row[i],))
             width = len(header)
             raw = _raw(handle)
-            reported = 0
-            for row in reader:
-                count += 1
-                if not count & 0x3FFF:  # every 16,384 rows: report the compressed bytes consumed
-                    position = raw.tell()
-                    progress.consumed(position - reported)
-                    reported = position
-                if len(row) != width:
-                    report.reject(table, name, reader.line_num, f"{len(row)} fields, expected {width}")
-                    continue
-                if typed and not whole.fullmatch("\x1f".join([row[i] for i in typed])):
-                    bad = next(
-                        ((c, t, row[i]) for i, c, t in checks if row[i] and not _CHECKS[t](row[i])), None
-                    )
-                    col, typ, value = bad or ("row", "typed row", "")
-                    report.reject(table, name, reader.line_num, f"{col}: {value!r} is not a valid {typ}")
-                    continue
-                record = {c: row[i] for c, i in picks} if columns else dict(zip(header, row, strict=True))
-                record["_line"] = reader.line_num
-                yield record
-    except (EOFError, gzip.BadGzipFile, zlib.error, OSError, UnicodeDecodeError, csv.Error) as exc:
+            failure: Exception | None = None
+            while failure is None:
+                first, chunk = reader.line_num, []
+                try:
+                    chunk.extend(islice(reader, _CHUNK))  # keeps the rows read before an error
+                except _UNREADABLE as exc:
+                    failure = exc
+                if not chunk:
+                    break
+                position = raw.tell()
+                progress.consumed(position - reported)
+                reported = position
+                lines = _line_numbers(chunk, first, reader.line_num if failure is None else -1)
+                problems = _problems(chunk, width, checks)
+                base = count
+                for k, row in enumerate(chunk):
+                    count = base + k + 1
+                    if problems and k in problems:
+                        report.reject(table, name, lines[k], problems[k])
+                        continue
+                    if columns:
+                        record = dict(zip(keys, (*pick(row), lines[k]), strict=True))
+                    else:
+                        row.append(lines[k])
+                        record = dict(zip(keys, row, strict=True))
+                    yield record
+            if failure is not None:
+                raise failure
+    except _UNREADABLE as exc:
         line = reader.line_num + 1 if reader is not None else 1
         report.reject(table, name, line, f"unreadable from here on ({type(exc).__name__}: {exc})")
     finally:
