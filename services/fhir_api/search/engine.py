@@ -46,7 +46,7 @@ def fetch(conn: Connection, rids: list[int]) -> list[StoredResource]:
 
 
 def search(conn: Connection, ctx: Context, request: SearchRequest) -> SearchResult:
-    r = m.resource.alias("r")
+    r = q.R
     compiled = q.compile_params(request.resource_type, request.params, ctx, request.strict, r)
     for _, _, value in _include_specs(request.params):
         _parse_include(value)  # reject malformed includes even when nothing matches
@@ -171,14 +171,14 @@ def _by_type(pool: list[StoredResource]) -> dict[str, list[str]]:
 
 
 def _key_rids(conn: Connection, ctx: Context, pool: list[StoredResource]) -> list[int]:
-    r = m.resource.alias("r")
+    r = q.R
     keys = [and_(r.c.res_type == t, r.c.res_id.in_(ids)) for t, ids in _by_type(pool).items()]
     return list(conn.execute(select(r.c.rid).where(q.visible(r, ctx), or_(*keys))).scalars())
 
 
 def _forward(conn, ctx, pool, src_type, pname, target) -> list[int]:
     """Resources the pool refers to through src_type:pname (or every reference param for '*')."""
-    ref, t = m.reference, m.resource.alias("t")
+    ref, t = m.reference, q.T
     stmt = (
         select(t.c.rid)
         .select_from(ref)
@@ -194,7 +194,7 @@ def _forward(conn, ctx, pool, src_type, pname, target) -> list[int]:
 
 def _reverse(conn, ctx, pool, src_type, pname, target) -> list[int]:
     """Resources of src_type that refer to the pool through pname."""
-    ref, s = m.reference, m.resource.alias("s")
+    ref, s = m.reference, q.S
     keys = [and_(ref.c.target_type == t, ref.c.target_id.in_(ids)) for t, ids in _by_type(pool).items()]
     stmt = select(s.c.rid).select_from(ref).join(s, s.c.rid == ref.c.rid).where(or_(*keys), q.visible(s, ctx))
     if src_type != "*":
@@ -214,7 +214,7 @@ def everything(
     offset: int,
 ) -> SearchResult:
     """Patient/$everything: the Patient and its compartment (CompartmentDefinition-patient), clock applied."""
-    r = m.resource.alias("r")
+    r = q.R
     patient = conn.execute(
         select(r.c.rid).where(r.c.res_type == "Patient", r.c.res_id == patient_id, q.visible(r, ctx))
     ).scalar()

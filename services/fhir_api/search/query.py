@@ -36,6 +36,9 @@ RESULT_PARAMS = {
     "_type",
 }
 MODIFIERS_ALL = {"missing", "not"}
+# Named aliases of fhir_resource, built once: an alias builds its column proxies on first use, which was a
+# good part of the Python cost of a search when every call made its own.
+R, T, S, OWN = (m.resource.alias(name) for name in ("r", "t", "s", "own"))
 
 
 def visible(r, ctx: Context) -> ColumnElement[bool]:
@@ -47,7 +50,7 @@ def visible(r, ctx: Context) -> ColumnElement[bool]:
     shared = and_(r.c.session == "", clock)
     if not session:
         return and_(shared, not_(r.c.deleted))
-    own = m.resource.alias("own")
+    own = OWN
     shadowed = exists().where(
         own.c.session == session, own.c.res_type == r.c.res_type, own.c.res_id == r.c.res_id
     )
