@@ -23,9 +23,16 @@ def namespace(name: str) -> bytes:
 _VARIANT = {c: "89ab"[int(c, 16) & 0x3] for c in "0123456789abcdef"}
 
 
+_NAMESPACES: dict[str, bytes] = {}  # plain dict: cheaper per call than the functools cache
+_sha1 = hashlib.sha1
+
+
 def fhir_id(name: str, key: str) -> str:
     """uuid5(ns(name), key) as text, equal to `str(uuid.uuid5(...))`: version nibble 5, RFC 4122 variant."""
-    h = hashlib.sha1(namespace(name) + key.encode()).hexdigest()
+    ns = _NAMESPACES.get(name)
+    if ns is None:
+        ns = _NAMESPACES[name] = namespace(name)
+    h = _sha1(ns + key.encode()).hexdigest()
     return f"{h[:8]}-{h[8:12]}-5{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}"
 
 

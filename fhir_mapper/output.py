@@ -9,6 +9,8 @@ import orjson
 
 from fhir_mapper.report import RunReport
 
+_dumps, _NEWLINE = orjson.dumps, orjson.OPT_APPEND_NEWLINE
+
 
 def file_name(profile: str) -> str:
     return f"Mimic{profile}.ndjson"
@@ -51,9 +53,9 @@ class NdjsonSink:
         f = self._files.get(profile)
         if f is None:
             f = self._files[profile] = _File(self.out, profile)
-        f.handle.write(orjson.dumps(resource, option=orjson.OPT_APPEND_NEWLINE))
+        f.handle.write(_dumps(resource, option=_NEWLINE))
         f.count += 1
-        if self._validator and (f.count - 1) % self.stride == 0:
+        if self._validator is not None and (f.count - 1) % self.stride == 0:
             self.report.validated[f.name] = self.report.validated.get(f.name, 0) + 1
             error = self._validator.errors(resource)
             if error:
