@@ -39,6 +39,8 @@ MODIFIERS_ALL = {"missing", "not"}
 # Named aliases of fhir_resource, built once: an alias builds its column proxies on first use, which was a
 # good part of the Python cost of a search when every call made its own.
 R, T, S, OWN = (m.resource.alias(name) for name in ("r", "t", "s", "own"))
+for _alias in (R, T, S, OWN):
+    _alias.c  # noqa: B018 - build the proxies at import, not racing in the server's worker threads
 
 
 def visible(r, ctx: Context) -> ColumnElement[bool]:
