@@ -136,14 +136,22 @@ class InteractionRecorder:
 
     async def __call__(self, interaction: Interaction) -> None:
         """The listener the FHIR app awaits: records off the event loop (database and broker round trips)."""
-        await asyncio.to_thread(self.record, interaction)
+        if self.recorded(interaction):  # /fhir traffic never pays for the thread hop
+            await asyncio.to_thread(self.record, interaction)
+
+    @staticmethod
+    def recorded(interaction: Interaction) -> bool:
+        """Only EHR calls made through a session's FHIR base are session events."""
+        return bool(
+            interaction.session_id
+            and interaction.method.upper() in RECORDED_METHODS
+            and _SESSION_BASE.match(interaction.path)  # e.g. GET /sessions/<id> itself: not an EHR call
+        )
 
     def record(self, interaction: Interaction) -> None:
+        if not self.recorded(interaction):
+            return
         session_id = interaction.session_id
-        if not session_id or interaction.method.upper() not in RECORDED_METHODS:
-            return
-        if not _SESSION_BASE.match(interaction.path):  # e.g. GET /sessions/<id> itself: not an EHR call
-            return
         lock = self._locks[hash(session_id) % len(self._locks)]
         try:
             # One session's interactions get sequence numbers and log positions in the same order.
