@@ -11,6 +11,7 @@ The target database should be empty (a re-run measures the idempotent skip path 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import tempfile
 import time
@@ -39,12 +40,21 @@ def main() -> None:
         run_map(DEMO, folder, workers=args.workers or 2)
         print(f"mapped demo in {time.perf_counter() - started:.1f}s -> {folder}")
     upgrade(args.database_url)
+    cpu = _cpu_seconds()
     report = load_ndjson(args.database_url, folder, workers=args.workers, progress=True)
+    cpu = _cpu_seconds() - cpu
     print(
         f"load: {report.resources:,} resources in {report.seconds:.1f}s = {report.resources_per_s:,.0f} "
-        f"resources/s ({report.skipped:,} skipped, {report.errors:,} errors)"
+        f"resources/s ({report.skipped:,} skipped, {report.errors:,} errors); loader CPU (this process and "
+        f"its workers, not the database server) {cpu / max(1, report.resources) * 1e6:,.0f} µs/resource"
     )
     _latencies(args.database_url)
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU of this process and its finished children (the loader's worker processes)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _latencies(url: str) -> None:

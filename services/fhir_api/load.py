@@ -1,8 +1,10 @@
 """Bulk load NDJSON (the mapper's Mimic*.ndjson or official release files, plain or .gz) into the FHIR store.
 
-Worker processes parse lines and extract index rows; the main process writes each batch in one transaction
-(PostgreSQL COPY, batched inserts on SQLite). Idempotent and resumable: a batch skips resources already in the
-shared record, and every committed batch is complete, so re-running after a crash finishes the job.
+Worker processes parse lines and extract index rows. On PostgreSQL each worker also writes its batch, in one
+transaction of binary COPYs on its own connection; on SQLite the main process is the one writer (batched
+inserts). Idempotent and resumable: a batch skips resources already in the shared record, and every committed
+batch is complete, so re-running after a crash finishes the job. Index extraction (search/extract.py) is most
+of the loader's CPU; the database's share is the COPY itself and the index builds after an initial load.
 """
 
 from __future__ import annotations
