@@ -119,9 +119,17 @@ def _max_per_hour(one_hr_max: Any) -> dict | None:
 def medication_request(
     pharmacy_id: str, rows: list[dict[str, str]], ph: dict[str, str] | None
 ) -> dict[str, Any]:
-    def top(col: str) -> str | None:
-        values = [r[col] for r in rows if r[col]]
-        return max(values) if values else None
+    if len(rows) == 1:  # most pharmacy_ids have one prescription row: MAX(x) is x
+        only = rows[0]
+
+        def top(col: str) -> str | None:
+            return only[col] or None
+
+    else:
+
+        def top(col: str) -> str | None:
+            values = [r[col] for r in rows if r[col]]
+            return max(values) if values else None
 
     ph = ph or {}
     route = strip(ph.get("route") or top("route"))
@@ -134,7 +142,7 @@ def medication_request(
         strip(top("dose_unit_rx")),
         top("prod_strength"),
     )
-    drug_code = "_".join(med_id(r) for r in sorted(rows, key=_order))
+    drug_code = med_id(rows[0]) if len(rows) == 1 else "_".join(med_id(r) for r in sorted(rows, key=_order))
     subject, hadm = max(rows, key=lambda r: int(r["subject_id"]))["subject_id"], top("hadm_id")
     dosage = None
     if any(v is not None for v in (strength, duration, frequency, top("dose_val_rx"), one_hr_max, route)):
