@@ -12,8 +12,6 @@ import threading
 
 import typer
 
-from events.consumers.replay import PROJECTIONS, replay
-from events.consumers.runner import ProjectionRunner
 from events.topics import DEADLETTER
 from rounds.db import make_engine
 from rounds.settings import Settings
@@ -42,6 +40,8 @@ def _open(database_url: str | None):
 
 
 def _projection(name: str):
+    from events.consumers.replay import PROJECTIONS
+
     if name not in PROJECTIONS:
         raise typer.BadParameter(f"unknown projection {name!r}; known: {', '.join(sorted(PROJECTIONS))}")
     return PROJECTIONS[name]
@@ -60,6 +60,8 @@ def project(
     """Run a projection consumer (exactly-once into the database); SIGTERM/SIGINT finish the batch, stop."""
     bus, engine = _open(database_url)
     projection = _projection(name)(topics=tuple(topic) if topic else None)
+    from events.consumers.runner import ProjectionRunner
+
     runner = ProjectionRunner(bus, engine, projection, group_id=group, batch_size=batch_size,
                               deadletter_topic=deadletter_topic)
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -85,6 +87,8 @@ def replay_command(
         raise typer.BadParameter(f"suffix must be letters, digits and '_', got {suffix!r}")
     bus, engine = _open(database_url)
     try:
+        from events.consumers.replay import replay
+
         result = replay(bus, engine, projection, session_id=session, suffix=suffix)
     finally:
         bus.close()

@@ -7,8 +7,8 @@ from fastapi import FastAPI
 from rounds.settings import Settings, get_settings
 from services.fhir_api.http import routes, sessions
 from services.fhir_api.http.errors import install_error_handlers
-from services.fhir_api.http.formats import DEFAULT_MAX_BODY
 from services.fhir_api.http.interactions import InteractionListener, InteractionMiddleware
+from services.fhir_api.limits import DEFAULT_MAX_BODY
 from services.fhir_api.store.interface import ResourceStore
 
 DESCRIPTION = """FHIR R4 REST API over the Rounds record.

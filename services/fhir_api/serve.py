@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from services.fhir_api.http.formats import DEFAULT_MAX_BODY
+from services.fhir_api.limits import DEFAULT_MAX_BODY
 
 
 def serve(

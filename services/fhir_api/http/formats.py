@@ -19,7 +19,6 @@ _FORMAT_ALIASES = {
     "application/fhir+json": FHIR_JSON,
     "application/json+fhir": FHIR_JSON,
 }
-DEFAULT_MAX_BODY = 10 * 1024 * 1024
 
 
 def _media_type(value: str) -> str:
