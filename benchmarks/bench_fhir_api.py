@@ -13,18 +13,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import re
+import resource
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 import httpx
+import psutil
 from sqlalchemy import create_engine, text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -146,32 +151,176 @@ def workload(base: str, kinds: list[str], size: int = 400) -> list[tuple[str, st
     return out
 
 
+class Connection:
+    """A minimal HTTP/1.1 keep-alive client on asyncio streams: sends GET, reads the status line, the headers
+    and the whole body (Content-Length or chunked). The product is the server; this keeps the load
+    generator's CPU per request small on a machine whose cores the server needs too."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def get(self, path: str) -> tuple[int, bytes, bytes]:
+        """(status, raw header block, body) of GET path; reconnects when the server closed the connection."""
+        if self.writer is None or self.writer.is_closing():
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        self.writer.write(f"GET {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n\r\n".encode())
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        lower = head.lower()
+        at = lower.find(b"\r\ncontent-length:")
+        if at >= 0:
+            length = int(head[at + 17 : head.index(b"\r\n", at + 2)])
+            body = await self.reader.readexactly(length)
+        elif b"transfer-encoding: chunked" in lower:
+            body = await self._chunked()
+        else:
+            raise ConnectionError("response without Content-Length or chunked body")
+        if b"\r\nconnection: close" in lower:
+            self.close()
+        return status, head, body
+
+    async def _chunked(self) -> bytes:
+        chunks = []
+        while True:
+            size = int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16)
+            chunk = await self.reader.readexactly(size + 2)
+            if not size:
+                return b"".join(chunks)
+            chunks.append(chunk[:-2])
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.writer = None
+
+
 async def drive(
     base: str, work: list[tuple[str, str]], clients: int, seconds: float
 ) -> tuple[dict[str, list[float]], int, float]:
-    """Each client walks the fixed list from its own offset until time is up; timeouts count as errors."""
+    """Each client walks the fixed list from its own offset until time is up; transport errors, non-200
+    answers and bodies that are not a FHIR JSON resource count as errors."""
+    url = httpx.URL(base)
+    prefix = url.raw_path.decode().rstrip("/")
     latencies: dict[str, list[float]] = {}
     errors = 0
     stop = time.perf_counter() + seconds
 
     async def client(index: int) -> None:
         nonlocal errors
-        async with httpx.AsyncClient(base_url=base, timeout=REQUEST_TIMEOUT) as c:
-            i = index
-            while time.perf_counter() < stop:
-                kind, path = work[i % len(work)]
-                started = time.perf_counter()
-                try:
-                    ok = (await c.get(path)).status_code == 200
-                except httpx.TransportError:
-                    ok = False
-                latencies.setdefault(kind, []).append((time.perf_counter() - started) * 1000)
-                errors += not ok
-                i += clients
+        conn = Connection(url.host, url.port)
+        i = index
+        while time.perf_counter() < stop:
+            kind, path = work[i % len(work)]
+            started = time.perf_counter()
+            try:
+                status, _, body = await asyncio.wait_for(conn.get(prefix + path), REQUEST_TIMEOUT)
+                ok = status == 200 and body.startswith(b'{"resourceType":')
+            except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError):
+                conn.close()
+                ok = False
+            latencies.setdefault(kind, []).append((time.perf_counter() - started) * 1000)
+            errors += not ok
+            i += clients
+        conn.close()
 
     began = time.perf_counter()
     await asyncio.gather(*(client(i) for i in range(clients)))
     return latencies, errors, time.perf_counter() - began
+
+
+def _check(kind: str, path: str, doc: dict) -> str | None:
+    """Why a response to one request of the mix is wrong (None when it is right)."""
+    route, _, query = path.partition("?")
+    if kind.startswith("read-"):
+        rtype, rid = route.strip("/").split("/")
+        return None if (doc.get("resourceType"), doc.get("id")) == (rtype, rid) else "wrong resource"
+    params = dict(parse_qsl(query))
+    if doc.get("resourceType") != "Bundle" or doc.get("type") != "searchset":
+        return "not a searchset"
+    found = [e["resource"] for e in doc.get("entry", [])]
+    if any(r.get("subject", {}).get("reference") != f"Patient/{params['patient']}" for r in found):
+        return "a match of another patient"
+    if kind != "labs":
+        return None
+    system, _, code = params["code"].partition("|")
+    if not found:
+        return "no labs"
+    if any(
+        not any((c.get("system", ""), c.get("code")) == (system, code) for c in r["code"].get("coding", []))
+        for r in found
+    ):
+        return "a lab with another code"
+    when = [datetime.fromisoformat(r["effectiveDateTime"]) for r in found]
+    earliest = datetime.fromisoformat(params["date"][2:]).replace(tzinfo=UTC)  # a bare date is read as UTC
+    if when != sorted(when, reverse=True) or min(when) < earliest:
+        return "labs out of order or before the date"
+    return None
+
+
+def verify(base: str, work: list[tuple[str, str]]) -> int:
+    """Check every distinct request of the mix once against what it asked for; exit on a wrong answer."""
+    with httpx.Client(base_url=base, timeout=120) as c:
+        distinct = dict.fromkeys(work)
+        for kind, path in distinct:
+            response = c.get(path)
+            problem = f"status {response.status_code}" if response.status_code != 200 else None
+            problem = problem or _check(kind, path, response.json())
+            if problem:
+                sys.exit(f"wrong answer to {path}: {problem}")
+    return len(distinct)
+
+
+class CpuMeter:
+    """CPU seconds (user + system) spent by this client, by the server's processes and by the PostgreSQL
+    backends connected to the benchmark database (they run on the same cores)."""
+
+    def __init__(self, server_pid: int, database_url: str) -> None:
+        self.server = psutil.Process(server_pid)
+        self.database_url = database_url
+
+    def _backends(self) -> list[psutil.Process]:
+        engine = create_engine(self.database_url)
+        with engine.connect() as conn:
+            pids = conn.execute(
+                text(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND pid <> pg_backend_pid()"
+                )
+            ).scalars()
+            found = []
+            for pid in pids:
+                with contextlib.suppress(psutil.Error):  # PostgreSQL on another host: CPU not measured
+                    found.append(psutil.Process(pid))
+        engine.dispose()
+        return found
+
+    def sample(self) -> dict[str, dict[int, float]]:
+        def cpu(procs: list[psutil.Process]) -> dict[int, float]:
+            out = {}
+            for proc in procs:
+                try:
+                    times = proc.cpu_times()
+                    out[proc.pid] = times.user + times.system
+                except psutil.Error:
+                    pass
+            return out
+
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        return {
+            "client": {0: me.ru_utime + me.ru_stime},
+            "server": cpu([self.server, *self.server.children(recursive=True)]),
+            "postgres": cpu(self._backends()),
+        }
+
+    @staticmethod
+    def spent(before: dict[str, dict[int, float]], after: dict[str, dict[int, float]]) -> dict[str, float]:
+        """CPU seconds per part between two samples (processes present in both)."""
+        return {
+            part: sum(t - before[part][pid] for pid, t in after[part].items() if pid in before[part])
+            for part in after
+        }
 
 
 def summary(values: list[float], elapsed: float) -> str:
@@ -227,16 +376,27 @@ def run_api(args: argparse.Namespace, database_url: str) -> None:
     server, base = start_server(database_url, args.workers)
     try:
         work = workload(base, args.kinds.split(","))
+        checked = verify(base, work)
         asyncio.run(drive(base, work, args.clients, 3))  # warm-up: connections, caches
+        meter = CpuMeter(server.pid, database_url)
+        before = meter.sample()
         latencies, errors, elapsed = asyncio.run(drive(base, work, args.clients, args.seconds))
+        cpu = CpuMeter.spent(before, meter.sample())
     finally:
         server.terminate()
         server.wait(timeout=30)
     every = [v for values in latencies.values() for v in values]
     print(f"api: {args.clients} clients, {args.workers} uvicorn workers, {elapsed:.1f} s, errors {errors}")
+    print(f"  answers checked: {checked} distinct requests of the mix")
     print(f"  {'all':17} {summary(every, elapsed)}")
     for kind, values in sorted(latencies.items()):
         print(f"  {kind:17} {summary(values, elapsed)}")
+    total = sum(cpu.values())
+    per = ", ".join(f"{part} {seconds / len(every) * 1e6:,.0f}" for part, seconds in cpu.items())
+    print(
+        f"  CPU µs/request: {per}, total {total / len(every) * 1e6:,.0f}; "
+        f"client share {cpu['client'] / total:.0%}; cores busy {total / elapsed:.2f}"
+    )
 
 
 if __name__ == "__main__":
