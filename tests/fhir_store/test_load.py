@@ -126,3 +126,23 @@ def test_rounds_load_cli(tmp_path, sqlite_url) -> None:
         app, ["load", "--ndjson", str(tmp_path / "nope"), "--database-url", sqlite_url]
     )
     assert missing.exit_code != 0
+
+
+def test_initial_postgres_load_rebuilds_every_index_and_reports_phases(tmp_path, postgres_url) -> None:
+    from sqlalchemy import create_engine, inspect
+
+    from rounds.migrate import upgrade
+    from services.fhir_api.store.indexing import TABLES
+
+    upgrade(postgres_url)
+    folder, _ = _write_folder(tmp_path)
+    report = loader.load_ndjson(postgres_url, folder, workers=2)
+    assert report.resources == 100 and set(report.phases) == set(loader.PHASES)
+    assert all(report.phases[p] > 0 for p in ("parse", "extract", "copy", "index build", "analyze"))
+    engine = create_engine(postgres_url)
+    inspector = inspect(engine)
+    for table in TABLES.values():  # dropped for the initial load, built again at its end
+        assert {i.name for i in table.indexes} <= {i["name"] for i in inspector.get_indexes(table.name)}
+    engine.dispose()
+    again = loader.load_ndjson(postgres_url, folder, workers=2)
+    assert again.phases["index build"] < report.phases["index build"] and again.phases["analyze"] == 0
