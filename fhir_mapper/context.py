@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fhir_mapper.output import NdjsonSink
-from fhir_mapper.reader import read_table, table_path
+from fhir_mapper.reader import read_table, read_tuples, table_path
 from fhir_mapper.report import RunReport
 from fhir_mapper.spill import SpillGroups
 
@@ -28,6 +28,13 @@ class MapContext:
     def rows(self, table: str, columns: tuple[str, ...] | None = None) -> Iterator[dict[str, str]]:
         return read_table(self.mimic, table, self.report, columns)
 
+    def tuples(
+        self, table: str, columns: tuple[str, ...], checked: tuple[str, ...] | None = None
+    ) -> Iterator[tuple]:
+        """Rows of a hot table as tuples of `columns` plus the line (reader.read_tuples); `checked`
+        defaults to every column of the table."""
+        return read_tuples(self.mimic, table, self.report, columns, checked)
+
     def has(self, table: str) -> bool:
         return table_path(self.mimic, table) is not None
 
@@ -42,9 +49,12 @@ class MapContext:
 
     def reject(self, table: str, row: dict[str, Any], reason: str) -> None:
         """A row valid as CSV but unusable for mapping (e.g. an unknown itemid)."""
+        self.reject_line(table, row["_line"], reason)
+
+    def reject_line(self, table: str, line: int, reason: str) -> None:
         path = table_path(self.mimic, table)
         name = str(path.relative_to(self.mimic)) if path else table
-        self.report.reject(table, name, row["_line"], reason)
+        self.report.reject(table, name, line, reason)
 
     def lookup(self, name: str) -> Any:
         if name not in self._cache:

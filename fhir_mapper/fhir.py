@@ -51,6 +51,13 @@ def quantity(value: Any, unit: str | None, system: str = UNITS, code: str | None
     return compact({"value": value, "unit": unit, "system": system, "code": code or unit, **extra})
 
 
+def unit_quantity(value: Any, unit: str | None) -> dict[str, Any]:
+    """A Quantity in the mimic-units system (labs and ICU events): the unit is also the code."""
+    if unit is None:
+        return {"value": value}
+    return {"value": value, "unit": unit, "system": UNITS, "code": unit}
+
+
 def category(system: str, code: str | None, display: str | None = None) -> list[dict[str, Any]] | None:
     c = concept(system, code, display)
     return [c] if c else None

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fhir_mapper.mappers import clinical, core, ed, medication, micro, notes, observations
+from fhir_mapper.mappers import clinical, core, ed, labs, medication, micro, notes, observations
 
 if TYPE_CHECKING:
     from fhir_mapper.context import MapContext
@@ -38,7 +38,7 @@ _JOBS = [
     ),
     Job(
         "labevents",
-        observations.run_labevents,
+        labs.run,
         ("hosp/labevents", "hosp/d_labitems"),
         (),
         ("ObservationLabevents", "SpecimenLab"),

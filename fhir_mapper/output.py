@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +51,30 @@ class NdjsonSink:
         self._files: dict[str, _File] = {}
         self._validator = Validator() if stride else None
 
-    def emit(self, profile: str, resource: dict[str, Any]) -> None:
+    def _file(self, profile: str) -> _File:
         f = self._files.get(profile)
         if f is None:
             f = self._files[profile] = _File(self.out, profile)
+        return f
+
+    def writer(self, profile: str) -> Callable[[dict[str, Any]], None]:
+        """`emit` bound to one profile for hot loops: file and counter looked up once (the file is still
+        created by the first resource, so a profile with none gets no file)."""
+        if self._validator is not None:
+            return partial(self.emit, profile)
+        f: _File | None = None
+
+        def write(resource: dict[str, Any]) -> None:
+            nonlocal f
+            if f is None:
+                f = self._file(profile)
+            f.handle.write(_dumps(resource, option=_NEWLINE))
+            f.count += 1
+
+        return write
+
+    def emit(self, profile: str, resource: dict[str, Any]) -> None:
+        f = self._files.get(profile) or self._file(profile)
         f.handle.write(_dumps(resource, option=_NEWLINE))
         f.count += 1
         if self._validator is not None and (f.count - 1) % self.stride == 0:
