@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from operator import itemgetter
 from typing import Any
 
 from fhir_mapper.context import MapContext
@@ -16,6 +17,7 @@ from fhir_mapper.fhir import (
 )
 from fhir_mapper.ids import fhir_id, ref
 from fhir_mapper.loinc import crosswalk
+from fhir_mapper.reader import schema
 from fhir_mapper.values import instant, number
 
 
@@ -31,6 +33,10 @@ class ItemEvents:
     reference_range: bool = False
     require_value: bool = False
     exclude: frozenset[tuple[str, str]] = frozenset()  # (stay_id, charttime) the official query leaves out
+
+    def __post_init__(self) -> None:
+        if len(self.key) < 2:
+            raise ValueError("an item-event key joins two or more columns")
 
 
 ITEM_EVENTS = {
@@ -61,8 +67,31 @@ ITEM_EVENTS = {
 }
 
 
-def item_parts(rule: ItemEvents, itemid: str, item: dict[str, str], loinc: dict | None) -> tuple:
-    """What every event of one item shares: (code, category, low, high); computed once per itemid."""
+COLUMNS = ("subject_id", "stay_id", "charttime", "storetime", "itemid", "value", "valueuom")  # + valuenum
+
+
+@dataclass
+class ItemParts:
+    """What every event of one item shares, built once per itemid and reused as the same objects."""
+
+    code: dict[str, Any]
+    category: list[dict[str, Any]]
+    low: Any
+    high: Any
+    ranges: dict[str | None, list[dict[str, Any]] | None]  # referenceRange per unit
+
+    def reference_range(self, unit: str | None) -> list[dict[str, Any]] | None:
+        if unit not in self.ranges:
+            rr: dict[str, Any] = {}
+            if self.low is not None:
+                rr["low"] = unit_quantity(self.low, unit)
+            if self.high is not None:
+                rr["high"] = unit_quantity(self.high, unit)
+            self.ranges[unit] = [rr] if rr else None
+        return self.ranges[unit]
+
+
+def item_parts(rule: ItemEvents, itemid: str, item: dict[str, str], loinc: dict | None) -> ItemParts:
     coding = [
         compact({"system": f"{CS}{rule.code_system}", "code": itemid, "display": item["label"] or None})
     ]
@@ -72,43 +101,43 @@ def item_parts(rule: ItemEvents, itemid: str, item: dict[str, str], loinc: dict 
         {"coding": [compact({"system": f"{CS}observation-category", "code": item["category"] or None})]}
     ]
     low, high = number(item["lownormalvalue"]), number(item["highnormalvalue"])
-    return {"coding": coding}, category, low, high
+    return ItemParts({"coding": coding}, category, low, high, {})
 
 
-def item_event(rule: ItemEvents, row: dict[str, str], parts: tuple) -> dict[str, Any]:
-    """Hot path (330 M chartevents in full MIMIC): plain dict building."""
-    code, category, low, high = parts
+def item_event(
+    rule: ItemEvents, row: tuple, key: str, parts: ItemParts, subject: dict, encounter: dict
+) -> dict:
+    """One row (COLUMNS order, then valuenum when the table has it, then the line) -> Observation."""
+    _subject_id, _stay_id, charttime, storetime, _itemid, value, valueuom = row[:7]
     obs: dict[str, Any] = {
         "resourceType": "Observation",
-        "id": fhir_id(rule.profile, "-".join([row[k] for k in rule.key])),
+        "id": fhir_id(rule.profile, key),
         "meta": _item_meta(rule.profile),
         "status": "final",
-        "category": category,
-        "code": code,
-        "subject": ref("Patient", "Patient", row["subject_id"]),
-        "encounter": ref("Encounter", "EncounterICU", row["stay_id"]),
+        "category": parts.category,
+        "code": parts.code,
+        "subject": subject,
+        "encounter": encounter,
     }
-    if row["charttime"]:
-        obs["effectiveDateTime"] = instant(row["charttime"])
-    if row["storetime"]:
-        obs["issued"] = instant(row["storetime"])
-    unit = row["valueuom"] or None
+    if charttime:
+        obs["effectiveDateTime"] = instant(charttime)
+    if storetime:
+        obs["issued"] = instant(storetime)
+    unit = valueuom or None
+    valuenum = row[7] if len(row) == 9 else ""
     if rule.value == "datetime":
-        if row["value"]:
-            obs["valueDateTime"] = instant(row["value"])
-    elif rule.value == "quantity" or row.get("valuenum"):
-        value = number(row.get("valuenum") or row["value"])
-        if value is not None:
-            obs["valueQuantity"] = unit_quantity(value, unit)
-    elif row["value"]:
-        obs["valueString"] = row["value"]
-    if rule.reference_range and (low is not None or high is not None):
-        rr: dict[str, Any] = {}
-        if low is not None:
-            rr["low"] = unit_quantity(low, unit)
-        if high is not None:
-            rr["high"] = unit_quantity(high, unit)
-        obs["referenceRange"] = [rr]
+        if value:
+            obs["valueDateTime"] = instant(value)
+    elif rule.value == "quantity" or valuenum:
+        number_ = number(valuenum or value)
+        if number_ is not None:
+            obs["valueQuantity"] = unit_quantity(number_, unit)
+    elif value:
+        obs["valueString"] = value
+    if rule.reference_range:
+        rr = parts.reference_range(unit)
+        if rr is not None:
+            obs["referenceRange"] = rr
     return obs
 
 
@@ -119,24 +148,32 @@ def _item_meta(profile: str) -> dict[str, Any]:
 
 def item_events_job(name: str):
     rule = ITEM_EVENTS[name]
+    columns = COLUMNS + (("valuenum",) if "valuenum" in schema()[rule.table] else ())
+    key_of = itemgetter(*[columns.index(k) for k in rule.key])  # a tuple: keys have 2+ columns
 
     def run(ctx: MapContext) -> None:
         items, loinc = ctx.lookup("d_items"), crosswalk("d_items")
-        parts: dict[str, tuple] = {}
-        for row in ctx.rows(rule.table):
-            if rule.require_value and not row["value"]:
+        parts: dict[str, ItemParts] = {}
+        write = ctx.sink.writer(rule.profile)
+        subject_id = stay_id = subject = encounter = None  # references per run of one patient / stay
+        for row in ctx.tuples(rule.table, columns):
+            if rule.require_value and not row[5]:
                 continue
-            if rule.exclude and (row["stay_id"], row["charttime"]) in rule.exclude:
+            if rule.exclude and (row[1], row[2]) in rule.exclude:
                 continue
-            itemid = row["itemid"]
+            itemid = row[4]
             item_parts_ = parts.get(itemid)
             if item_parts_ is None:
                 item = items.get(itemid)
                 if item is None:
-                    ctx.reject(rule.table, row, f"unknown itemid {itemid} (not in d_items)")
+                    ctx.reject_line(rule.table, row[-1], f"unknown itemid {itemid} (not in d_items)")
                     continue
                 item_parts_ = parts[itemid] = item_parts(rule, itemid, item, loinc.get(itemid))
-            ctx.emit(rule.profile, item_event(rule, row, item_parts_))
+            if row[0] != subject_id:
+                subject_id, subject = row[0], ref("Patient", "Patient", row[0])
+            if row[1] != stay_id:
+                stay_id, encounter = row[1], ref("Encounter", "EncounterICU", row[1])
+            write(item_event(rule, row, "-".join(key_of(row)), item_parts_, subject, encounter))
 
     run.__doc__ = f"{rule.profile} from {rule.table}."
     return run
