@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import ColumnElement, Table, and_, false, literal, not_, or_
+from sqlalchemy import ColumnElement, Table, and_, false, not_, or_
 
 from services.fhir_api.search.values import date_range, decimal_range, normalize, parse_reference, to_us
 from services.fhir_api.store.interface import InvalidSearch
@@ -26,56 +26,64 @@ def _like(value: str) -> str:
     return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def token(t: Table, value: str, modifier: str | None) -> ColumnElement[bool]:
+# Each parameter type is a parser (value, modifier) -> (shape, values) and SQL builders by shape. The shape
+# says which SQL a value needs and the values are bound into it, so the engine can build a statement once per
+# shape and run it for every request of that shape with the request's values (search/query.py).
+Parsed = tuple[tuple, tuple]  # (shape: the SQL's form, hashable; values bound into it in the builder's order)
+
+
+def token(value: str, modifier: str | None) -> Parsed:
     if modifier == "text":
-        return t.c.text.like(f"%{_like(normalize(value))}%", escape="\\")
+        return ("text",), (f"%{_like(normalize(value))}%",)
     if modifier not in (None, "not"):
         raise InvalidSearch(f"modifier :{modifier} is not supported on token parameters")
     if "|" not in value:
-        return t.c.code == value
+        return ("code",), (value,)
     system, code = value.split("|", 1)
     if not system:
-        return and_(t.c.system.is_(None), t.c.code == code)
-    return and_(t.c.system == system, t.c.code == code) if code else t.c.system == system
+        return ("nosys",), (code,)
+    return (("sc",), (system, code)) if code else (("s",), (system,))
 
 
-def string(t: Table, value: str, modifier: str | None) -> ColumnElement[bool]:
+def string(value: str, modifier: str | None) -> Parsed:
     if modifier == "exact":
-        return t.c.exact == value
+        return ("exact",), (value,)
     if modifier == "contains":
-        return t.c.norm.like(f"%{_like(normalize(value))}%", escape="\\")
+        return ("like",), (f"%{_like(normalize(value))}%",)
     if modifier is not None:
         raise InvalidSearch(f"modifier :{modifier} is not supported on string parameters")
-    return t.c.norm.like(f"{_like(normalize(value))}%", escape="\\")
+    return ("like",), (f"{_like(normalize(value))}%",)
 
 
-def uri(t: Table, value: str, modifier: str | None) -> ColumnElement[bool]:
+def uri(value: str, modifier: str | None) -> Parsed:
     if modifier == "below":
-        return t.c.value.like(f"{_like(value)}%", escape="\\")
+        return ("below",), (f"{_like(value)}%",)
     if modifier == "above":
         parts = value.split("/")
-        return t.c.value.in_(["/".join(parts[:i]) for i in range(1, len(parts) + 1)])
+        return ("above",), (["/".join(parts[:i]) for i in range(1, len(parts) + 1)],)
     if modifier is not None:
         raise InvalidSearch(f"modifier :{modifier} is not supported on uri parameters")
-    return t.c.value == value
+    return ("eq",), (value,)
 
 
-def reference(t: Table, value: str, modifier: str | None, targets: tuple[str, ...]) -> ColumnElement[bool]:
+def reference(value: str, modifier: str | None) -> Parsed:
     if modifier is not None and not (modifier[:1].isupper() and modifier.isalpha()):
         raise InvalidSearch(f"modifier :{modifier} is not supported on reference parameters")
     rtype, rid, url = parse_reference(value)
     if modifier:
         if rtype and rtype != modifier:
-            return false()
+            return ("false",), ()
         rtype = modifier
     if rid is None and url is None:
         raise InvalidSearch(f"'{value}' is not a reference")
-    conds = []
+    shape, values = [], []
     if rid is not None:
-        conds.append(and_(t.c.target_id == rid, t.c.target_type == rtype) if rtype else t.c.target_id == rid)
+        shape.append("typed" if rtype else "id")
+        values += [rid, rtype] if rtype else [rid]
     if url is not None:
-        conds.append(t.c.url == url)
-    return or_(*conds)
+        shape.append("url")
+        values.append(url)
+    return tuple(shape), tuple(values)
 
 
 def _date_bounds(value: str) -> tuple[str, int, int]:
@@ -86,15 +94,19 @@ def _date_bounds(value: str) -> tuple[str, int, int]:
     return prefix, rng[0], rng[1]
 
 
-def date(t: Table, value: str, modifier: str | None) -> ColumnElement[bool]:
+def date(value: str, modifier: str | None) -> Parsed:
     if modifier is not None:
         raise InvalidSearch(f"modifier :{modifier} is not supported on date parameters")
     prefix, lo, hi = _date_bounds(value)
-    return date_between(t.c.low, t.c.high, prefix, lo, hi)
+    if prefix == "ap":  # within 10 % of the distance to now
+        gap = max(DAY_US, abs(to_us(datetime.now(UTC)) - lo) // 10)
+        return (prefix,), (lo - gap, hi + gap)
+    return (prefix,), (lo, hi)
 
 
-def date_between(low, high, prefix: str, lo: int, hi: int) -> ColumnElement[bool]:
-    """FHIR range semantics between a stored [low, high) and the searched [lo, hi)."""
+def date_between(low, high, prefix: str, lo, hi) -> ColumnElement[bool]:
+    """FHIR range semantics between a stored [low, high) and the searched [lo, hi) (for `ap`: the range
+    widened by the tolerance)."""
     contained = and_(low >= lo, high <= hi)
     if prefix == "eq":
         return contained
@@ -112,55 +124,127 @@ def date_between(low, high, prefix: str, lo: int, hi: int) -> ColumnElement[bool
         return low >= hi
     if prefix == "eb":
         return high <= lo
-    gap = max(DAY_US, abs(to_us(datetime.now(UTC)) - lo) // 10)  # ap: within 10 % of the distance to now
-    return and_(low < hi + gap, high > lo - gap)
+    return and_(low < hi, high > lo)
 
 
-def _number_cond(col, value: str) -> ColumnElement[bool]:
+def _number(value: str) -> Parsed:
     prefix, rest = split_prefix(value)
     parsed = decimal_range(rest)
     if parsed is None:
         raise InvalidSearch(f"'{value}' is not a valid number")
     v, lo, hi = parsed
-    exact = and_(col >= lo, col < hi)
-    return {
-        "eq": exact,
-        "ne": not_(exact),
-        "gt": col > v,
-        "lt": col < v,
-        "ge": col >= v,
-        "le": col <= v,
-        "sa": col > v,
-        "eb": col < v,
-        "ap": and_(col >= v - abs(v) * 0.1, col <= v + abs(v) * 0.1),
-    }[prefix]
+    if prefix in ("eq", "ne"):
+        return (prefix,), (lo, hi)
+    if prefix == "ap":
+        return (prefix,), (v - abs(v) * 0.1, v + abs(v) * 0.1)
+    return (prefix,), (v,)
 
 
-def number(t: Table, value: str, modifier: str | None) -> ColumnElement[bool]:
+_NUMBER_SQL = {
+    "eq": lambda col, lo, hi: and_(col >= lo, col < hi),
+    "ne": lambda col, lo, hi: not_(and_(col >= lo, col < hi)),
+    "gt": lambda col, v: col > v,
+    "lt": lambda col, v: col < v,
+    "ge": lambda col, v: col >= v,
+    "le": lambda col, v: col <= v,
+    "sa": lambda col, v: col > v,
+    "eb": lambda col, v: col < v,
+    "ap": lambda col, lo, hi: and_(col >= lo, col <= hi),
+}
+
+
+def number(value: str, modifier: str | None) -> Parsed:
     if modifier is not None:
         raise InvalidSearch(f"modifier :{modifier} is not supported on number parameters")
-    return _number_cond(t.c.value, value)
+    return _number(value)
 
 
-def quantity(t: Table, value: str, modifier: str | None) -> ColumnElement[bool]:
+def quantity(value: str, modifier: str | None) -> Parsed:
     if modifier is not None:
         raise InvalidSearch(f"modifier :{modifier} is not supported on quantity parameters")
     parts = value.split("|")
     if len(parts) not in (1, 3):
         raise InvalidSearch(f"'{value}' is not number|system|code")
-    cond = _number_cond(t.c.value, parts[0])
+    shape, values = _number(parts[0])
     if len(parts) == 3:
         system, code = parts[1], parts[2]
         if system:
-            cond = and_(cond, t.c.system == system)
+            shape, values = (*shape, "system"), (*values, system)
         if code:
-            cond = and_(cond, t.c.code == code if system else or_(t.c.code == code, t.c.unit == code))
+            shape, values = (*shape, "code" if system else "code-or-unit"), (*values, code)
+    return shape, values
+
+
+def _reference_sql(t: Table, shape: tuple, b: list) -> ColumnElement[bool]:
+    if shape == ("false",):
+        return false()
+    conds, at = [], 0
+    for part in shape:
+        if part == "typed":
+            conds.append(and_(t.c.target_id == b[at], t.c.target_type == b[at + 1]))
+            at += 2
+        else:
+            conds.append((t.c.target_id if part == "id" else t.c.url) == b[at])
+            at += 1
+    return or_(*conds)
+
+
+def _quantity_sql(t: Table, shape: tuple, b: list) -> ColumnElement[bool]:
+    size = 2 if shape[0] in ("eq", "ne", "ap") else 1
+    cond, at = _NUMBER_SQL[shape[0]](t.c.value, *b[:size]), size
+    for part in shape[1:]:
+        if part == "system":
+            cond = and_(cond, t.c.system == b[at])
+        elif part == "code":
+            cond = and_(cond, t.c.code == b[at])
+        else:
+            cond = and_(cond, or_(t.c.code == b[at], t.c.unit == b[at]))
+        at += 1
     return cond
 
 
-def check_value(kind: str, value: str) -> None:
-    """Reject values no index row could ever match because they are malformed (400, not an empty page)."""
-    if kind == "date":
-        _date_bounds(value)
-    elif kind in ("number", "quantity"):
-        _number_cond(literal(0), value.split("|")[0])
+_TOKEN_SQL = {
+    "text": lambda t, v: t.c.text.like(v, escape="\\"),
+    "code": lambda t, code: t.c.code == code,
+    "nosys": lambda t, code: and_(t.c.system.is_(None), t.c.code == code),
+    "sc": lambda t, system, code: and_(t.c.system == system, t.c.code == code),
+    "s": lambda t, system: t.c.system == system,
+}
+_STRING_SQL = {
+    "exact": lambda t, v: t.c.exact == v,
+    "like": lambda t, v: t.c.norm.like(v, escape="\\"),
+}
+_URI_SQL = {
+    "below": lambda t, v: t.c.value.like(v, escape="\\"),
+    "above": lambda t, v: t.c.value.in_(v),
+    "eq": lambda t, v: t.c.value == v,
+}
+PARSERS = {
+    "token": token,
+    "string": string,
+    "uri": uri,
+    "reference": reference,
+    "date": date,
+    "number": number,
+    "quantity": quantity,
+}
+_BUILDERS = {
+    "token": lambda t, shape, b: _TOKEN_SQL[shape[0]](t, *b),
+    "string": lambda t, shape, b: _STRING_SQL[shape[0]](t, *b),
+    "uri": lambda t, shape, b: _URI_SQL[shape[0]](t, *b),
+    "reference": _reference_sql,
+    "date": lambda t, shape, b: date_between(t.c.low, t.c.high, shape[0], *b),
+    "number": lambda t, shape, b: _NUMBER_SQL[shape[0]](t.c.value, *b),
+    "quantity": _quantity_sql,
+}
+
+
+def parse(kind: str, value: str, modifier: str | None) -> Parsed:
+    """(shape, values) of one search value of a parameter type; InvalidSearch when it is malformed."""
+    return PARSERS[kind](value, modifier)
+
+
+def build(kind: str, t: Table, shape: tuple, binds: list) -> ColumnElement[bool]:
+    """The condition on index table t for a parsed shape, with `binds` (bound parameters or plain values)
+    standing for the parsed values."""
+    return _BUILDERS[kind](t, shape, binds)

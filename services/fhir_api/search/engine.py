@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import BigInteger, Connection, Select, and_, func, literal, or_, select
+from sqlalchemy import BigInteger, Connection, Integer, Select, and_, bindparam, func, or_, select
 
 from services.fhir_api.search import query as q
 from services.fhir_api.search.registry import get_param
@@ -45,21 +46,37 @@ def fetch(conn: Connection, rids: list[int]) -> list[StoredResource]:
     return [_stored(row) for rid in rids if (row := by_rid.get(rid)) is not None]
 
 
+@dataclass(frozen=True)
+class Template:
+    """The statements of one search shape, values bound by name: the matching rids, the page, the total."""
+
+    page: Select
+    total: Select | None
+
+
+# Statements by search shape: building them costs several times what running them costs, and an assistant's
+# searches come in few shapes. Bounded: a flood of odd shapes only rebuilds statements.
+_TEMPLATES: dict[tuple, Template] = {}
+MAX_TEMPLATES = 1024
+
+
 def search(conn: Connection, ctx: Context, request: SearchRequest) -> SearchResult:
-    r = q.R
-    compiled = q.compile_params(request.resource_type, request.params, ctx, request.strict, r)
+    plan = q.plan_params(request.resource_type, request.params, ctx, request.strict)
     for _, _, value in _include_specs(request.params):
         _parse_include(value)  # reject malformed includes even when nothing matches
     snapshot = request.snapshot
     if snapshot is None and (request.total != "none" or request.count <= 0):
         snapshot = current_snapshot(conn)  # the total and the page must count against the same cutoff
-    cutoff = _snapshot_expr() if snapshot is None else literal(snapshot, BigInteger)
-    stmt = q.base_select(request.resource_type, ctx, r).where(r.c.created_seq <= cutoff, *compiled.where)
-    total = _total(conn, stmt, request.total)
+    template = _template(conn, ctx, request, plan, snapshot is not None)
+    values = {**plan.values, **q.context_values(ctx), "page_limit": request.count + 1}
+    values["page_offset"] = request.offset
+    if snapshot is not None:
+        values["snapshot"] = snapshot
+    total = conn.execute(template.total, values).scalar_one() if template.total is not None else None
     matches: list[StoredResource] = []
     has_next = False
     if request.count > 0:
-        rows = conn.execute(_page(stmt, request, compiled.sort, cutoff, r)).all()
+        rows = conn.execute(template.page, values).all()
         has_next = len(rows) > request.count
         matches = [_stored(row) for row in rows[: request.count]]
         if snapshot is None:
@@ -67,7 +84,30 @@ def search(conn: Connection, ctx: Context, request: SearchRequest) -> SearchResu
     if total is None and request.total != "none" and not has_next:
         total = request.offset + len(matches)
     includes = _includes(conn, ctx, matches, request.params) if matches else []
-    return SearchResult(matches, includes, total, compiled.used, has_next, snapshot)
+    return SearchResult(matches, includes, total, plan.used, has_next, snapshot)
+
+
+def _template(conn: Connection, ctx: Context, request: SearchRequest, plan: q.Plan, pinned: bool) -> Template:
+    """The cached statements for this request's shape (built, warmed and cached on first use)."""
+    shape = plan.key
+    key = None
+    if shape is not None:
+        key = (request.resource_type, shape, q.context_shape(ctx), pinned, request.total)
+        found = _TEMPLATES.get(key)
+        if found is not None:
+            return found
+    r = q.R
+    cutoff = bindparam("snapshot", type_=BigInteger) if pinned else _snapshot_expr()
+    stmt = q.base_select(request.resource_type, ctx, r).where(r.c.created_seq <= cutoff, *plan.where(r))
+    built = Template(_page(stmt, request.resource_type, plan.sort, cutoff, r), _total(stmt, request.total))
+    if key is not None:
+        for statement in (built.page, built.total):
+            if statement is not None:  # settle lazily built parts before other threads share the statement
+                statement.compile(dialect=conn.dialect)
+        if len(_TEMPLATES) >= MAX_TEMPLATES:
+            _TEMPLATES.clear()
+        _TEMPLATES[key] = built
+    return built
 
 
 def _snapshot_expr():
@@ -75,17 +115,17 @@ def _snapshot_expr():
     return select(func.coalesce(func.max(m.version.c.seq), 0)).scalar_subquery()
 
 
-def _page(stmt: Select, request: SearchRequest, sort: list[tuple[str, bool]], cutoff, r) -> Select:
+def _page(stmt: Select, resource_type: str | None, sort: list[tuple[str, bool]], cutoff, r) -> Select:
     """One statement for a page: the ordered rids (count + 1, to know whether a next page exists) joined to
     the raw JSON of just those rows, plus the snapshot it ran against."""
-    keys = q.sort_keys(request.resource_type, sort, r)
+    keys = q.sort_keys(resource_type, sort, r)
     labelled = [key.label(f"k{i}") for i, (key, _) in enumerate(keys)]
     cols = (r.c.rid, r.c.seq, r.c.res_type, r.c.res_id, r.c.version, r.c.last_updated)
     page = (
         stmt.with_only_columns(*cols, *labelled, cutoff.label("snap"))
         .order_by(*q.ordering(keys), r.c.rid)
-        .limit(request.count + 1)
-        .offset(request.offset)
+        .limit(bindparam("page_limit", type_=Integer))
+        .offset(bindparam("page_offset", type_=Integer))
         .subquery("page")
     )
     v = m.version
@@ -103,13 +143,11 @@ def _stored(row) -> StoredResource:
     )
 
 
-def _total(conn: Connection, stmt: Select, mode: str) -> int | None:
+def _total(stmt: Select, mode: str) -> Select | None:
     if mode == "accurate":
-        return conn.execute(select(func.count()).select_from(stmt.subquery())).scalar_one()
+        return select(func.count()).select_from(stmt.subquery())
     if mode == "estimate":
-        return conn.execute(
-            select(func.count()).select_from(stmt.limit(ESTIMATE_CAP).subquery())
-        ).scalar_one()
+        return select(func.count()).select_from(stmt.limit(ESTIMATE_CAP).subquery())
     return None
 
 

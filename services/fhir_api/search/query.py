@@ -5,10 +5,12 @@ The store executes what this module builds; this module never touches a connecti
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, exists, func, not_, or_, select, true
-from sqlalchemy.sql.elements import KeyedColumnElement
+from sqlalchemy import ColumnElement, Select, and_, bindparam, exists, func, not_, or_, select, true
+from sqlalchemy.sql.elements import BindParameter, KeyedColumnElement
 
 from services.fhir_api.search import conditions
 from services.fhir_api.search.registry import SearchParam, get_param, params_for
@@ -43,15 +45,33 @@ for _alias in (R, T, S, OWN):
     _alias.c  # noqa: B018 - build the proxies at import, not racing in the server's worker threads
 
 
+def context_values(ctx: Context) -> dict[str, Any]:
+    """The values visible() binds for a context (by name: a cached statement runs for any context)."""
+    values: dict[str, Any] = {}
+    if ctx.session_id:
+        values["ctx_session"] = ctx.session_id
+    if ctx.now is not None:
+        values["ctx_now"] = to_us(ctx.now)
+    return values
+
+
+def context_shape(ctx: Context) -> tuple[bool, bool]:
+    """What of a context changes visible()'s SQL (the rest is bound)."""
+    return bool(ctx.session_id), ctx.now is not None
+
+
 def visible(r, ctx: Context) -> ColumnElement[bool]:
     """Rows of fhir_resource (alias r) the context sees: own writes over the shared record, clock applied."""
-    session = ctx.session_id or ""
+    values = context_values(ctx)
     clock = (
-        true() if ctx.now is None else or_(r.c.clinical_time.is_(None), r.c.clinical_time <= to_us(ctx.now))
+        true()
+        if ctx.now is None
+        else or_(r.c.clinical_time.is_(None), r.c.clinical_time <= bindparam("ctx_now", values["ctx_now"]))
     )
     shared = and_(r.c.session == "", clock)
-    if not session:
+    if not ctx.session_id:
         return and_(shared, not_(r.c.deleted))
+    session = bindparam("ctx_session", values["ctx_session"])
     own = OWN
     shadowed = exists().where(
         own.c.session == session, own.c.res_type == r.c.res_type, own.c.res_id == r.c.res_id
@@ -59,18 +79,58 @@ def visible(r, ctx: Context) -> ColumnElement[bool]:
     return and_(not_(r.c.deleted), or_(r.c.session == session, and_(shared, not_(shadowed))))
 
 
+Binder = Callable[[str, Any], BindParameter]
+
+
+def named(name: str, value: Any) -> BindParameter:
+    """A bind a cached statement is run with (the request supplies `name`)."""
+    return bindparam(name, value, expanding=isinstance(value, list))
+
+
+def anonymous(name: str, value: Any) -> BindParameter:
+    """A bind of a statement built for one request only (nested in chains and _has)."""
+    return bindparam(name, value, unique=True, expanding=isinstance(value, list))
+
+
 @dataclass
-class Compiled:
-    where: list[ColumnElement[bool]] = field(default_factory=list)
+class Filter:
+    """One applied search parameter: its shape (part of a statement's cache key; None when the SQL depends on
+    more than the shape, as for chains and _has), its values by bind name, and how to build its SQL on r."""
+
+    key: tuple | None
+    values: dict[str, Any]
+    make: Callable[[Any, Binder], ColumnElement | Select]  # (alias r, binder) -> condition or rid Select
+
+
+@dataclass
+class Plan:
+    """A parsed SearchRequest: everything that decides the SQL's form is in `key`, the rest in `values`."""
+
+    filters: list[Filter] = field(default_factory=list)
     used: list[tuple[str, str]] = field(default_factory=list)
     sort: list[tuple[str, bool]] = field(default_factory=list)  # (param, descending)
 
+    @property
+    def key(self) -> tuple | None:
+        keys = tuple(f.key for f in self.filters)
+        return None if None in keys else (keys, tuple(self.sort))
 
-def compile_params(
-    resource_type: str | None, params: list[tuple[str, str]], ctx: Context, strict: bool, r
-) -> Compiled:
-    out = Compiled()
-    rid_sets: list[Select] = []
+    @property
+    def values(self) -> dict[str, Any]:
+        return {name: value for f in self.filters for name, value in f.values.items()}
+
+    def where(self, r) -> list[ColumnElement[bool]]:
+        """The filters' conditions on r, values bound by name."""
+        conds, rid_sets = [], []
+        for f in self.filters:
+            cond = f.make(r, named)
+            (rid_sets if isinstance(cond, Select) else conds).append(cond)
+        return conds + rid_filters(rid_sets, r)
+
+
+def plan_params(resource_type: str | None, params: list[tuple[str, str]], ctx: Context, strict: bool) -> Plan:
+    """Parse and check every parameter (InvalidSearch for malformed values) without building SQL."""
+    out = Plan()
     for name, value in params:
         if name in RESULT_PARAMS:
             if name == "_sort":
@@ -79,14 +139,13 @@ def compile_params(
             elif name in ("_include", "_revinclude") or name.startswith(("_include:", "_revinclude:")):
                 out.used.append((name, value))
             continue
-        cond = param_filter(resource_type, name, value, ctx, r)
-        if cond is None:
+        found = param_filter(resource_type, name, value, ctx, f"p{len(out.filters)}")
+        if found is None:
             if strict:
                 raise InvalidSearch(f"unknown or unsupported search parameter '{name}'")
             continue
-        (rid_sets if isinstance(cond, Select) else out.where).append(cond)
+        out.filters.append(found)
         out.used.append((name, value))
-    out.where += rid_filters(rid_sets, r)
     return out
 
 
@@ -125,47 +184,64 @@ def param_condition(
     resource_type: str | None, name: str, value: str, ctx: Context, r
 ) -> ColumnElement | None:
     """Condition on alias r for one (name[:modifier][.chain], value) pair; None for unknown parameters."""
-    cond = param_filter(resource_type, name, value, ctx, r)
+    found = param_filter(resource_type, name, value, ctx, "n")
+    if found is None:
+        return None
+    cond = found.make(r, anonymous)
     return r.c.rid.in_(cond) if isinstance(cond, Select) else cond
 
 
 def param_filter(
-    resource_type: str | None, name: str, value: str, ctx: Context, r
-) -> ColumnElement | Select | None:
-    """Like param_condition, but a plain positive filter comes back as the Select of its matching rids."""
+    resource_type: str | None, name: str, value: str, ctx: Context, prefix: str
+) -> Filter | None:
+    """The Filter of one (name[:modifier][.chain], value) pair (binds named `prefix`…); None for unknown
+    parameters. A plain positive filter makes the Select of its matching rids."""
     if name.startswith("_has:"):
-        return _has(resource_type, name, value, ctx, r)
+        return Filter(None, {}, lambda r, bind: _has(resource_type, name, value, ctx, r))
     base, _, chain = name.partition(".")
     pname, _, modifier = base.partition(":")
     modifier = modifier or None
     if pname == "_id":
         if modifier not in (None, "not"):
             raise InvalidSearch(f"modifier :{modifier} is not supported on _id")
-        cond = r.c.res_id.in_(value.split(","))
-        return not_(cond) if modifier == "not" else cond
+
+        def ids(r, bind: Binder) -> ColumnElement:
+            cond = r.c.res_id.in_(bind(prefix, value.split(",")))
+            return not_(cond) if modifier == "not" else cond
+
+        return Filter(("_id", modifier), {prefix: value.split(",")}, ids)
     param = _lookup(resource_type, pname)
     if param is None:
         return None
     if chain:
-        return _chain(param, modifier, chain, value, ctx, r)
+        return Filter(None, {}, lambda r, bind: _chain(param, modifier, chain, value, ctx, r))
     table = m.INDEX_TABLES[param.type]
-    in_param = and_(table.c.param == param.name, _of_type(table.c.res_type, resource_type))
     if modifier == "missing":
         if value not in ("true", "false"):
             raise InvalidSearch(":missing takes true or false")
-        has_any = r.c.rid.in_(select(table.c.rid).where(in_param))
-        return not_(has_any) if value == "true" else has_any
-    values = _split_values(value)
-    if modifier == "identifier" and param.type == "reference":
-        table = m.token
-        in_param = and_(
-            table.c.param == f"{param.name}:identifier", _of_type(table.c.res_type, resource_type)
-        )
-        conds = [conditions.token(table, v, None) for v in values]
+
+        def missing(r, bind: Binder) -> ColumnElement:
+            in_param = and_(table.c.param == param.name, _of_type(table.c.res_type, resource_type))
+            has_any = r.c.rid.in_(select(table.c.rid).where(in_param))
+            return not_(has_any) if value == "true" else has_any
+
+        return Filter((name, value), {}, missing)
+    kind, param_name = param.type, param.name
+    if modifier == "identifier" and kind == "reference":
+        table, kind, param_name = m.token, "token", f"{param.name}:identifier"
+        parsed = [conditions.parse(kind, v, None) for v in _split_values(value)]
     else:
-        conds = [_value_condition(param, table, v, modifier) for v in values]
-    hit = select(table.c.rid).where(in_param, or_(*conds))
-    return not_(r.c.rid.in_(hit)) if modifier == "not" else hit
+        parsed = [conditions.parse(kind, v, modifier) for v in _split_values(value)]
+    slots = [(shape, [f"{prefix}_{i}_{j}" for j in range(len(vs))]) for i, (shape, vs) in enumerate(parsed)]
+    bound = {f"{prefix}_{i}_{j}": v for i, (_, vs) in enumerate(parsed) for j, v in enumerate(vs)}
+
+    def hits(r, bind: Binder) -> ColumnElement | Select:
+        conds = [conditions.build(kind, table, shape, [bind(n, bound[n]) for n in ns]) for shape, ns in slots]
+        in_param = and_(table.c.param == param_name, _of_type(table.c.res_type, resource_type))
+        hit = select(table.c.rid).where(in_param, or_(*conds))
+        return not_(r.c.rid.in_(hit)) if modifier == "not" else hit
+
+    return Filter((name, tuple(shape for shape, _ in parsed)), bound, hits)
 
 
 def _of_type(column, resource_type: str | None) -> ColumnElement[bool]:
@@ -192,15 +268,6 @@ def _split_values(value: str) -> list[str]:
     if any(p == "" for p in parts):
         raise InvalidSearch("empty search value")
     return parts
-
-
-def _value_condition(param: SearchParam, table, value: str, modifier: str | None) -> ColumnElement[bool]:
-    kind = param.type
-    if kind == "token":
-        return conditions.token(table, value, modifier)
-    if kind == "reference":
-        return conditions.reference(table, value, modifier, param.targets)
-    return getattr(conditions, kind)(table, value, modifier)
 
 
 def _targets(param: SearchParam, modifier: str | None, chained: str) -> list[str]:
