@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 
 import orjson
-from sqlalchemy import Connection, Index, and_, func, insert, or_, select, text
+from sqlalchemy import Connection, Index, and_, func, insert, or_, select
 
 from rounds.db import make_engine
 from services.fhir_api.search.extract import clinical_time
@@ -160,20 +160,26 @@ def _existing(conn: Connection, items) -> set[tuple[str, str]]:
     return {tuple(x) for x in conn.execute(select(r.c.res_type, r.c.res_id).where(r.c.session == "", cond))}
 
 
+_SEQUENCES = (
+    "SELECT pg_get_serial_sequence('fhir_version', 'seq'), pg_get_serial_sequence('fhir_resource', 'rid')"
+)
+_NEXTVALS = "SELECT nextval(%s::regclass), nextval(%s::regclass) FROM generate_series(1, %s)"
+
+
 def _allocate(conn: Connection, n: int) -> tuple[list[int], list[int]]:
     """n fresh fhir_version.seq and fhir_resource.rid values."""
-    if conn.dialect.name == "postgresql":
-        q = "SELECT nextval(pg_get_serial_sequence(:t, :c)) FROM generate_series(1, :n)"
-        seqs = list(conn.execute(text(q), {"t": "fhir_version", "c": "seq", "n": n}).scalars())
-        rids = list(conn.execute(text(q), {"t": "fhir_resource", "c": "rid", "n": n}).scalars())
-        return seqs, rids
+    if conn.dialect.name == "postgresql":  # sequence names resolved once, not per value
+        names = conn.exec_driver_sql(_SEQUENCES).one()
+        pairs = conn.exec_driver_sql(_NEXTVALS, (*names, n)).all()
+        return [p[0] for p in pairs], [p[1] for p in pairs]
     seq0 = conn.execute(select(func.coalesce(func.max(m.version.c.seq), 0))).scalar_one()
     rid0 = conn.execute(select(func.coalesce(func.max(m.resource.c.rid), 0))).scalar_one()
     return list(range(seq0 + 1, seq0 + n + 1)), list(range(rid0 + 1, rid0 + n + 1))
 
 
-def _write(conn: Connection, items: list[tuple], when: datetime) -> int:
-    present = _existing(conn, items)
+def _write(conn: Connection, items: list[tuple], when: datetime, check: bool = True) -> int:
+    """Write the items not stored yet (all of them unchecked: the unique keys reject a conflict)."""
+    present = _existing(conn, items) if check else set()
     fresh, seen = [], set()
     for item in items:
         if (item[0], item[1]) not in present and (item[0], item[1]) not in seen:
@@ -217,10 +223,15 @@ def _prepare_and_write(args: tuple[list[bytes], str, bool, str]) -> tuple[int, i
 
 
 def _write_here(engine, args: tuple) -> tuple[int, int, list[str], dict[str, float]]:
-    """Parse and index what is not stored yet, then write it in one transaction."""
+    """Parse and index what is not stored yet, then write it in one transaction. An initial load (args[4])
+    into an empty store asks nothing; on PostgreSQL the write is optimistic (see `_write_prepared`)."""
+    when = datetime.fromisoformat(args[1].replace("Z", "+00:00"))
+    optimistic = engine.dialect.name == "postgresql"
+    if optimistic and len(args) > 4 and args[4]:
+        return _write_prepared(engine, _prepare(args), when, optimistic)
     with engine.connect() as peek:
         prepared = _prepare(args, known=lambda keys: _existing(peek, keys))
-    return _write_prepared(engine, prepared, datetime.fromisoformat(args[1].replace("Z", "+00:00")))
+    return _write_prepared(engine, prepared, when, optimistic)
 
 
 _PG_TYPES = {  # SQLAlchemy type -> PostgreSQL type name, for binary COPY
@@ -273,12 +284,11 @@ def load_ndjson(
     stamp = when.isoformat().replace("+00:00", "Z")
     postgres = engine.dialect.name == "postgresql"
     files = ndjson_files(Path(folder))
-    jobs = ((batch, stamp, validate, database_url) for path in files for batch in _batches(path))
     bar = _progress(progress)
     pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
     try:
-        if postgres:
-            _drop_search_indexes_if_empty(engine)
+        initial = postgres and _drop_search_indexes_if_empty(engine)  # empty store: nothing to ask
+        jobs = ((batch, stamp, validate, database_url, initial) for path in files for batch in _batches(path))
         if pool and postgres:  # every worker parses, indexes and COPYs on its own connection
             results = pool.imap_unordered(_prepare_and_write, jobs)
         elif pool:  # SQLite has one writer: workers parse and index, the main process writes
@@ -307,14 +317,16 @@ def load_ndjson(
     return report
 
 
-def _drop_search_indexes_if_empty(engine) -> None:
-    """Initial load into an empty store: build the index tables' b-trees once at the end, not row by row."""
+def _drop_search_indexes_if_empty(engine) -> bool:
+    """Initial load into an empty store: build the index tables' b-trees once at the end, not row by row.
+    True if the store was empty."""
     with engine.begin() as conn:
         if conn.execute(select(m.resource.c.rid).limit(1)).first() is not None:
-            return
+            return False
         for table in TABLES.values():
             for index in table.indexes:
                 index.drop(conn, checkfirst=True)
+    return True
 
 
 BUILD_SETTINGS = (  # per connection: sort in memory, one core each (the builds themselves run in parallel)
@@ -372,15 +384,35 @@ def _run_parallel(engine, tasks: list, parallel: int) -> None:
             future.result()
 
 
-def _write_prepared(engine, prepared: tuple, when: datetime) -> tuple[int, int, list[str], dict[str, float]]:
+def _write_prepared(
+    engine, prepared: tuple, when: datetime, optimistic: bool = False
+) -> tuple[int, int, list[str], dict[str, float]]:
+    """Write one prepared batch in one transaction. Optimistic: without asking which items are stored (an
+    initial load, or just asked); if a unique key says one is (a concurrent writer or a duplicate line), the
+    transaction rolls back and the batch is written again, checked."""
     items, errors, skipped, phases = prepared
     if not items:
         return 0, skipped, errors, phases
     started = time.process_time()
-    with _gc_paused(), engine.begin() as conn:
-        written = _write(conn, items, when)
+    with _gc_paused():
+        try:
+            with engine.begin() as conn:
+                written = _write(conn, items, when, check=not optimistic)
+        except Exception as exc:
+            if not optimistic or _sqlstate(exc) != UNIQUE_VIOLATION:
+                raise
+            with engine.begin() as conn:
+                written = _write(conn, items, when)
     phases["copy"] = time.process_time() - started
     return written, skipped + len(items) - written, errors, phases
+
+
+UNIQUE_VIOLATION = "23505"
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    """SQLSTATE of a psycopg error, raw (COPY on the driver cursor) or wrapped by SQLAlchemy."""
+    return getattr(exc, "sqlstate", None) or getattr(getattr(exc, "orig", None), "sqlstate", None)
 
 
 def _progress(enabled: bool):

@@ -78,11 +78,11 @@ def test_load_resumes_after_a_crash(store, tmp_path, database_url, monkeypatch) 
     monkeypatch.setattr(loader, "BATCH", 10)
     real_write, calls = loader._write, []
 
-    def crashing(conn, items, when):
+    def crashing(conn, items, when, **kw):
         calls.append(1)
         if len(calls) == 4:
             raise RuntimeError("killed")
-        return real_write(conn, items, when)
+        return real_write(conn, items, when, **kw)
 
     monkeypatch.setattr(loader, "_write", crashing)
     with pytest.raises(RuntimeError):
@@ -146,3 +146,20 @@ def test_initial_postgres_load_rebuilds_every_index_and_reports_phases(tmp_path,
     engine.dispose()
     again = loader.load_ndjson(postgres_url, folder, workers=2)
     assert again.phases["index build"] < report.phases["index build"] and again.phases["analyze"] == 0
+
+
+def test_initial_load_with_a_line_repeated_in_a_later_batch(
+    store, tmp_path, database_url, monkeypatch
+) -> None:
+    """An initial PostgreSQL load writes without asking what is stored: the repeat trips the unique key and
+    its batch is written again, checked (SQLite checks every batch)."""
+    monkeypatch.setattr(loader, "BATCH", 10)
+    folder = tmp_path / "dup"
+    folder.mkdir()
+    lines = [orjson.dumps({"resourceType": "Patient", "id": f"p{i}", "gender": "male"}) for i in range(15)]
+    (folder / "MimicPatient.ndjson").write_bytes(b"\n".join([*lines, lines[3], lines[12]]) + b"\n")
+    report = loader.load_ndjson(database_url, folder, workers=1)
+    assert (report.resources, report.skipped, report.errors) == (15, 2, 0)
+    found = store.search(SHARED, SearchRequest("Patient", [("gender", "male")], total="accurate"))
+    assert found.total == 15
+    assert store.read(SHARED, "Patient", "p3").version_id == 1
