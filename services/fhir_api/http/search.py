@@ -6,9 +6,10 @@ which ones it applied (`used_params`) so the self link lists exactly those.
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from services.fhir_api.http.bundles import bundle, history_entry, search_entry
 from services.fhir_api.http.errors import FhirHttpError
-from services.fhir_api.http.links import url_with
 from services.fhir_api.http.outcome import Call, Outcome
 from services.fhir_api.http.params import parse_count, parse_instant, parse_int
 from services.fhir_api.http.validation import check_type
@@ -62,25 +63,15 @@ def _paging_links(
     has_next: bool,
     snapshot: int | None,
 ) -> list[tuple[str, str]]:
-    fixed = [*applied, *((k, own[k]) for k in _ECHOED if k in own)]
+    fixed = urlencode([*applied, *((k, own[k]) for k in _ECHOED if k in own)])  # encoded once for every link
+    at_base = f"{call.base}/{path}?{fixed}&" if fixed else f"{call.base}/{path}?"
+    pinned = f"&_snapshot={snapshot}" if snapshot is not None else ""
 
     def page(at: int) -> str:
-        extra = [("_count", str(count))]
-        if snapshot is not None:
-            extra.append(("_snapshot", str(snapshot)))
-        if at:
-            extra.append(("_offset", str(at)))
-        return url_with(call.base, path, [*fixed, *extra])
+        return f"{at_base}_count={count}{pinned}" + (f"&_offset={at}" if at else "")
 
     links = [
-        (
-            "self",
-            url_with(
-                call.base,
-                path,
-                [*fixed, ("_count", str(count)), *([("_offset", str(offset))] if offset else [])],
-            ),
-        ),
+        ("self", f"{at_base}_count={count}" + (f"&_offset={offset}" if offset else "")),
         ("first", page(0)),
     ]
     if offset > 0 and count:

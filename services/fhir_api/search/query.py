@@ -252,6 +252,11 @@ def _of_type(column, resource_type: str | None) -> ColumnElement[bool]:
 
 def _split_values(value: str) -> list[str]:
     """Comma-separated OR values; '\\,' is a literal comma."""
+    if "\\" not in value:  # nothing escaped: a plain split
+        parts = value.split(",")
+        if "" in parts:
+            raise InvalidSearch("empty search value")
+        return parts
     parts, cur, i = [], "", 0
     while i < len(value):
         if value[i] == "\\" and i + 1 < len(value) and value[i + 1] in ",$|\\":

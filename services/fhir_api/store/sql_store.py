@@ -13,7 +13,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, Engine, and_, delete, event, func, insert, or_, select, true, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    and_,
+    bindparam,
+    delete,
+    event,
+    func,
+    insert,
+    or_,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from services.fhir_api import json_numbers
@@ -156,13 +169,9 @@ class SqlResourceStore:
     ):
         """The row the context sees for type/id (own session row first), clock applied to shared rows.
         With `raw`, the current version's raw JSON and method come along (one query for a read)."""
-        r = m.resource
         session = ctx.session_id or ""
-        stmt = select(r)
-        if raw:
-            stmt = select(r, m.version.c.raw, m.version.c.method).join(m.version, m.version.c.seq == r.c.seq)
-        scope = r.c.session == "" if not session else r.c.session.in_((session, ""))
-        rows = conn.execute(stmt.where(r.c.res_type == rtype, r.c.res_id == rid, scope)).all()
+        values = {"rtype": rtype, "rid": rid, "session": session}
+        rows = conn.execute(_CURRENT[raw, bool(session)], values).all()
         row = next((x for x in rows if x.session == session), None) or next(iter(rows), None)
         hidden = (
             row is not None and row.session == "" and ctx.now is not None and row.clinical_time is not None
@@ -386,6 +395,27 @@ class SqlResourceStore:
         for listener in self._listeners:
             listener(conn, change)
         return StoredResource(rtype, rid, version, when, raw or b"", deleted, method)
+
+
+def _current_statement(raw: bool, in_session: bool):
+    """The row(s) of type/id a context may see (the shared one, and its own in a session), by bound values."""
+    r = m.resource
+    stmt = select(r)
+    if raw:
+        stmt = select(r, m.version.c.raw, m.version.c.method).join(m.version, m.version.c.seq == r.c.seq)
+    scope = r.c.session.in_((bindparam("session"), "")) if in_session else r.c.session == ""
+    stmt = stmt.where(r.c.res_type == bindparam("rtype"), r.c.res_id == bindparam("rid"), scope)
+    stmt.compile()
+    return stmt
+
+
+# Built once (a read runs the same statement with its own values: building it cost more than running it) and
+# compiled at import, so the server's threads never race to set up its lazily built parts.
+_CURRENT = {
+    (raw, in_session): _current_statement(raw, in_session)
+    for raw in (False, True)
+    for in_session in (False, True)
+}
 
 
 def index_clinical_time(resource: dict | None) -> int | None:
