@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from anyio import to_thread
 from fastapi import FastAPI
+from sqlalchemy.pool import QueuePool
 
 from rounds.settings import Settings, get_settings
 from services.fhir_api.http import routes, sessions
@@ -20,6 +25,15 @@ Bodies are `application/fhir+json`; every error is an OperationOutcome.
 """
 
 
+def worker_threads(store: ResourceStore) -> int | None:
+    """Threads that may run store operations at once: the connection pool's steady size. More threads than
+    pooled connections open and close an overflow connection per request (a backend started and torn down by
+    the database server each time); on a few cores they add nothing but contention for the GIL."""
+    engine = getattr(store, "engine", None)
+    pool = getattr(engine, "pool", None)
+    return pool.size() if isinstance(pool, QueuePool) and engine.dialect.name == "postgresql" else None
+
+
 def create_app(
     settings: Settings | None = None,
     store: ResourceStore | None = None,
@@ -32,7 +46,21 @@ def create_app(
         from services.fhir_api.store import open_store
 
         store = open_store(settings.database_url)
-    app = FastAPI(title="Rounds FHIR R4 API", version="0.1.0", description=DESCRIPTION, docs_url="/docs")
+    threads = worker_threads(store)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if threads:
+            to_thread.current_default_thread_limiter().total_tokens = threads
+        yield
+
+    app = FastAPI(
+        title="Rounds FHIR R4 API",
+        version="0.1.0",
+        description=DESCRIPTION,
+        docs_url="/docs",
+        lifespan=lifespan,
+    )
     app.state.settings = settings
     app.state.store = store
     app.state.max_body_bytes = max_body_bytes
