@@ -8,6 +8,7 @@ import re
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from fhir_mapper.context import MapContext
@@ -18,7 +19,8 @@ from fhir_mapper.vocab import NULL_FLAVOR
 
 IV_ORDERS = ("TPN", "IV therapy")
 _NUMERIC = re.compile(r"^[0-9.]+$")
-EMAR_KEEP = ("subject_id", "hadm_id", "poe_id", "pharmacy_id", "charttime", "medication", "event_txt")
+# emar rows travel as tuples (cheap to hold, spill and free): EMAR columns, then the line
+EMAR = ("emar_id", "subject_id", "hadm_id", "poe_id", "pharmacy_id", "charttime", "medication", "event_txt")
 POE_KEEP = ("poe_id", "subject_id", "hadm_id", "ordertime", "order_type", "order_status")
 DETAIL_MAX = (
     "site",
@@ -30,49 +32,60 @@ DETAIL_MAX = (
     "product_code",
 )
 DETAIL_MAX_NUM = ("product_amount_given", "infusion_rate", "pharmacy_id")
+DETAIL = ("emar_id", "parent_field_ordinal", *DETAIL_MAX, *DETAIL_MAX_NUM)
+# a dose aggregate is a list in DETAIL_MAX + DETAIL_MAX_NUM order ('' -> None, numbers parsed)
+SITE, ROUTE, GIVEN, GIVEN_UNIT, PRODUCT_UNIT, RATE_UNIT, PRODUCT_CODE, AMOUNT, RATE, PHARMACY_ID = range(10)
 
 
 MA_META = meta("medication-administration")
+_CONCEPT = lru_cache(maxsize=1 << 14)(concept)  # sites, routes, methods repeat: one shared object each
 
 
-def _dose(d: dict[str, Any]) -> tuple[Any, str | None, str | None]:
+@lru_cache(maxsize=1 << 14)
+def _medication_code(system: str, code: str) -> dict[str, Any]:
+    return {"coding": [{"system": system, "code": code}]}
+
+
+def _dose(d: list[Any]) -> tuple[Any, str | None, str | None]:
     """(value, unit, text) from dose_given: 'N'/'INI' use the product amount, numbers stay numbers."""
-    given = d["dose_given"]
+    given = d[GIVEN]
     if given in ("N", "INI"):
-        return d["product_amount_given"], strip(d["product_unit"]), None
+        return d[AMOUNT], strip(d[PRODUCT_UNIT]), None
     if given and _NUMERIC.match(given):
         try:
-            return number(given), strip(d["dose_given_unit"]), "1"
+            return number(given), strip(d[GIVEN_UNIT]), "1"
         except ValueError:
             pass
-    return None, None, f"dose_given: {given or ''}{d['dose_given_unit'] or ''}"
+    return None, None, f"dose_given: {given or ''}{d[GIVEN_UNIT] or ''}"
 
 
 def medication_administration(
-    key: str, d: dict[str, Any], em: dict[str, str], poe: dict[str, str] | None, prescribed: bool
+    key: str, d: list[Any], em: tuple, poe: dict[str, str] | None, prescribed: bool
 ) -> dict[str, Any]:
-    if d["product_code"]:
-        code, system = d["product_code"], f"{CS}medication-formulary-drug-cd"
-    elif em["medication"]:
-        code, system = squash(em["medication"]), f"{CS}medication-name"
+    """One (emar_id, parent_field_ordinal): `d` its dose aggregate, `em` its emar row (EMAR order)."""
+    _emar_id, subject_id, hadm_id, _poe_id, _pharmacy_id, charttime, medication, event_txt, _line = em
+    if d[PRODUCT_CODE]:
+        code, system = d[PRODUCT_CODE], f"{CS}medication-formulary-drug-cd"
+    elif medication:
+        code, system = squash(medication), f"{CS}medication-name"
     elif poe and poe["order_type"] in IV_ORDERS:
         code, system = poe["order_type"], f"{CS}medication-poe-iv"
     else:
         code, system = "UNK", NULL_FLAVOR
-    request = str(d["pharmacy_id"]) if prescribed else (poe["poe_id"] if poe else None)
+    request = str(d[PHARMACY_ID]) if prescribed else (poe["poe_id"] if poe else None)
     value, unit, text = _dose(d)
-    rate = d["infusion_rate"]
+    rate = d[RATE]
     dosage = None
     if value is not None or rate is not None:
-        site = squash(d["site"])
+        site = squash(d[SITE])
         dosage = compact(
             {
                 "text": text,
-                "site": concept(f"{CS}medication-site", site),
-                "route": concept(f"{CS}medication-route", strip(d["route"])),
-                "method": concept(f"{CS}medication-method", strip(em["event_txt"])),
+                "site": _CONCEPT(f"{CS}medication-site", site),
+                "route": _CONCEPT(f"{CS}medication-route", strip(d[ROUTE])),
+                "method": _CONCEPT(f"{CS}medication-method", strip(event_txt)),
                 "dose": quantity(value, unit),
-                "rateQuantity": quantity(rate, strip(d["infusion_rate_unit"])),
+                "rateQuantity": quantity(rate, strip(d[RATE_UNIT])),
             }
         )
     resource: dict[str, Any] = {
@@ -80,30 +93,30 @@ def medication_administration(
         "id": fhir_id("MedicationAdministration", key),
         "meta": MA_META,
         "status": "completed",
-        "medicationCodeableConcept": {"coding": [{"system": system, "code": code}]},
-        "subject": ref("Patient", "Patient", em["subject_id"]),
+        "medicationCodeableConcept": _medication_code(system, code),
+        "subject": ref("Patient", "Patient", subject_id),
     }
     if request:
         resource["request"] = ref_once("MedicationRequest", "MedicationRequest", request)
-    if em["hadm_id"]:
-        resource["context"] = ref("Encounter", "Encounter", em["hadm_id"])
-    if em["charttime"]:
-        resource["effectiveDateTime"] = instant(em["charttime"])
+    if hadm_id:
+        resource["context"] = ref("Encounter", "Encounter", hadm_id)
+    if charttime:
+        resource["effectiveDateTime"] = instant(charttime)
     if dosage:
         resource["dosage"] = dosage
     return resource
 
 
-def _dose_of(row: dict[str, str]) -> dict[str, Any]:
-    """One emar_detail row as a dose aggregate (numeric columns parsed)."""
-    return {**{c: row[c] or None for c in DETAIL_MAX}, **{c: number(row[c]) for c in DETAIL_MAX_NUM}}
+def _dose_of(row: tuple) -> list[Any]:
+    """One emar_detail row (DETAIL order) as a dose aggregate (numeric columns parsed)."""
+    return [*[v or None for v in row[2:9]], number(row[9]), number(row[10]), number(row[11])]
 
 
-def _merge_dose(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
+def _merge_dose(a: list[Any] | None, b: list[Any]) -> list[Any]:
     """MAX() of each column, as the official GROUP BY (emar_id, parent_field_ordinal)."""
     if a is None:
         return b
-    for c, v in b.items():
+    for c, v in enumerate(b):
         if v is not None and (a[c] is None or v > a[c]):
             a[c] = v
     return a
@@ -146,17 +159,17 @@ def run_emar(ctx: MapContext, prescribed: IdSet, emit_request: Callable[[dict[st
     Two bounded group-bys: emar + emar_detail by emar_id, then those + poe by poe_id.
     """
     by_emar = ctx.groups(_by_emar)
-    for r in ctx.rows("hosp/emar", ("emar_id", *EMAR_KEEP)):
-        by_emar.add(r.pop("emar_id"), [r, {}])
-    for r in ctx.rows("hosp/emar_detail", ("emar_id", "parent_field_ordinal", *DETAIL_MAX, *DETAIL_MAX_NUM)):
-        if r["parent_field_ordinal"]:
-            by_emar.add(r["emar_id"], [None, {r["parent_field_ordinal"]: _dose_of(r)}])
+    for em in ctx.tuples("hosp/emar", EMAR, EMAR):
+        by_emar.add(em[0], [em, {}])
+    for r in ctx.tuples("hosp/emar_detail", DETAIL, DETAIL):
+        if r[1]:
+            by_emar.add(r[0], [None, {r[1]: _dose_of(r)}])
     by_poe = ctx.groups(_by_poe)
     for emar_id, (em, doses) in by_emar.items():
         if em is None:
             continue
-        if em["poe_id"]:
-            by_poe.add(em["poe_id"], [None, [(emar_id, em, doses)]])
+        if em[3]:
+            by_poe.add(em[3], [None, [(emar_id, em, doses)]])
         else:
             _administrations(ctx, emar_id, em, doses, None, prescribed)
     for r in ctx.rows("hosp/poe", POE_KEEP):
@@ -164,11 +177,10 @@ def run_emar(ctx: MapContext, prescribed: IdSet, emit_request: Callable[[dict[st
     for _poe_id, (p, events) in by_poe.items():
         if p is not None:
             iv = p["order_type"] in IV_ORDERS
-            names = [
-                squash(em["medication"])
+            names = [  # em[6]: medication, em[4]: pharmacy_id
+                squash(em[6])
                 for _e, em, _d in events
-                if (em["medication"] or iv)
-                and (not em["pharmacy_id"] or int(em["pharmacy_id"]) not in prescribed)
+                if (em[6] or iv) and (not em[4] or int(em[4]) not in prescribed)
             ]
             if names:
                 emit_request(p, min((n for n in names if n), default=None))
@@ -179,15 +191,15 @@ def run_emar(ctx: MapContext, prescribed: IdSet, emit_request: Callable[[dict[st
 def _administrations(
     ctx: MapContext,
     emar_id: str,
-    em: dict[str, str],
-    doses: dict[str, dict[str, Any]],
+    em: tuple,
+    doses: dict[str, list[Any]],
     p: dict[str, str] | None,
     prescribed: IdSet,
 ) -> None:
     iv = p is not None and p["order_type"] in IV_ORDERS
     for ordinal, d in doses.items():
-        has_rx = d["pharmacy_id"] is not None and int(d["pharmacy_id"]) in prescribed
-        if has_rx or em["medication"] or iv:
+        has_rx = d[PHARMACY_ID] is not None and int(d[PHARMACY_ID]) in prescribed
+        if has_rx or em[6] or iv:
             ctx.emit(
                 "MedicationAdministration",
                 medication_administration(f"{emar_id}-{ordinal}", d, em, p, has_rx),
