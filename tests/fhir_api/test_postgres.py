@@ -56,3 +56,32 @@ def test_http_on_postgres(postgres_url):
         )
         assert r.status_code in (200, 400)
         assert fhir.get("/Observation", params={"patient": pid, "_summary": "count"}).json()["total"] == 6
+
+
+@pytest.mark.postgres
+def test_concurrent_requests_reuse_pooled_connections(postgres_url):
+    """More concurrent requests than pooled connections wait for a connection: none is opened per request."""
+    import asyncio
+
+    from sqlalchemy import create_engine, text
+
+    def backends_started() -> int:
+        engine = create_engine(postgres_url)
+        with engine.connect() as conn:
+            started = conn.execute(
+                text("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
+            ).scalar_one()
+        engine.dispose()
+        return started
+
+    async def burst(base: str, paths: list[str]) -> list[int]:
+        async with httpx.AsyncClient(base_url=base, timeout=120) as c:
+            return [r.status_code for r in await asyncio.gather(*(c.get(p) for p in paths))]
+
+    for api in live_api(postgres_url):
+        pid = httpx.post(f"{api.fhir}/Patient", json=patient("pool")).json()["id"]
+        paths = [f"/Patient/{pid}", f"/Observation?patient={pid}"] * 40
+        assert asyncio.run(burst(api.fhir, paths)) == [200] * 80  # fills the pool
+        before = backends_started()
+        assert asyncio.run(burst(api.fhir, paths)) == [200] * 80
+        assert backends_started() - before <= 1  # only this check's own connection
