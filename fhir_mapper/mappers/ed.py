@@ -100,71 +100,88 @@ def _bp_components(row: dict[str, str]) -> list[dict[str, Any]]:
 
 
 class _Stay:
-    """Keys of one triage (once per stay, at the ED arrival time) or vitalsign (per charttime) row."""
+    """Keys of one triage (once per stay, at the ED arrival time) or vitalsign (per charttime) row, and
+    what all of the row's resources share (built once per row, reused as the same objects)."""
 
     def __init__(self, table: str, row: dict[str, str], intime: str | None) -> None:
         self.triage = table == "ed/triage"
         self.stay, self.time = row["stay_id"], (intime if self.triage else row["charttime"])
-        self.procedure_key = self.stay if self.triage else f"{self.stay}-{self.time}"
+        self.procedure_id = fhir_id("ProcedureED", self.stay if self.triage else f"{self.stay}-{self.time}")
+        self.part_of = [{"reference": f"Procedure/{self.procedure_id}"}]
+        self.instant = instant(self.time or "")
         self.common = {
             "subject": ref("Patient", "Patient", row["subject_id"]),
             "encounter": ref("Encounter", "EncounterED", self.stay),
         }
 
 
+PROCEDURE_META, EXAM_META, VITAL_META = (
+    meta("procedure-ed"),
+    meta("observation-ed"),
+    meta("observation-vital-signs"),
+)
+PROCEDURE_CODES = {
+    table: {"coding": [{"system": SNOMED, "code": code, "display": display}]}
+    for table, (code, display) in PROCEDURES.items()
+}
+EXAM_CATEGORIES = {
+    table: [{"coding": [{"system": OBS_CATEGORY, "code": code, "display": display}]}]
+    for table, (code, display) in EXAM_CATEGORY.items()
+}
+EXAM_CODES = {column: _loinc(code, display) for column, (code, display) in ED_EXAM.items()}
+VITAL_CATEGORY = [{"coding": [{"system": OBS_CATEGORY, "code": "vital-signs", "display": "Vital Signs"}]}]
+VITAL_CODES = {column: _loinc(code, display) for column, (code, display, _units) in ED_VITALS.items()}
+
+
 def procedure_ed(table: str, s: _Stay) -> dict[str, Any]:
-    code, display = PROCEDURES[table]
     return compact(
         {
             "resourceType": "Procedure",
-            "id": fhir_id("ProcedureED", s.procedure_key),
-            "meta": meta("procedure-ed"),
+            "id": s.procedure_id,
+            "meta": PROCEDURE_META,
             "status": "completed",
-            "code": {"coding": [{"system": SNOMED, "code": code, "display": display}]},
+            "code": PROCEDURE_CODES[table],
             **s.common,
-            "performedDateTime": instant(s.time or ""),
+            "performedDateTime": s.instant,
         }
     )
 
 
 def observation_ed(table: str, s: _Stay, column: str, value: str) -> dict[str, Any]:
     key = f"{s.stay}-{s.time}-{column}" + ("-triage" if s.triage else "")
-    cat = EXAM_CATEGORY[table]
     return compact(
         {
             "resourceType": "Observation",
             "id": fhir_id("ObservationED", key),
-            "meta": meta("observation-ed"),
+            "meta": EXAM_META,
             "status": "final",
-            "category": [{"coding": [{"system": OBS_CATEGORY, "code": cat[0], "display": cat[1]}]}],
-            "code": _loinc(*ED_EXAM[column]),
+            "category": EXAM_CATEGORIES[table],
+            "code": EXAM_CODES[column],
             **s.common,
-            "effectiveDateTime": instant(s.time or ""),
+            "effectiveDateTime": s.instant,
             "dataAbsentReason": UNKNOWN_ABSENT if not value else None,
             "valueString": value or None,
-            "partOf": [{"reference": f"Procedure/{fhir_id('ProcedureED', s.procedure_key)}"}],
+            "partOf": s.part_of,
         }
     )
 
 
 def vital_sign_ed(s: _Stay, column: str, row: dict[str, str]) -> dict[str, Any]:
-    code, display, units = ED_VITALS[column]
+    units = ED_VITALS[column][2]
     value = number(row[column])
     key = f"{s.stay}-{column}" if s.triage else f"{s.stay}-{s.time}-{column}"
     return compact(
         {
             "resourceType": "Observation",
             "id": fhir_id("ObservationVitalSigns", key),
-            "meta": meta("observation-vital-signs"),
+            "meta": VITAL_META,
             "status": "final",
-            "category": [
-                {"coding": [{"system": OBS_CATEGORY, "code": "vital-signs", "display": "Vital Signs"}]}
-            ],
+            "category": VITAL_CATEGORY,
             "dataAbsentReason": UNKNOWN_ABSENT if value is None else None,
-            "code": _loinc(code, display),
+            "code": VITAL_CODES[column],
             **s.common,
-            "partOf": [{"reference": f"Procedure/{fhir_id('ProcedureED', s.procedure_key)}"}],
-            "effectiveDateTime": instant(s.time or ""),
+            "partOf": s.part_of,
+            "effectiveDateTime": s.instant,
             "valueQuantity": _quantity(value, units) if units and value is not None else None,
             "component": _bp_components(row) if column == "dbp" else None,
         }
