@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from functools import cache, lru_cache
 
+from services.fhir_api.search.codegen import generate
 from services.fhir_api.search.registry import params_for, patient_compartment
 from services.fhir_api.search.values import (
     TEXT_MAX,
@@ -120,19 +121,19 @@ def _first_keys(steps: tuple[tuple, ...]) -> tuple[str, ...]:
 
 
 Extractor = Callable[[object, str, dict, tuple], list[tuple]]  # node, FHIR type, rows, row head -> values
-PlanEntry = tuple[str, str, Extractor, tuple[tuple[frozenset[str], Path, str], ...]]
+PlanEntry = tuple[str, str, Extractor, tuple[tuple[frozenset[str], Path, str, tuple], ...]]
 
 
 @cache
 def _plan(resource_type: str) -> tuple[PlanEntry, ...]:
-    """(name, type, extractor, (top-level keys, compiled path, FHIR type) per union branch) of every supported
-    parameter except _id."""
+    """(name, type, extractor, (top-level keys, compiled path, FHIR type, steps) per union branch) of every
+    supported parameter except _id."""
     return tuple(
         (
             param.name,
             param.type,
             _EXTRACTORS[param.type],
-            tuple((frozenset(_first_keys(s)), compile_path(s), ftype) for s, ftype in param.paths),
+            tuple((frozenset(_first_keys(s)), compile_path(s), ftype, s) for s, ftype in param.paths),
         )
         for param in params_for(resource_type).values()
         if not param.unsupported and param.name != "_id"
@@ -145,7 +146,7 @@ def _applicable(resource_type: str, shape: tuple[str, ...]) -> tuple[tuple[str, 
     others find nothing), only parameters with such a branch."""
     out = []
     for name, ptype, extract, branches in _plan(resource_type):
-        paths = tuple((path, ftype) for keys, path, ftype in branches if not keys.isdisjoint(shape))
+        paths = tuple((path, ftype, s) for keys, path, ftype, s in branches if not keys.isdisjoint(shape))
         if paths:
             out.append((name, ptype, extract, paths))
     return tuple(out)
@@ -261,20 +262,40 @@ _EXTRACTORS: dict[str, Extractor] = {
 }
 
 
+_EMPTY = {kind: (None,) * len(columns) for kind, columns in COLUMNS.items()}  # a row that says nothing
+
+
 def index_tuples(resource: dict, prefix: tuple = ()) -> IndexTuples:
-    """Every search-index row of one resource as (*prefix, param, *columns), grouped by index table."""
+    """Every search-index row of one resource as (*prefix, param, *columns), grouped by index table: per
+    parameter each distinct row once (first occurrence order), rows of only NULLs left out."""
+    return _fused(resource.get("resourceType", ""), tuple(resource), prefix)(resource)
+
+
+@lru_cache(maxsize=4096)
+def _fused(resource_type: str, shape: tuple[str, ...], prefix: tuple) -> Callable[[dict], IndexTuples]:
+    """`interpreted_index_tuples` for this shape, generated as one function (search/codegen.py)."""
+    entries = [
+        (ptype, extract, (*prefix, name), _EMPTY[ptype], tuple((s, ftype, path) for path, ftype, s in paths))
+        for name, ptype, extract, paths in _applicable(resource_type, shape)
+    ]
+    return generate(entries, KINDS, shape, _CODEGEN_NAMES)
+
+
+def interpreted_index_tuples(resource: dict, prefix: tuple = ()) -> IndexTuples:
+    """`index_tuples` by interpreting the plan (the reference the generated functions are tested against)."""
     rows: IndexTuples = {k: [] for k in KINDS}
     for name, ptype, extract, paths in _applicable(resource.get("resourceType", ""), tuple(resource)):
-        seen: set = set()
-        out = rows[ptype]
-        head = (*prefix, name)
-        for path, ftype in paths:
+        head, found = (*prefix, name), []
+        for path, ftype, _ in paths:
             for node in path(resource):
-                for row in extract(node, ftype, rows, head):
-                    if row not in seen and row.count(None) < len(row):
-                        seen.add(row)
-                        out.append(head + row)
+                found += extract(node, ftype, rows, head)
+        if found:
+            unique = dict.fromkeys(found) if len(found) > 1 else found
+            rows[ptype] += [head + row for row in unique if row != _EMPTY[ptype]]
     return rows
+
+
+_CODEGEN_NAMES = {f.__name__: f for f in (_tokens, _dates, _quantities, _references, _ref_type)}
 
 
 def index_rows(resource: dict) -> IndexRows:
