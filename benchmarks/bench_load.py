@@ -6,16 +6,24 @@
 
 Without --ndjson the MIMIC-IV demo in ../shared/data is mapped first (rounds map) into a temporary folder.
 The target database should be empty (a re-run measures the idempotent skip path instead).
+Prints resources/s, CPU µs per resource of the loader (this process and its workers) and of the PostgreSQL
+backends serving the load (sampled when the server runs on this machine), and where the time went:
+worker CPU in parse / extract / copy (client side of the writes), wall seconds of the index build and ANALYZE.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import resource
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
+
+import psutil
+from sqlalchemy import create_engine, text
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO.parent / "shared" / "data" / "mimic-iv-demo"
@@ -40,15 +48,61 @@ def main() -> None:
         run_map(DEMO, folder, workers=args.workers or 2)
         print(f"mapped demo in {time.perf_counter() - started:.1f}s -> {folder}")
     upgrade(args.database_url)
+    backends = BackendCpu(args.database_url).start()
     cpu = _cpu_seconds()
     report = load_ndjson(args.database_url, folder, workers=args.workers, progress=True)
     cpu = _cpu_seconds() - cpu
+    server = backends.stop()
+    per = 1e6 / max(1, report.resources)
     print(
         f"load: {report.resources:,} resources in {report.seconds:.1f}s = {report.resources_per_s:,.0f} "
-        f"resources/s ({report.skipped:,} skipped, {report.errors:,} errors); loader CPU (this process and "
-        f"its workers, not the database server) {cpu / max(1, report.resources) * 1e6:,.0f} µs/resource"
+        f"resources/s ({report.skipped:,} skipped, {report.errors:,} errors)\n"
+        f"CPU per resource: loader (this process and its workers) {cpu * per:,.0f} µs, PostgreSQL backends "
+        f"{server * per:,.0f} µs, total {(cpu + server) * per:,.0f} µs"
     )
+    for phase, seconds in report.phases.items():
+        kind = "worker CPU" if phase in ("parse", "extract", "copy") else "wall"
+        print(f"  {phase:12s} {seconds:7.1f} s {kind:10s} = {seconds * per:6.1f} µs/resource")
     _latencies(args.database_url)
+
+
+class BackendCpu:
+    """CPU seconds of the PostgreSQL backends connected to the database, sampled every 0.2 s (each backend's
+    last sample counts: a worker's backend ends with its connection). Zero if the server is elsewhere."""
+
+    def __init__(self, database_url: str) -> None:
+        self.engine = create_engine(database_url)
+        self.seen: dict[int, float] = {}
+        self.base: dict[int, float] = {}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        with self.engine.connect() as conn:
+            pids = conn.execute(
+                text("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+            ).scalars()
+            for pid in pids:
+                with contextlib.suppress(psutil.Error):
+                    times = psutil.Process(pid).cpu_times()
+                    self.seen[pid] = times.user + times.system
+
+    def _run(self) -> None:
+        while not self.done.wait(0.2):
+            self._sample()
+
+    def start(self) -> BackendCpu:
+        self._sample()
+        self.base = dict(self.seen)
+        self.thread.start()
+        return self
+
+    def stop(self) -> float:
+        self.done.set()
+        self.thread.join()
+        self._sample()
+        self.engine.dispose()
+        return sum(t - self.base.get(pid, 0.0) for pid, t in self.seen.items())
 
 
 def _cpu_seconds() -> float:
