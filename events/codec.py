@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from events.bus import Published, Record, TopicPartition
 from events.catalog import CATALOG, Catalog
 from events.envelope import CloudEvent, InvalidEvent
+from events.gcpause import gc_paused
 
 # What a backend appends: (key bytes, event bytes, the parsed event or None for bytes written unchecked).
 Row = tuple[bytes, bytes, CloudEvent | None]
@@ -78,12 +79,14 @@ class CheckedPublisher:
         return self.publish_many(topic, [(key, event)])[0]
 
     def publish_many(self, topic: str, items: Sequence[tuple[str, CloudEvent]]) -> list[Published]:
-        rows = [(check_key(key), encode(event, self.catalog), event) for key, event in items]
-        return self._append(topic, rows) if rows else []
+        with gc_paused():  # a batch's futures and rows are acyclic garbage (events/gcpause.py)
+            rows = [(check_key(key), encode(event, self.catalog), event) for key, event in items]
+            return self._append(topic, rows) if rows else []
 
     def publish_raw(self, topic: str, raw: bytes, key: str) -> Published:
         return self.publish_raw_many(topic, [(key, raw)])[0]
 
     def publish_raw_many(self, topic: str, items: Sequence[tuple[str, bytes]]) -> list[Published]:
-        rows = [(check_key(key), bytes(raw), encode_raw(raw, self.catalog)) for key, raw in items]
-        return self._append(topic, rows) if rows else []
+        with gc_paused():
+            rows = [(check_key(key), bytes(raw), encode_raw(raw, self.catalog)) for key, raw in items]
+            return self._append(topic, rows) if rows else []

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, ClassVar
 
 from sqlalchemy import Connection, Engine, MetaData, Table, insert
@@ -42,20 +43,33 @@ class ProjectionTx:
         self._pending.clear()
 
 
-def bulk_insert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+def bulk_insert(
+    conn: Connection,
+    table: Table,
+    rows: Sequence[dict[str, Any]] | Sequence[tuple[Any, ...]],
+    *,
+    columns: Sequence[str] | None = None,
+) -> None:
     """INSERT many rows through the driver's executemany with a statement compiled once.
 
     SQLAlchemy's per-row parameter processing costs more than the insert itself at tens of thousands of rows
-    per second; rows here hold plain values (str, int, float, None) of the table's own columns."""
+    per second; rows here hold plain values (str, int, float, None) of the table's own columns: dicts, or
+    tuples in the order of `columns`."""
     if not rows:
         return
-    columns = list(rows[0])
-    compiled = insert(table).compile(dialect=conn.dialect, column_keys=columns)
-    if compiled.positional:
-        order = compiled.positiontup
-        conn.exec_driver_sql(compiled.string, [tuple(row[k] for k in order) for row in rows])
+    names = list(columns if columns is not None else rows[0])
+    compiled = insert(table).compile(dialect=conn.dialect, column_keys=names)
+    if not compiled.positional:  # named parameters (psycopg): dicts keyed by column
+        params = list(rows) if columns is None else [dict(zip(names, row, strict=True)) for row in rows]
+    elif columns is None:
+        pick = itemgetter(*compiled.positiontup)
+        params = [pick(row) for row in rows] if len(names) > 1 else [(pick(row),) for row in rows]
+    elif compiled.positiontup == names:
+        params = list(rows)
     else:
-        conn.exec_driver_sql(compiled.string, list(rows))
+        pick = itemgetter(*(names.index(name) for name in compiled.positiontup))
+        params = [pick(row) for row in rows] if len(names) > 1 else [(pick(row),) for row in rows]
+    conn.exec_driver_sql(compiled.string, params)
 
 
 class Projection:

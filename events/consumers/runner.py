@@ -14,6 +14,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import groupby
+from operator import attrgetter
 
 from sqlalchemy import Connection, Engine, and_, insert, select, update
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
@@ -23,11 +25,13 @@ from events.catalog import CATALOG, UnknownEventType
 from events.consumers.deadletter import dead_letter_event
 from events.consumers.projection import Projection, ProjectionTx, bulk_insert
 from events.consumers.tracking import ConsumerPosition, ProcessedEvent
+from events.gcpause import gc_paused
 from events.topics import DEADLETTER
 
 log = logging.getLogger(__name__)
 POSITIONS = ConsumerPosition.__table__
 PROCESSED = ProcessedEvent.__table__
+_PARTITION = attrgetter("topic", "partition")
 INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)  # the database is down: retry, don't dead-letter
 
 
@@ -162,35 +166,37 @@ class ProjectionRunner:
         exactly there, seek and drop that partition's records from this batch."""
         resync: set[TopicPartition] = set()
         kept: list[Record] = []
-        for record in records:
-            tp = TopicPartition(record.topic, record.partition)
+        for (topic, partition), run in groupby(records, key=_PARTITION):  # poll returns runs per partition
+            tp = TopicPartition(topic, partition)
             if tp in resync:
                 continue
+            run = list(run)
             if tp not in self._positions:
                 stored = self._load_positions([tp])[tp]
                 self._positions[tp] = stored
-                if stored is not None and record.offset != stored:
+                if stored is not None and run[0].offset != stored:
                     self.consumer.seek(tp, stored)
                     resync.add(tp)
                     continue
             position = self._positions[tp]
-            if position is None or record.offset >= position:
-                kept.append(record)
+            kept.extend(run if position is None else (record for record in run if record.offset >= position))
         return kept
 
     # -- applying a batch ----------------------------------------------------------------------------------
     def poll_once(self) -> RunStats:
-        """Poll one batch and apply it; returns what happened to it."""
-        records = self.consumer.poll(timeout_s=self.poll_timeout_s, max_records=self.batch_size)
-        stats = RunStats()
-        accepted = self._accept(records)
-        if accepted:
-            try:
-                self._apply(accepted, stats)
-            except _Fenced:
-                log.warning("group %s: position moved by another member; re-seeking", self.group_id)
-                stats = RunStats()
-                self._on_assign(self.consumer.assignment())
+        """Poll one batch and apply it; returns what happened to it (collector paused: events/gcpause.py)."""
+        with gc_paused():
+            records = self.consumer.poll(timeout_s=self.poll_timeout_s, max_records=self.batch_size)
+            stats = RunStats()
+            accepted = self._accept(records)
+            if accepted:
+                try:
+                    self._apply(accepted, stats)
+                except _Fenced:
+                    log.warning("group %s: position moved by another member; re-seeking", self.group_id)
+                    stats = RunStats()
+                    self._on_assign(self.consumer.assignment())
+            del records, accepted
         self.stats.add(stats)
         return stats
 
@@ -267,9 +273,8 @@ class ProjectionRunner:
             self._run_projection(conn, fresh)
             if fresh:
                 group = self.group_id
-                bulk_insert(conn, PROCESSED, [
-                    {"group_id": group, "event_id": r.event.id, "source": r.event.source} for r in fresh
-                ])
+                bulk_insert(conn, PROCESSED, [(group, r.event.id, r.event.source) for r in fresh],
+                            columns=("group_id", "event_id", "source"))
             advanced = self._advance(conn, records)
         self._positions.update(advanced)
         if self._lettered:
@@ -296,9 +301,9 @@ class ProjectionRunner:
     def _advance(self, conn: Connection, records: Sequence[Record]) -> dict[TopicPartition, int]:
         """Store next offsets, fenced on the value we last read or wrote."""
         advanced: dict[TopicPartition, int] = {}
-        for record in records:
-            tp = TopicPartition(record.topic, record.partition)
-            advanced[tp] = max(advanced.get(tp, 0), record.offset + 1)
+        for (topic, partition), run in groupby(records, key=_PARTITION):
+            tp = TopicPartition(topic, partition)
+            advanced[tp] = max(advanced.get(tp, 0), max(record.offset for record in run) + 1)
         for tp, next_offset in advanced.items():
             key = {"group_id": self.group_id, "topic": tp.topic, "partition": tp.partition}
             previous = self._positions.get(tp)

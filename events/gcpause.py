@@ -1,0 +1,27 @@
+"""Pause Python's cycle collector around one batch of events.
+
+A batch of thousands of events allocates a few dozen container objects per event (records, envelopes, payload
+dicts, producer futures, rows), nearly all acyclic and freed by reference counting when the batch ends. With
+the collector on, those live objects trigger young-generation passes and get promoted, and every few batches a
+full collection walks every object of the process (kafka-python, SQLAlchemy, pydantic): measured at a quarter
+to a third of the CPU of producing and consuming. Paused per batch, the garbage a batch may leave in cycles is
+bounded by the batch and collected by the next automatic pass once the collector is back on.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Disable the cycle collector for the block (nesting-safe: only the outermost block re-enables it)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
