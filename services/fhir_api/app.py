@@ -12,6 +12,7 @@ from sqlalchemy.pool import QueuePool
 from rounds.settings import Settings, get_settings
 from services.fhir_api.http import routes, sessions
 from services.fhir_api.http.errors import install_error_handlers
+from services.fhir_api.http.fastlane import FastLane
 from services.fhir_api.http.interactions import InteractionListener, InteractionMiddleware
 from services.fhir_api.limits import DEFAULT_MAX_BODY
 from services.fhir_api.store.interface import ResourceStore
@@ -39,8 +40,10 @@ def create_app(
     store: ResourceStore | None = None,
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY,
+    fast_lane: bool = True,
 ) -> FastAPI:
-    """Build the API. Without `store`, opens the SQL store at settings.database_url."""
+    """Build the API. Without `store`, opens the SQL store at settings.database_url. `fast_lane=False` sends
+    reads and searches through FastAPI's routing too (the tests compare both)."""
     settings = settings or get_settings()
     if store is None:
         from services.fhir_api.store import open_store
@@ -70,5 +73,7 @@ def create_app(
     app.include_router(routes.router, prefix="/fhir", tags=["FHIR (shared record)"])
     app.include_router(routes.router, prefix="/sessions/{session_id}/fhir", tags=["FHIR (session sandbox)"])
     app.include_router(sessions.router)
+    if fast_lane:
+        app.add_middleware(FastLane)  # inside the interaction hook: it sees every exchange the same way
     app.add_middleware(InteractionMiddleware, listeners=lambda: app.state.interaction_listeners)
     return app

@@ -79,7 +79,8 @@ def as_http_error(exc: Exception) -> FhirHttpError:
     raise TypeError(f"not a client error: {exc!r}")
 
 
-async def _fhir_error(_request: Request, exc: Exception) -> Response:
+async def fhir_error(_request: Request, exc: Exception) -> Response:
+    """The OperationOutcome answer to a FhirHttpError or StoreError."""
     err = as_http_error(exc)
     return outcome_response(err.status, err.issues, err.code)
 
@@ -100,8 +101,8 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(FhirHttpError, _fhir_error)
-    app.add_exception_handler(StoreError, _fhir_error)
+    app.add_exception_handler(FhirHttpError, fhir_error)
+    app.add_exception_handler(StoreError, fhir_error)
     app.add_exception_handler(StarletteHTTPException, _starlette_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected)
