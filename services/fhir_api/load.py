@@ -41,7 +41,9 @@ PHASES = ("parse", "extract", "copy", "index build", "analyze")
 @contextmanager
 def _gc_paused() -> Iterator[None]:
     """A batch allocates ~100 objects per resource and frees them together, all acyclic: the cycle collector's
-    passes over them cost more than a third of the loader's CPU and would find nothing."""
+    passes over them cost more than a third of the loader's CPU and would find nothing. Nesting-safe; pause
+    around a whole batch (`_in_batch`) so the collector comes back once the batch's objects are freed, or
+    its first pass walks them all."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -219,7 +221,13 @@ def _prepare_and_write(args: tuple[list[bytes], str, bool, str]) -> tuple[int, i
     engine = _ENGINES.get(url)
     if engine is None:
         engine = _ENGINES[url] = make_engine(url, pool_size=1, max_overflow=0)
-    return _write_here(engine, args)
+    return _in_batch(_write_here, engine, args)
+
+
+def _in_batch(fn, *args):
+    """fn(*args) with the cycle collector paused until fn's frame, and with it the batch, is gone."""
+    with _gc_paused():
+        return fn(*args)
 
 
 def _write_here(engine, args: tuple) -> tuple[int, int, list[str], dict[str, float]]:
@@ -294,7 +302,7 @@ def load_ndjson(
         elif pool:  # SQLite has one writer: workers parse and index, the main process writes
             results = (_write_prepared(engine, p, when) for p in pool.imap(_prepare, jobs))
         else:
-            results = (_write_here(engine, job) for job in jobs)
+            results = (_in_batch(_write_here, engine, job) for job in jobs)
         for written, skipped, errors, phases in results:
             for phase, seconds in phases.items():
                 report.phases[phase] += seconds
