@@ -3,8 +3,10 @@
 A program step is ("f", name) a plain element, ("c", name, types) a choice element restricted to types,
 ("r", Type) keep references that point to Type, ("w", key, value) keep elements whose key equals value.
 Each path is turned into a Python closure once per resource type (`_plan`), and a parameter whose paths start
-from elements the resource lacks is skipped: bulk load runs this for every resource, so it is the hot path.
-Rows are tuples in the index table's column order after `param` (`index_tuples`); `index_rows` names them.
+from elements the resource lacks is skipped: bulk load runs this for every resource, so it is the hot path —
+`index_tuples` runs each shape's plan as one generated function (codegen.py), `interpreted_index_tuples` is
+the plain interpretation it is tested against. Rows are tuples in the index table's column order after
+`param` (`index_tuples`); `index_rows` names them.
 """
 
 from __future__ import annotations
