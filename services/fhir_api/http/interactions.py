@@ -1,7 +1,8 @@
 """The interaction hook: after every request, each callable in `app.state.interaction_listeners` receives an
 `Interaction` (the event backbone records the ones made through a session base, and every write).
 
-Implemented as plain ASGI middleware so bodies are hashed as they stream, never buffered twice.
+Implemented as plain ASGI middleware: body chunks are kept by reference as they stream (never copied) and
+hashed only when a listener reads a digest (most exchanges are not recorded; a search Bundle is tens of KB).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -29,10 +31,27 @@ class Interaction:
     query: str
     status: int
     latency_ms: float
-    request_digest: str  # sha256 hex of the request body (of b"" when there is none)
-    response_digest: str  # sha256 hex of the response body
     resource_type: str | None
     resource_id: str | None
+    request_body: list[bytes] = field(default_factory=list, repr=False, compare=False)  # chunks as received
+    response_body: list[bytes] = field(default_factory=list, repr=False, compare=False)  # chunks as sent
+
+    @cached_property
+    def request_digest(self) -> str:
+        """sha256 hex of the request body (of b"" when there is none)."""
+        return _sha256(self.request_body)
+
+    @cached_property
+    def response_digest(self) -> str:
+        """sha256 hex of the response body."""
+        return _sha256(self.response_body)
+
+
+def _sha256(chunks: list[bytes]) -> str:
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk)
+    return digest.hexdigest()
 
 
 InteractionListener = Callable[[Interaction], object]
@@ -69,13 +88,14 @@ class InteractionMiddleware:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        req_hash, resp_hash = hashlib.sha256(), hashlib.sha256()
+        request_body: list[bytes] = []
+        response_body: list[bytes] = []
         seen: dict[str, object] = {"status": 500, "location": None}
 
         async def tee_receive() -> Message:
             message = await receive()
             if message["type"] == "http.request":
-                req_hash.update(message.get("body", b""))
+                request_body.append(message.get("body", b""))
             return message
 
         async def tee_send(message: Message) -> None:
@@ -85,15 +105,17 @@ class InteractionMiddleware:
                     if key.lower() == b"location":
                         seen["location"] = value.decode("latin-1")
             elif message["type"] == "http.response.body":
-                resp_hash.update(message.get("body", b""))
+                response_body.append(message.get("body", b""))
             await send(message)
 
         try:
             await self.app(scope, tee_receive, tee_send)
         finally:
-            await self._notify(scope, started, req_hash, resp_hash, seen)
+            await self._notify(scope, started, request_body, response_body, seen)
 
-    async def _notify(self, scope: Scope, started: float, req_hash, resp_hash, seen: dict) -> None:
+    async def _notify(
+        self, scope: Scope, started: float, request_body: list[bytes], response_body: list[bytes], seen: dict
+    ) -> None:
         path = scope.get("path", "")
         query = scope.get("query_string", b"").decode("latin-1")
         session_id, type_, id_ = _target(path, seen["location"])
@@ -105,10 +127,10 @@ class InteractionMiddleware:
             query=query,
             status=int(seen["status"]),
             latency_ms=round((time.perf_counter() - started) * 1000, 3),
-            request_digest=req_hash.hexdigest(),
-            response_digest=resp_hash.hexdigest(),
             resource_type=type_,
             resource_id=id_,
+            request_body=request_body,
+            response_body=response_body,
         )
         for listener in list(self.listeners()):
             try:
