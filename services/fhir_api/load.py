@@ -200,7 +200,8 @@ def _write(conn: Connection, items: list[tuple], when: datetime, check: bool = T
     for rid, it in zip(rids, fresh, strict=True):
         key = (rid,)
         for kind, rows in it[4].items():
-            index[kind].extend(key + row for row in rows)
+            if rows:  # most kinds are empty for a given resource
+                index[kind] += [key + row for row in rows]
     tables = [(m.version, versions), (m.resource, current)] + [(TABLES[k], index[k]) for k in INDEX_KINDS]
     if conn.dialect.name == "postgresql":
         _copy(conn, tables)
@@ -344,20 +345,29 @@ BUILD_SETTINGS = (  # per connection: sort in memory, one core each (the builds 
 
 
 def _ensure_search_indexes(engine, analyze: bool, phases: dict[str, float], parallel: int = 2) -> None:
-    """(Re)create any index a previous (initial or interrupted) load dropped, and refresh statistics. The
-    statements run on `parallel` connections at once, biggest tables first (a build is one core's work)."""
+    """(Re)create any index a previous (initial or interrupted) load dropped, and refresh statistics. One
+    queue on `parallel` connections (a build is one core's work): builds biggest first, then ANALYZE of the
+    tables, those without builds first, so no connection idles at the turn from builds to statistics."""
     with engine.connect() as conn:
         present = set(conn.exec_driver_sql(_INDEXES).scalars())
         size = dict(conn.exec_driver_sql(_SIZES).all())
     by_size = sorted((m.version, m.resource, *TABLES.values()), key=lambda t: -size.get(t.name, 0))
-    started = time.perf_counter()
     missing = [i for t in by_size if t.name in TABLES_BY_NAME for i in t.indexes if i.name not in present]
-    _run_parallel(engine, [partial(Index.create, index) for index in missing], parallel)
-    phases["index build"] += time.perf_counter() - started
+    rebuilt = {index.table.name for index in missing}
+    started, built = time.perf_counter(), [time.perf_counter()]
+
+    def build(index: Index, conn: Connection) -> None:
+        index.create(conn)
+        built.append(time.perf_counter())
+
+    tasks = [partial(build, index) for index in missing]
     if analyze:  # fresh statistics -> index plans
-        started = time.perf_counter()
-        _run_parallel(engine, [partial(_analyze, table.name) for table in by_size], parallel)
-        phases["analyze"] += time.perf_counter() - started
+        tables = sorted(by_size, key=lambda t: t.name in rebuilt)  # stable: by size within each group
+        tasks += [partial(_analyze, table.name) for table in tables]
+    _run_parallel(engine, tasks, parallel)
+    phases["index build"] += max(built) - started
+    if analyze:
+        phases["analyze"] += time.perf_counter() - max(built)
 
 
 TABLES_BY_NAME = {table.name for table in TABLES.values()}

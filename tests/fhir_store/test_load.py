@@ -192,3 +192,46 @@ def test_generated_extractors_equal_the_interpreted_plan(shared_data) -> None:
             checked += 1
             rows += sum(map(len, expected.values()))
     assert checked > 250 and rows > 8 * checked
+
+
+def test_instant_fast_path_equals_date_range() -> None:
+    """Extraction's direct parse of 'YYYY-MM-DDThh:mm:ss±hh:mm' gives date_range's answer, including None."""
+    import random
+
+    from services.fhir_api.search.extract import instant_range
+    from services.fhir_api.search.values import date_range
+
+    edges = [
+        "2150-02-29T10:00:00-05:00",  # not a leap year
+        "2148-02-29T23:59:59+14:00",
+        "2150-13-01T00:00:00+00:00",
+        "2150-01-01T24:00:00+00:00",
+        "2150-01-01T00:60:00-04:00",
+        "2150-01-01T00:00:60-04:00",
+        "2150-01-01T00:00:00+05:99",
+        "0001-01-01T00:00:00+01:00",  # left to date_range (overflow territory)
+        "9999-12-31T23:59:59-01:00",
+        "2150-01-0١T00:00:00+00:00",  # a non-ASCII digit
+        " 2150-01-01T00:00:00+00:00",
+        "2150-01-01T00:00:00Z",
+        "2150-01-01T00:00:00.5+00:00",
+        "2150-01-01",
+        "2150-01-01T00:00:00+0000",
+    ]
+    rng = random.Random(4)
+    fuzz = [
+        f"{rng.randint(1, 9999):04d}-{rng.randint(0, 13):02d}-{rng.randint(0, 32):02d}"
+        f"T{rng.randint(0, 25):02d}:{rng.randint(0, 61):02d}:{rng.randint(0, 61):02d}"
+        f"{rng.choice('+-')}{rng.randint(0, 15):02d}:{rng.choice((0, 30, 45, 99)):02d}"
+        for _ in range(20000)
+    ]
+
+    def outcome(parse, text):
+        try:
+            return parse(text)
+        except OverflowError:  # date_range's own answer at the end of datetime's range
+            return "overflow"
+
+    for text in edges + fuzz:
+        assert outcome(instant_range, text) == outcome(date_range, text), text
+    assert sum(outcome(instant_range, t) not in (None, "overflow") for t in fuzz) > 5000
