@@ -28,6 +28,10 @@ def store(database_url: str):
 
 @pytest.fixture
 def record(store):
+    return make_record(store)
+
+
+def make_record(store):
     """Three patients with labs of two codes over three days; a session with a clock and its own write."""
     pids = []
     for i, (family, mrn) in enumerate([("Müller", "A1"), ("Mull", "B2"), ("Smith", "C3")]):
@@ -160,3 +164,33 @@ def test_chains_and_has_are_built_per_request(store, record) -> None:
     assert {len(by_mrn[0][0]), len(by_mrn[1][0])} == {6} and by_mrn[0][0] != by_mrn[1][0]
     assert has[0] == [pids[1]]
     assert engine._TEMPLATES == {}
+
+
+@pytest.mark.postgres
+def test_driver_rows_equal_sqlalchemy_rows(postgres_url, monkeypatch) -> None:
+    """On PostgreSQL prebuilt statements run straight through psycopg; SQLAlchemy would answer the same."""
+    from services.fhir_api.store import sql_store
+
+    upgrade(postgres_url)
+    store = open_store(postgres_url)
+    pids, session = make_record(store)
+
+    def answers() -> list:
+        out = []
+        for ctx in (SHARED, session):
+            for rtype, group in families(pids):
+                for params in group:
+                    with store._conn() as conn:
+                        result = engine.search(conn, ctx, SearchRequest(rtype, params, total="accurate"))
+                    out.append((result.matches, result.total, result.has_next, result.snapshot))
+            out += [store.read(ctx, "Patient", pid) for pid in pids]
+        return out
+
+    engine._TEMPLATES.clear()
+    through_driver = answers()
+    assert engine._DRIVER_SQL, "the driver path ran"
+    via_sqlalchemy = lambda conn, stmt, values, prepare=False: conn.execute(stmt, values).all()  # noqa: E731
+    monkeypatch.setattr(engine, "rows_of", via_sqlalchemy)
+    monkeypatch.setattr(sql_store, "rows_of", via_sqlalchemy)
+    assert answers() == through_driver
+    store.engine.dispose()

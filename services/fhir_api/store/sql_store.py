@@ -32,7 +32,7 @@ from sqlalchemy.exc import IntegrityError
 from services.fhir_api import json_numbers
 from services.fhir_api.search import engine as search_engine
 from services.fhir_api.search import registry
-from services.fhir_api.search.engine import aware
+from services.fhir_api.search.engine import aware, rows_of
 from services.fhir_api.search.values import to_us
 from services.fhir_api.store import models as m
 from services.fhir_api.store.indexing import index_resource, unindex
@@ -171,7 +171,7 @@ class SqlResourceStore:
         With `raw`, the current version's raw JSON and method come along (one query for a read)."""
         session = ctx.session_id or ""
         values = {"rtype": rtype, "rid": rid, "session": session}
-        rows = conn.execute(_CURRENT[raw, bool(session)], values).all()
+        rows = rows_of(conn, _CURRENT[raw, bool(session)], values, prepare=True)  # by key: one plan fits all
         row = next((x for x in rows if x.session == session), None) or next(iter(rows), None)
         hidden = (
             row is not None and row.session == "" and ctx.now is not None and row.clinical_time is not None
