@@ -91,17 +91,30 @@ def _batches(path: Path) -> Iterator[list[bytes]]:
 def _with_meta(line: bytes, resource: dict, stamp: bytes) -> bytes:
     """Set meta.versionId/lastUpdated keeping every other byte of the line as it was written."""
     meta = resource.get("meta")
-    keys = list(resource)
     if meta is None:
         return b'{"meta":{' + stamp + b"}," + line[1:]
-    plain = isinstance(meta, dict) and not ({"versionId", "lastUpdated"} & meta.keys())
-    if plain and set(keys[: keys.index("meta")]) <= {"resourceType", "id"}:  # first "meta" key is the top one
-        match = _META.search(line)
-        if match:
-            sep = b"," if meta else b""
-            return line[: match.end()] + stamp + sep + line[match.end() :]
+    if type(meta) is dict and "versionId" not in meta and "lastUpdated" not in meta and _meta_leads(resource):
+        at = line.find(b'"meta"')  # then the first "meta" key is the top one
+        if at >= 0 and line[at + 6 : at + 8] == b":{":  # compact JSON: what _META would match, found faster
+            end = at + 8
+        else:
+            match = _META.search(line)
+            end = match.end() if match else -1
+        if end >= 0:
+            view = memoryview(line)
+            return b"".join((view[:end], stamp, b"," if meta else b"", view[end:]))
     resource["meta"] = {**(meta or {}), **orjson.loads(b"{" + stamp + b"}")}
     return orjson.dumps(resource)
+
+
+def _meta_leads(resource: dict) -> bool:
+    """Only resourceType and id come before meta (so no other "meta" key can come first in the text)."""
+    for key in resource:
+        if key == "meta":
+            return True
+        if key != "resourceType" and key != "id":
+            return False
+    return False
 
 
 def _prepare(args: tuple, known=None) -> tuple[list[tuple], list[str], int, dict[str, float]]:

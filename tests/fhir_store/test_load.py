@@ -235,3 +235,29 @@ def test_instant_fast_path_equals_date_range() -> None:
     for text in edges + fuzz:
         assert outcome(instant_range, text) == outcome(date_range, text), text
     assert sum(outcome(instant_range, t) not in (None, "overflow") for t in fuzz) > 5000
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"resourceType":"Patient","id":"a","meta":{"profile":["p"]},"gender":"male"}',
+        b'{"resourceType":"Patient","id":"a","meta" : {  },"gender":"male"}',  # spaced, empty
+        b'{"resourceType":"Patient","id":"meta","meta":{"source":"s"}}',  # "meta" first seen as a value
+        b'{"id":"a","resourceType":"Patient","meta" :{"tag":[{"code":"x"}]}}',
+        b'{"resourceType":"Patient","gender":"male","meta":{"profile":["p"]}}',  # meta after another key
+        b'{"resourceType":"Patient","id":"a","meta":{"versionId":"7","source":"s"}}',  # replaced versionId
+        b'{"resourceType":"Patient","id":"a","gender":"male"}',  # no meta
+    ],
+)
+def test_stamping_meta_keeps_the_other_bytes(line) -> None:
+    stamp = b'"versionId":"1","lastUpdated":"2150-01-01T00:00:00Z"'
+    resource = orjson.loads(line)
+    out = loader._with_meta(line, resource, stamp)
+    parsed = orjson.loads(out)
+    expected = orjson.loads(line)
+    expected["meta"] = {**expected.get("meta", {}), "versionId": "1", "lastUpdated": "2150-01-01T00:00:00Z"}
+    assert parsed == expected
+    if b'"gender":"male"' in line:
+        assert b'"gender":"male"' in out
+    if line.startswith(b'{"resourceType":"Patient","id":"a","meta" : {'):
+        assert out == line.replace(b"{  }", b"{" + stamp + b"  }")  # inserted in place, spacing kept
