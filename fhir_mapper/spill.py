@@ -7,13 +7,33 @@ On the demo nothing spills; on full MIMIC (tens of millions of lab specimens) me
 
 from __future__ import annotations
 
+import marshal
 import pickle
 import tempfile
 from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
-from typing import IO, Any, Generic, TypeVar
+from typing import IO, Generic, TypeVar
 
 A = TypeVar("A")
+
+
+def _write_block(handle: IO[bytes], chunk: tuple[list, list]) -> None:
+    """One spilled block: a tag, its length, then (keys, values) in marshal — 2-4x cheaper than pickle for
+    the plain tuples/lists/dicts/strings the mappers group — or pickle for anything marshal refuses."""
+    try:
+        tag, data = b"M", marshal.dumps(chunk)
+    except ValueError:
+        tag, data = b"P", pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)
+    handle.write(tag + len(data).to_bytes(8, "little"))
+    handle.write(data)
+
+
+def _read_block(handle: IO[bytes]) -> tuple[list, list] | None:
+    header = handle.read(9)
+    if not header:
+        return None
+    data = handle.read(int.from_bytes(header[1:], "little"))
+    return marshal.loads(data) if header[:1] == b"M" else pickle.loads(data)
 
 
 class SpillGroups(Generic[A]):
@@ -45,14 +65,16 @@ class SpillGroups(Generic[A]):
             self._tmp = tempfile.TemporaryDirectory(prefix="rounds-spill-", dir=self.directory)
             # kept open across spills, closed by items()
             self._files = [Path(self._tmp.name, f"p{i}").open("w+b") for i in range(self.partitions)]  # noqa: SIM115
-        chunks: list[list[tuple[Hashable, A]]] = [[] for _ in range(self.partitions)]
+        keys: list[list[Hashable]] = [[] for _ in range(self.partitions)]
+        values: list[list[A]] = [[] for _ in range(self.partitions)]
         for key, value in self._mem.items():
-            chunks[hash(key) % self.partitions].append((key, value))
+            p = hash(key) % self.partitions
+            keys[p].append(key)
+            values[p].append(value)
         self._mem.clear()
-        for handle, chunk in zip(self._files, chunks, strict=True):
-            if chunk:
-                pickle.dump(chunk, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        self._mem.clear()
+        for handle, chunk in zip(self._files, zip(keys, values, strict=True), strict=True):
+            if chunk[0]:
+                _write_block(handle, chunk)
         self._held = 0
         self.spills += 1
 
@@ -67,12 +89,8 @@ class SpillGroups(Generic[A]):
             for handle in self._files:
                 handle.seek(0)
                 merged: dict[Hashable, A] = {}
-                while True:
-                    try:
-                        chunk: Any = pickle.load(handle)
-                    except EOFError:
-                        break
-                    for key, value in chunk:
+                while (chunk := _read_block(handle)) is not None:
+                    for key, value in zip(*chunk, strict=True):
                         current = merged.get(key)
                         merged[key] = value if current is None else self.merge(current, value)
                 yield from merged.items()

@@ -30,3 +30,28 @@ def test_spilled_medication_and_micro_jobs_equal_in_memory(demo_dir: Path, tmp_p
             assert sorted((small / name).read_bytes().splitlines()) == sorted(
                 (large / name).read_bytes().splitlines()
             ), name
+
+
+class _Box:  # marshal refuses instances of user classes: those blocks are pickled
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+def test_spilled_blocks_keep_types_and_fall_back_to_pickle(tmp_path: Path):
+    def merge(a: list, b: list) -> list:
+        a[1].extend(b[1])
+        a[2].update(b[2])
+        return a
+
+    plain = SpillGroups(merge, limit=7, partitions=4, directory=tmp_path)
+    boxed = SpillGroups(lambda a, b: _Box(a.n + b.n), limit=7, partitions=4, directory=tmp_path)
+    for i in range(200):
+        plain.add(("k", i % 9), [(str(i % 9), None, 1.5), [i], {f"o{i % 2}": [i, None]}])
+        boxed.add(i % 9, _Box(i))
+    merged = dict(plain.items())
+    assert plain.spills > 20 and len(merged) == 9
+    first, items, by_ordinal = merged[("k", 4)]
+    assert first == ("4", None, 1.5) and isinstance(first, tuple)  # tuples stay tuples
+    assert sorted(items) == list(range(4, 200, 9)) and set(by_ordinal) == {"o0", "o1"}
+    totals = {k: v.n for k, v in boxed.items()}
+    assert boxed.spills > 20 and totals == {k: sum(range(k, 200, 9)) for k in range(9)}
