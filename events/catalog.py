@@ -11,6 +11,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -42,7 +43,7 @@ class EventSpec:
     check: Callable[[Any], None] | None = None  # extra rule on the validated payload
     requires_subject: bool = True
 
-    @property
+    @cached_property
     def version(self) -> int:
         return max(self.versions)
 
@@ -59,6 +60,9 @@ class Catalog:
 
     def __init__(self, specs: Iterable[EventSpec] = ()) -> None:
         self._specs: dict[str, EventSpec] = {}
+        # dataschema URI -> (type, version) of URIs already found valid: one dict lookup instead of a regex
+        # per event read (bounded by the registered types x versions).
+        self._schema_versions: dict[str, tuple[str, int]] = {}
         for spec in specs:
             self.register(spec)
 
@@ -67,6 +71,7 @@ class Catalog:
         if missing:
             raise ValueError(f"{spec.type}: old versions {missing} have no upcaster to the next version")
         self._specs[spec.type] = spec
+        self._schema_versions.clear()
 
     def __iter__(self):
         return iter(self._specs.values())
@@ -121,7 +126,12 @@ class Catalog:
 
     # -- checking and reading ------------------------------------------------------------------------------
     def version_of(self, event: CloudEvent) -> int:
-        spec = self.spec(event.type)
+        return self._version(self.spec(event.type), event)
+
+    def _version(self, spec: EventSpec, event: CloudEvent) -> int:
+        known = self._schema_versions.get(event.dataschema)
+        if known is not None and known[0] == event.type:
+            return known[1]
         if event.dataschema is None:
             raise InvalidEvent(
                 f"{event.type} id={event.id}: dataschema is required (e.g. {spec.schema_uri()})"
@@ -134,12 +144,13 @@ class Catalog:
         version = int(match["version"])
         if version not in spec.versions:
             raise InvalidEvent(f"{event.type} id={event.id}: unknown schema version v{version}")
+        self._schema_versions[event.dataschema] = (event.type, version)
         return version
 
     def payload(self, event: CloudEvent) -> BaseModel:
         """The typed payload of an event of the *current* version (raises InvalidEvent)."""
         spec = self.spec(event.type)
-        return self._validate_data(spec, self.version_of(event), event)
+        return self._validate_data(spec, self._version(spec, event), event)
 
     def validate(self, event: CloudEvent, *, allow_old: bool = False) -> None:
         """Publish-time check: known type, current dataschema, subject rule, payload valid.
@@ -148,10 +159,10 @@ class Catalog:
         """
         spec = self.spec(event.type)
         self._check_subject(spec, event)
-        version = self.version_of(event)
+        version = self._version(spec, event)
         if version != spec.version and not allow_old:
             raise InvalidEvent(f"{event.type}: publish the current schema v{spec.version}, not v{version}")
-        self.upgrade(event)
+        self._upgrade(spec, version, event)
         if version == spec.version:
             event.mark_checked(self)  # events are immutable: publishing it again needs no second check
 
@@ -162,7 +173,9 @@ class Catalog:
     def upgrade(self, event: CloudEvent) -> CloudEvent:
         """The event with its data upcast to the current schema version (unchanged if already current)."""
         spec = self.spec(event.type)
-        version = self.version_of(event)
+        return self._upgrade(spec, self._version(spec, event), event)
+
+    def _upgrade(self, spec: EventSpec, version: int, event: CloudEvent) -> CloudEvent:
         if version == spec.version:
             self._validate_data(spec, version, event)
             return event

@@ -110,6 +110,10 @@ class CloudEvent(BaseModel):
                 )
             if value is not None and not isinstance(value, str | int | bool):
                 raise ValueError(f"extension attribute {name!r} must be a string, integer or boolean")
+        # Empty caches, set here so that reading them is a plain slot read: an unset slot falls back to
+        # pydantic's __getattr__ and an exception (~30x slower, twice per publish).
+        object.__setattr__(self, "_raw", None)
+        object.__setattr__(self, "_checked_by", None)
         return self
 
     def attributes(self) -> dict[str, Any]:

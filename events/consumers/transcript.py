@@ -68,6 +68,7 @@ ENTRY_KINDS: dict[str, tuple[Callable[[dict[str, Any]], dict[str, Any]], str | N
     "rounds.tool.call": (_tool_call, "tool_call_count"),
     "rounds.tool.result": (_tool_result, None),
 }
+_NO_COLUMNS = dict.fromkeys(("role", "ref", "text", "method", "url", "status", "latency_ms", "name"))
 COUNTERS = ("entry_count", "message_count", "ehr_request_count", "ehr_response_count", "tool_call_count")
 
 
@@ -137,7 +138,7 @@ class TranscriptProjection(Projection):
         if event.sequence is not None:
             session["last_sequence"] = max(session["last_sequence"] or 0, event.sequence)
         tx.insert("transcript_entries", {
-            **dict.fromkeys(("role", "ref", "text", "method", "url", "status", "latency_ms", "name")),
+            **_NO_COLUMNS,
             **columns,
             "session_id": session_id,
             "position": session["entry_count"],
