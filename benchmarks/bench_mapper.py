@@ -96,6 +96,18 @@ def map_and_report(label: str, mimic: Path, out: Path, workers: int, extra: list
     print(f"CPU time             {cpu:>12.2f} s (all processes) = {rows / cpu:,.0f} rows per CPU-second")
     mib_one, mib_sum = peak_one / 2**20, peak_sum / 2**20
     print(f"peak RSS             {mib_one:>12.0f} MiB largest process, {mib_sum:.0f} MiB all workers")
+    jobs = summary.get("job_cpu_seconds", {})
+    if jobs:
+        busy = sum(jobs.values())
+        top = sorted(jobs.items(), key=lambda kv: -kv[1])
+        print(
+            f"job CPU              {busy:>12.2f} s in {len(jobs)} jobs: "
+            + ", ".join(f"{j} {s:.1f}" for j, s in top[:6])
+        )
+        print(
+            f"CPU per row          {busy / rows * 1e6:>12.2f} µs in jobs, {cpu / rows * 1e6:.2f} µs all "
+            f"processes; parallel efficiency {busy / (workers * mapped):.0%} (job CPU / workers / wall)"
+        )
     v = summary["validation"]
     if v["validated"]:
         print(f"validated            {sum(v['validated'].values()):>12,}   failures {v['failures']}")

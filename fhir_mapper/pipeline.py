@@ -27,6 +27,7 @@ EXIT_REJECTED = 3
 def run_job(name: str, mimic: Path, out: Path, stride: int, group_limit: int = 100_000) -> RunReport:
     """Run one job (also the worker-process entry point)."""
     report = RunReport()
+    started = time.process_time()
     sink = NdjsonSink(out, report, stride)
     try:
         JOBS[name].run(MapContext(mimic, sink, report, group_limit))
@@ -34,6 +35,7 @@ def run_job(name: str, mimic: Path, out: Path, stride: int, group_limit: int = 1
         report.skipped_tables[f"job {name}"] = f"failed: {type(exc).__name__}: {exc}"
     finally:
         sink.close()
+        report.job_cpu[name] = time.process_time() - started
     return report
 
 

@@ -20,6 +20,7 @@ class RunReport:
     validation_failures: list[dict[str, Any]] = field(default_factory=list)
     validation_failure_count: dict[str, int] = field(default_factory=dict)
     validated: dict[str, int] = field(default_factory=dict)
+    job_cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds of each job (where time goes)
 
     def reject(self, table: str, file: str, line: int, reason: str) -> None:
         count = self.rejected_count.get(table, 0)
@@ -47,7 +48,7 @@ class RunReport:
                 )
         self.missing_tables |= other.missing_tables
         self.skipped_tables.update(other.skipped_tables)
-        for name in ("written", "validation_failure_count", "validated"):
+        for name in ("written", "validation_failure_count", "validated", "job_cpu"):
             getattr(self, name).update(getattr(other, name))
         self.validation_failures.extend(other.validation_failures)
 
@@ -72,5 +73,6 @@ class RunReport:
                 "failures_by_file": dict(sorted(self.validation_failure_count.items())),
                 "listed": self.validation_failures,
             },
+            "job_cpu_seconds": {job: round(s, 3) for job, s in sorted(self.job_cpu.items())},
             "elapsed_seconds": round(elapsed, 3),
         }
