@@ -9,7 +9,6 @@ of the loader's CPU; the database's share is the COPY itself and the index build
 
 from __future__ import annotations
 
-import gc
 import gzip
 import multiprocessing
 import os
@@ -17,7 +16,6 @@ import re
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -26,6 +24,7 @@ from pathlib import Path
 import orjson
 from sqlalchemy import Connection, Index, and_, func, insert, or_, select
 
+from events.gcpause import gc_paused
 from rounds.db import make_engine
 from services.fhir_api.search.extract import clinical_time
 from services.fhir_api.store import models as m
@@ -36,21 +35,6 @@ BATCH = 5000  # lines per worker transaction: fewer round trips and COPY starts 
 INDEX_KINDS = tuple(TABLES)  # index types + compartment
 _META = re.compile(rb'"meta"\s*:\s*\{')
 PHASES = ("parse", "extract", "copy", "index build", "analyze")
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """A batch allocates ~100 objects per resource and frees them together, all acyclic: the cycle collector's
-    passes over them cost more than a third of the loader's CPU and would find nothing. Nesting-safe; pause
-    around a whole batch (`_in_batch`) so the collector comes back once the batch's objects are freed, or
-    its first pass walks them all."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @dataclass
@@ -125,7 +109,7 @@ def _prepare(args: tuple, known=None) -> tuple[list[tuple], list[str], int, dict
     stamp = b'"versionId":"1","lastUpdated":"' + when.encode() + b'"'
     stamped = {"versionId": "1", "lastUpdated": when}
     parsed, errors = [], []
-    with _gc_paused():
+    with gc_paused():
         started = time.process_time()
         for line in lines:
             try:
@@ -239,8 +223,10 @@ def _prepare_and_write(args: tuple[list[bytes], str, bool, str]) -> tuple[int, i
 
 
 def _in_batch(fn, *args):
-    """fn(*args) with the cycle collector paused until fn's frame, and with it the batch, is gone."""
-    with _gc_paused():
+    """fn(*args) with the cycle collector paused until fn's frame, and with it the batch, is gone. A batch
+    allocates ~100 acyclic objects per resource: collector passes over them cost more than a third of the
+    loader's CPU, and re-enabled while they live, its first pass would walk them all."""
+    with gc_paused():
         return fn(*args)
 
 
@@ -425,7 +411,7 @@ def _write_prepared(
     if not items:
         return 0, skipped, errors, phases
     started = time.process_time()
-    with _gc_paused():
+    with gc_paused():
         try:
             with engine.begin() as conn:
                 written = _write(conn, items, when, check=not optimistic)
