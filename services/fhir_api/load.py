@@ -3,8 +3,9 @@
 Worker processes parse lines and extract index rows. On PostgreSQL each worker also writes its batch, in one
 transaction of binary COPYs on its own connection; on SQLite the main process is the one writer (batched
 inserts). Idempotent and resumable: a batch skips resources already in the shared record, and every committed
-batch is complete, so re-running after a crash finishes the job. Index extraction (search/extract.py) is most
-of the loader's CPU; the database's share is the COPY itself and the index builds after an initial load.
+batch is complete, so re-running after a crash finishes the job. The loader's CPU is mostly index extraction
+(search/extract.py, search/codegen.py) and COPY formatting; the database's is the COPY and, after an initial
+load, the index builds and ANALYZE (load_postgres.py). `LoadReport.phases` says where the time went.
 """
 
 from __future__ import annotations
@@ -15,17 +16,16 @@ import os
 import re
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 
 import orjson
-from sqlalchemy import Connection, Index, and_, func, insert, or_, select
+from sqlalchemy import Connection, and_, func, insert, or_, select
 
 from events.gcpause import gc_paused
 from rounds.db import make_engine
+from services.fhir_api.load_postgres import copy_rows, drop_search_indexes_if_empty, ensure_search_indexes
 from services.fhir_api.search.extract import clinical_time
 from services.fhir_api.store import models as m
 from services.fhir_api.store.indexing import TABLES, row_tuples
@@ -201,7 +201,7 @@ def _write(conn: Connection, items: list[tuple], when: datetime, check: bool = T
                 index[kind] += [key + row for row in rows]
     tables = [(m.version, versions), (m.resource, current)] + [(TABLES[k], index[k]) for k in INDEX_KINDS]
     if conn.dialect.name == "postgresql":
-        _copy(conn, tables)
+        copy_rows(conn, tables)
     else:
         for table, rows in tables:
             if rows:
@@ -242,39 +242,6 @@ def _write_here(engine, args: tuple) -> tuple[int, int, list[str], dict[str, flo
     return _write_prepared(engine, prepared, when, optimistic)
 
 
-_PG_TYPES = {  # SQLAlchemy type -> PostgreSQL type name, for binary COPY
-    "BigInteger": "int8",
-    "Integer": "int4",
-    "String": "varchar",
-    "DateTime": "timestamptz",
-    "Boolean": "bool",
-    "LargeBinary": "bytea",
-    "Float": "float8",
-}
-
-
-def _pg_types(table) -> list[str]:
-    types = []
-    for column in table.columns:
-        sa_type = column.type
-        variant = getattr(sa_type, "_variant_mapping", {}).get("postgresql", sa_type)
-        types.append(_PG_TYPES[type(variant).__name__])
-    return types
-
-
-def _copy(conn: Connection, tables) -> None:
-    """Binary COPY: no text formatting on our side nor parsing (e.g. of hex bytea) on the server's."""
-    cursor = conn.connection.driver_connection.cursor()
-    for table, rows in tables:
-        if not rows:
-            continue
-        cols = ", ".join(c.name for c in table.columns)
-        with cursor.copy(f"COPY {table.name} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(_pg_types(table))
-            for row in rows:
-                copy.write_row(row)
-
-
 def load_ndjson(
     database_url: str,
     folder: str | Path,
@@ -295,7 +262,7 @@ def load_ndjson(
     bar = _progress(progress)
     pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
     try:
-        initial = postgres and _drop_search_indexes_if_empty(engine)  # empty store: nothing to ask
+        initial = postgres and drop_search_indexes_if_empty(engine)  # empty store: nothing to ask
         jobs = ((batch, stamp, validate, database_url, initial) for path in files for batch in _batches(path))
         if pool and postgres:  # every worker parses, indexes and COPYs on its own connection
             results = pool.imap_unordered(_prepare_and_write, jobs)
@@ -319,86 +286,10 @@ def load_ndjson(
         if bar:
             bar.stop()
         if postgres:
-            _ensure_search_indexes(engine, report.resources > 0, report.phases)
+            ensure_search_indexes(engine, report.resources > 0, report.phases)
         engine.dispose()
     report.seconds = time.perf_counter() - start
     return report
-
-
-def _drop_search_indexes_if_empty(engine) -> bool:
-    """Initial load into an empty store: build the index tables' b-trees once at the end, not row by row.
-    True if the store was empty."""
-    with engine.begin() as conn:
-        if conn.execute(select(m.resource.c.rid).limit(1)).first() is not None:
-            return False
-        for table in TABLES.values():
-            for index in table.indexes:
-                index.drop(conn, checkfirst=True)
-    return True
-
-
-BUILD_SETTINGS = (  # per connection: sort in memory, one core each (the builds themselves run in parallel)
-    "SET maintenance_work_mem = '256MB'",
-    "SET max_parallel_maintenance_workers = 0",
-)
-
-
-def _ensure_search_indexes(engine, analyze: bool, phases: dict[str, float], parallel: int = 2) -> None:
-    """(Re)create any index a previous (initial or interrupted) load dropped, and refresh statistics. One
-    queue on `parallel` connections (a build is one core's work): builds biggest first, then ANALYZE of the
-    tables, those without builds first, so no connection idles at the turn from builds to statistics."""
-    with engine.connect() as conn:
-        present = set(conn.exec_driver_sql(_INDEXES).scalars())
-        size = dict(conn.exec_driver_sql(_SIZES).all())
-    by_size = sorted((m.version, m.resource, *TABLES.values()), key=lambda t: -size.get(t.name, 0))
-    missing = [i for t in by_size if t.name in TABLES_BY_NAME for i in t.indexes if i.name not in present]
-    rebuilt = {index.table.name for index in missing}
-    started, built = time.perf_counter(), [time.perf_counter()]
-
-    def build(index: Index, conn: Connection) -> None:
-        index.create(conn)
-        built.append(time.perf_counter())
-
-    tasks = [partial(build, index) for index in missing]
-    if analyze:  # fresh statistics -> index plans
-        tables = sorted(by_size, key=lambda t: t.name in rebuilt)  # stable: by size within each group
-        tasks += [partial(_analyze, table.name) for table in tables]
-    _run_parallel(engine, tasks, parallel)
-    phases["index build"] += max(built) - started
-    if analyze:
-        phases["analyze"] += time.perf_counter() - max(built)
-
-
-TABLES_BY_NAME = {table.name for table in TABLES.values()}
-_INDEXES = "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
-_SIZES = (
-    "SELECT relname, pg_relation_size(oid) FROM pg_class"
-    " WHERE relnamespace = current_schema()::regnamespace AND relkind = 'r'"
-)
-
-
-def _analyze(name: str, conn: Connection) -> None:
-    conn.exec_driver_sql(f"ANALYZE {name}")
-
-
-def _run_parallel(engine, tasks: list, parallel: int) -> None:
-    """Run task(conn) for every task, on `parallel` autocommit connections taking the next task in turn."""
-    queue = list(reversed(tasks))
-
-    def drain() -> None:
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            for statement in BUILD_SETTINGS:
-                conn.exec_driver_sql(statement)
-            while queue:
-                try:
-                    task = queue.pop()
-                except IndexError:
-                    return
-                task(conn)
-
-    with ThreadPoolExecutor(max(1, min(parallel, len(tasks)))) as pool:
-        for future in [pool.submit(drain) for _ in range(max(1, min(parallel, len(tasks))))]:
-            future.result()
 
 
 def _write_prepared(
