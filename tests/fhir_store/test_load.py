@@ -261,3 +261,12 @@ def test_stamping_meta_keeps_the_other_bytes(line) -> None:
         assert b'"gender":"male"' in out
     if line.startswith(b'{"resourceType":"Patient","id":"a","meta" : {'):
         assert out == line.replace(b"{  }", b"{" + stamp + b"  }")  # inserted in place, spacing kept
+
+
+def test_integer_fast_path_equals_the_decimal_parse() -> None:
+    from services.fhir_api.search.extract import _number
+    from services.fhir_api.search.values import decimal_range
+
+    for value in (0, 7, -3, 2**53, -(2**53), 2**53 + 1, 10**20, -(10**400), True):
+        parsed = decimal_range(str(value)) if not isinstance(value, bool) else None
+        assert _number(value) == (parsed[0] if parsed else None), value

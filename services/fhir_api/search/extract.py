@@ -261,6 +261,8 @@ def _dates(node: object) -> list[tuple[int, int]]:
 def _number(value: object) -> float | None:
     if type(value) is float:  # JSON numbers are finite; float(Decimal(str(x))) == x
         return value
+    if type(value) is int and -(2**53) <= value <= 2**53:  # exact as a float: what the Decimal path gives
+        return float(value)
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
     parsed = decimal_range(str(value))
