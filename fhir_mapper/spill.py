@@ -7,6 +7,7 @@ On the demo nothing spills; on full MIMIC (tens of millions of lab specimens) me
 
 from __future__ import annotations
 
+import gc
 import marshal
 import pickle
 import tempfile
@@ -33,7 +34,13 @@ def _read_block(handle: IO[bytes]) -> tuple[list, list] | None:
     if not header:
         return None
     data = handle.read(int.from_bytes(header[1:], "little"))
-    return marshal.loads(data) if header[:1] == b"M" else pickle.loads(data)
+    enabled = gc.isenabled()
+    gc.disable()  # a block is thousands of new containers and no cycles: no collector passes meanwhile
+    try:
+        return marshal.loads(data) if header[:1] == b"M" else pickle.loads(data)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class SpillGroups(Generic[A]):
