@@ -55,3 +55,27 @@ def test_spilled_blocks_keep_types_and_fall_back_to_pickle(tmp_path: Path):
     assert sorted(items) == list(range(4, 200, 9)) and set(by_ordinal) == {"o0", "o1"}
     totals = {k: v.n for k, v in boxed.items()}
     assert boxed.spills > 20 and totals == {k: sum(range(k, 200, 9)) for k in range(9)}
+
+
+def test_jobs_leave_no_cyclic_garbage_and_restore_the_collector(tmp_path: Path):
+    """run_job pauses the cyclic collector: that is only safe while jobs build no reference cycles."""
+    import gc
+
+    from fhir_mapper.jobs import JOBS
+    from fhir_mapper.synth.generate import generate
+
+    mimic = tmp_path / "mimic"
+    generate(mimic, 12, seed=3)
+    gc.collect()
+    gc.disable()
+    try:
+        for name in JOBS:
+            out = tmp_path / name
+            out.mkdir()
+            report = run_job(name, mimic, out, 0, group_limit=200)  # spills too
+            assert report.written and not gc.isenabled()
+            assert gc.collect() == 0, f"job {name} left reference cycles"
+    finally:
+        gc.enable()
+    run_job("core", mimic, tmp_path / "core", 0)
+    assert gc.isenabled()
