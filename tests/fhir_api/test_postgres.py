@@ -55,6 +55,8 @@ def test_http_on_postgres(postgres_url):
             "/Observation", params={"code": "'; DROP TABLE fhir_resource;--", "date": "ge2150' OR 1=1"}
         )
         assert r.status_code in (200, 400)
+        for key in ("name", "identifier", "_id", "birthdate", "general-practitioner"):
+            assert_outcome(fhir.get("/Patient", params={key: "a\x00b"}), 400)  # PostgreSQL text has no NUL
         assert fhir.get("/Observation", params={"patient": pid, "_summary": "count"}).json()["total"] == 6
 
 

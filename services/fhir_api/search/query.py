@@ -144,6 +144,8 @@ def plan_params(resource_type: str | None, params: list[tuple[str, str]], ctx: C
             if strict:
                 raise InvalidSearch(f"unknown or unsupported search parameter '{name}'")
             continue
+        if "\x00" in value:  # no FHIR string holds one, and PostgreSQL text cannot
+            raise InvalidSearch(f"the value of '{name}' contains a NUL character")
         out.filters.append(found)
         out.used.append((name, value))
     return out
