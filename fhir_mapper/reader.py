@@ -71,13 +71,13 @@ _COLUMN_CHECKS = {  # one regex over a whole column of a chunk (values joined by
 
 def _column_ok(values: list[str], typ: str) -> bool:
     """Fast path: every value of a chunk's column is '' or valid. Integer columns are usually plain digits;
-    dates repeat, so only distinct values are matched; a value holding the separator fails the count."""
+    dates and numbers (reference ranges, vital signs) repeat, so only distinct values are matched; a value
+    holding the separator fails the count."""
     if typ == "int":
         digits = "".join(values)
         if digits.isdigit() and digits.isascii() or not digits:
             return True
-    elif typ != "float":
-        values = list(set(values))
+    values = list(set(values))
     text = _SEP.join(values)
     return text.count(_SEP) == len(values) - 1 and _COLUMN_CHECKS[typ](text) is not None
 
