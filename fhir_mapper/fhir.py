@@ -3,6 +3,7 @@ meta.profile, references), with the official system/identifier URLs in one place
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 MIMIC = "http://mimic.mit.edu/fhir/mimic"
@@ -23,7 +24,10 @@ def compact(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None and (v or v.__class__ is not dict)}
 
 
+@cache
 def meta(profile: str) -> dict[str, Any]:
+    """meta.profile of one official profile: one shared object per profile (resources are only serialised,
+    never mutated after they are built)."""
     return {"profile": [f"{PROFILE}{profile}"]}
 
 
