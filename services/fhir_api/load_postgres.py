@@ -1,9 +1,9 @@
 """PostgreSQL side of the bulk load (services/fhir_api/load.py): binary COPY of prepared rows, and the index
 tables' b-trees dropped for an initial load and built again, with fresh statistics, at its end.
 
-Building a b-tree once from sorted rows costs less than maintaining it row by row (≈ 24 vs ≈ 30 µs/resource
-for the token table alone); a build is PostgreSQL deforming multi-column varchar index tuples while it sorts,
-one core per build, so the builds and ANALYZEs run on two connections at once.
+Building a b-tree once from sorted rows costs less than maintaining it row by row (token table alone:
+≈ 24 µs/resource to build, ≈ 30 to maintain); a build is PostgreSQL deforming multi-column varchar index
+tuples while it sorts, one core per build, so the builds and ANALYZEs run on two connections at once.
 """
 
 from __future__ import annotations
