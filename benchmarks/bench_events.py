@@ -2,6 +2,8 @@
 
     python benchmarks/bench_events.py            # Kafka, SQL log on SQLite and on PostgreSQL; 1 M events
     python benchmarks/bench_events.py --backend kafka --events 200000 --e2e-events 50000
+    python benchmarks/bench_events.py --backend kafka --events 100000 --e2e-events 100000 \
+        --replay-events 1000000 --broker-pid $(pgrep -f kafka.Kafka)
 
 Kafka: --kafka-bootstrap / ROUNDS_KAFKA_BOOTSTRAP, else scripts/kafka.sh starts a broker (stopped at the end).
 PostgreSQL: --postgres-url / ROUNDS_BENCH_POSTGRES_URL (a server URL; a fresh database is created in it),
@@ -13,7 +15,10 @@ Phases per backend (fresh topics and a fresh database each):
    them (exactly-once: projection rows, processed ids and positions in one transaction per batch); events/s
    from the first publish until the projection holds them all;
 3. replay: a fresh group rebuilds the transcript projection from the beginning of the topic (all events of
-   1 and 2) into fresh tables; seconds and events/s.
+   1 and 2, topped up to `--replay-events` when that is larger) into fresh tables; seconds and events/s.
+Each phase also prints CPU microseconds per event of its parts (the producer process with kafka-python's
+sender thread, the consumer + projection process, the broker's JVM with --broker-pid): judge changes by these
+when the cores are shared, as wall-clock rates then mostly measure the other load.
 Goals on Kafka (issue 5): >= 20,000 events/s end to end; replay of 1 M events in under 2 minutes.
 """
 
@@ -23,6 +28,7 @@ import argparse
 import multiprocessing
 import os
 import re
+import resource
 import subprocess
 import tempfile
 import time
@@ -186,8 +192,15 @@ def run_backend(
         producer = ctx.Process(
             target=_producer_process,
             args=(
-                settings.model_dump(), topic, args.events, args.e2e_events, args.sessions, tag,
-                ready, go, producer_cpu,
+                settings.model_dump(),
+                topic,
+                args.events,
+                args.e2e_events,
+                args.sessions,
+                tag,
+                ready,
+                go,
+                producer_cpu,
             ),
         )
         producer.start()
@@ -212,6 +225,10 @@ def run_backend(
         flush=True,
     )
 
+    if args.replay_events > target:  # top the topic up (not timed) so that the replay reads exactly that many
+        seconds = publish(bus, topic, target, args.replay_events - target, args.sessions, tag)
+        more = args.replay_events - target
+        print(f"[{name}] published {more:,} more for the replay in {seconds:.1f}s", flush=True)
     cpu = time.process_time()
     result = replay(bus, engine, TranscriptProjection, topics=(topic,), batch_size=args.batch_size)
     cpu = time.process_time() - cpu
@@ -222,6 +239,10 @@ def run_backend(
         f"= {result.events_per_s:,.0f}/s ({cpu_note(result.stats.applied, consumer_projection=cpu)};"
         f" into {', '.join(result.tables)})",
         flush=True,
+    )
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print(
+        f"[{name}] peak memory of this process (publisher, live projection, replay): {peak_mib:,.0f} MiB"
     )
     bus.close()
     engine.dispose()
@@ -264,6 +285,12 @@ def main() -> None:
     parser.add_argument("--backend", choices=["kafka", "sql-sqlite", "sql-postgres", "all"], default="all")
     parser.add_argument("--events", type=int, default=1_000_000, help="published in phase 1 (and replayed)")
     parser.add_argument("--e2e-events", type=int, default=200_000, help="published while the projection runs")
+    parser.add_argument(
+        "--replay-events",
+        type=int,
+        default=0,
+        help="events the replay reads: the topic is topped up (untimed) when phases 1 and 2 published fewer",
+    )
     parser.add_argument("--sessions", type=int, default=1000, help="distinct session keys")
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=5000, help="records per projection transaction")

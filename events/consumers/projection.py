@@ -50,25 +50,30 @@ def bulk_insert(
     *,
     columns: Sequence[str] | None = None,
 ) -> None:
-    """INSERT many rows through the driver's executemany with a statement compiled once.
+    """INSERT many rows through the driver's executemany with a statement compiled once, in primary-key order.
 
     SQLAlchemy's per-row parameter processing costs more than the insert itself at tens of thousands of rows
     per second; rows here hold plain values (str, int, float, None) of the table's own columns: dicts, or
-    tuples in the order of `columns`."""
+    tuples in the order of `columns`. Sorted by primary key, a batch walks each index page once instead of
+    jumping between pages at random (event ids are uuids), which keeps a large index out of the disk cache's
+    way; the rows written are the same."""
     if not rows:
         return
     names = list(columns if columns is not None else rows[0])
     compiled = insert(table).compile(dialect=conn.dialect, column_keys=names)
     if not compiled.positional:  # named parameters (psycopg): dicts keyed by column
         params = list(rows) if columns is None else [dict(zip(names, row, strict=True)) for row in rows]
-    elif columns is None:
-        pick = itemgetter(*compiled.positiontup)
-        params = [pick(row) for row in rows] if len(names) > 1 else [(pick(row),) for row in rows]
-    elif compiled.positiontup == names:
-        params = list(rows)
+        order = names
     else:
-        pick = itemgetter(*(names.index(name) for name in compiled.positiontup))
-        params = [pick(row) for row in rows] if len(names) > 1 else [(pick(row),) for row in rows]
+        order = list(compiled.positiontup)
+        if columns is not None and order == names:
+            params = list(rows)
+        else:
+            pick = itemgetter(*(order if columns is None else [names.index(name) for name in order]))
+            params = [pick(row) for row in rows] if len(order) > 1 else [(pick(row),) for row in rows]
+    key = [c.name for c in table.primary_key.columns]
+    if key and set(key) <= set(order):
+        params.sort(key=itemgetter(*key) if not compiled.positional else itemgetter(*map(order.index, key)))
     conn.exec_driver_sql(compiled.string, params)
 
 
