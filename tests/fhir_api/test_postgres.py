@@ -87,3 +87,43 @@ def test_concurrent_requests_reuse_pooled_connections(postgres_url):
         before = backends_started()
         assert asyncio.run(burst(api.fhir, paths)) == [200] * 80
         assert backends_started() - before <= 1  # only this check's own connection
+
+
+@pytest.mark.postgres
+def test_reads_survive_dropped_connections(postgres_url):
+    """Read connections are not pinged at checkout: a read whose connection the server dropped (restart,
+    idle timeout, failover) runs again on fresh connections instead of failing."""
+    import asyncio
+
+    from sqlalchemy import create_engine, text
+
+    def drop_connections() -> int:
+        admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            dropped = conn.execute(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            ).scalar_one()
+        admin.dispose()
+        return dropped
+
+    async def burst(base: str, paths: list[str]) -> list[int]:
+        async with httpx.AsyncClient(base_url=base, timeout=120) as c:
+            return [r.status_code for r in await asyncio.gather(*(c.get(p) for p in paths))]
+
+    for api in live_api(postgres_url):
+        fhir = httpx.Client(base_url=api.fhir, timeout=120)
+        pid = fhir.post("/Patient", json=patient("dropped")).json()["id"]
+        fhir.post("/Observation", json=observation(pid, "dropped-lab", "2150-01-01T00:00:00Z"))
+        sid = httpx.post(f"{api.root}/sessions", json={"now": "2150-06-01"}).json()["id"]
+        paths = [f"/Patient/{pid}", f"/Observation?patient={pid}", f"/Patient/{pid}/_history/1"] * 8
+        assert asyncio.run(burst(api.fhir, paths)) == [200] * 24  # several pooled connections
+        assert drop_connections() >= 2
+        assert [fhir.get(p).status_code for p in paths[:3]] == [200, 200, 200]
+        assert httpx.get(f"{api.root}/sessions/{sid}/fhir/Patient/{pid}").status_code == 200
+        assert drop_connections() >= 1
+        assert asyncio.run(burst(api.fhir, paths)) == [200] * 24
+        assert httpx.get(f"{api.root}/sessions/{sid}/fhir/Observation?patient={pid}").status_code == 200
+        assert fhir.get(f"/Patient/{pid}/_history").json()["total"] == 1

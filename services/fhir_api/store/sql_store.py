@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import uuid
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import TypeVar
 
+import psycopg
 from sqlalchemy import (
     Connection,
     Engine,
     and_,
     bindparam,
+    create_engine,
     delete,
     event,
     func,
@@ -27,7 +30,7 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from services.fhir_api import json_numbers
 from services.fhir_api.search import engine as search_engine
@@ -52,6 +55,7 @@ from services.fhir_api.store.interface import (
 )
 from services.fhir_api.store.validation import validate_resource
 
+T = TypeVar("T")
 _SQLITE_READY: weakref.WeakSet = weakref.WeakSet()
 _PG_TUNED: weakref.WeakSet = weakref.WeakSet()
 # The store's working set is cached and it serves many small concurrent requests: random reads cost about
@@ -62,6 +66,32 @@ PLANNER_OPTIONS = "-c random_page_cost=1.1 -c max_parallel_workers_per_gather=0"
 
 def _planner_settings(_dialect, _record, _cargs, cparams: dict) -> None:
     cparams["options"] = f"{cparams.get('options', '')} {PLANNER_OPTIONS}".strip()
+
+
+_READERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _reader_engine(engine: Engine) -> Engine:
+    """The engine reads run on (PostgreSQL): autocommit -- under READ COMMITTED each statement has its own
+    snapshot anyway, so BEGIN/COMMIT only cost two round trips per request (paging consistency comes from
+    `snapshot`) -- on a pool of its own, like the store's but without a ping at every checkout (reads retry
+    instead: SqlResourceStore._reading). Writes keep the store's pinged pool."""
+    reader = _READERS.get(engine)
+    if reader is None:
+        pool = engine.pool.recreate()  # same connection factory (and do_connect settings), sizes and events
+        pool._pre_ping = False  # no public switch on a pool
+        reader = create_engine(engine.url, pool=pool, isolation_level="AUTOCOMMIT")
+        event.listen(engine, "engine_disposed", lambda _engine: reader.dispose())
+        _READERS[engine] = reader
+    return reader
+
+
+def _connection_lost(exc: Exception) -> bool:
+    """Whether a read failed because its connection was gone (not because of what it asked)."""
+    if isinstance(exc, DBAPIError):
+        return exc.connection_invalidated
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
 
 
 def now_ms() -> datetime:
@@ -89,13 +119,11 @@ class SqlResourceStore:
             sqlite_transactions(engine)
             _SQLITE_READY.add(engine)
         self._bound = _conn
-        # PostgreSQL reads run in autocommit: under READ COMMITTED each statement has its own snapshot anyway,
-        # so BEGIN/COMMIT only cost two round trips per request (paging consistency comes from `snapshot`).
         postgres = engine.dialect.name == "postgresql"
-        self._reader = engine.execution_options(isolation_level="AUTOCOMMIT") if postgres else None
         if postgres and engine not in _PG_TUNED:
             event.listen(engine, "do_connect", _planner_settings)
             _PG_TUNED.add(engine)
+        self._reader = _reader_engine(engine) if postgres else None
         self._listeners: list[ChangeListener] = _listeners if _listeners is not None else []
 
     # -- plumbing ------------------------------------------------------------------------------------------
@@ -120,6 +148,22 @@ class SqlResourceStore:
             with conn.begin():
                 yield conn
 
+    def _reading(self, op: Callable[[Connection], T]) -> T:
+        """Run a read-only operation. On PostgreSQL its pooled connection is not pinged first (a round trip
+        per request): if the server dropped it, the operation runs once more on a fresh pool."""
+        if self._bound is not None or self._reader is None:
+            with self._conn() as conn:
+                return op(conn)
+        try:
+            with self._reader.connect() as conn:
+                return op(conn)
+        except (DBAPIError, psycopg.OperationalError) as exc:
+            if not _connection_lost(exc):
+                raise
+        self._reader.dispose()
+        with self._reader.connect() as conn:
+            return op(conn)
+
     @contextmanager
     def transaction(self, ctx: Context) -> Iterator[SqlResourceStore]:
         if self._bound is not None:
@@ -143,8 +187,9 @@ class SqlResourceStore:
 
     def get_session(self, session_id: str) -> Context | None:
         try:
-            with self._conn() as conn:
-                row = conn.execute(select(m.session).where(m.session.c.id == session_id)).first()
+            row = self._reading(
+                lambda conn: conn.execute(select(m.session).where(m.session.c.id == session_id)).first()
+            )
         except Exception:  # noqa: BLE001 - contract: never raises, unknown/invalid -> None
             return None
         if row is None:
@@ -183,8 +228,7 @@ class SqlResourceStore:
         return row
 
     def read(self, ctx: Context, resource_type: str, id: str) -> StoredResource:
-        with self._conn() as conn:
-            row = self._current(conn, ctx, resource_type, id, raw=True)
+        row = self._reading(lambda conn: self._current(conn, ctx, resource_type, id, raw=True))
         if row is None:
             raise NotFound(f"{resource_type}/{id} not found")
         if row.deleted:
@@ -192,27 +236,31 @@ class SqlResourceStore:
         return _stored(row)
 
     def vread(self, ctx: Context, resource_type: str, id: str, version_id: int) -> StoredResource:
-        with self._conn() as conn:
-            row = self._current(conn, ctx, resource_type, id)
-            if row is None:
-                raise NotFound(f"{resource_type}/{id} not found")
-            v = m.version
-            found = conn.execute(
-                select(v)
-                .where(
-                    v.c.res_type == resource_type,
-                    v.c.res_id == id,
-                    v.c.version == version_id,
-                    v.c.session.in_({ctx.session_id or "", ""}),
-                )
-                .order_by(v.c.session.desc())
-            ).first()
-            if found is None:
-                raise NotFound(f"{resource_type}/{id}/_history/{version_id} not found")
-            stored = _stored(found)
-            if stored.deleted:
-                raise Gone(f"{resource_type}/{id}/_history/{version_id} is a deletion")
-            return stored
+        return self._reading(lambda conn: self._vread(conn, ctx, resource_type, id, version_id))
+
+    def _vread(
+        self, conn: Connection, ctx: Context, resource_type: str, id: str, version_id: int
+    ) -> StoredResource:
+        row = self._current(conn, ctx, resource_type, id)
+        if row is None:
+            raise NotFound(f"{resource_type}/{id} not found")
+        v = m.version
+        found = conn.execute(
+            select(v)
+            .where(
+                v.c.res_type == resource_type,
+                v.c.res_id == id,
+                v.c.version == version_id,
+                v.c.session.in_({ctx.session_id or "", ""}),
+            )
+            .order_by(v.c.session.desc())
+        ).first()
+        if found is None:
+            raise NotFound(f"{resource_type}/{id}/_history/{version_id} not found")
+        stored = _stored(found)
+        if stored.deleted:
+            raise Gone(f"{resource_type}/{id}/_history/{version_id} is a deletion")
+        return stored
 
     def history(
         self,
@@ -242,16 +290,18 @@ class SqlResourceStore:
             stmt = stmt.where(v.c.res_id == id)
         if since is not None:
             stmt = stmt.where(v.c.last_updated >= since)
-        with self._conn() as conn:
+
+        def page(conn: Connection) -> tuple[int, list]:
             if id and resource_type and self._current(conn, ctx, resource_type, id) is None:
                 raise NotFound(f"{resource_type}/{id} not found")
             total = conn.execute(select(func.count()).select_from(stmt.subquery())).scalar_one()
-            rows = conn.execute(stmt.order_by(v.c.seq.desc()).limit(count).offset(offset)).all()
+            return total, conn.execute(stmt.order_by(v.c.seq.desc()).limit(count).offset(offset)).all()
+
+        total, rows = self._reading(page)
         return [_stored(x) for x in rows], total
 
     def search(self, ctx: Context, request: SearchRequest) -> SearchResult:
-        with self._conn() as conn:
-            return search_engine.search(conn, ctx, request)
+        return self._reading(lambda conn: search_engine.search(conn, ctx, request))
 
     def everything(
         self,
@@ -263,8 +313,9 @@ class SqlResourceStore:
         count: int = 100,
         offset: int = 0,
     ) -> SearchResult:
-        with self._conn() as conn:
-            return search_engine.everything(conn, ctx, patient_id, since, types, count, offset)
+        return self._reading(
+            lambda conn: search_engine.everything(conn, ctx, patient_id, since, types, count, offset)
+        )
 
     # -- writes ------------------------------------------------------------------------------------------
     def create(self, ctx: Context, resource: dict, *, id: str | None = None) -> StoredResource:
@@ -306,8 +357,7 @@ class SqlResourceStore:
     def conditional_update(
         self, ctx: Context, resource_type: str, resource: dict, criteria: list[tuple[str, str]]
     ) -> tuple[StoredResource, bool]:
-        with self._conn() as conn:
-            found = self._match(conn, ctx, resource_type, criteria)
+        found = self._reading(lambda conn: self._match(conn, ctx, resource_type, criteria))
         if len(found) > 1:
             raise MultipleMatches(f"{len(found)} {resource_type} resources match the criteria")
         if found:
