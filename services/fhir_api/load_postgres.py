@@ -46,8 +46,9 @@ def copy_rows(conn: Connection, tables) -> None:
         cols = ", ".join(c.name for c in table.columns)
         with cursor.copy(f"COPY {table.name} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types(_pg_types(table))
+            write = copy.write_row
             for row in rows:
-                copy.write_row(row)
+                write(row)
 
 
 def drop_search_indexes_if_empty(engine) -> bool:
