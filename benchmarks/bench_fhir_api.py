@@ -16,13 +16,19 @@ distinct request of the mix is answered once and checked (right resource, right 
 after the date). The mix is fixed and seeded: 3 patient reads, 2 observation reads, 3
 `Observation?patient&code&date=ge&_sort=-date`, 1 `Encounter?patient`, 1 `Condition?patient`.
 
-Figures (2-core machine shared with three other engineers' work, load average 5–8, so CPU per request is the
-comparable figure; `rounds serve` at the session's start vs now, back to back, same client):
-    start: 214–229 req/s, p50 46–48 ms, p99 402–430 ms; server 3,500–3,800 µs CPU/request
-    now:   486–583 req/s, p50 20–22 ms, p99 139–157 ms; server 1,000–1,100 µs, PostgreSQL ≈ 1,270 µs,
-           client ≈ 150 µs CPU/request (7 %)
-Where the time goes now, per kind (same run conditions): read 900 µs server + 390 µs PostgreSQL; labs search
-1,840 + 2,900 (PostgreSQL plans ≈ 0.6 ms and runs ≈ 0.8 ms of it on a quiet moment); encounters 1,010 + 650.
+Figures (2-core machine shared with three other engineers' work, load average 4–8, so CPU per request is the
+comparable figure; `rounds serve` at the session's start vs now, back to back, same client, 12 s each):
+    start: 276–315 req/s, p50 31–41 ms, p99 245–309 ms; server 2,600 µs CPU/request (up to 3,800 under more
+           load; PostgreSQL not measurable: it started and ended a backend for ~6 % of requests)
+    now:   821–882 req/s, p50 12–13 ms, p99 86–102 ms; server 780–850 µs, PostgreSQL 640–680 µs,
+           client ≈ 125 µs CPU/request (8 %)
+Where the time went, in order of what was fixed: building SQLAlchemy statements per search (now cached per
+search shape), PostgreSQL backends opened and closed per request (more threads than pooled connections),
+FastAPI routing and dependency injection (fast lane for GET read/search), SQLAlchemy's execution layer
+(prebuilt statements run through psycopg), a ping round trip per request (read pool without pings, reads
+retry).
+What is left per request is mostly PostgreSQL planning and running the labs search (≈ 0.6 + 0.8 ms on a quiet
+moment), the thread hop into the store and uvicorn/Starlette's own layers.
 """
 
 from __future__ import annotations
