@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
+from sqlalchemy import create_engine, text
 
 from tests.fhir_api.conftest import assert_outcome, live_api, observation, patient
 
@@ -60,70 +63,57 @@ def test_http_on_postgres(postgres_url):
         assert fhir.get("/Observation", params={"patient": pid, "_summary": "count"}).json()["total"] == 6
 
 
-@pytest.mark.postgres
-def test_concurrent_requests_reuse_pooled_connections(postgres_url):
-    """More concurrent requests than pooled connections wait for a connection: none is opened per request."""
-    import asyncio
+def _scalar(database_url: str, sql: str) -> int:
+    """One value from a connection of its own (outside the API's pools)."""
+    admin = create_engine(database_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        value = conn.execute(text(sql)).scalar_one()
+    admin.dispose()
+    return value
 
-    from sqlalchemy import create_engine, text
 
-    def backends_started() -> int:
-        engine = create_engine(postgres_url)
-        with engine.connect() as conn:
-            started = conn.execute(
-                text("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
-            ).scalar_one()
-        engine.dispose()
-        return started
+def _burst(base: str, paths: list[str]) -> list[int]:
+    """Statuses of GETs of all `paths` at once."""
 
-    async def burst(base: str, paths: list[str]) -> list[int]:
+    async def run() -> list[int]:
         async with httpx.AsyncClient(base_url=base, timeout=120) as c:
             return [r.status_code for r in await asyncio.gather(*(c.get(p) for p in paths))]
 
+    return asyncio.run(run())
+
+
+@pytest.mark.postgres
+def test_concurrent_requests_reuse_pooled_connections(postgres_url):
+    """More concurrent requests than pooled connections wait for a connection: none is opened per request."""
+    started = "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
     for api in live_api(postgres_url):
         pid = httpx.post(f"{api.fhir}/Patient", json=patient("pool")).json()["id"]
         paths = [f"/Patient/{pid}", f"/Observation?patient={pid}"] * 40
-        assert asyncio.run(burst(api.fhir, paths)) == [200] * 80  # fills the pool
-        before = backends_started()
-        assert asyncio.run(burst(api.fhir, paths)) == [200] * 80
-        assert backends_started() - before <= 1  # only this check's own connection
+        assert _burst(api.fhir, paths) == [200] * 80  # fills the pool
+        before = _scalar(postgres_url, started)
+        assert _burst(api.fhir, paths) == [200] * 80
+        assert _scalar(postgres_url, started) - before <= 1  # only this check's own connection
 
 
 @pytest.mark.postgres
 def test_reads_survive_dropped_connections(postgres_url):
     """Read connections are not pinged at checkout: a read whose connection the server dropped (restart,
     idle timeout, failover) runs again on fresh connections instead of failing."""
-    import asyncio
-
-    from sqlalchemy import create_engine, text
-
-    def drop_connections() -> int:
-        admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            dropped = conn.execute(
-                text(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                )
-            ).scalar_one()
-        admin.dispose()
-        return dropped
-
-    async def burst(base: str, paths: list[str]) -> list[int]:
-        async with httpx.AsyncClient(base_url=base, timeout=120) as c:
-            return [r.status_code for r in await asyncio.gather(*(c.get(p) for p in paths))]
-
+    drop = (
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
     for api in live_api(postgres_url):
         fhir = httpx.Client(base_url=api.fhir, timeout=120)
         pid = fhir.post("/Patient", json=patient("dropped")).json()["id"]
         fhir.post("/Observation", json=observation(pid, "dropped-lab", "2150-01-01T00:00:00Z"))
         sid = httpx.post(f"{api.root}/sessions", json={"now": "2150-06-01"}).json()["id"]
         paths = [f"/Patient/{pid}", f"/Observation?patient={pid}", f"/Patient/{pid}/_history/1"] * 8
-        assert asyncio.run(burst(api.fhir, paths)) == [200] * 24  # several pooled connections
-        assert drop_connections() >= 2
+        assert _burst(api.fhir, paths) == [200] * 24  # several pooled connections
+        assert _scalar(postgres_url, drop) >= 2
         assert [fhir.get(p).status_code for p in paths[:3]] == [200, 200, 200]
         assert httpx.get(f"{api.root}/sessions/{sid}/fhir/Patient/{pid}").status_code == 200
-        assert drop_connections() >= 1
-        assert asyncio.run(burst(api.fhir, paths)) == [200] * 24
+        assert _scalar(postgres_url, drop) >= 1
+        assert _burst(api.fhir, paths) == [200] * 24
         assert httpx.get(f"{api.root}/sessions/{sid}/fhir/Observation?patient={pid}").status_code == 200
         assert fhir.get(f"/Patient/{pid}/_history").json()["total"] == 1
