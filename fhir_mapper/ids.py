@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from functools import cache
+from functools import cache, lru_cache
 
 ROOT = uuid.uuid5(uuid.NAMESPACE_OID, "MIMIC-IV")
 BIDMC_NPI_KEY = "http://hl7.org/fhir/sid/us-npi/1194052720"
@@ -44,6 +44,17 @@ def _cached_ref(resource_type: str, name: str, key: str) -> str:
 def ref(resource_type: str, name: str, key: str) -> dict[str, str]:
     """A Reference to a resource with a frequently repeated key (patients, encounters, stays)."""
     return {"reference": _cached_ref(resource_type, name, key)}
+
+
+@lru_cache(maxsize=1 << 12)
+def _recent_ref(resource_type: str, name: str, key: str) -> str:
+    return f"{resource_type}/{fhir_id(name, key)}"
+
+
+def ref_recent(resource_type: str, name: str, key: str) -> dict[str, str]:
+    """A Reference whose key repeats in runs (an order's administrations, a stay's rows): a bounded cache
+    of the most recent keys, so memory stays flat."""
+    return {"reference": _recent_ref(resource_type, name, key)}
 
 
 def ref_once(resource_type: str, name: str, key: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from fhir_mapper.context import MapContext
 from fhir_mapper.fhir import CS, compact, concept, meta, quantity
-from fhir_mapper.ids import fhir_id, ref, ref_once
+from fhir_mapper.ids import fhir_id, ref, ref_recent
 from fhir_mapper.values import instant, number, squash, strip
 from fhir_mapper.vocab import NULL_FLAVOR
 
@@ -97,7 +97,7 @@ def medication_administration(
         "subject": ref("Patient", "Patient", subject_id),
     }
     if request:
-        resource["request"] = ref_once("MedicationRequest", "MedicationRequest", request)
+        resource["request"] = ref_recent("MedicationRequest", "MedicationRequest", request)
     if hadm_id:
         resource["context"] = ref("Encounter", "Encounter", hadm_id)
     if charttime:
