@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from fhir_mapper.context import MapContext
-from fhir_mapper.fhir import CS, compact, concept, meta, quantity
+from fhir_mapper.fhir import CS, concept, meta, unit_quantity
 from fhir_mapper.ids import fhir_id, ref, ref_recent
 from fhir_mapper.values import instant, number, squash, strip
 from fhir_mapper.vocab import NULL_FLAVOR
@@ -38,6 +38,8 @@ SITE, ROUTE, GIVEN, GIVEN_UNIT, PRODUCT_UNIT, RATE_UNIT, PRODUCT_CODE, AMOUNT, R
 
 
 MA_META = meta("medication-administration")
+FORMULARY_CS, NAME_CS, POE_IV_CS = (f"{CS}medication-{k}" for k in ("formulary-drug-cd", "name", "poe-iv"))
+SITE_CS, ROUTE_CS, METHOD_CS = (f"{CS}medication-{k}" for k in ("site", "route", "method"))
 _CONCEPT = lru_cache(maxsize=1 << 14)(concept)  # sites, routes, methods repeat: one shared object each
 
 
@@ -65,29 +67,30 @@ def medication_administration(
     """One (emar_id, parent_field_ordinal): `d` its dose aggregate, `em` its emar row (EMAR order)."""
     _emar_id, subject_id, hadm_id, _poe_id, _pharmacy_id, charttime, medication, event_txt, _line = em
     if d[PRODUCT_CODE]:
-        code, system = d[PRODUCT_CODE], f"{CS}medication-formulary-drug-cd"
+        code, system = d[PRODUCT_CODE], FORMULARY_CS
     elif medication:
-        code, system = squash(medication), f"{CS}medication-name"
+        code, system = squash(medication), NAME_CS
     elif poe and poe["order_type"] in IV_ORDERS:
-        code, system = poe["order_type"], f"{CS}medication-poe-iv"
+        code, system = poe["order_type"], POE_IV_CS
     else:
         code, system = "UNK", NULL_FLAVOR
     request = str(d[PHARMACY_ID]) if prescribed else (poe["poe_id"] if poe else None)
     value, unit, text = _dose(d)
     rate = d[RATE]
-    dosage = None
-    if value is not None or rate is not None:
-        site = squash(d[SITE])
-        dosage = compact(
-            {
-                "text": text,
-                "site": _CONCEPT(f"{CS}medication-site", site),
-                "route": _CONCEPT(f"{CS}medication-route", strip(d[ROUTE])),
-                "method": _CONCEPT(f"{CS}medication-method", strip(event_txt)),
-                "dose": quantity(value, unit),
-                "rateQuantity": quantity(rate, strip(d[RATE_UNIT])),
-            }
-        )
+    dosage: dict[str, Any] | None = None
+    if value is not None or rate is not None:  # the official jsonb_strip_nulls: absent parts are left out
+        dosage = {} if text is None else {"text": text}
+        site, route, method = squash(d[SITE]), strip(d[ROUTE]), strip(event_txt)
+        if site is not None:
+            dosage["site"] = _CONCEPT(SITE_CS, site)
+        if route is not None:
+            dosage["route"] = _CONCEPT(ROUTE_CS, route)
+        if method is not None:
+            dosage["method"] = _CONCEPT(METHOD_CS, method)
+        if value is not None:
+            dosage["dose"] = unit_quantity(value, unit)
+        if rate is not None:
+            dosage["rateQuantity"] = unit_quantity(rate, strip(d[RATE_UNIT]))
     resource: dict[str, Any] = {
         "resourceType": "MedicationAdministration",
         "id": fhir_id("MedicationAdministration", key),
