@@ -158,7 +158,7 @@ class CloudEvent(BaseModel):
             raise InvalidEvent(f"not valid JSON: {exc}") from exc
         if not isinstance(obj, dict):
             raise InvalidEvent(f"a CloudEvent is a JSON object, got {type(obj).__name__}")
-        event = cls.build(**obj)
+        event = cls._validated(obj)
         object.__setattr__(event, "_raw", bytes(raw))
         return event
 
@@ -173,8 +173,13 @@ class CloudEvent(BaseModel):
     @classmethod
     def build(cls, **attributes: Any) -> CloudEvent:
         """Construct, turning pydantic's ValidationError into InvalidEvent (missing/invalid attributes)."""
+        return cls._validated(attributes)
+
+    @classmethod
+    def _validated(cls, attributes: dict[str, Any]) -> CloudEvent:
+        # The model's validator on the dict itself: what `cls(**attributes)` runs, without repacking keywords.
         try:
-            return cls(**attributes)
+            return cls.__pydantic_validator__.validate_python(attributes)
         except ValidationError as exc:
             problems = "; ".join(_explain(err) for err in exc.errors())
             raise InvalidEvent(f"invalid CloudEvent: {problems}") from None
