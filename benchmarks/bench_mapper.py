@@ -5,6 +5,9 @@ peak RSS (largest process, and the sum over the worker tree), plus a full --vali
 
 The synthetic set is generated with `rounds synth --patients N --seed 1` (N = 6200 gives ≥ 1 M lab rows)
 unless --synthetic points at an existing one; a quarter-size set is mapped too, to show memory stays flat.
+Each run also prints the CPU seconds per job (summary.json `job_cpu_seconds`), CPU µs per row and the
+parallel efficiency (job CPU / workers / mapping wall): on a shared machine wall-clock rows/s follow the
+neighbours, CPU per row does not (2 workers reach 100,000 rows/s at ≲ 19 µs per row and ~95% efficiency).
 """
 
 from __future__ import annotations
