@@ -219,7 +219,7 @@ def run(ctx: MapContext) -> None:
     specimens = ctx.groups(_max_each, light=True)
     write = ctx.sink.writer("ObservationLabevents")
     subject_id = hadm_id = specimen_id = None  # the current runs, with their references
-    subject = encounter = specimen = run = None
+    subject = encounter = specimen = maxima = None  # maxima: the current specimen's MAX() values
     for row in ctx.tuples(TABLE, COLUMNS):
         itemid = row[4]
         code = codes.get(itemid)
@@ -238,21 +238,21 @@ def run(ctx: MapContext) -> None:
         if row[3] == specimen_id:  # a specimen's labs are consecutive rows: merge before the group-by
             write(labevent(row, code, subject, encounter, specimen))
             item_no, subject_no = int(itemid), int(subject_id)
-            if item_no > run[0]:
-                run[0] = item_no
-            if subject_no > run[1]:
-                run[1] = subject_no
-            if row[5] > run[2]:
-                run[2] = row[5]
+            if item_no > maxima[0]:
+                maxima[0] = item_no
+            if subject_no > maxima[1]:
+                maxima[1] = subject_no
+            if row[5] > maxima[2]:
+                maxima[2] = row[5]
             continue
-        if run is not None:
-            specimens.add(int(specimen_id), run)
+        if maxima is not None:
+            specimens.add(int(specimen_id), maxima)
         specimen_id = row[3]
         specimen = {"reference": f"Specimen/{fhir_id('SpecimenLab', specimen_id)}"}
         write(labevent(row, code, subject, encounter, specimen))
-        run = [int(itemid), int(subject_id), row[5]]
-    if run is not None:
-        specimens.add(int(specimen_id), run)
+        maxima = [int(itemid), int(subject_id), row[5]]
+    if maxima is not None:
+        specimens.add(int(specimen_id), maxima)
     for key, (itemid, subject_no, charttime) in specimens.items():
         fluid = (items.get(str(itemid)) or (None, None))[1]
         ctx.emit("SpecimenLab", specimen_lab(key, subject_no, charttime, fluid))
