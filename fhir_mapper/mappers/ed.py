@@ -85,17 +85,12 @@ def _quantity(value: Any, units: tuple[str, str]) -> dict[str, Any]:
 
 def _bp_components(row: dict[str, str]) -> list[dict[str, Any]]:
     out = []
-    for column, code, display in BP_COMPONENTS:
+    for column, code in BP_CODES:
         value = number(row[column])
-        out.append(
-            compact(
-                {
-                    "code": _loinc(code, display),
-                    "valueQuantity": _quantity(value, ("mm[Hg]", "mm[Hg]")) if value is not None else None,
-                    "dataAbsentReason": UNKNOWN_ABSENT if value is None else None,
-                }
-            )
-        )
+        if value is None:
+            out.append({"code": code, "dataAbsentReason": UNKNOWN_ABSENT})
+        else:
+            out.append({"code": code, "valueQuantity": _quantity(value, ("mm[Hg]", "mm[Hg]"))})
     return out
 
 
@@ -131,61 +126,68 @@ EXAM_CATEGORIES = {
 EXAM_CODES = {column: _loinc(code, display) for column, (code, display) in ED_EXAM.items()}
 VITAL_CATEGORY = [{"coding": [{"system": OBS_CATEGORY, "code": "vital-signs", "display": "Vital Signs"}]}]
 VITAL_CODES = {column: _loinc(code, display) for column, (code, display, _units) in ED_VITALS.items()}
+BP_CODES = [(column, _loinc(code, display)) for column, code, display in BP_COMPONENTS]
 
 
+# The builders below add optional elements only when present (what `compact` does), in the official order.
 def procedure_ed(table: str, s: _Stay) -> dict[str, Any]:
-    return compact(
-        {
-            "resourceType": "Procedure",
-            "id": s.procedure_id,
-            "meta": PROCEDURE_META,
-            "status": "completed",
-            "code": PROCEDURE_CODES[table],
-            **s.common,
-            "performedDateTime": s.instant,
-        }
-    )
+    procedure = {
+        "resourceType": "Procedure",
+        "id": s.procedure_id,
+        "meta": PROCEDURE_META,
+        "status": "completed",
+        "code": PROCEDURE_CODES[table],
+        **s.common,
+    }
+    if s.instant is not None:
+        procedure["performedDateTime"] = s.instant
+    return procedure
 
 
 def observation_ed(table: str, s: _Stay, column: str, value: str) -> dict[str, Any]:
     key = f"{s.stay}-{s.time}-{column}" + ("-triage" if s.triage else "")
-    return compact(
-        {
-            "resourceType": "Observation",
-            "id": fhir_id("ObservationED", key),
-            "meta": EXAM_META,
-            "status": "final",
-            "category": EXAM_CATEGORIES[table],
-            "code": EXAM_CODES[column],
-            **s.common,
-            "effectiveDateTime": s.instant,
-            "dataAbsentReason": UNKNOWN_ABSENT if not value else None,
-            "valueString": value or None,
-            "partOf": s.part_of,
-        }
-    )
+    obs = {
+        "resourceType": "Observation",
+        "id": fhir_id("ObservationED", key),
+        "meta": EXAM_META,
+        "status": "final",
+        "category": EXAM_CATEGORIES[table],
+        "code": EXAM_CODES[column],
+        **s.common,
+    }
+    if s.instant is not None:
+        obs["effectiveDateTime"] = s.instant
+    if value:
+        obs["valueString"] = value
+    else:
+        obs["dataAbsentReason"] = UNKNOWN_ABSENT
+    obs["partOf"] = s.part_of
+    return obs
 
 
 def vital_sign_ed(s: _Stay, column: str, row: dict[str, str]) -> dict[str, Any]:
     units = ED_VITALS[column][2]
     value = number(row[column])
     key = f"{s.stay}-{column}" if s.triage else f"{s.stay}-{s.time}-{column}"
-    return compact(
-        {
-            "resourceType": "Observation",
-            "id": fhir_id("ObservationVitalSigns", key),
-            "meta": VITAL_META,
-            "status": "final",
-            "category": VITAL_CATEGORY,
-            "dataAbsentReason": UNKNOWN_ABSENT if value is None else None,
-            "code": VITAL_CODES[column],
-            **s.common,
-            "partOf": s.part_of,
-            "effectiveDateTime": s.instant,
-            "valueQuantity": _quantity(value, units) if units and value is not None else None,
-            "component": _bp_components(row) if column == "dbp" else None,
-        }
-    )
+    obs: dict[str, Any] = {
+        "resourceType": "Observation",
+        "id": fhir_id("ObservationVitalSigns", key),
+        "meta": VITAL_META,
+        "status": "final",
+        "category": VITAL_CATEGORY,
+    }
+    if value is None:
+        obs["dataAbsentReason"] = UNKNOWN_ABSENT
+    obs["code"] = VITAL_CODES[column]
+    obs.update(s.common)
+    obs["partOf"] = s.part_of
+    if s.instant is not None:
+        obs["effectiveDateTime"] = s.instant
+    if units and value is not None:
+        obs["valueQuantity"] = _quantity(value, units)
+    if column == "dbp":
+        obs["component"] = _bp_components(row)
+    return obs
 
 
 def medication_dispense_ed(row: dict[str, str]) -> dict[str, Any]:
