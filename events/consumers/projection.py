@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, Engine, MetaData, Table, insert
+from sqlalchemy import Connection, Engine, MetaData, Table, and_, bindparam, insert, update
 from sqlalchemy.schema import SchemaItem
 
 from events.bus import Record
@@ -75,6 +75,28 @@ def bulk_insert(
     if key and set(key) <= set(order):
         params.sort(key=itemgetter(*key) if not compiled.positional else itemgetter(*map(order.index, key)))
     conn.exec_driver_sql(compiled.string, params)
+
+
+def bulk_update(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], key: Sequence[str]) -> None:
+    """UPDATE many rows (dicts of the same columns) matched on the `key` columns, through the driver's
+    executemany with a statement compiled once (what `bulk_insert` does for inserts)."""
+    values = [name for name in rows[0] if name not in key] if rows else []
+    if not values:
+        return
+    statement = (
+        update(table)
+        .where(and_(*(table.c[name] == bindparam(f"k_{name}") for name in key)))
+        .values({name: bindparam(f"v_{name}") for name in values})
+    )
+    compiled = statement.compile(dialect=conn.dialect)
+    binds = [f"k_{name}" for name in key] + [f"v_{name}" for name in values]
+    if compiled.positional:
+        binds = list(compiled.positiontup)
+    pick = itemgetter(*(bind[2:] for bind in binds))  # bind "k_x"/"v_x" -> column "x"
+    if compiled.positional:
+        conn.exec_driver_sql(compiled.string, [pick(row) for row in rows])
+    else:
+        conn.exec_driver_sql(compiled.string, [dict(zip(binds, pick(row), strict=True)) for row in rows])
 
 
 class Projection:

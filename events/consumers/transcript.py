@@ -18,14 +18,12 @@ from sqlalchemy import (
     PrimaryKeyConstraint,
     String,
     Text,
-    bindparam,
     select,
-    update,
 )
 from sqlalchemy.schema import SchemaItem
 
 from events.bus import Record
-from events.consumers.projection import Projection, ProjectionTx
+from events.consumers.projection import Projection, ProjectionTx, bulk_insert, bulk_update
 from events.topics import SESSIONS
 
 ROLES = ("doctor", "patient", "assistant")
@@ -126,7 +124,10 @@ class TranscriptProjection(Projection):
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"{event.type} id={event.id}: payload lacks {exc}") from exc
         session_id = self.session_of(record)
-        session = tx.state["sessions"].setdefault(session_id, _new_session(session_id))
+        sessions = tx.state["sessions"]
+        session = sessions.get(session_id)
+        if session is None:
+            session = sessions[session_id] = _new_session(session_id)
         tx.state["touched"].add(session_id)
         session["entry_count"] += 1
         if counter:
@@ -152,14 +153,9 @@ class TranscriptProjection(Projection):
         table = self.tables["transcript_sessions"]
         sessions, existing = tx.state["sessions"], tx.state["existing"]
         touched = [sessions[s] for s in sorted(tx.state["touched"])]
-        new = [row for row in touched if row["session_id"] not in existing]
-        old = [{f"v_{k}": v for k, v in row.items()} for row in touched if row["session_id"] in existing]
-        if new:
-            tx.conn.execute(table.insert(), new)
-        if old:
-            values = {c.name: bindparam(f"v_{c.name}") for c in table.c if c.name != "session_id"}
-            where = table.c.session_id == bindparam("v_session_id")
-            tx.conn.execute(update(table).where(where).values(values), old)
+        bulk_insert(tx.conn, table, [row for row in touched if row["session_id"] not in existing])
+        old = [row for row in touched if row["session_id"] in existing]
+        bulk_update(tx.conn, table, old, key=("session_id",))
 
 
 def _new_session(session_id: str) -> dict[str, Any]:
