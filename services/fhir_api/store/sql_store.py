@@ -8,7 +8,6 @@ shared row is never copied, only shadowed). Reads and searches go through search
 from __future__ import annotations
 
 import uuid
-import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -19,10 +18,7 @@ from sqlalchemy import (
     Connection,
     Engine,
     and_,
-    bindparam,
-    create_engine,
     delete,
-    event,
     func,
     insert,
     or_,
@@ -35,9 +31,10 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from services.fhir_api import json_numbers
 from services.fhir_api.search import engine as search_engine
 from services.fhir_api.search import registry
-from services.fhir_api.search.engine import aware, rows_of
+from services.fhir_api.search.engine import rows_of
 from services.fhir_api.search.values import to_us
 from services.fhir_api.store import models as m
+from services.fhir_api.store.connections import connection_lost, prepare_engine
 from services.fhir_api.store.indexing import index_resource, unindex
 from services.fhir_api.store.interface import (
     ChangeListener,
@@ -53,54 +50,10 @@ from services.fhir_api.store.interface import (
     StoredResource,
     VersionConflict,
 )
+from services.fhir_api.store.rows import CURRENT, index_clinical_time, instant, now_ms, stored_resource
 from services.fhir_api.store.validation import validate_resource
 
 T = TypeVar("T")
-_SQLITE_READY: weakref.WeakSet = weakref.WeakSet()
-_PG_TUNED: weakref.WeakSet = weakref.WeakSet()
-# The store's working set is cached and it serves many small concurrent requests: random reads cost about
-# what sequential ones do (index probes by rid over hashing whole index ranges), and parallel workers only
-# add latency on a shared machine. Session settings, passed at connection start (no extra round trip).
-PLANNER_OPTIONS = "-c random_page_cost=1.1 -c max_parallel_workers_per_gather=0"
-
-
-def _planner_settings(_dialect, _record, _cargs, cparams: dict) -> None:
-    cparams["options"] = f"{cparams.get('options', '')} {PLANNER_OPTIONS}".strip()
-
-
-_READERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _reader_engine(engine: Engine) -> Engine:
-    """The engine reads run on (PostgreSQL): autocommit -- under READ COMMITTED each statement has its own
-    snapshot anyway, so BEGIN/COMMIT only cost two round trips per request (paging consistency comes from
-    `snapshot`) -- on a pool of its own, like the store's but without a ping at every checkout (reads retry
-    instead: SqlResourceStore._reading). Writes keep the store's pinged pool."""
-    reader = _READERS.get(engine)
-    if reader is None:
-        pool = engine.pool.recreate()  # same connection factory (and do_connect settings), sizes and events
-        pool._pre_ping = False  # no public switch on a pool
-        reader = create_engine(engine.url, pool=pool, isolation_level="AUTOCOMMIT")
-        event.listen(engine, "engine_disposed", lambda _engine: reader.dispose())
-        _READERS[engine] = reader
-    return reader
-
-
-def _connection_lost(exc: Exception) -> bool:
-    """Whether a read failed because its connection was gone (not because of what it asked)."""
-    if isinstance(exc, DBAPIError):
-        return exc.connection_invalidated
-    state = getattr(exc, "sqlstate", None)
-    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
-
-
-def now_ms() -> datetime:
-    moment = datetime.now(UTC)
-    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
-
-
-def instant(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class SqlResourceStore:
@@ -113,17 +66,8 @@ class SqlResourceStore:
         _listeners: list[ChangeListener] | None = None,
     ) -> None:
         self.engine, self.validate = engine, validate
-        if engine.dialect.name == "sqlite" and engine not in _SQLITE_READY:
-            from services.fhir_api.store import sqlite_transactions
-
-            sqlite_transactions(engine)
-            _SQLITE_READY.add(engine)
         self._bound = _conn
-        postgres = engine.dialect.name == "postgresql"
-        if postgres and engine not in _PG_TUNED:
-            event.listen(engine, "do_connect", _planner_settings)
-            _PG_TUNED.add(engine)
-        self._reader = _reader_engine(engine) if postgres else None
+        self._reader = prepare_engine(engine)
         self._listeners: list[ChangeListener] = _listeners if _listeners is not None else []
 
     # -- plumbing ------------------------------------------------------------------------------------------
@@ -158,7 +102,7 @@ class SqlResourceStore:
             with self._reader.connect() as conn:
                 return op(conn)
         except (DBAPIError, psycopg.OperationalError) as exc:
-            if not _connection_lost(exc):
+            if not connection_lost(exc):
                 raise
         self._reader.dispose()
         with self._reader.connect() as conn:
@@ -216,7 +160,7 @@ class SqlResourceStore:
         With `raw`, the current version's raw JSON and method come along (one query for a read)."""
         session = ctx.session_id or ""
         values = {"rtype": rtype, "rid": rid, "session": session}
-        rows = rows_of(conn, _CURRENT[raw, bool(session)], values, prepare=True)  # by key: one plan fits all
+        rows = rows_of(conn, CURRENT[raw, bool(session)], values, prepare=True)  # by key: one plan fits all
         row = next((x for x in rows if x.session == session), None) or next(iter(rows), None)
         hidden = (
             row is not None and row.session == "" and ctx.now is not None and row.clinical_time is not None
@@ -233,7 +177,7 @@ class SqlResourceStore:
             raise NotFound(f"{resource_type}/{id} not found")
         if row.deleted:
             raise Gone(f"{resource_type}/{id} was deleted")
-        return _stored(row)
+        return stored_resource(row)
 
     def vread(self, ctx: Context, resource_type: str, id: str, version_id: int) -> StoredResource:
         return self._reading(lambda conn: self._vread(conn, ctx, resource_type, id, version_id))
@@ -257,7 +201,7 @@ class SqlResourceStore:
         ).first()
         if found is None:
             raise NotFound(f"{resource_type}/{id}/_history/{version_id} not found")
-        stored = _stored(found)
+        stored = stored_resource(found)
         if stored.deleted:
             raise Gone(f"{resource_type}/{id}/_history/{version_id} is a deletion")
         return stored
@@ -298,7 +242,7 @@ class SqlResourceStore:
             return total, conn.execute(stmt.order_by(v.c.seq.desc()).limit(count).offset(offset)).all()
 
         total, rows = self._reading(page)
-        return [_stored(x) for x in rows], total
+        return [stored_resource(x) for x in rows], total
 
     def search(self, ctx: Context, request: SearchRequest) -> SearchResult:
         return self._reading(lambda conn: search_engine.search(conn, ctx, request))
@@ -445,42 +389,3 @@ class SqlResourceStore:
         for listener in self._listeners:
             listener(conn, change)
         return StoredResource(rtype, rid, version, when, raw or b"", deleted, method)
-
-
-def _current_statement(raw: bool, in_session: bool):
-    """The row(s) of type/id a context may see (the shared one, and its own in a session), by bound values."""
-    r = m.resource
-    stmt = select(r)
-    if raw:
-        stmt = select(r, m.version.c.raw, m.version.c.method).join(m.version, m.version.c.seq == r.c.seq)
-    scope = r.c.session.in_((bindparam("session"), "")) if in_session else r.c.session == ""
-    stmt = stmt.where(r.c.res_type == bindparam("rtype"), r.c.res_id == bindparam("rid"), scope)
-    stmt.compile()
-    return stmt
-
-
-# Built once (a read runs the same statement with its own values: building it cost more than running it) and
-# compiled at import, so the server's threads never race to set up its lazily built parts.
-_CURRENT = {
-    (raw, in_session): _current_statement(raw, in_session)
-    for raw in (False, True)
-    for in_session in (False, True)
-}
-
-
-def index_clinical_time(resource: dict | None) -> int | None:
-    from services.fhir_api.search.extract import clinical_time
-
-    return clinical_time(resource) if resource is not None else None
-
-
-def _stored(row) -> StoredResource:
-    return StoredResource(
-        row.res_type,
-        row.res_id,
-        row.version,
-        aware(row.last_updated),
-        bytes(row.raw or b""),
-        row.deleted,
-        row.method,
-    )
