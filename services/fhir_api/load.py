@@ -26,7 +26,7 @@ from sqlalchemy import Connection, and_, func, insert, or_, select
 from events.gcpause import gc_paused
 from rounds.db import make_engine
 from services.fhir_api.load_postgres import copy_rows, drop_search_indexes_if_empty, ensure_search_indexes
-from services.fhir_api.search.extract import clinical_time
+from services.fhir_api.search.scope import clinical_time
 from services.fhir_api.store import models as m
 from services.fhir_api.store.indexing import TABLES, row_tuples
 from services.fhir_api.store.interface import InvalidResource

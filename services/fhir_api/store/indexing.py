@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, delete, insert
 
-from services.fhir_api.search.extract import compartment_patients, index_rows, index_tuples
+from services.fhir_api.search.extract import index_rows, index_tuples
+from services.fhir_api.search.scope import compartment_patients
 from services.fhir_api.store import models as m
 
 

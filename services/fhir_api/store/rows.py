@@ -43,7 +43,7 @@ CURRENT = {
 
 
 def index_clinical_time(resource: dict | None) -> int | None:
-    from services.fhir_api.search.extract import clinical_time
+    from services.fhir_api.search.scope import clinical_time
 
     return clinical_time(resource) if resource is not None else None
 
