@@ -51,8 +51,11 @@ def table_path(root: Path, table: str) -> Path | None:
 
 def _open(path: Path):
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", newline="")
-    return path.open("r", encoding="utf-8", newline="")
+        handle = gzip.open(path, "rt", encoding="utf-8", newline="")  # noqa: SIM115 (the caller's `with`)
+    else:
+        handle = path.open("r", encoding="utf-8", newline="")  # noqa: SIM115
+    handle._CHUNK_SIZE = 1 << 16  # decode 64 KiB at a time (default 8 KiB): fewer Python-level gzip reads
+    return handle
 
 
 def _raw(handle):
