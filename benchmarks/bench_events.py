@@ -123,16 +123,18 @@ def _producer_process(
 
 
 def broker_cpu_s(pid: int | None) -> float:
-    """utime + stime of the broker's JVM from /proc (0 when no --broker-pid was given)."""
+    """utime + stime of the broker's JVM from /proc (0 when no --broker-pid was given: not printed)."""
     if not pid:
         return 0.0
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_note(events: int, **seconds: float) -> str:
-    """CPU microseconds per event of each part, e.g. "CPU us/event: producer 52.1, broker 9.8"."""
-    per_event = {label.replace("_", "+"): s / max(events, 1) * 1e6 for label, s in seconds.items()}
+def cpu_note(events: int, **seconds: float | None) -> str:
+    """CPU microseconds per event of each part ("CPU us/event: producer 52.1, broker 9.8"); None: left out."""
+    per_event = {
+        label.replace("_", "+"): s / max(events, 1) * 1e6 for label, s in seconds.items() if s is not None
+    }
     parts = ", ".join(f"{label} {us:.1f}" for label, us in per_event.items())
     return f"CPU us/event: {parts}"
 
@@ -163,7 +165,7 @@ def run_backend(
     figures["publish events/s"] = args.events / seconds
     print(
         f"[{name}] publish: {args.events:,} events in {seconds:.1f}s = {figures['publish events/s']:,.0f}/s"
-        f" ({cpu_note(args.events, producer=cpu, broker=broker)})",
+        f" ({cpu_note(args.events, producer=cpu, broker=broker if args.broker_pid else None)})",
         flush=True,
     )
 
@@ -215,6 +217,7 @@ def run_backend(
                 raise RuntimeError(f"producer failed with exit code {producer.exitcode}")
         seconds = time.perf_counter() - began
         cpu, broker = time.process_time() - cpu, broker_cpu_s(args.broker_pid) - broker
+        broker = broker if args.broker_pid else None
         producer.join()
     assert entries(engine, projection) == target, "projection lost or doubled events"
     figures["end-to-end events/s"] = args.e2e_events / seconds
