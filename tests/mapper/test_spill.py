@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from fhir_mapper.pipeline import run_job
@@ -79,3 +82,27 @@ def test_jobs_leave_no_cyclic_garbage_and_restore_the_collector(tmp_path: Path):
         gc.enable()
     run_job("core", mimic, tmp_path / "core", 0)
     assert gc.isenabled()
+
+
+_ORDER = """
+from fhir_mapper.spill import SpillGroups
+groups = SpillGroups(lambda a, b: a + b, limit=7, partitions=5)
+for i in range(500):
+    groups.add((f"patient-{i % 41}", i % 3), [i])
+print([key for key, _ in groups.items()])
+"""
+
+
+def test_spilled_order_is_the_same_in_every_process():
+    """Output order after a spill must not follow the per-process string hash salt."""
+    orders = {
+        subprocess.run(
+            [sys.executable, "-c", _ORDER],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(orders) == 1 and "patient-40" in orders.pop()
