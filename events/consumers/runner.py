@@ -184,9 +184,12 @@ class ProjectionRunner:
 
     # -- applying a batch ----------------------------------------------------------------------------------
     def poll_once(self) -> RunStats:
-        """Poll one batch and apply it; returns what happened to it (collector paused: events/gcpause.py)."""
+        """Poll one batch and apply it; returns what happened to it.
+
+        The cycle collector is paused while the batch is decoded (in the consumer) and applied, not while the
+        poll waits for data, so other threads of the process keep theirs (events/gcpause.py)."""
+        records = self.consumer.poll(timeout_s=self.poll_timeout_s, max_records=self.batch_size)
         with gc_paused():
-            records = self.consumer.poll(timeout_s=self.poll_timeout_s, max_records=self.batch_size)
             stats = RunStats()
             accepted = self._accept(records)
             if accepted:
