@@ -1,0 +1,78 @@
+"""The batch fast paths: executemany helpers (both paramstyles, any column order) and the collector pause."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, select
+
+from events.consumers.projection import bulk_insert, bulk_update
+from events.gcpause import gc_paused
+
+
+@pytest.fixture
+def table_and_engine(database_url: str):
+    metadata = MetaData()
+    table = Table(
+        "t_batch",
+        metadata,
+        Column("a", String(20), primary_key=True),
+        Column("b", Integer, primary_key=True),
+        Column("c", String(20)),
+        Column("d", Integer),
+    )
+    engine = create_engine(database_url)
+    metadata.create_all(engine)
+    yield table, engine
+    engine.dispose()
+
+
+def _rows(engine, table) -> list[tuple]:
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(select(table).order_by(table.c.a, table.c.b))]
+
+
+def test_bulk_insert_writes_dicts_and_tuples_in_any_column_order(table_and_engine) -> None:
+    table, engine = table_and_engine
+    with engine.begin() as conn:
+        dicts = [{"d": 1, "c": "x", "b": 2, "a": "k"}, {"a": "a", "b": 9, "c": None, "d": None}]
+        bulk_insert(conn, table, dicts)
+        bulk_insert(conn, table, [(5, "z", 1, "m"), (6, "y", 0, "m")], columns=("d", "c", "b", "a"))
+        bulk_insert(conn, table, [("n", 1, "w", 7)], columns=("a", "b", "c", "d"))
+        bulk_insert(conn, table, [])
+    assert _rows(engine, table) == [
+        ("a", 9, None, None), ("k", 2, "x", 1), ("m", 0, "y", 6), ("m", 1, "z", 5), ("n", 1, "w", 7),
+    ]
+
+
+def test_bulk_update_matches_on_the_key_and_leaves_other_rows(table_and_engine) -> None:
+    table, engine = table_and_engine
+    with engine.begin() as conn:
+        bulk_insert(conn, table, [("k", 1, "old", 1), ("k", 2, "old", 2), ("j", 1, "keep", 3)],
+                    columns=("a", "b", "c", "d"))
+        changes = [{"a": "k", "b": 2, "c": "new", "d": 20}, {"d": 10, "c": "one", "b": 1, "a": "k"}]
+        bulk_update(conn, table, changes, key=("a", "b"))
+        bulk_update(conn, table, [], key=("a", "b"))
+        bulk_update(conn, table, [{"a": "k", "b": 1}], key=("a", "b"))  # nothing to set: no statement
+    assert _rows(engine, table) == [("j", 1, "keep", 3), ("k", 1, "one", 10), ("k", 2, "new", 20)]
+
+
+def test_gc_pause_nests_and_restores_the_collector_even_on_errors() -> None:
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # only the outermost block re-enables
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), gc_paused():
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # a collector the caller turned off stays off
+    finally:
+        gc.enable()
