@@ -29,6 +29,7 @@ import multiprocessing
 import os
 import re
 import resource
+import shutil
 import subprocess
 import tempfile
 import time
@@ -338,6 +339,7 @@ def main() -> None:
     finally:
         for script, env in started:
             _script(script, "stop", env)
+        shutil.rmtree(tmp, ignore_errors=True)  # SQLite logs and projections (hundreds of MB for 1 M events)
     print(f"\n{'backend':<14}{'publish/s':>12}{'end-to-end/s':>15}{'replay s':>10}{'replayed':>11}")
     for backend, f in results.items():
         print(
