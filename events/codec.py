@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from events.bus import Published, Record, TopicPartition
 from events.catalog import CATALOG, Catalog
 from events.envelope import CloudEvent, InvalidEvent
-from events.gcpause import gc_paused
+from rounds.gcpause import gc_paused
 
 # What a backend appends: (key bytes, event bytes, the parsed event or None for bytes written unchecked).
 Row = tuple[bytes, bytes, CloudEvent | None]
@@ -79,7 +79,7 @@ class CheckedPublisher:
         return self.publish_many(topic, [(key, event)])[0]
 
     def publish_many(self, topic: str, items: Sequence[tuple[str, CloudEvent]]) -> list[Published]:
-        with gc_paused():  # a batch's futures and rows are acyclic garbage (events/gcpause.py)
+        with gc_paused():  # a batch's futures and rows are acyclic garbage (rounds/gcpause.py)
             rows = [(check_key(key), encode(event, self.catalog), event) for key, event in items]
             return self._append(topic, rows) if rows else []
 

@@ -25,8 +25,8 @@ from events.bus import AssignCallback, Published, Record, TopicPartition, TopicS
 from events.catalog import CATALOG, Catalog
 from events.codec import CheckedPublisher, Row, to_record
 from events.envelope import MAX_EVENT_BYTES
-from events.gcpause import gc_paused
 from events.topics import partition_for
+from rounds.gcpause import gc_paused
 
 PRODUCER_CONFIG = {
     "acks": "all",
@@ -200,7 +200,7 @@ class KafkaBusConsumer:
 
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Record]:
         batches = self.kafka.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
-        with gc_paused():  # decoding allocates tens of acyclic objects per record (events/gcpause.py)
+        with gc_paused():  # decoding allocates tens of acyclic objects per record (rounds/gcpause.py)
             return [
                 to_record(m.topic, m.partition, m.offset, m.key, m.value, m.timestamp, self.bus.catalog)
                 for ktp in sorted(batches, key=lambda k: (k.topic, k.partition))

@@ -20,9 +20,9 @@ from sqlalchemy.exc import DBAPIError
 
 from events.bus import AssignCallback, Record, TopicPartition
 from events.codec import to_record
-from events.gcpause import gc_paused
 from events.sql_log import SqlLog, now_ms, retryable, upsert
 from events.sql_models import GroupMember, GroupOffset, LogRecord, PartitionClaim
+from rounds.gcpause import gc_paused
 
 
 class SqlConsumer:
@@ -168,7 +168,7 @@ class SqlConsumer:
             time.sleep(min(self.log.poll_interval_s, remaining))
 
     def _fetch(self, max_records: int) -> list[Record]:
-        with gc_paused():  # decoding allocates tens of acyclic objects per record (events/gcpause.py)
+        with gc_paused():  # decoding allocates tens of acyclic objects per record (rounds/gcpause.py)
             return self._fetch_records(max_records)
 
     def _fetch_records(self, max_records: int) -> list[Record]:

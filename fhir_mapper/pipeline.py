@@ -21,6 +21,7 @@ from fhir_mapper.jobs import JOBS, Job
 from fhir_mapper.output import NdjsonSink
 from fhir_mapper.reader import table_path
 from fhir_mapper.report import RunReport
+from rounds.gcpause import gc_paused
 
 EXIT_REJECTED = 3
 
@@ -34,16 +35,15 @@ def run_job(name: str, mimic: Path, out: Path, stride: int, group_limit: int = 1
     report = RunReport()
     started = time.process_time()
     collecting = gc.isenabled()
-    gc.disable()
     sink = NdjsonSink(out, report, stride)
     try:
-        JOBS[name].run(MapContext(mimic, sink, report, group_limit))
+        with gc_paused():
+            JOBS[name].run(MapContext(mimic, sink, report, group_limit))
     except Exception as exc:  # one job's failure is reported; the other jobs still complete
         report.skipped_tables[f"job {name}"] = f"failed: {type(exc).__name__}: {exc}"
     finally:
         sink.close()
         if collecting:
-            gc.enable()
             gc.collect()
         report.job_cpu[name] = time.process_time() - started
     return report

@@ -8,7 +8,6 @@ On the demo nothing spills; on full MIMIC (tens of millions of lab specimens) me
 
 from __future__ import annotations
 
-import gc
 import marshal
 import pickle
 import tempfile
@@ -16,6 +15,8 @@ import zlib
 from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from typing import IO, Generic, TypeVar
+
+from rounds.gcpause import gc_paused
 
 A = TypeVar("A")
 
@@ -36,13 +37,8 @@ def _read_block(handle: IO[bytes]) -> tuple[list, list] | None:
     if not header:
         return None
     data = handle.read(int.from_bytes(header[1:], "little"))
-    enabled = gc.isenabled()
-    gc.disable()  # a block is thousands of new containers and no cycles: no collector passes meanwhile
-    try:
+    with gc_paused():  # a block is thousands of new containers and no cycles: no collector passes meanwhile
         return marshal.loads(data) if header[:1] == b"M" else pickle.loads(data)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class SpillGroups(Generic[A]):

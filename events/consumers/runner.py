@@ -25,8 +25,8 @@ from events.catalog import CATALOG, UnknownEventType
 from events.consumers.deadletter import dead_letter_event
 from events.consumers.projection import Projection, ProjectionTx, bulk_insert
 from events.consumers.tracking import ConsumerPosition, ProcessedEvent
-from events.gcpause import gc_paused
 from events.topics import DEADLETTER
+from rounds.gcpause import gc_paused
 
 log = logging.getLogger(__name__)
 POSITIONS = ConsumerPosition.__table__
@@ -187,7 +187,7 @@ class ProjectionRunner:
         """Poll one batch and apply it; returns what happened to it.
 
         The cycle collector is paused while the batch is decoded (in the consumer) and applied, not while the
-        poll waits for data, so other threads of the process keep theirs (events/gcpause.py)."""
+        poll waits for data, so other threads of the process keep theirs (rounds/gcpause.py)."""
         records = self.consumer.poll(timeout_s=self.poll_timeout_s, max_records=self.batch_size)
         with gc_paused():
             stats = RunStats()

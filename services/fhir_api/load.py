@@ -23,8 +23,8 @@ from pathlib import Path
 import orjson
 from sqlalchemy import Connection, and_, func, insert, or_, select
 
-from events.gcpause import gc_paused
 from rounds.db import make_engine
+from rounds.gcpause import gc_paused
 from services.fhir_api.load_postgres import copy_rows, drop_search_indexes_if_empty, ensure_search_indexes
 from services.fhir_api.search.scope import clinical_time
 from services.fhir_api.store import models as m

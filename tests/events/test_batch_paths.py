@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, select
 
 from events.consumers.projection import bulk_insert, bulk_update
-from events.gcpause import gc_paused
+from rounds.gcpause import gc_paused
 
 
 @pytest.fixture

@@ -1,4 +1,7 @@
-"""Pause Python's cycle collector around one batch of events.
+"""Pause Python's cycle collector around one batch of work (events, bulk-load lines, a mapping job).
+
+Shared by the event backbone, the bulk loader (services/fhir_api/load.py) and the mapper
+(fhir_mapper/pipeline.py, spill.py). For events:
 
 A batch of thousands of events allocates a few dozen container objects per event (records, envelopes, payload
 dicts, producer futures, rows), nearly all acyclic and freed by reference counting when the batch ends. With
