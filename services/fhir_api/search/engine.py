@@ -130,13 +130,14 @@ def _template(conn: Connection, ctx: Context, request: SearchRequest, plan: q.Pl
     shape = plan.key
     key = None
     if shape is not None:
-        key = (request.resource_type, shape, q.context_shape(ctx), pinned, request.total)
+        key = (request.resource_type, shape, q.context_shape(ctx), pinned, request.total, conn.dialect.name)
         found = _TEMPLATES.get(key)
         if found is not None:
             return found
     r = q.R
     cutoff = bindparam("snapshot", type_=BigInteger) if pinned else _snapshot_expr()
-    stmt = q.base_select(request.resource_type, ctx, r).where(r.c.created_seq <= cutoff, *plan.where(r))
+    filters = plan.where(r, postgres=conn.dialect.name == "postgresql")
+    stmt = q.base_select(request.resource_type, ctx, r).where(r.c.created_seq <= cutoff, *filters)
     page = _page(stmt, request.resource_type, plan.sort, cutoff, r)
     built = Template(page, _total(stmt, request.total), key is not None)
     if key is not None:

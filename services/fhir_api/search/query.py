@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, bindparam, exists, func, not_, or_, select, true
+from sqlalchemy import ColumnElement, Select, and_, any_, bindparam, exists, func, not_, or_, select, true
 from sqlalchemy.sql.elements import BindParameter, KeyedColumnElement
 
 from services.fhir_api.search import conditions
@@ -119,13 +119,13 @@ class Plan:
     def values(self) -> dict[str, Any]:
         return {name: value for f in self.filters for name, value in f.values.items()}
 
-    def where(self, r) -> list[ColumnElement[bool]]:
+    def where(self, r, postgres: bool = False) -> list[ColumnElement[bool]]:
         """The filters' conditions on r, values bound by name."""
         conds, rid_sets = [], []
         for f in self.filters:
             cond = f.make(r, named)
             (rid_sets if isinstance(cond, Select) else conds).append(cond)
-        return conds + rid_filters(rid_sets, r)
+        return conds + rid_filters(rid_sets, r, postgres)
 
 
 def plan_params(resource_type: str | None, params: list[tuple[str, str]], ctx: Context, strict: bool) -> Plan:
@@ -151,18 +151,23 @@ def plan_params(resource_type: str | None, params: list[tuple[str, str]], ctx: C
     return out
 
 
-def rid_filters(rid_sets: list[Select], r) -> list[ColumnElement[bool]]:
+def rid_filters(rid_sets: list[Select], r, postgres: bool = False) -> list[ColumnElement[bool]]:
     """The plain filters as conditions on r. Several are intersected among themselves first, behind an
     OFFSET 0 fence, so fhir_resource is probed only for the rows that pass them all: left to itself,
     PostgreSQL underestimates a common code and probes fhir_resource for each of its thousands of rids
     (Observation?patient&code&date: ~5,000 buffers and 10 ms; fenced: ~400 buffers and 1.5 ms). The
     fhir_idx_* extended statistics and random_page_cost of migration 0005 / the store's connections keep it
-    probing by rid rather than hashing 100,000 rows of e.g. category=laboratory."""
+    probing by rid rather than hashing 100,000 rows of e.g. category=laboratory.
+    On PostgreSQL the result is `rid = ANY(ARRAY(rids))`: the same rows, but the rid set is planned on its own
+    (an InitPlan) rather than as one more semi join with fhir_resource, which is then probed by primary key
+    once per rid (labs search ≈ 3 % less server CPU; category=laboratory&date=ge…: 140 → 65 ms)."""
     if len(rid_sets) < 2:
         return [r.c.rid.in_(s) for s in rid_sets]
     first, *rest = (s.subquery() for s in rid_sets)
-    both = select(first.c.rid).where(*(first.c.rid.in_(select(s.c.rid)) for s in rest))
-    return [r.c.rid.in_(both.offset(0))]
+    both = select(first.c.rid).where(*(first.c.rid.in_(select(s.c.rid)) for s in rest)).offset(0)
+    if postgres:
+        return [r.c.rid == any_(func.array(both.scalar_subquery()))]
+    return [r.c.rid.in_(both)]
 
 
 def _parse_sort(resource_type: str | None, value: str) -> list[tuple[str, bool]]:
@@ -228,7 +233,9 @@ def param_filter(
             return not_(has_any) if value == "true" else has_any
 
         return Filter((name, value), {}, missing)
-    kind, param_name = param.type, param.name
+    kind, param_name, only_type = param.type, param.name, None
+    if kind == "reference":
+        only_type = _only_target(param)
     if modifier == "identifier" and kind == "reference":
         table, kind, param_name = m.token, "token", f"{param.name}:identifier"
         parsed = [conditions.parse(kind, v, None) for v in _split_values(value)]
@@ -240,10 +247,24 @@ def param_filter(
     def hits(r, bind: Binder) -> ColumnElement | Select:
         conds = [conditions.build(kind, table, shape, [bind(n, bound[n]) for n in ns]) for shape, ns in slots]
         in_param = and_(table.c.param == param_name, _of_type(table.c.res_type, resource_type))
+        if only_type is not None:  # true of every row: fixes the index prefix so its rids come in order
+            in_param = and_(in_param, table.c.target_type == only_type)
         hit = select(table.c.rid).where(in_param, or_(*conds))
         return not_(r.c.rid.in_(hit)) if modifier == "not" else hit
 
     return Filter((name, tuple(shape for shape, _ in parsed)), bound, hits)
+
+
+def _only_target(param: SearchParam) -> str | None:
+    """The one target type every indexed reference of `param` has, when each of its paths ends in
+    `.where(resolve() is T)` for the same T (extraction keeps only references to T; e.g. Observation
+    `patient`). Saying so lets PostgreSQL read the (res_type, param, target_id, target_type, rid) index in rid
+    order and merge it with another rid set instead of hashing one (labs search ≈ 4 % less server CPU)."""
+    ends = {steps[-1] for steps, _ in param.paths if steps}
+    if len(ends) == 1 and all(steps for steps, _ in param.paths):
+        (end,) = ends
+        return end[1] if end[0] == "r" else None
+    return None
 
 
 def _of_type(column, resource_type: str | None) -> ColumnElement[bool]:
