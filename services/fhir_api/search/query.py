@@ -233,9 +233,7 @@ def param_filter(
             return not_(has_any) if value == "true" else has_any
 
         return Filter((name, value), {}, missing)
-    kind, param_name, only_type = param.type, param.name, None
-    if kind == "reference":
-        only_type = _only_target(param)
+    kind, param_name = param.type, param.name
     if modifier == "identifier" and kind == "reference":
         table, kind, param_name = m.token, "token", f"{param.name}:identifier"
         parsed = [conditions.parse(kind, v, None) for v in _split_values(value)]
@@ -247,24 +245,10 @@ def param_filter(
     def hits(r, bind: Binder) -> ColumnElement | Select:
         conds = [conditions.build(kind, table, shape, [bind(n, bound[n]) for n in ns]) for shape, ns in slots]
         in_param = and_(table.c.param == param_name, _of_type(table.c.res_type, resource_type))
-        if only_type is not None:  # true of every row: fixes the index prefix so its rids come in order
-            in_param = and_(in_param, table.c.target_type == only_type)
         hit = select(table.c.rid).where(in_param, or_(*conds))
         return not_(r.c.rid.in_(hit)) if modifier == "not" else hit
 
     return Filter((name, tuple(shape for shape, _ in parsed)), bound, hits)
-
-
-def _only_target(param: SearchParam) -> str | None:
-    """The one target type every indexed reference of `param` has, when each of its paths ends in
-    `.where(resolve() is T)` for the same T (extraction keeps only references to T; e.g. Observation
-    `patient`). Saying so lets PostgreSQL read the (res_type, param, target_id, target_type, rid) index in rid
-    order and merge it with another rid set instead of hashing one (labs search ≈ 4 % less server CPU)."""
-    ends = {steps[-1] for steps, _ in param.paths if steps}
-    if len(ends) == 1 and all(steps for steps, _ in param.paths):
-        (end,) = ends
-        return end[1] if end[0] == "r" else None
-    return None
 
 
 def _of_type(column, resource_type: str | None) -> ColumnElement[bool]:
