@@ -89,7 +89,11 @@ def test_concurrent_requests_reuse_pooled_connections(postgres_url):
     for api in live_api(postgres_url):
         pid = httpx.post(f"{api.fhir}/Patient", json=patient("pool")).json()["id"]
         paths = [f"/Patient/{pid}", f"/Observation?patient={pid}"] * 40
-        assert _burst(api.fhir, paths) == [200] * 80  # fills the pool
+        for _ in range(5):  # warm up until the pools hold their steady connections (a burst opened none)
+            warm = _scalar(postgres_url, started)
+            assert _burst(api.fhir, paths) == [200] * 80
+            if _scalar(postgres_url, started) - warm <= 1:
+                break
         before = _scalar(postgres_url, started)
         assert _burst(api.fhir, paths) == [200] * 80
         assert _scalar(postgres_url, started) - before <= 1  # only this check's own connection
