@@ -43,6 +43,13 @@ def _entries(env: Env, projection: TranscriptProjection) -> int:
         return 0
 
 
+def _processed(env: Env) -> int:
+    """Event ids the consumer group recorded as processed (one per applied event, exactly once)."""
+    with env.engine.connect() as conn:
+        query = select(func.count()).select_from(ProcessedEvent).where(ProcessedEvent.group_id == GROUP)
+        return conn.execute(query).scalar_one()
+
+
 def _publish(env: Env, sessions: int) -> int:
     streams = [h.session_events(h.session_id(), turns=3) for _ in range(sessions)]
     items = list(h.interleave(streams))
@@ -86,9 +93,7 @@ def test_sigkill_mid_stream_then_restart_equals_clean_run(backend: str, request:
         after = h.snapshot(env.engine, live)
         assert after == h.snapshot(env.engine, TranscriptProjection(suffix=clean.suffix, topics=env.topics))
         assert len(after["transcript_entries"]) == total  # nothing lost, nothing doubled
-        with env.engine.connect() as conn:
-            processed = conn.execute(select(func.count()).select_from(ProcessedEvent)
-                                     .where(ProcessedEvent.group_id == GROUP)).scalar_one()
+        processed = _processed(env)
         assert processed == total
     finally:
         h.close_env(env)
@@ -110,9 +115,7 @@ def test_sigterm_finishes_the_batch_and_exits_cleanly(sqlite_url: str) -> None:
         report = json.loads(out.decode().strip().splitlines()[-1])
         applied = _entries(env, live)
         assert report["applied"] == applied < total  # stopped early; what it reported is what it committed
-        with env.engine.connect() as conn:
-            processed = conn.execute(select(func.count()).select_from(ProcessedEvent)
-                                     .where(ProcessedEvent.group_id == GROUP)).scalar_one()
+        processed = _processed(env)
         assert processed == applied
     finally:
         h.close_env(env)
