@@ -30,3 +30,20 @@ def gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+YOUNG_THRESHOLD = 10_000  # allocations between young-generation passes (CPython's default: 700)
+
+
+def freeze_startup_heap(young_threshold: int = YOUNG_THRESHOLD) -> None:
+    """For a long-running server, once its app is built: move everything alive into the permanent generation
+    and make young passes rarer.
+
+    A server process holds ~150k long-lived objects (FastAPI, pydantic and fhir.resources models, SQLAlchemy,
+    the search tables). Each full collection walked all of them while holding the GIL: measured 60-180 ms
+    pauses of every request in flight on that worker (p99 material). Frozen objects are never scanned again;
+    per-request garbage is still collected."""
+    gc.collect()
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(young_threshold, middle, old)

@@ -58,6 +58,9 @@ def app_from_env():
     from events.recorder import install_event_backbone  # outbox + EHR interaction events on ROUNDS_BUS
 
     install_event_backbone(app)
+    from rounds.gcpause import freeze_startup_heap
+
+    freeze_startup_heap()  # last: everything built so far is long-lived
     return app
 
 
