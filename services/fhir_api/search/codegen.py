@@ -21,8 +21,9 @@ CALLS = {
     "quantity": "_quantities({n})",
     "reference": "_references({n}, rows, {head})",
 }
-# one parameter: (index type, extractor, row head, all-NULL row, ((steps, FHIR type, compiled path), ...))
-Entry = tuple[str, Callable, tuple, tuple, tuple[tuple[tuple, str, Callable], ...]]
+# one parameter: (index type, extractor, row head, all-NULL row, ((steps, FHIR type, compiled path), ...),
+# whether its rows are kept: a parameter without rows of its own runs for the extractor's side rows only)
+Entry = tuple[str, Callable, tuple, tuple, tuple[tuple[tuple, str, Callable], ...], bool]
 
 
 def generate(
@@ -37,13 +38,15 @@ def generate(
         return name
 
     body = ["def fused(r):", f"    rows = {{{', '.join(f'{k!r}: []' for k in kinds)}}}"]
-    for ptype, extract, head, empty, paths in entries:
+    for ptype, extract, head, empty, paths, own in entries:
         h, e = const("H", head), const("E", empty)
         call = CALLS.get(ptype) or f"{const('EX', extract)}({{n}}, {{ftype}}, rows, {{head}})"
         body.append("    found = []")
         for steps, ftype, path in paths:
-            emit = "found += " + call.format(n="{n}", ftype=repr(ftype), head=h)
+            emit = ("found += " if own else "") + call.format(n="{n}", ftype=repr(ftype), head=h)
             body.extend(_loops(steps, path, shape, emit, const))
+        if not own:
+            continue
         body += [
             "    if found:",
             "        if len(found) > 1:",

@@ -11,6 +11,7 @@ from psycopg.rows import namedtuple_row
 from sqlalchemy import BigInteger, Connection, Integer, Select, and_, bindparam, func, or_, select
 
 from services.fhir_api.search import query as q
+from services.fhir_api.search.keys import param_keys
 from services.fhir_api.search.registry import get_param
 from services.fhir_api.store import models as m
 from services.fhir_api.store.interface import (
@@ -264,7 +265,7 @@ def _forward(conn, ctx, pool, src_type, pname, target) -> list[int]:
         .where(ref.c.rid.in_(_key_rids(conn, ctx, pool)), q.visible(t, ctx))
     )
     if pname != "*":
-        stmt = stmt.where(ref.c.param == pname)
+        stmt = stmt.where(q.in_param(ref, None if src_type == "*" else src_type, pname))
     if target:
         stmt = stmt.where(t.c.res_type == target)
     return list(conn.execute(stmt).scalars())
@@ -275,10 +276,10 @@ def _reverse(conn, ctx, pool, src_type, pname, target) -> list[int]:
     ref, s = m.reference, q.S
     keys = [and_(ref.c.target_type == t, ref.c.target_id.in_(ids)) for t, ids in _by_type(pool).items()]
     stmt = select(s.c.rid).select_from(ref).join(s, s.c.rid == ref.c.rid).where(or_(*keys), q.visible(s, ctx))
-    if src_type != "*":
-        stmt = stmt.where(ref.c.res_type == src_type)
-    if pname != "*":
-        stmt = stmt.where(ref.c.param == pname)
+    if pname != "*":  # by the search index's leading key
+        stmt = stmt.where(q.in_param(ref, None if src_type == "*" else src_type, pname))
+    elif src_type != "*":
+        stmt = stmt.where(ref.c.param_key.in_(param_keys(src_type, None, "reference")))
     return list(conn.execute(stmt).scalars())
 
 

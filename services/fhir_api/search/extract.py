@@ -16,7 +16,8 @@ from datetime import date
 from functools import cache, lru_cache
 
 from services.fhir_api.search.codegen import generate
-from services.fhir_api.search.registry import params_for
+from services.fhir_api.search.keys import param_key
+from services.fhir_api.search.registry import params_for, stored_as
 from services.fhir_api.search.values import (
     TEXT_MAX,
     date_range,
@@ -27,7 +28,7 @@ from services.fhir_api.search.values import (
 )
 
 IndexRows = dict[str, list[dict]]  # index type -> rows (without rid / res_type)
-IndexTuples = dict[str, list[tuple]]  # index type -> (param, *columns) in table column order
+IndexTuples = dict[str, list[tuple]]  # index type -> (param, param_key, *columns) in table column order
 Path = Callable[[dict], list]  # compiled path program: resource -> nodes
 
 KINDS = ("token", "string", "date", "number", "quantity", "reference", "uri")
@@ -124,34 +125,37 @@ def _first_keys(steps: tuple[tuple, ...]) -> tuple[str, ...]:
 
 
 Extractor = Callable[[object, str, dict, tuple], list[tuple]]  # node, FHIR type, rows, row head -> values
-PlanEntry = tuple[str, str, Extractor, tuple[tuple[frozenset[str], Path, str, tuple], ...]]
+PlanEntry = tuple[str, str, Extractor, tuple[tuple[frozenset[str], Path, str, tuple], ...], bool]
 
 
 @cache
 def _plan(resource_type: str) -> tuple[PlanEntry, ...]:
-    """(name, type, extractor, (top-level keys, compiled path, FHIR type, steps) per union branch) of every
-    supported parameter except _id."""
-    return tuple(
-        (
-            param.name,
-            param.type,
-            _EXTRACTORS[param.type],
-            tuple((frozenset(_first_keys(s)), compile_path(s), ftype, s) for s, ftype in param.paths),
-        )
-        for param in params_for(resource_type).values()
-        if not param.unsupported and param.name != "_id"
-    )
+    """(name, type, extractor, (top-level keys, compiled path, FHIR type, steps) per union branch, own rows)
+    of every supported parameter except _id and those whose rows other parameters' rows repeat
+    (registry.stored_as). A repeating reference parameter stays, without rows of its own, for the
+    ':identifier' rows only its own filter selects."""
+    plan = []
+    for param in params_for(resource_type).values():
+        if param.unsupported or param.name == "_id":
+            continue
+        own = stored_as(resource_type, param.name) == ((param.name, None),)
+        if own or param.type == "reference":
+            paths = tuple((frozenset(_first_keys(s)), compile_path(s), ftype, s) for s, ftype in param.paths)
+            plan.append((param.name, param.type, _EXTRACTORS[param.type], paths, own))
+    return tuple(plan)
 
 
 @lru_cache(maxsize=4096)
-def _applicable(resource_type: str, shape: tuple[str, ...]) -> tuple[tuple[str, str, Extractor, tuple], ...]:
+def _applicable(
+    resource_type: str, shape: tuple[str, ...]
+) -> tuple[tuple[str, str, Extractor, tuple, bool], ...]:
     """The plan for a resource with these top-level keys: only branches starting from a present key (the
     others find nothing), only parameters with such a branch."""
     out = []
-    for name, ptype, extract, branches in _plan(resource_type):
+    for name, ptype, extract, branches, own in _plan(resource_type):
         paths = tuple((path, ftype, s) for keys, path, ftype, s in branches if not keys.isdisjoint(shape))
         if paths:
-            out.append((name, ptype, extract, paths))
+            out.append((name, ptype, extract, paths, own))
     return tuple(out)
 
 
@@ -285,7 +289,7 @@ def _references(node: object, rows: IndexTuples, head: tuple) -> list[tuple]:
             if rtype or rid or url:
                 out.append((rtype, _cut(rid), url[:1024] if url else None))
         if isinstance(node.get("identifier"), dict):  # for the :identifier modifier
-            ident = (*head[:-1], f"{head[-1]}:identifier")
+            ident = _IDENTIFIER_HEADS[head]
             rows["token"].extend(ident + row for row in _tokens(node["identifier"], "Identifier"))
     return out
 
@@ -302,11 +306,20 @@ _EXTRACTORS: dict[str, Extractor] = {
 
 
 _EMPTY = {kind: (None,) * len(columns) for kind, columns in COLUMNS.items()}  # a row that says nothing
+_IDENTIFIER_HEADS: dict[tuple, tuple] = {}  # a reference parameter's row head -> its ':identifier' token head
+
+
+def _head(resource_type: str, prefix: tuple, name: str) -> tuple:
+    """(*prefix, param, param_key): what every row of the parameter starts with."""
+    head = (*prefix, name, param_key(resource_type, name))
+    ident = f"{name}:identifier"
+    _IDENTIFIER_HEADS.setdefault(head, (*prefix, ident, param_key(resource_type, ident)))
+    return head
 
 
 def index_tuples(resource: dict, prefix: tuple = ()) -> IndexTuples:
-    """Every search-index row of one resource as (*prefix, param, *columns), grouped by index table: per
-    parameter each distinct row once (first occurrence order), rows of only NULLs left out."""
+    """Every search-index row of one resource as (*prefix, param, param_key, *columns), grouped by index
+    table: per parameter each distinct row once (first occurrence order), rows of only NULLs left out."""
     return _fused(resource.get("resourceType", ""), tuple(resource), prefix)(resource)
 
 
@@ -314,8 +327,15 @@ def index_tuples(resource: dict, prefix: tuple = ()) -> IndexTuples:
 def _fused(resource_type: str, shape: tuple[str, ...], prefix: tuple) -> Callable[[dict], IndexTuples]:
     """`interpreted_index_tuples` for this shape, generated as one function (search/codegen.py)."""
     entries = [
-        (ptype, extract, (*prefix, name), _EMPTY[ptype], tuple((s, ftype, path) for path, ftype, s in paths))
-        for name, ptype, extract, paths in _applicable(resource_type, shape)
+        (
+            ptype,
+            extract,
+            _head(resource_type, prefix, name),
+            _EMPTY[ptype],
+            tuple((s, ftype, path) for path, ftype, s in paths),
+            own,
+        )
+        for name, ptype, extract, paths, own in _applicable(resource_type, shape)
     ]
     return generate(entries, KINDS, shape, _CODEGEN_NAMES)
 
@@ -323,12 +343,13 @@ def _fused(resource_type: str, shape: tuple[str, ...], prefix: tuple) -> Callabl
 def interpreted_index_tuples(resource: dict, prefix: tuple = ()) -> IndexTuples:
     """`index_tuples` by interpreting the plan (the reference the generated functions are tested against)."""
     rows: IndexTuples = {k: [] for k in KINDS}
-    for name, ptype, extract, paths in _applicable(resource.get("resourceType", ""), tuple(resource)):
-        head, found = (*prefix, name), []
+    rtype = resource.get("resourceType", "")
+    for name, ptype, extract, paths, own in _applicable(rtype, tuple(resource)):
+        head, found = _head(rtype, prefix, name), []
         for path, ftype, _ in paths:
             for node in path(resource):
                 found += extract(node, ftype, rows, head)
-        if found:
+        if found and own:
             unique = dict.fromkeys(found) if len(found) > 1 else found
             rows[ptype] += [head + row for row in unique if row != _EMPTY[ptype]]
     return rows
@@ -340,6 +361,9 @@ _CODEGEN_NAMES = {f.__name__: f for f in (_tokens, _dates, _quantities, _referen
 def index_rows(resource: dict) -> IndexRows:
     """Every search-index row of one resource as dicts (param plus column names), grouped by index table."""
     return {
-        kind: [{"param": row[0], **dict(zip(COLUMNS[kind], row[1:], strict=True))} for row in rows]
+        kind: [
+            {"param": row[0], "param_key": row[1], **dict(zip(COLUMNS[kind], row[2:], strict=True))}
+            for row in rows
+        ]
         for kind, rows in index_tuples(resource).items()
     }

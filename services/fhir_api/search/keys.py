@@ -1,0 +1,47 @@
+"""Search-parameter keys: one 64-bit integer per (resource type, parameter name), leading every search index.
+
+The index tables' b-trees were led by two varchar columns (res_type, param) that every entry repeats: each
+comparison while PostgreSQL sorts an index build or descends a tree deformed and compared them first. An
+int8 key in their place makes the builds of the token and reference indexes 1.4-1.5x and of the date index
+3.5x faster (measured on the MIMIC demo) and the indexes smaller. The key is a hash, computed the same way
+by the loader, the store and the search, so nothing needs a lookup table; the names it hashes form a finite
+set (the generated parameter table, plus ':identifier' forms), which the tests check is free of collisions.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from hashlib import blake2b
+
+from services.fhir_api.search.registry import params_for, resource_types, stored_as
+
+
+@lru_cache(maxsize=16384)
+def param_key(resource_type: str, name: str) -> int:
+    """The signed 64-bit key of a parameter (as stored in every index row's `param_key`)."""
+    digest = blake2b(f"{resource_type}.{name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _owns_rows(resource_type: str, name: str) -> bool:
+    return stored_as(resource_type, name) == ((name, None),)
+
+
+def param_keys(resource_type: str | None, name: str | None, kind: str) -> list[int]:
+    """Keys of parameter `name` (None: every parameter with rows of its own) of index type `kind` on
+    `resource_type` (None: every type that defines it) — what `_revinclude=Type:*` looks through."""
+    types = [resource_type] if resource_type else resource_types()
+    keys = []
+    for rtype in types:
+        params = params_for(rtype)
+        names = [name] if name else [n for n, p in params.items() if p.type == kind and _owns_rows(rtype, n)]
+        keys += [param_key(rtype, n) for n in names if n.split(":")[0] in params]
+    return keys
+
+
+def stored_keys(resource_type: str | None, name: str) -> list[tuple[int, str | None]]:
+    """(key, required target type) of the index rows that answer parameter `name` of one type (None: of
+    every type defining it) — other parameters' rows where `registry.stored_as` says so."""
+    base = name.split(":")[0]
+    types = [resource_type] if resource_type else [t for t in resource_types() if base in params_for(t)]
+    return [(param_key(t, stored), target) for t in types for stored, target in stored_as(t, name)]

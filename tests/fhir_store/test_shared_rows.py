@@ -1,0 +1,115 @@
+"""Parameters answered by other parameters' index rows (registry.stored_as): same answers, fewer rows."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select
+
+from services.fhir_api.search.registry import stored_as
+from services.fhir_api.store import models as m
+from services.fhir_api.store.interface import Context, SearchRequest
+
+SHARED = Context()
+
+
+def test_derived_from_the_parameter_paths() -> None:
+    assert stored_as("Observation", "patient") == (("subject", "Patient"),)
+    assert stored_as("Encounter", "practitioner") == (("participant", "Practitioner"),)
+    assert set(stored_as("Observation", "combo-code")) == {("code", None), ("component-code", None)}
+    assert set(stored_as("Observation", "combo-value-quantity")) == {
+        ("value-quantity", None),
+        ("component-value-quantity", None),
+    }
+    assert stored_as("Observation", "subject") == (("subject", None),)
+    assert stored_as("Observation", "code") == (("code", None),)
+    assert stored_as("Patient", "general-practitioner") == (("general-practitioner", None),)
+
+
+@pytest.fixture
+def data(store):
+    patient = store.create(SHARED, {"resourceType": "Patient"})
+    group = store.create(SHARED, {"resourceType": "Group", "type": "person", "actual": True})
+    ident = {"system": "urn:mrn", "value": "M1"}
+    on_patient = store.create(
+        SHARED,
+        {
+            "resourceType": "Observation",
+            "status": "final",
+            "code": {"coding": [{"system": "urn:lab", "code": "bp"}]},
+            "component": [
+                {
+                    "code": {"coding": [{"system": "urn:lab", "code": "sys"}]},
+                    "valueQuantity": {"value": 120, "system": "http://unitsofmeasure.org", "code": "mm[Hg]"},
+                }
+            ],
+            "subject": {"reference": f"Patient/{patient.id}", "identifier": ident},
+        },
+    )
+    on_group = store.create(
+        SHARED,
+        {
+            "resourceType": "Observation",
+            "status": "final",
+            "code": {"coding": [{"system": "urn:lab", "code": "sys"}]},
+            "valueQuantity": {"value": 130, "system": "http://unitsofmeasure.org", "code": "mm[Hg]"},
+            "subject": {"reference": f"Group/{group.id}", "identifier": ident},
+        },
+    )
+    return patient, group, on_patient, on_group
+
+
+def ids(store, rtype: str, *params: tuple[str, str]) -> set[str]:
+    return {r.id for r in store.search(SHARED, SearchRequest(rtype, list(params))).matches}
+
+
+def test_restricted_reference_answers_only_its_target_type(store, data) -> None:
+    patient, group, on_patient, on_group = data
+    assert ids(store, "Observation", ("patient", patient.id)) == {on_patient.id}
+    assert ids(store, "Observation", ("patient", group.id)) == set()
+    assert ids(store, "Observation", ("subject", group.id)) == {on_group.id}
+    assert ids(store, "Observation", ("patient:missing", "false")) == {on_patient.id}
+    assert ids(store, "Observation", ("patient:missing", "true")) == {on_group.id}
+    # the :identifier rows keep the parameter's own filter: a Group subject is no patient
+    assert ids(store, "Observation", ("patient:identifier", "urn:mrn|M1")) == {on_patient.id}
+    assert ids(store, "Observation", ("subject:identifier", "urn:mrn|M1")) == {on_patient.id, on_group.id}
+    assert ids(store, "Observation", ("patient.identifier", "x")) == set()  # chain through the alias
+    assert ids(store, "Patient", ("_has:Observation:patient:status", "final")) == {patient.id}
+    assert ids(store, "Group", ("_has:Observation:patient:status", "final")) == set()
+
+
+def test_union_answers_both_parts(store, data) -> None:
+    _, _, on_patient, on_group = data
+    assert ids(store, "Observation", ("code", "sys")) == {on_group.id}
+    assert ids(store, "Observation", ("component-code", "sys")) == {on_patient.id}
+    assert ids(store, "Observation", ("combo-code", "sys")) == {on_patient.id, on_group.id}
+    assert ids(store, "Observation", ("combo-code", "urn:lab|bp")) == {on_patient.id}
+    assert ids(store, "Observation", ("combo-value-quantity", "gt125")) == {on_group.id}
+    assert ids(store, "Observation", ("combo-value-quantity", "lt125")) == {on_patient.id}
+    assert ids(store, "Observation", ("combo-code:not", "bp")) == {on_group.id}
+
+
+def test_includes_through_the_alias(store, data) -> None:
+    patient, group, on_patient, _ = data
+    result = store.search(
+        SHARED, SearchRequest("Observation", [("status", "final"), ("_include", "Observation:patient")])
+    )
+    assert {r.id for r in result.includes} == {patient.id}
+    result = store.search(
+        SHARED, SearchRequest("Patient", [("_id", patient.id), ("_revinclude", "Observation:patient")])
+    )
+    assert {r.id for r in result.includes} == {on_patient.id}
+    result = store.search(
+        SHARED, SearchRequest("Group", [("_id", group.id), ("_revinclude", "Observation:patient")])
+    )
+    assert result.includes == []
+
+
+def test_repeated_rows_are_not_written(store, data) -> None:
+    with store.engine.connect() as conn:
+        params = set(conn.execute(select(m.reference.c.param).distinct()).scalars())
+        params |= set(conn.execute(select(m.token.c.param).distinct()).scalars())
+        params |= set(conn.execute(select(m.quantity.c.param).distinct()).scalars())
+        subjects = conn.execute(select(func.count()).where(m.reference.c.param == "subject")).scalar_one()
+    assert {"subject", "code", "component-code", "value-quantity", "patient:identifier"} <= params
+    assert not {"patient", "combo-code", "combo-value-quantity"} & params
+    assert subjects == 2
