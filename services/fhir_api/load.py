@@ -32,7 +32,7 @@ from services.fhir_api.store.indexing import TABLES, row_tuples
 from services.fhir_api.store.interface import InvalidResource
 
 BATCH = 5000  # lines per worker transaction: fewer round trips and COPY starts (~10 % faster than 2,000)
-INDEX_KINDS = tuple(TABLES)  # index types + compartment
+INDEX_KINDS = tuple(TABLES)
 _META = re.compile(rb'"meta"\s*:\s*\{')
 PHASES = ("parse", "extract", "copy", "index build", "analyze")
 

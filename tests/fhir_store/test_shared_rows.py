@@ -113,3 +113,53 @@ def test_repeated_rows_are_not_written(store, data) -> None:
     assert {"subject", "code", "component-code", "value-quantity", "patient:identifier"} <= params
     assert not {"patient", "combo-code", "combo-value-quantity"} & params
     assert subjects == 2
+
+
+def test_everything_reads_the_compartment_off_the_reference_rows(store, data) -> None:
+    patient, group, on_patient, on_group = data
+    other = store.create(SHARED, {"resourceType": "Patient"})
+    linked = store.create(
+        SHARED,
+        {
+            "resourceType": "Patient",
+            "link": [{"other": {"reference": f"Patient/{patient.id}"}, "type": "seealso"}],
+        },
+    )
+    performed = store.create(  # in the compartment through `performer`, not `subject`
+        SHARED,
+        {
+            "resourceType": "Observation",
+            "status": "final",
+            "code": {"text": "x"},
+            "subject": {"reference": f"Group/{group.id}"},
+            "performer": [{"reference": f"Patient/{patient.id}"}],
+        },
+    )
+    given = store.create(
+        SHARED,
+        {
+            "resourceType": "MedicationAdministration",
+            "status": "completed",
+            "medicationCodeableConcept": {"text": "x"},
+            "subject": {"reference": f"Patient/{patient.id}"},
+            "effectiveDateTime": "2150-01-01",
+        },
+    )
+    store.create(
+        SHARED,
+        {
+            "resourceType": "Encounter",
+            "status": "finished",
+            "class": {"code": "AMB"},
+            "subject": {"reference": f"Patient/{other.id}"},
+        },
+    )
+    result = store.everything(SHARED, patient.id, count=100)
+    assert [r.id for r in result.matches][0] == patient.id
+    assert {r.id for r in result.matches} == {patient.id, on_patient.id, performed.id, given.id, linked.id}
+    assert result.total == 5
+    assert {r.id for r in store.everything(SHARED, patient.id, types=["Observation"], count=100).matches} == {
+        on_patient.id,
+        performed.id,
+    }
+    assert on_group.id not in {r.id for r in store.everything(SHARED, other.id, count=100).matches}

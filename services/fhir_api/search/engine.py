@@ -11,7 +11,7 @@ from psycopg.rows import namedtuple_row
 from sqlalchemy import BigInteger, Connection, Integer, Select, and_, bindparam, func, or_, select
 
 from services.fhir_api.search import query as q
-from services.fhir_api.search.keys import param_keys
+from services.fhir_api.search.keys import compartment_keys, param_keys
 from services.fhir_api.search.registry import get_param
 from services.fhir_api.store import models as m
 from services.fhir_api.store.interface import (
@@ -299,8 +299,10 @@ def everything(
     ).scalar()
     if patient is None:
         raise NotFound(f"Patient/{patient_id} not found")
-    c = m.compartment
-    members = select(c.c.rid).where(c.c.patient_id == patient_id)
+    ref = m.reference  # the compartment: whatever refers to the Patient through a compartment parameter
+    members = select(ref.c.rid).where(
+        ref.c.param_key.in_(compartment_keys()), ref.c.target_id == patient_id, ref.c.target_type == "Patient"
+    )
     stmt = select(r.c.rid).where(q.visible(r, ctx), or_(r.c.rid == patient, r.c.rid.in_(members)))
     if since is not None:
         stmt = stmt.where(r.c.last_updated >= since)

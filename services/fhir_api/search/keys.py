@@ -10,10 +10,10 @@ set (the generated parameter table, plus ':identifier' forms), which the tests c
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 from hashlib import blake2b
 
-from services.fhir_api.search.registry import params_for, resource_types, stored_as
+from services.fhir_api.search.registry import params_for, patient_compartment, resource_types, stored_as
 
 
 @lru_cache(maxsize=16384)
@@ -45,3 +45,11 @@ def stored_keys(resource_type: str | None, name: str) -> list[tuple[int, str | N
     base = name.split(":")[0]
     types = [resource_type] if resource_type else [t for t in resource_types() if base in params_for(t)]
     return [(param_key(t, stored), target) for t in types for stored, target in stored_as(t, name)]
+
+
+@cache
+def compartment_keys() -> tuple[int, ...]:
+    """Keys of the reference rows that put a resource in a Patient's compartment (CompartmentDefinition-
+    patient): Patient/$everything reads the compartment off the reference index, as HAPI reads its links."""
+    pairs = [(rtype, name) for rtype, names in patient_compartment().items() for name in names]
+    return tuple(sorted({key for rtype, name in pairs for key, _ in stored_keys(rtype, name)}))

@@ -1,39 +1,12 @@
-"""Where a resource belongs and when it happened: the Patient compartments that hold it (per
-CompartmentDefinition-patient) and its clinical time, which the session clock compares with `now`. Both run
-the same compiled path programs as index extraction, once per resource write or bulk-loaded line."""
+"""When a resource happened: its clinical time, which the session clock compares with `now`. It runs the
+same compiled path programs as index extraction, once per resource write or bulk-loaded line. (Which Patient
+compartments hold a resource is read off the reference index: search/keys.py `compartment_keys`.)"""
 
 from __future__ import annotations
 
-from functools import cache, lru_cache
+from functools import lru_cache
 
 from services.fhir_api.search.extract import Path, _dates, _first_keys, compile_path
-from services.fhir_api.search.registry import params_for, patient_compartment
-from services.fhir_api.search.values import parse_reference
-
-
-@cache
-def _compartment_paths(resource_type: str) -> tuple[Path, ...]:
-    params = params_for(resource_type)
-    return tuple(
-        compile_path(steps)
-        for name in patient_compartment().get(resource_type, ())
-        if (param := params.get(name)) is not None and not param.unsupported
-        for steps, _ in param.paths
-    )
-
-
-def compartment_patients(resource: dict) -> set[str]:
-    """Ids of the Patients whose compartment holds this resource (per CompartmentDefinition-patient)."""
-    rtype = resource.get("resourceType", "")
-    found = {resource["id"]} if rtype == "Patient" and resource.get("id") else set()
-    for path in _compartment_paths(rtype):
-        for node in path(resource):
-            if isinstance(node, dict):
-                target_type, target_id, _ = parse_reference(node.get("reference", ""))
-                if target_type == "Patient" and target_id:
-                    found.add(target_id)
-    return found
-
 
 # Elements that say when something clinically happened or became known, in the order tried. The clock hides a
 # shared resource from a session whose `now` is before the latest of these the resource carries.

@@ -1,36 +1,28 @@
-"""Write and remove the search-index and compartment rows of current resources (store and loader)."""
+"""Write and remove the search-index rows of current resources (store and loader)."""
 
 from __future__ import annotations
 
 from sqlalchemy import Connection, delete, insert
 
 from services.fhir_api.search.extract import index_rows, index_tuples
-from services.fhir_api.search.scope import compartment_patients
 from services.fhir_api.store import models as m
 
 
 def rows_for(row_id: int, resource: dict) -> dict[str, list[dict]]:
-    """Index rows of one resource, keyed by table name (index types plus 'compartment')."""
+    """Index rows of one resource, keyed by index type."""
     rtype = resource["resourceType"]
-    out = {
+    return {
         kind: [{"rid": row_id, "res_type": rtype, **row} for row in rows]
         for kind, rows in index_rows(resource).items()
     }
-    out["compartment"] = [
-        {"rid": row_id, "patient_id": p, "res_type": rtype} for p in compartment_patients(resource)
-    ]
-    return out
 
 
-TABLES = {**m.INDEX_TABLES, "compartment": m.compartment}
+TABLES = m.INDEX_TABLES
 
 
 def row_tuples(resource: dict) -> dict[str, list[tuple]]:
     """The rows of `rows_for` as tuples in table column order without the leading rid (bulk load's COPY)."""
-    rtype = resource["resourceType"]
-    out: dict[str, list[tuple]] = index_tuples(resource, (rtype,))
-    out["compartment"] = [(p, rtype) for p in compartment_patients(resource)]
-    return out
+    return index_tuples(resource, (resource["resourceType"],))
 
 
 def index_resource(conn: Connection, row_id: int, resource: dict) -> None:

@@ -5,7 +5,6 @@
 - fhir_resource: the current row per (session, type, id); session '' is the shared record. A session row
   shadows the shared row with the same type/id; `deleted` rows are tombstones. `rid` keys the search indexes.
 - fhir_idx_*: one search-index table per parameter type, filled on write from the generated parameter table.
-- fhir_compartment: which Patient compartments each current row is in (for Patient/$everything).
 - fhir_session: the sandboxes and their as-of clock.
 Times in the index are integer microseconds since the epoch (UTC) so both dialects compare them the same way.
 """
@@ -121,16 +120,6 @@ reference = _index_table(
     search=("target_id", "target_type"),
 )
 uri = _index_table("uri", Column("value", _bytewise(1024), nullable=False), search=("value",))
-
-compartment = Table(
-    "fhir_compartment",
-    meta,
-    Column("rid", BigInteger, nullable=False),
-    Column("patient_id", String(64), nullable=False),
-    Column("res_type", String(64), nullable=False),
-    Index("ix_fhir_compartment_rid", "rid"),
-    Index("ix_fhir_compartment_patient", "patient_id", "res_type", "rid"),
-)
 
 session = Table(
     "fhir_session",

@@ -146,7 +146,7 @@ class SqlResourceStore:
             return
         with self._conn(write=True) as conn:
             rids = select(m.resource.c.rid).where(m.resource.c.session == session_id)
-            for table in (*m.INDEX_TABLES.values(), m.compartment):
+            for table in m.INDEX_TABLES.values():
                 conn.execute(delete(table).where(table.c.rid.in_(rids)))
             conn.execute(delete(m.resource).where(m.resource.c.session == session_id))
             conn.execute(delete(m.version).where(m.version.c.session == session_id))
