@@ -163,3 +163,16 @@ def test_everything_reads_the_compartment_off_the_reference_rows(store, data) ->
         performed.id,
     }
     assert on_group.id not in {r.id for r in store.everything(SHARED, other.id, count=100).matches}
+
+
+def test_a_malformed_reference_gives_no_row_rather_than_an_error() -> None:
+    from services.fhir_api.search.extract import index_tuples, interpreted_index_tuples
+
+    obs = {
+        "resourceType": "Observation",
+        "status": "final",
+        "subject": {"reference": 5},
+        "code": {"text": "x"},
+    }
+    assert index_tuples(obs)["reference"] == [] == interpreted_index_tuples(obs)["reference"]
+    assert index_tuples(obs)["token"] == interpreted_index_tuples(obs)["token"] != []

@@ -116,7 +116,8 @@ def _choice_names(name: str, types: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _ref_type(node: dict) -> str | None:
-    return parse_reference(node.get("reference", ""))[0]
+    ref = node.get("reference")
+    return parse_reference(ref)[0] if type(ref) is str else None
 
 
 def _first_keys(steps: tuple[tuple, ...]) -> tuple[str, ...]:
@@ -284,14 +285,20 @@ def _references(node: object, rows: IndexTuples, head: tuple) -> list[tuple]:
         return [(None, None, node[:1024])]
     out = []
     if isinstance(node, dict):
-        if node.get("reference"):
-            rtype, rid, url = parse_reference(node["reference"])
-            if rtype or rid or url:
-                out.append((rtype, _cut(rid), url[:1024] if url else None))
+        if (ref := node.get("reference")) and type(ref) is str and (row := _reference_row(ref)):
+            out.append(row)
         if isinstance(node.get("identifier"), dict):  # for the :identifier modifier
             ident = _IDENTIFIER_HEADS[head]
             rows["token"].extend(ident + row for row in _tokens(node["identifier"], "Identifier"))
     return out
+
+
+@lru_cache(maxsize=65536)
+def _reference_row(ref: str) -> tuple | None:
+    """(target type, id, url) of a reference string — the same few thousand patients and encounters recur
+    on every line of a load."""
+    rtype, rid, url = parse_reference(ref)
+    return (rtype, _cut(rid), url[:1024] if url else None) if rtype or rid or url else None
 
 
 _EXTRACTORS: dict[str, Extractor] = {

@@ -100,6 +100,7 @@ def decimal_range(text: str) -> tuple[float, float, float] | None:
 
 
 @lru_cache(maxsize=65536)
+@lru_cache(maxsize=65536)
 def parse_reference(ref: str) -> tuple[str | None, str | None, str | None]:
     """'Patient/1', 'Patient/1/_history/2', 'http://x/fhir/Patient/1', 'urn:uuid:…' -> (type, id, url)."""
     if not ref or ref.startswith("#"):
