@@ -57,10 +57,15 @@ def drop_search_indexes_if_empty(engine) -> bool:
     with engine.begin() as conn:
         if conn.execute(select(m.resource.c.rid).limit(1)).first() is not None:
             return False
-        for table in TABLES.values():
+        for table in REBUILT:
             for index in table.indexes:
                 index.drop(conn, checkfirst=True)
     return True
+
+
+# Tables whose (non-unique) indexes an initial load builds at its end. The unique keys of fhir_resource and
+# fhir_version stay: they are what detects a conflicting writer during the load.
+REBUILT = (*TABLES.values(), m.resource)
 
 
 BUILD_SETTINGS = (  # per connection: sort in memory, one core each (the builds themselves run in parallel)
@@ -77,7 +82,8 @@ def ensure_search_indexes(engine, analyze: bool, phases: dict[str, float], paral
         present = set(conn.exec_driver_sql(_INDEXES).scalars())
         size = dict(conn.exec_driver_sql(_SIZES).all())
     by_size = sorted((m.version, m.resource, *TABLES.values()), key=lambda t: -size.get(t.name, 0))
-    missing = [i for t in by_size if t.name in TABLES_BY_NAME for i in t.indexes if i.name not in present]
+    rebuilt_tables = {table.name for table in REBUILT}
+    missing = [i for t in by_size if t.name in rebuilt_tables for i in t.indexes if i.name not in present]
     rebuilt = {index.table.name for index in missing}
     started, built = time.perf_counter(), [time.perf_counter()]
 
@@ -95,7 +101,6 @@ def ensure_search_indexes(engine, analyze: bool, phases: dict[str, float], paral
         phases["analyze"] += time.perf_counter() - max(built)
 
 
-TABLES_BY_NAME = {table.name for table in TABLES.values()}
 _INDEXES = "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
 _SIZES = (
     "SELECT relname, pg_relation_size(oid) FROM pg_class"
