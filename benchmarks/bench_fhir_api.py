@@ -113,7 +113,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(database_url: str, workers: int) -> tuple[subprocess.Popen, str]:
+def start_server(database_url: str, workers: int, threads: int | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -127,6 +127,7 @@ def start_server(database_url: str, workers: int) -> tuple[subprocess.Popen, str
             str(port),
             "--workers",
             str(workers),
+            *(["--threads", str(threads)] if threads else []),
             "--no-migrate",
         ],
         cwd=REPO,
@@ -274,6 +275,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, help="store operations at once per worker (serve --threads)")
     parser.add_argument("--loaded", metavar="URL", help="a database already loaded: skip map and load")
     parser.add_argument("--kinds", default=",".join(MIX), help=f"subset of the mix: {', '.join(MIX)}")
     args = parser.parse_args()
@@ -303,7 +305,7 @@ def main() -> None:
 
 
 def run_api(args: argparse.Namespace, database_url: str) -> None:
-    server, base = start_server(database_url, args.workers)
+    server, base = start_server(database_url, args.workers, args.threads)
     try:
         work = workload(base, args.kinds.split(","))
         checked = verify(base, work)
@@ -316,7 +318,8 @@ def run_api(args: argparse.Namespace, database_url: str) -> None:
         server.terminate()
         server.wait(timeout=30)
     every = [v for values in latencies.values() for v in values]
-    print(f"api: {args.clients} clients, {args.workers} uvicorn workers, {elapsed:.1f} s, errors {errors}")
+    workers = f"{args.workers} uvicorn workers" + (f", {args.threads} threads each" if args.threads else "")
+    print(f"api: {args.clients} clients, {workers}, {elapsed:.1f} s, errors {errors}")
     print(f"  answers checked: {checked} distinct requests of the mix")
     print(f"  {'all':17} {summary(every, elapsed)}")
     for kind, values in sorted(latencies.items()):

@@ -22,6 +22,7 @@ class Settings(BaseSettings):
     kafka_bootstrap: str | None = None
     kafka_partitions: int = 3
     base_url: str | None = None  # externally visible base, e.g. https://ehr.example.org
+    api_threads: int | None = None  # FHIR API: store operations at once per process (default: pool size)
 
 
 @lru_cache

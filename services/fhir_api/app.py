@@ -26,13 +26,18 @@ Bodies are `application/fhir+json`; every error is an OperationOutcome.
 """
 
 
-def worker_threads(store: ResourceStore) -> int | None:
-    """Threads that may run store operations at once: the connection pool's steady size. More threads than
-    pooled connections open and close an overflow connection per request (a backend started and torn down by
-    the database server each time); on a few cores they add nothing but contention for the GIL."""
+def worker_threads(store: ResourceStore, configured: int | None = None) -> int | None:
+    """Threads that may run store operations at once: `configured` (ROUNDS_API_THREADS, `serve --threads`),
+    at most the connection pool's steady size, which is the default. More threads than pooled connections
+    open and close an overflow connection per request (a backend started and torn down by the database
+    server each time). Fewer can be better on few cores: requests beyond them wait in anyio's FIFO queue
+    instead of contending for the GIL, which no fairness rule governs."""
     engine = getattr(store, "engine", None)
     pool = getattr(engine, "pool", None)
-    return pool.size() if isinstance(pool, QueuePool) and engine.dialect.name == "postgresql" else None
+    steady = pool.size() if isinstance(pool, QueuePool) and engine.dialect.name == "postgresql" else None
+    if configured is not None and configured < 1:
+        raise ValueError(f"api threads must be at least 1, not {configured}")
+    return min(configured, steady) if configured and steady else configured or steady
 
 
 def create_app(
@@ -49,7 +54,7 @@ def create_app(
         from services.fhir_api.store import open_store
 
         store = open_store(settings.database_url)
-    threads = worker_threads(store)
+    threads = worker_threads(store, settings.api_threads)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

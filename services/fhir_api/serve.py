@@ -18,6 +18,9 @@ def serve(
     base_url: Annotated[str | None, typer.Option(help="externally visible base URL for links")] = None,
     migrate: Annotated[bool, typer.Option("--migrate/--no-migrate", help="upgrade the schema first")] = True,
     workers: Annotated[int, typer.Option(help="uvicorn worker processes")] = 1,
+    threads: Annotated[
+        int | None, typer.Option(help="store operations at once per worker (default: connection pool size)")
+    ] = None,
     max_body_bytes: Annotated[int, typer.Option(help="largest accepted request body")] = DEFAULT_MAX_BODY,
 ) -> None:
     """Serve the FHIR R4 API (/fhir, /sessions, /docs)."""
@@ -34,6 +37,8 @@ def serve(
     if base_url:
         os.environ["ROUNDS_BASE_URL"] = base_url
     os.environ["ROUNDS_MAX_BODY_BYTES"] = str(max_body_bytes)
+    if threads:
+        os.environ["ROUNDS_API_THREADS"] = str(threads)
     get_settings.cache_clear()
     if migrate:
         upgrade(get_settings().database_url)
