@@ -1,0 +1,47 @@
+"""Migrations 0006/0007 on a store that already holds index rows: keys filled in, compartment table gone,
+and back down again."""
+
+from __future__ import annotations
+
+from alembic import command
+from sqlalchemy import create_engine, inspect, text
+
+from rounds.migrate import alembic_config, upgrade
+from services.fhir_api.search.keys import param_key
+
+ROWS = (
+    "INSERT INTO fhir_idx_token (rid, res_type, param, system, code, text) VALUES"
+    " (1, 'Observation', 'code', 'urn:lab', 'hgb', NULL),"
+    " (1, 'Observation', 'combo-code', 'urn:lab', 'hgb', NULL)",
+    "INSERT INTO fhir_idx_reference (rid, res_type, param, target_type, target_id, url)"
+    " VALUES (1, 'Observation', 'subject', 'Patient', 'p1', NULL)",
+    "INSERT INTO fhir_compartment (rid, patient_id, res_type) VALUES (1, 'p1', 'Observation')",
+)
+
+
+def test_upgrade_keys_existing_rows_and_downgrade_restores_the_layout(database_url) -> None:
+    upgrade(database_url, "0005_fhir_indexes")
+    upgrade(database_url, "0004_outbox_tracking")  # the other heads, as a store of that time had them
+    engine = create_engine(database_url)
+    with engine.begin() as conn:
+        for statement in ROWS:
+            conn.execute(text(statement))
+    upgrade(database_url)
+    with engine.connect() as conn:
+        keys = conn.execute(text("SELECT param, param_key FROM fhir_idx_token ORDER BY param")).all()
+        ref_key = conn.execute(text("SELECT param_key FROM fhir_idx_reference")).scalar_one()
+    assert keys == [
+        ("code", param_key("Observation", "code")),
+        ("combo-code", param_key("Observation", "combo-code")),
+    ]
+    assert ref_key == param_key("Observation", "subject")
+    assert "fhir_compartment" not in inspect(engine).get_table_names()
+    command.downgrade(alembic_config(database_url), "0005_fhir_indexes")
+    inspector = inspect(engine)
+    assert "param_key" not in {c["name"] for c in inspector.get_columns("fhir_idx_token")}
+    assert "fhir_compartment" in inspector.get_table_names()
+    search = {i["name"]: i["column_names"] for i in inspector.get_indexes("fhir_idx_token")}
+    assert search["ix_fhir_idx_token_search"] == ["res_type", "param", "code", "system", "rid"]
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM fhir_idx_token")).scalar_one() == 2
+    engine.dispose()
