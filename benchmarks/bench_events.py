@@ -212,6 +212,7 @@ def run_backend(
         go.set()
         began = time.perf_counter()
         cpu, broker = time.process_time(), broker_cpu_s(args.broker_pid)
+        batches = runner.stats.batches
         while runner.stats.applied < target:
             runner.poll_once()
             if not producer.is_alive() and producer.exitcode:
@@ -219,13 +220,15 @@ def run_backend(
         seconds = time.perf_counter() - began
         cpu, broker = time.process_time() - cpu, broker_cpu_s(args.broker_pid) - broker
         broker = broker if args.broker_pid else None
+        batches = runner.stats.batches - batches
         producer.join()
     assert entries(engine, projection) == target, "projection lost or doubled events"
     figures["end-to-end events/s"] = args.e2e_events / seconds
     print(
         f"[{name}] end to end (publish -> consume -> projection): {args.e2e_events:,} events in "
         f"{seconds:.1f}s = {figures['end-to-end events/s']:,.0f}/s ("
-        f"{cpu_note(args.e2e_events, producer=producer_cpu.value, consumer_projection=cpu, broker=broker)})",
+        f"{cpu_note(args.e2e_events, producer=producer_cpu.value, consumer_projection=cpu, broker=broker)};"
+        f" {batches:,} projection batches of {args.e2e_events / max(batches, 1):,.0f} events on average)",
         flush=True,
     )
 

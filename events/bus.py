@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from events.envelope import CloudEvent
 
@@ -29,8 +29,10 @@ class TopicPartition:
     partition: int
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
+    """One consumed record. A NamedTuple, not a frozen dataclass: built per record read, and a frozen
+    dataclass's __init__ (one object.__setattr__ per field) cost ~2 us of a consumer's ~40 us per event."""
+
     topic: str
     partition: int
     offset: int
@@ -40,8 +42,9 @@ class Record:
     timestamp_ms: int
 
 
-@dataclass(frozen=True)
-class Published:
+class Published(NamedTuple):
+    """Where a published record landed (a NamedTuple like Record: one per record published)."""
+
     topic: str
     partition: int
     offset: int

@@ -39,6 +39,14 @@ PRODUCER_CONFIG = {
     "delivery_timeout_ms": 120_000,
 }
 SEND_TIMEOUT_S = 120
+CONSUMER_CONFIG = {
+    "enable_auto_commit": False,
+    "max_partition_fetch_bytes": 4 * MAX_EVENT_BYTES,
+    "metadata_max_age_ms": 30_000,
+    # A crashed member's partitions move on after 10 s, not kafka-python's default 45 s.
+    "session_timeout_ms": 10_000,
+    "heartbeat_interval_ms": 3_000,
+}
 
 
 def _ktp(tp: TopicPartition) -> KafkaTP:
@@ -177,13 +185,8 @@ class KafkaBusConsumer:
             bootstrap_servers=bus.bootstrap,
             client_id=bus.client_id,
             group_id=group_id,
-            enable_auto_commit=False,
             auto_offset_reset="earliest" if from_beginning else "latest",
-            max_partition_fetch_bytes=4 * MAX_EVENT_BYTES,
-            metadata_max_age_ms=30_000,
-            # A crashed member's partitions move on after 10 s, not kafka-python's default 45 s.
-            session_timeout_ms=10_000,
-            heartbeat_interval_ms=3_000,
+            **CONSUMER_CONFIG,
         )
         if topics:
             self._await_metadata(topics)
