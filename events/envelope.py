@@ -133,7 +133,11 @@ class CloudEvent(BaseModel):
     # -- serialisation -------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The structured-mode JSON object (attributes that are None are omitted, as the spec asks)."""
-        return {k: v for k, v in self.attributes().items() if v is not None}
+        out = {k: v for k, v in self.__dict__.items() if v is not None}
+        extra = self.__pydantic_extra__
+        if extra:
+            out.update((k, v) for k, v in extra.items() if v is not None)
+        return out
 
     def to_bytes(self) -> bytes:
         """orjson bytes (computed once); raises EventTooLarge above MAX_EVENT_BYTES."""

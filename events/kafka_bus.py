@@ -118,7 +118,9 @@ class KafkaBus(CheckedPublisher):
         self.producer.flush(timeout=SEND_TIMEOUT_S)
         out = []
         for future in futures:
-            meta = future.get(timeout=SEND_TIMEOUT_S)  # raises if the broker did not ack
+            # After the flush every future is done: read it (get() re-checks with a timer per record);
+            # get() still waits for one that is not, and raises when the broker did not ack.
+            meta = future.value if future.is_done and future.exception is None else future.get(SEND_TIMEOUT_S)
             out.append(Published(meta.topic, meta.partition, meta.offset))
         return out
 

@@ -24,7 +24,7 @@ from events.bus import Bus, Consumer, Record, TopicPartition
 from events.catalog import CATALOG, UnknownEventType
 from events.consumers.deadletter import dead_letter_event
 from events.consumers.projection import Projection, ProjectionTx, bulk_insert
-from events.consumers.tracking import ConsumerPosition, ProcessedEvent
+from events.consumers.tracking import ConsumerPosition, ProcessedEvent, processed_ids
 from events.topics import DEADLETTER
 from rounds.gcpause import gc_paused
 
@@ -214,17 +214,6 @@ class ProjectionRunner:
                 except _ProjectionFailed as failed:
                     stats.add(self._commit([record], poison=failed.error))
 
-    def _processed(self, conn: Connection, records: Sequence[Record]) -> set[tuple[str, str]]:
-        ids = {r.event.id for r in records if r.event is not None}
-        if not ids:
-            return set()
-        rows = conn.execute(
-            select(PROCESSED.c.source, PROCESSED.c.event_id).where(
-                PROCESSED.c.group_id == self.group_id, PROCESSED.c.event_id.in_(ids)
-            )
-        )
-        return {(source, event_id) for source, event_id in rows}
-
     def _rejection(self, record: Record, poison: str | None) -> str | None:
         """Why `record` goes to the dead-letter topic, if it does (decided without the database)."""
         if self.key is not None and record.key != self.key:
@@ -260,7 +249,7 @@ class ProjectionRunner:
         self._dead_letter(dead)
         with self.engine.begin() as conn:
             candidates = [r for r, reason in zip(records, rejections, strict=True) if not reason]
-            seen = self._processed(conn, candidates)
+            seen = processed_ids(conn, self.group_id, {r.event.id for r in candidates})
             fresh: list[Record] = []
             for record in candidates:
                 event = record.event

@@ -8,7 +8,10 @@ import pytest
 from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, select
 
 from events.consumers.projection import bulk_insert, bulk_update
+from events.consumers.tracking import ProcessedEvent, processed_ids
+from rounds.db import make_engine
 from rounds.gcpause import gc_paused
+from rounds.migrate import upgrade
 
 
 @pytest.fixture
@@ -76,3 +79,30 @@ def test_gc_pause_nests_and_restores_the_collector_even_on_errors() -> None:
         assert not gc.isenabled()  # a collector the caller turned off stays off
     finally:
         gc.enable()
+
+
+def test_processed_ids_equals_the_in_list_form(database_url: str) -> None:
+    """The one-parameter lookup (json_each / = ANY) finds exactly what `event_id IN (...)` finds."""
+    upgrade(database_url)
+    engine = make_engine(database_url)
+    table = ProcessedEvent.__table__
+    odd = ["e-1", "quote'\"id", "ünï-cødé", "comma,bracket]", "back\\slash", "x" * 200]
+    stored = [("g1", event_id, "/src") for event_id in odd[:4]]
+    stored += [("g1", "e-1", "/other"), ("g2", "e-9", "/src")]
+    with engine.begin() as conn:
+        bulk_insert(conn, table, stored, columns=("group_id", "event_id", "source"))
+    asked = [*odd, "e-9", "never"]
+    with engine.connect() as conn:
+        found = processed_ids(conn, "g1", asked)
+        expected = {
+            (source, event_id)
+            for source, event_id in conn.execute(
+                select(table.c.source, table.c.event_id).where(
+                    table.c.group_id == "g1", table.c.event_id.in_(asked)
+                )
+            )
+        }
+        assert found == expected == {("/src", i) for i in odd[:4]} | {("/other", "e-1")}
+        assert processed_ids(conn, "g2", asked) == {("/src", "e-9")}
+        assert processed_ids(conn, "g1", []) == set() and processed_ids(conn, "g3", asked) == set()
+    engine.dispose()
