@@ -61,6 +61,7 @@ def create_app(
         if threads:
             to_thread.current_default_thread_limiter().total_tokens = threads
         yield
+        await store.close_async()
 
     app = FastAPI(
         title="Rounds FHIR R4 API",

@@ -11,11 +11,20 @@ from services.fhir_api import json_numbers
 from services.fhir_api.http.errors import FhirHttpError
 from services.fhir_api.http.outcome import Call, Outcome
 from services.fhir_api.http.validation import check_body_type
-from services.fhir_api.store.interface import MultipleMatches, NotFound, SearchRequest, VersionConflict
+from services.fhir_api.store.interface import (
+    MultipleMatches,
+    NotFound,
+    SearchRequest,
+    StoredResource,
+    VersionConflict,
+)
 
 
 def read(call: Call, resource_type: str, id: str, if_none_match: int | None = None) -> Outcome:
-    stored = call.store.read(call.ctx, resource_type, id)
+    return read_outcome(call.store.read(call.ctx, resource_type, id), if_none_match)
+
+
+def read_outcome(stored: StoredResource, if_none_match: int | None) -> Outcome:
     if if_none_match is not None and if_none_match == stored.version_id:
         return Outcome(304)
     return Outcome(200, stored)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fastapi import Depends, Request
-from starlette.concurrency import run_in_threadpool
 
 from services.fhir_api.http.errors import FhirHttpError
 from services.fhir_api.http.formats import response_media_type
@@ -19,7 +18,7 @@ def store_of(request: Request) -> ResourceStore:
 
 
 async def session_context(request: Request, session_id: str) -> Context:
-    ctx = await run_in_threadpool(store_of(request).get_session, session_id)
+    ctx = await store_of(request).get_session_async(session_id)
     if ctx is None:
         raise FhirHttpError(404, f"unknown session {session_id[:80]!r}")
     return ctx

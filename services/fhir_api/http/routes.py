@@ -144,9 +144,9 @@ async def everything(type: str, id: str, request: Request, call: Call = CallDep)
 @router.get("/{type}/{id}", summary="read")
 async def read(type: str, id: str, request: Request, call: Call = CallDep) -> Response:
     if_none_match = request.headers.get("if-none-match")
-    return await run(
-        call, crud.read, check_type(type), check_id(id), parse_etag(if_none_match) if if_none_match else None
-    )
+    etag = parse_etag(if_none_match) if if_none_match else None
+    stored = await call.store.read_async(call.ctx, check_type(type), check_id(id))  # no thread: one statement
+    return to_response(call, crud.read_outcome(stored, etag))
 
 
 @router.put("/{type}/{id}", summary="update (or create with a client id)")

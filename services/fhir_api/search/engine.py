@@ -70,16 +70,12 @@ MAX_TEMPLATES = 1024
 _DRIVER_SQL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def rows_of(conn: Connection, stmt: Select, values: dict[str, Any], *, prepare: bool = False) -> list:
-    """All rows of a prebuilt statement run with `values` (every named bind of the statement).
-
-    On PostgreSQL the statement is compiled once and run straight through psycopg: SQLAlchemy's per-execution
-    work (execution context, parameter processing, result wrapping) cost twice what the driver's did. Rows
-    keep attribute access by column name. `prepare` lets the server keep the plan, outside transactions (only
-    for statements whose plan does not depend on the values, such as a read by key)."""
-    sql = _DRIVER_SQL.get(stmt, False) if conn.dialect.name == "postgresql" else None
+def driver_sql(stmt: Select, dialect, values: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """(SQL text, the statement's own literal values) to run `stmt` straight through psycopg, compiled once;
+    None when it needs SQLAlchemy at execution (expanding IN lists, processed or renamed parameters)."""
+    sql = _DRIVER_SQL.get(stmt, False)
     if sql is False:
-        compiled = stmt.compile(dialect=conn.dialect)
+        compiled = stmt.compile(dialect=dialect)
         plain = not (
             compiled._bind_processors
             or compiled.literal_execute_params
@@ -89,6 +85,17 @@ def rows_of(conn: Connection, stmt: Select, values: dict[str, Any], *, prepare: 
         )
         constants = dict(compiled.construct_params(values))
         sql = _DRIVER_SQL[stmt] = (compiled.string, constants) if plain else None
+    return sql
+
+
+def rows_of(conn: Connection, stmt: Select, values: dict[str, Any], *, prepare: bool = False) -> list:
+    """All rows of a prebuilt statement run with `values` (every named bind of the statement).
+
+    On PostgreSQL the statement is compiled once and run straight through psycopg: SQLAlchemy's per-execution
+    work (execution context, parameter processing, result wrapping) cost twice what the driver's did. Rows
+    keep attribute access by column name. `prepare` lets the server keep the plan, outside transactions (only
+    for statements whose plan does not depend on the values, such as a read by key)."""
+    sql = driver_sql(stmt, conn.dialect, values) if conn.dialect.name == "postgresql" else None
     if sql is None:
         return conn.execute(stmt, values).all()
     text, constants = sql

@@ -128,6 +128,18 @@ class ResourceStore(Protocol):
 
     def read(self, ctx: Context, resource_type: str, id: str) -> StoredResource: ...
 
+    async def read_async(self, ctx: Context, resource_type: str, id: str) -> StoredResource:
+        """`read` awaited from the event loop (the HTTP layer's reads)."""
+        ...
+
+    async def get_session_async(self, session_id: str) -> Context | None:
+        """`get_session` awaited from the event loop."""
+        ...
+
+    async def close_async(self) -> None:
+        """Release what the running event loop holds (app shutdown)."""
+        ...
+
     def vread(self, ctx: Context, resource_type: str, id: str, version_id: int) -> StoredResource: ...
 
     def update(

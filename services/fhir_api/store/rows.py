@@ -1,5 +1,5 @@
-"""Row-level helpers of SqlResourceStore: the prebuilt current-row statements, stored-row conversion and the
-millisecond clock stamped into meta.lastUpdated."""
+"""Row-level helpers of SqlResourceStore: the prebuilt current-row statements, which current row a context
+sees, stored-row conversion and the millisecond clock stamped into meta.lastUpdated."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 from sqlalchemy import bindparam, select
 
 from services.fhir_api.search.engine import aware
+from services.fhir_api.search.values import to_us
 from services.fhir_api.store import models as m
-from services.fhir_api.store.interface import StoredResource
+from services.fhir_api.store.interface import Context, Gone, NotFound, StoredResource
 
 
 def now_ms() -> datetime:
@@ -58,3 +59,35 @@ def stored_resource(row) -> StoredResource:
         row.deleted,
         row.method,
     )
+
+
+def visible_row(rows: list, ctx: Context, with_deleted: bool):
+    """Of the current rows of one type/id, the one the context sees (its own session's first), clock applied
+    to shared rows."""
+    session = ctx.session_id or ""
+    row = next((x for x in rows if x.session == session), None) or next(iter(rows), None)
+    hidden = row is not None and row.session == "" and ctx.now is not None and row.clinical_time is not None
+    if hidden and row.clinical_time > to_us(ctx.now):
+        return None
+    if row is not None and row.deleted and not with_deleted:
+        return None
+    return row
+
+
+def readable(row, resource_type: str, id: str) -> StoredResource:
+    if row is None:
+        raise NotFound(f"{resource_type}/{id} not found")
+    if row.deleted:
+        raise Gone(f"{resource_type}/{id} was deleted")
+    return stored_resource(row)
+
+
+SESSION = select(m.session).where(m.session.c.id == bindparam("sid"))
+SESSION.compile()
+
+
+def session_context(row) -> Context | None:
+    if row is None:
+        return None
+    now = row.now.replace(tzinfo=UTC) if row.now is not None and row.now.tzinfo is None else row.now
+    return Context(session_id=row.id, now=now)

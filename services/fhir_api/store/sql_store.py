@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 import psycopg
+from anyio import to_thread
 from sqlalchemy import (
     Connection,
     Engine,
@@ -34,6 +35,7 @@ from services.fhir_api.search import registry
 from services.fhir_api.search.engine import rows_of
 from services.fhir_api.search.values import to_us
 from services.fhir_api.store import models as m
+from services.fhir_api.store.async_reads import AsyncReader
 from services.fhir_api.store.connections import connection_lost, prepare_engine
 from services.fhir_api.store.indexing import index_resource, unindex
 from services.fhir_api.store.interface import (
@@ -50,7 +52,17 @@ from services.fhir_api.store.interface import (
     StoredResource,
     VersionConflict,
 )
-from services.fhir_api.store.rows import CURRENT, index_clinical_time, instant, now_ms, stored_resource
+from services.fhir_api.store.rows import (
+    CURRENT,
+    SESSION,
+    index_clinical_time,
+    instant,
+    now_ms,
+    readable,
+    session_context,
+    stored_resource,
+    visible_row,
+)
 from services.fhir_api.store.validation import validate_resource
 
 T = TypeVar("T")
@@ -68,6 +80,7 @@ class SqlResourceStore:
         self.engine, self.validate = engine, validate
         self._bound = _conn
         self._reader = prepare_engine(engine)
+        self._async = AsyncReader(engine) if self._reader is not None and _conn is None else None
         self._listeners: list[ChangeListener] = _listeners if _listeners is not None else []
 
     # -- plumbing ------------------------------------------------------------------------------------------
@@ -131,15 +144,20 @@ class SqlResourceStore:
 
     def get_session(self, session_id: str) -> Context | None:
         try:
-            row = self._reading(
-                lambda conn: conn.execute(select(m.session).where(m.session.c.id == session_id)).first()
-            )
+            row = self._reading(lambda conn: next(iter(rows_of(conn, SESSION, {"sid": session_id})), None))
         except Exception:  # noqa: BLE001 - contract: never raises, unknown/invalid -> None
             return None
-        if row is None:
+        return session_context(row)
+
+    async def get_session_async(self, session_id: str) -> Context | None:
+        """`get_session` awaited from the event loop (every request through a session's base asks it)."""
+        if self._async is None:
+            return await to_thread.run_sync(self.get_session, session_id)
+        try:
+            rows = await self._async.rows(SESSION, {"sid": session_id})
+        except Exception:  # noqa: BLE001 - contract: never raises, unknown/invalid -> None
             return None
-        now = row.now.replace(tzinfo=UTC) if row.now is not None and row.now.tzinfo is None else row.now
-        return Context(session_id=session_id, now=now)
+        return session_context(next(iter(rows), None))
 
     def drop_session(self, session_id: str) -> None:
         if not session_id:
@@ -161,23 +179,24 @@ class SqlResourceStore:
         session = ctx.session_id or ""
         values = {"rtype": rtype, "rid": rid, "session": session}
         rows = rows_of(conn, CURRENT[raw, bool(session)], values, prepare=True)  # by key: one plan fits all
-        row = next((x for x in rows if x.session == session), None) or next(iter(rows), None)
-        hidden = (
-            row is not None and row.session == "" and ctx.now is not None and row.clinical_time is not None
-        )
-        if hidden and row.clinical_time > to_us(ctx.now):
-            return None
-        if row is not None and row.deleted and not with_deleted:
-            return None
-        return row
+        return visible_row(rows, ctx, with_deleted)
 
     def read(self, ctx: Context, resource_type: str, id: str) -> StoredResource:
         row = self._reading(lambda conn: self._current(conn, ctx, resource_type, id, raw=True))
-        if row is None:
-            raise NotFound(f"{resource_type}/{id} not found")
-        if row.deleted:
-            raise Gone(f"{resource_type}/{id} was deleted")
-        return stored_resource(row)
+        return readable(row, resource_type, id)
+
+    async def read_async(self, ctx: Context, resource_type: str, id: str) -> StoredResource:
+        """`read` on the event loop (PostgreSQL, outside a transaction); elsewhere in a worker thread."""
+        if self._async is None or self._bound is not None:
+            return await to_thread.run_sync(self.read, ctx, resource_type, id)
+        session = ctx.session_id or ""
+        values = {"rtype": resource_type, "rid": id, "session": session}
+        rows = await self._async.rows(CURRENT[True, bool(session)], values)
+        return readable(visible_row(rows, ctx, True), resource_type, id)
+
+    async def close_async(self) -> None:
+        if self._async is not None:
+            await self._async.close()
 
     def vread(self, ctx: Context, resource_type: str, id: str, version_id: int) -> StoredResource:
         return self._reading(lambda conn: self._vread(conn, ctx, resource_type, id, version_id))
