@@ -12,12 +12,27 @@ transactions), validate an event before mutating anything, and raise to reject i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, Engine, MetaData, Table, and_, bindparam, insert, update
+import orjson
+from sqlalchemy import (
+    ARRAY,
+    ColumnElement,
+    Connection,
+    Engine,
+    MetaData,
+    Table,
+    and_,
+    any_,
+    bindparam,
+    func,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.schema import SchemaItem
 
 from events.bus import Record
@@ -75,6 +90,25 @@ def bulk_insert(
     if key and set(key) <= set(order):
         params.sort(key=itemgetter(*key) if not compiled.positional else itemgetter(*map(order.index, key)))
     conn.exec_driver_sql(compiled.string, params)
+
+
+def in_bound(column: ColumnElement, dialect: str, name: str) -> ColumnElement[bool]:
+    """`column IN (<the values of parameter name>)` with the values bound as ONE parameter (`bound_values`).
+
+    An IN list of a batch's thousands of values is expanded by SQLAlchemy value by value at every execution
+    (~3 us per value on SQLite: more than the index probes). SQLite reads them from one JSON array
+    (`json_each`), PostgreSQL from one array (`= ANY`); other databases get the expanding IN list."""
+    if dialect == "sqlite":
+        values = select(func.json_each(bindparam(name)).table_valued("value").c.value)
+        return column.in_(values.scalar_subquery())
+    if dialect == "postgresql":
+        return column == any_(bindparam(name, type_=ARRAY(column.type)))
+    return column.in_(bindparam(name, expanding=True))
+
+
+def bound_values(dialect: str, values: Collection[Any]) -> Any:
+    """The parameter value `in_bound` expects on `dialect` for these values (str or int)."""
+    return orjson.dumps(list(values)).decode() if dialect == "sqlite" else list(values)
 
 
 def bulk_update(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], key: Sequence[str]) -> None:

@@ -23,7 +23,14 @@ from sqlalchemy import (
 from sqlalchemy.schema import SchemaItem
 
 from events.bus import Record
-from events.consumers.projection import Projection, ProjectionTx, bulk_insert, bulk_update
+from events.consumers.projection import (
+    Projection,
+    ProjectionTx,
+    bound_values,
+    bulk_insert,
+    bulk_update,
+    in_bound,
+)
 from events.topics import SESSIONS
 
 ROLES = ("doctor", "patient", "assistant")
@@ -111,8 +118,12 @@ class TranscriptProjection(Projection):
     def prepare(self, tx: ProjectionTx, records: Sequence[Record]) -> None:
         table = self.tables["transcript_sessions"]
         ids = {self.session_of(r) for r in records}
-        rows = tx.conn.execute(select(table).where(table.c.session_id.in_(ids))).mappings()
-        tx.state["sessions"] = {row["session_id"]: dict(row) for row in rows}
+        dialect = tx.conn.dialect.name
+        statement = select(table).where(in_bound(table.c.session_id, dialect, "ids"))
+        result = tx.conn.execute(statement, {"ids": bound_values(dialect, ids)})
+        names = list(result.keys())
+        loaded = (dict(zip(names, row, strict=True)) for row in result)
+        tx.state["sessions"] = {session["session_id"]: session for session in loaded}
         tx.state["existing"] = set(tx.state["sessions"])
         tx.state["touched"] = set()
 

@@ -7,7 +7,7 @@ import gc
 import pytest
 from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, select
 
-from events.consumers.projection import bulk_insert, bulk_update
+from events.consumers.projection import bound_values, bulk_insert, bulk_update, in_bound
 from events.consumers.tracking import ProcessedEvent, processed_ids
 from rounds.db import make_engine
 from rounds.gcpause import gc_paused
@@ -106,3 +106,16 @@ def test_processed_ids_equals_the_in_list_form(database_url: str) -> None:
         assert processed_ids(conn, "g2", asked) == {("/src", "e-9")}
         assert processed_ids(conn, "g1", []) == set() and processed_ids(conn, "g3", asked) == set()
     engine.dispose()
+
+
+def test_in_bound_matches_integers_and_strings_like_in(table_and_engine) -> None:
+    table, engine = table_and_engine
+    with engine.begin() as conn:
+        bulk_insert(conn, table, [("k1", 1, "x", 0), ("k2", 2, "y", 0), ("k'3", 3, None, 0)], columns="abcd")
+    with engine.connect() as conn:
+        dialect = conn.dialect.name
+        for column, values in ((table.c.b, [1, 3, 99]), (table.c.a, ["k'3", "k2", "none"])):
+            statement = select(table.c.a).where(in_bound(column, dialect, "v")).order_by(table.c.a)
+            found = conn.execute(statement, {"v": bound_values(dialect, values)}).scalars().all()
+            expected = conn.execute(select(table.c.a).where(column.in_(values)).order_by(table.c.a))
+            assert found == expected.scalars().all() and len(found) == 2
