@@ -41,13 +41,13 @@ def test_rid_array_answers_like_rid_in(postgres_url, monkeypatch) -> None:
     fast = answers()
     assert sum(len(a[0]) for a in fast) > 100
     with store._conn() as conn:
-        sql = str(engine._template(conn, SHARED, *_labs(pids[0])).page.compile(dialect=conn.dialect))
+        sql = str(engine._template(conn.dialect, SHARED, *_labs(pids[0])).page.compile(dialect=conn.dialect))
     assert "ANY" in sql
     general = q.rid_filters
     monkeypatch.setattr(q, "rid_filters", lambda sets, r, postgres=False: general(sets, r, False))
     assert answers() == fast
     with store._conn() as conn:
-        sql = str(engine._template(conn, SHARED, *_labs(pids[0])).page.compile(dialect=conn.dialect))
+        sql = str(engine._template(conn.dialect, SHARED, *_labs(pids[0])).page.compile(dialect=conn.dialect))
     assert "ANY" not in sql
     store.engine.dispose()
 

@@ -78,19 +78,100 @@ def _outcome_value(stored):
 
 
 @pytest.mark.postgres
-def test_postgres_reads_run_on_the_loop(postgres_url) -> None:
+def test_postgres_reads_and_searches_run_on_the_loop(postgres_url, monkeypatch) -> None:
+    from anyio import to_thread
+
     from rounds.migrate import upgrade
     from services.fhir_api.store import open_store
+    from services.fhir_api.store.interface import SearchRequest
 
     upgrade(postgres_url)
     store = open_store(postgres_url)
     patient = store.create(SHARED, {"resourceType": "Patient"})
+    labs = SearchRequest("Observation", [("patient", patient.id), ("code", "k"), ("_sort", "-date")])
+    store.search(SHARED, labs)  # the shape's statements are built and cached on first use
+
+    async def no_thread(*_args, **_kw):
+        raise AssertionError("ran in a worker thread")
+
+    monkeypatch.setattr(to_thread, "run_sync", no_thread)
 
     async def read() -> tuple:
         stored = await store.read_async(SHARED, "Patient", patient.id)
+        found = await store.search_async(SHARED, labs)
+        ctx = await store.get_session_async(store.create_session())
         pools = len(store._async._pools)
         await store.close_async()
-        return stored.id, pools
+        return stored.id, found.matches, ctx is not None, pools
 
-    assert asyncio.run(read()) == (patient.id, 1)  # an asyncio pool of this loop served it
+    assert asyncio.run(read()) == (patient.id, [], True, 1)  # an asyncio pool of this loop served them
     store.engine.dispose()
+
+
+REQUESTS = [
+    ("Observation", [("patient", "{pid}"), ("code", "k"), ("_sort", "-date")], {}),
+    ("Observation", [("patient", "{pid}"), ("date", "ge2150-03")], {"total": "accurate", "count": 1}),
+    ("Observation", [("subject", "Patient/{pid}")], {"count": 1, "offset": 1}),
+    ("Observation", [("status", "final"), ("_include", "Observation:patient")], {}),  # in a thread
+    ("Observation", [("code:text", "potass")], {"total": "estimate"}),
+    ("Patient", [("gender", "female")], {"count": 0, "total": "accurate"}),
+    ("Observation", [("nope", "x")], {"strict": True}),
+    ("Observation", [("date", "not-a-date")], {}),
+]
+
+
+def _search_outcome(result):
+    return (
+        [(s.resource_type, s.id, s.raw) for s in result.matches],
+        [(s.resource_type, s.id) for s in result.includes],
+        result.total,
+        result.has_next,
+        result.used_params,
+        result.snapshot,
+    )
+
+
+def test_async_searches_equal_threaded_searches(store) -> None:
+    from services.fhir_api.store.interface import InvalidSearch, SearchRequest
+
+    patient = store.create(SHARED, {"resourceType": "Patient", "gender": "female"})
+    for i, when in enumerate(("2150-01-01", "2150-04-01", "2150-06-01")):
+        store.create(
+            SHARED,
+            {
+                "resourceType": "Observation",
+                "status": "final",
+                "code": {"coding": [{"system": "urn:lab", "code": "k", "display": "Potassium"}]},
+                "subject": {"reference": f"Patient/{patient.id}"},
+                "effectiveDateTime": when,
+                "valueQuantity": {"value": 4 + i},
+            },
+        )
+
+    def requests():
+        for rtype, params, kw in REQUESTS:
+            params = [(k, v.format(pid=patient.id)) for k, v in params]
+            yield SearchRequest(rtype, params, **kw)
+
+    def threaded(request):
+        try:
+            return _search_outcome(store.search(SHARED, request))
+        except InvalidSearch as exc:
+            return "InvalidSearch", str(exc)
+
+    async def awaited(request):
+        try:
+            return _search_outcome(await store.search_async(SHARED, request))
+        except InvalidSearch as exc:
+            return "InvalidSearch", str(exc)
+
+    async def both():
+        pairs = [(threaded(r), await awaited(r)) for r in requests()]
+        await store.close_async()
+        return pairs
+
+    pairs = asyncio.run(both())
+    for threaded_result, awaited_result in pairs:
+        assert threaded_result == awaited_result
+    assert len(pairs[0][0][0]) == 3 and pairs[1][0][2] == 2 and pairs[3][0][1] == [("Patient", patient.id)]
+    assert pairs[6][0][0] == pairs[7][0][0] == "InvalidSearch"

@@ -77,7 +77,10 @@ async def system_history(request: Request, call: Call = CallDep) -> Response:
 
 @router.get("/{type}", summary="search")
 async def search_type(type: str, request: Request, call: Call = CallDep) -> Response:
-    return await run(call, search.search, check_type(type), query(request))
+    params = query(request)
+    wanted = search.search_request(call, check_type(type), params)
+    found = await call.store.search_async(call.ctx, wanted)  # on the event loop where it can
+    return to_response(call, search.search_outcome(call, wanted, params, found))
 
 
 @router.post("/{type}/_search", summary="search (form body)")

@@ -93,23 +93,33 @@ def _searchset(
 
 
 def search(call: Call, resource_type: str | None, params: list[tuple[str, str]]) -> Outcome:
+    request = search_request(call, resource_type, params)
+    return search_outcome(call, request, params, call.store.search(call.ctx, request))
+
+
+def search_request(call: Call, resource_type: str | None, params: list[tuple[str, str]]) -> SearchRequest:
     own, rest = split_params(params)
     count = 0 if own.get("_summary") == "count" else parse_count(own.get("_count"))
-    offset = parse_int(own.get("_offset", "0"), "_offset")
-    snapshot = parse_int(own["_snapshot"], "_snapshot") if "_snapshot" in own else None
-    request = SearchRequest(
+    return SearchRequest(
         resource_type,
         rest,
         count=count,
-        offset=offset,
+        offset=parse_int(own.get("_offset", "0"), "_offset"),
         total=_total_mode(own, count),
         strict=call.prefer.strict,
-        snapshot=snapshot,
+        snapshot=parse_int(own["_snapshot"], "_snapshot") if "_snapshot" in own else None,
     )
-    result = call.store.search(call.ctx, request)
-    if count == 0:
+
+
+def search_outcome(
+    call: Call, request: SearchRequest, params: list[tuple[str, str]], result: SearchResult
+) -> Outcome:
+    """The searchset Bundle of `result` (links from the request's own parameters)."""
+    own, _ = split_params(params)
+    if request.count == 0:
         result.matches, result.includes, result.has_next = [], [], False
-    return Outcome(200, body=_searchset(call, resource_type or "", result, own, count, offset))
+    body = _searchset(call, request.resource_type or "", result, own, request.count, request.offset)
+    return Outcome(200, body=body)
 
 
 def everything(call: Call, patient_id: str, params: list[tuple[str, str]]) -> Outcome:

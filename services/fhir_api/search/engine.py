@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -25,10 +26,6 @@ from services.fhir_api.store.interface import (
 
 MAX_INCLUDE_ROUNDS = 4
 ESTIMATE_CAP = 10_000
-
-
-def current_snapshot(conn: Connection) -> int:
-    return conn.execute(select(func.coalesce(func.max(m.version.c.seq), 0))).scalar_one()
 
 
 def aware(moment: datetime) -> datetime:
@@ -105,53 +102,82 @@ def rows_of(conn: Connection, stmt: Select, values: dict[str, Any], *, prepare: 
         return cur.fetchall()
 
 
+@dataclass(frozen=True)
+class Step:
+    """One database round trip of a search: a prebuilt statement with its values, or (`call`) work that
+    needs a SQLAlchemy connection. `search_steps` yields them and is sent their rows, so the same search runs
+    on a thread's connection (`search`) or awaited on the event loop (store/async_reads.py)."""
+
+    stmt: Select | None = None
+    values: dict[str, Any] | None = None
+    call: Callable[[Connection], Any] | None = None
+
+
+SNAPSHOT = select(func.coalesce(func.max(m.version.c.seq), 0).label("snap"))
+
+
 def search(conn: Connection, ctx: Context, request: SearchRequest) -> SearchResult:
+    steps = search_steps(conn.dialect, ctx, request)
+    try:
+        step = next(steps)
+        while True:
+            step = steps.send(step.call(conn) if step.call else rows_of(conn, step.stmt, step.values or {}))
+    except StopIteration as done:
+        return done.value
+
+
+def search_steps(dialect, ctx: Context, request: SearchRequest) -> Generator[Step, Any, SearchResult]:
     plan = q.plan_params(request.resource_type, request.params, ctx, request.strict)
     for _, _, value in _include_specs(request.params):
         _parse_include(value)  # reject malformed includes even when nothing matches
     snapshot = request.snapshot
     if snapshot is None and (request.total != "none" or request.count <= 0):
-        snapshot = current_snapshot(conn)  # the total and the page must count against the same cutoff
-    template = _template(conn, ctx, request, plan, snapshot is not None)
+        snapshot = (yield Step(SNAPSHOT, {}))[0][0]  # the total and the page count against one cutoff
+    template = _template(dialect, ctx, request, plan, snapshot is not None)
     values = {**plan.values, **q.context_values(ctx), "page_limit": request.count + 1}
     values["page_offset"] = request.offset
     if snapshot is not None:
         values["snapshot"] = snapshot
-    run = rows_of if template.cached else (lambda c, stmt, v: c.execute(stmt, v).all())
-    total = run(conn, template.total, values)[0][0] if template.total is not None else None
+
+    def run(stmt: Select) -> Step:
+        return Step(stmt, values) if template.cached else Step(call=lambda c: c.execute(stmt, values).all())
+
+    total = (yield run(template.total))[0][0] if template.total is not None else None
     matches: list[StoredResource] = []
     has_next = False
     if request.count > 0:
-        rows = run(conn, template.page, values)
+        rows = yield run(template.page)
         has_next = len(rows) > request.count
         matches = [_stored(row) for row in rows[: request.count]]
         if snapshot is None:
-            snapshot = rows[0].snap if rows else current_snapshot(conn)
+            snapshot = rows[0].snap if rows else (yield Step(SNAPSHOT, {}))[0][0]
     if total is None and request.total != "none" and not has_next:
         total = request.offset + len(matches)
-    includes = _includes(conn, ctx, matches, request.params) if matches else []
+    includes = []
+    if matches and _include_specs(request.params):
+        includes = yield Step(call=lambda c: _includes(c, ctx, matches, request.params))
     return SearchResult(matches, includes, total, plan.used, has_next, snapshot)
 
 
-def _template(conn: Connection, ctx: Context, request: SearchRequest, plan: q.Plan, pinned: bool) -> Template:
+def _template(dialect, ctx: Context, request: SearchRequest, plan: q.Plan, pinned: bool) -> Template:
     """The cached statements for this request's shape (built, warmed and cached on first use)."""
     shape = plan.key
     key = None
     if shape is not None:
-        key = (request.resource_type, shape, q.context_shape(ctx), pinned, request.total, conn.dialect.name)
+        key = (request.resource_type, shape, q.context_shape(ctx), pinned, request.total, dialect.name)
         found = _TEMPLATES.get(key)
         if found is not None:
             return found
     r = q.R
     cutoff = bindparam("snapshot", type_=BigInteger) if pinned else _snapshot_expr()
-    filters = plan.where(r, postgres=conn.dialect.name == "postgresql")
+    filters = plan.where(r, postgres=dialect.name == "postgresql")
     stmt = q.base_select(request.resource_type, ctx, r).where(r.c.created_seq <= cutoff, *filters)
     page = _page(stmt, request.resource_type, plan.sort, cutoff, r)
     built = Template(page, _total(stmt, request.total), key is not None)
     if key is not None:
         for statement in (built.page, built.total):
             if statement is not None:  # settle lazily built parts before other threads share the statement
-                statement.compile(dialect=conn.dialect)
+                statement.compile(dialect=dialect)
         if len(_TEMPLATES) >= MAX_TEMPLATES:
             _TEMPLATES.clear()
         _TEMPLATES[key] = built
@@ -197,6 +223,10 @@ def _total(stmt: Select, mode: str) -> Select | None:
     if mode == "estimate":
         return select(func.count()).select_from(stmt.limit(ESTIMATE_CAP).subquery())
     return None
+
+
+def includes_asked(request: SearchRequest) -> bool:
+    return any(name.partition(":")[0] in ("_include", "_revinclude") for name, _ in request.params)
 
 
 def _include_specs(params: list[tuple[str, str]]) -> list[tuple[str, bool, str]]:

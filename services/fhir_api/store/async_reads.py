@@ -1,24 +1,33 @@
-"""Reads by key on the event loop (PostgreSQL): no worker thread between the request and its one statement.
+"""Reads and searches on the event loop (PostgreSQL): no worker thread between a request and its statements.
 
 A read handed to a worker thread spent more CPU on the hand-off (thread wake-ups and GIL transfers, ~250 µs)
-than on running its statement (~200 µs). These run the same prebuilt statements (store/rows.py) on an
-asyncio psycopg pool, one per event loop, opened at first use. Like the threaded reader, connections are not
-pinged at checkout: a read whose connection the server dropped runs once more on a fresh one.
+than on running its statement (~200 µs), and a busy process's threads queued on the GIL in no fair order.
+These run the same prebuilt statements (store/rows.py; a search's cached statements, stepped through by
+search/engine.py `search_steps`) on an asyncio psycopg pool, one per event loop, opened at first use. Like
+the threaded reader, connections are not pinged at checkout: a statement whose connection the server dropped
+runs once more on a fresh one. What needs SQLAlchemy at execution (_include, statements not prebuilt) still
+runs in a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Generator
 from typing import Any
 
 import psycopg
+from anyio import to_thread
 from psycopg.rows import namedtuple_row
 from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import Engine, Select
 
-from services.fhir_api.search.engine import driver_sql
+from services.fhir_api.search.engine import Step, driver_sql, includes_asked, search_steps
 from services.fhir_api.store.connections import PLANNER_OPTIONS, connection_lost
+from services.fhir_api.store.interface import Context, SearchRequest, SearchResult, StoredResource
+from services.fhir_api.store.rows import CURRENT, SESSION, readable, session_context, visible_row
+
+NEEDS_THREAD = object()
 
 
 class AsyncReader:
@@ -44,17 +53,36 @@ class AsyncReader:
         return pool
 
     async def rows(self, stmt: Select, values: dict[str, Any]) -> list:
-        """All rows of a prebuilt statement (a read by key: the server may keep its plan)."""
+        """All rows of a prebuilt read by key (the server may keep its plan: one fits every key)."""
         sql = driver_sql(stmt, self.engine.dialect, values)
         if sql is None:
             raise ValueError("statement needs SQLAlchemy at execution")
+        return await self._execute(sql, values, prepare=True)
+
+    async def drive(self, steps: Generator[Step, Any, Any]) -> Any:
+        """Run a search's steps (search/engine.py `search_steps`) on the loop and return its result, or
+        NEEDS_THREAD as soon as a step needs a SQLAlchemy connection (the caller runs the search in a thread).
+        Never prepared: a search's plan depends on its values."""
+        try:
+            step = next(steps)
+            while True:
+                dialect = self.engine.dialect
+                sql = None if step.call is not None else driver_sql(step.stmt, dialect, step.values)
+                if sql is None:
+                    steps.close()
+                    return NEEDS_THREAD
+                step = steps.send(await self._execute(sql, step.values or {}, prepare=False))
+        except StopIteration as done:
+            return done.value
+
+    async def _execute(self, sql: tuple[str, dict], values: dict[str, Any], *, prepare: bool) -> list:
         text, constants = sql
         params = {**constants, **values}
         pool = await self._pool()
         for attempt in (1, 2):
             try:
                 async with pool.connection() as conn, conn.cursor(row_factory=namedtuple_row) as cur:
-                    await cur.execute(text, params, prepare=True)
+                    await cur.execute(text, params, prepare=prepare or None)
                     return await cur.fetchall()
             except psycopg.OperationalError as exc:
                 if attempt == 2 or not connection_lost(exc):
@@ -67,3 +95,42 @@ class AsyncReader:
         pool = self._pools.pop(asyncio.get_running_loop(), None)
         if pool is not None:
             await pool.close()
+
+
+class LoopReads:
+    """SqlResourceStore's awaitable reads: on the loop through `self._async` (an AsyncReader on PostgreSQL,
+    outside a transaction), else the threaded method in a worker thread."""
+
+    _async: AsyncReader | None
+    _bound: object | None
+    engine: Engine
+
+    async def read_async(self, ctx: Context, resource_type: str, id: str) -> StoredResource:
+        if self._async is None or self._bound is not None:
+            return await to_thread.run_sync(self.read, ctx, resource_type, id)
+        session = ctx.session_id or ""
+        values = {"rtype": resource_type, "rid": id, "session": session}
+        rows = await self._async.rows(CURRENT[True, bool(session)], values)
+        return readable(visible_row(rows, ctx, True), resource_type, id)
+
+    async def search_async(self, ctx: Context, request: SearchRequest) -> SearchResult:
+        """With _include, or when a step needs SQLAlchemy (a statement that is not prebuilt), in a thread."""
+        if self._async is not None and self._bound is None and not includes_asked(request):
+            result = await self._async.drive(search_steps(self.engine.dialect, ctx, request))
+            if result is not NEEDS_THREAD:
+                return result
+        return await to_thread.run_sync(self.search, ctx, request)
+
+    async def get_session_async(self, session_id: str) -> Context | None:
+        """Every request through a session's base asks it. Never raises: unknown/invalid -> None."""
+        if self._async is None:
+            return await to_thread.run_sync(self.get_session, session_id)
+        try:
+            rows = await self._async.rows(SESSION, {"sid": session_id})
+        except Exception:  # noqa: BLE001 - the contract of get_session
+            return None
+        return session_context(next(iter(rows), None))
+
+    async def close_async(self) -> None:
+        if self._async is not None:
+            await self._async.close()

@@ -132,6 +132,10 @@ class ResourceStore(Protocol):
         """`read` awaited from the event loop (the HTTP layer's reads)."""
         ...
 
+    async def search_async(self, ctx: Context, request: SearchRequest) -> SearchResult:
+        """`search` awaited from the event loop."""
+        ...
+
     async def get_session_async(self, session_id: str) -> Context | None:
         """`get_session` awaited from the event loop."""
         ...

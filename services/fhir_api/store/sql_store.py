@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 import psycopg
-from anyio import to_thread
 from sqlalchemy import (
     Connection,
     Engine,
@@ -35,7 +34,7 @@ from services.fhir_api.search import registry
 from services.fhir_api.search.engine import rows_of
 from services.fhir_api.search.values import to_us
 from services.fhir_api.store import models as m
-from services.fhir_api.store.async_reads import AsyncReader
+from services.fhir_api.store.async_reads import AsyncReader, LoopReads
 from services.fhir_api.store.connections import connection_lost, prepare_engine
 from services.fhir_api.store.indexing import index_resource, unindex
 from services.fhir_api.store.interface import (
@@ -68,7 +67,7 @@ from services.fhir_api.store.validation import validate_resource
 T = TypeVar("T")
 
 
-class SqlResourceStore:
+class SqlResourceStore(LoopReads):
     def __init__(
         self,
         engine: Engine,
@@ -149,16 +148,6 @@ class SqlResourceStore:
             return None
         return session_context(row)
 
-    async def get_session_async(self, session_id: str) -> Context | None:
-        """`get_session` awaited from the event loop (every request through a session's base asks it)."""
-        if self._async is None:
-            return await to_thread.run_sync(self.get_session, session_id)
-        try:
-            rows = await self._async.rows(SESSION, {"sid": session_id})
-        except Exception:  # noqa: BLE001 - contract: never raises, unknown/invalid -> None
-            return None
-        return session_context(next(iter(rows), None))
-
     def drop_session(self, session_id: str) -> None:
         if not session_id:
             return
@@ -184,19 +173,6 @@ class SqlResourceStore:
     def read(self, ctx: Context, resource_type: str, id: str) -> StoredResource:
         row = self._reading(lambda conn: self._current(conn, ctx, resource_type, id, raw=True))
         return readable(row, resource_type, id)
-
-    async def read_async(self, ctx: Context, resource_type: str, id: str) -> StoredResource:
-        """`read` on the event loop (PostgreSQL, outside a transaction); elsewhere in a worker thread."""
-        if self._async is None or self._bound is not None:
-            return await to_thread.run_sync(self.read, ctx, resource_type, id)
-        session = ctx.session_id or ""
-        values = {"rtype": resource_type, "rid": id, "session": session}
-        rows = await self._async.rows(CURRENT[True, bool(session)], values)
-        return readable(visible_row(rows, ctx, True), resource_type, id)
-
-    async def close_async(self) -> None:
-        if self._async is not None:
-            await self._async.close()
 
     def vread(self, ctx: Context, resource_type: str, id: str, version_id: int) -> StoredResource:
         return self._reading(lambda conn: self._vread(conn, ctx, resource_type, id, version_id))
