@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Select,
     and_,
@@ -18,6 +19,7 @@ from sqlalchemy import (
     exists,
     false,
     func,
+    literal,
     not_,
     or_,
     select,
@@ -26,7 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.sql.elements import BindParameter, KeyedColumnElement
 
 from services.fhir_api.search import conditions
-from services.fhir_api.search.keys import stored_keys
+from services.fhir_api.search.keys import NO_PATIENT, patient_key, patient_rows, stored_keys
 from services.fhir_api.search.registry import SearchParam, get_param, params_for
 from services.fhir_api.search.values import to_us
 from services.fhir_api.store import models as m
@@ -145,6 +147,7 @@ class Plan:
 def plan_params(resource_type: str | None, params: list[tuple[str, str]], ctx: Context, strict: bool) -> Plan:
     """Parse and check every parameter (InvalidSearch for malformed values) without building SQL."""
     out = Plan()
+    patient = _patient_hint(resource_type, params)
     for name, value in params:
         if name in RESULT_PARAMS:
             if name == "_sort":
@@ -153,7 +156,7 @@ def plan_params(resource_type: str | None, params: list[tuple[str, str]], ctx: C
             elif name in ("_include", "_revinclude") or name.startswith(("_include:", "_revinclude:")):
                 out.used.append((name, value))
             continue
-        found = param_filter(resource_type, name, value, ctx, f"p{len(out.filters)}")
+        found = param_filter(resource_type, name, value, ctx, f"p{len(out.filters)}", patient=patient)
         if found is None:
             if strict:
                 raise InvalidSearch(f"unknown or unsupported search parameter '{name}'")
@@ -163,6 +166,16 @@ def plan_params(resource_type: str | None, params: list[tuple[str, str]], ctx: C
         out.filters.append(found)
         out.used.append((name, value))
     return out
+
+
+def _patient_hint(resource_type: str | None, params: list[tuple[str, str]]) -> str | None:
+    """The one Patient id a search is restricted to by a single plain `patient=<id>` (token rows carry their
+    resource's patient: keys.patient_key), else None."""
+    values = [value for name, value in params if name == "patient"]
+    if not resource_type or not patient_rows(resource_type) or len(values) != 1:
+        return None
+    value = values[0].removeprefix("Patient/")
+    return value if value and "/" not in value and "," not in value and "\\" not in value else None
 
 
 def rid_filters(rid_sets: list[Select], r, postgres: bool = False) -> list[ColumnElement[bool]]:
@@ -213,10 +226,11 @@ def param_condition(
 
 
 def param_filter(
-    resource_type: str | None, name: str, value: str, ctx: Context, prefix: str
+    resource_type: str | None, name: str, value: str, ctx: Context, prefix: str, *, patient: str | None = None
 ) -> Filter | None:
     """The Filter of one (name[:modifier][.chain], value) pair (binds named `prefix`…); None for unknown
-    parameters. A plain positive filter makes the Select of its matching rids."""
+    parameters. A plain positive filter makes the Select of its matching rids; a plain token one, in a search
+    also restricted to `patient`, reads only the rows of resources of that patient (or of no single one)."""
     if name.startswith("_has:"):
         return Filter(None, {}, lambda r, bind: _has(resource_type, name, value, ctx, r))
     base, _, chain = name.partition(".")
@@ -255,14 +269,20 @@ def param_filter(
         parsed = [conditions.parse(kind, v, modifier) for v in _split_values(value)]
     slots = [(shape, [f"{prefix}_{i}_{j}" for j in range(len(vs))]) for i, (shape, vs) in enumerate(parsed)]
     bound = {f"{prefix}_{i}_{j}": v for i, (_, vs) in enumerate(parsed) for j, v in enumerate(vs)}
+    narrow = patient is not None and kind == "token" and modifier is None
+    if narrow:
+        bound[f"{prefix}_patient"] = patient_key(patient)
 
     def hits(r, bind: Binder) -> ColumnElement | Select:
         conds = [conditions.build(kind, table, shape, [bind(n, bound[n]) for n in ns]) for shape, ns in slots]
         of_param = in_param(table, resource_type, param_name)
         hit = select(table.c.rid).where(of_param, or_(*conds))
+        if narrow:  # a resource whose one patient is another cannot match patient=<this one>
+            owner = bind(f"{prefix}_patient", bound[f"{prefix}_patient"])
+            hit = hit.where(table.c.patient_key.in_([owner, literal(NO_PATIENT, BigInteger)]))
         return not_(r.c.rid.in_(hit)) if modifier == "not" else hit
 
-    return Filter((name, tuple(shape for shape, _ in parsed)), bound, hits)
+    return Filter((name, tuple(shape for shape, _ in parsed), narrow), bound, hits)
 
 
 def in_param(table, resource_type: str | None, name: str) -> ColumnElement[bool]:

@@ -89,7 +89,8 @@ token = _index_table(
     Column("system", _bytewise(255), nullable=True),
     Column("code", _bytewise(255), nullable=True),
     Column("text", _bytewise(255), nullable=True),  # lowercased display / text, for :text
-    search=("code", "system"),
+    Column("patient_key", BigInteger, nullable=False, server_default="0"),  # search/keys.py patient_key
+    search=("code", "patient_key", "system"),
 )
 string = _index_table(
     "string",
