@@ -26,7 +26,7 @@ def external_root(request: Request, configured: str | None) -> str:
     key = (
         scope.get("scheme"),
         request.headers.get("host"),
-        scope.get("server"),
+        tuple(scope.get("server") or ()),  # a list under some servers (and Starlette's TestClient)
         scope.get("app_root_path", scope.get("root_path", "")),
     )
     root = _ROOTS.get(key)
