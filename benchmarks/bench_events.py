@@ -20,9 +20,10 @@ Each phase also prints CPU microseconds per event of its parts (the producer pro
 sender thread, the consumer + projection process, the broker's JVM with --broker-pid): judge changes by these
 when the cores are shared, as wall-clock rates then mostly measure the other load.
 Goals on Kafka (issue 5): >= 20,000 events/s end to end; replay of 1 M events in under 2 minutes.
-Last figures (2026-11-30, 100 k + 100 k, replay topped up to 1 M, load 2-3 from other work): publish
-15,850/s, end to end 12,607/s (CPU us/event: producer 44.4, consumer+projection 58.1, broker 6.9), 1 M
-replayed in 68.3 s; events/consumers/README.md has instructions per event (valgrind: load-independent A/B).
+Last figures (2026-11-30, 100 k + 100 k, replay topped up to 1 M; three runs, other work on the machine):
+publish 15,824-18,637/s, end to end 7,359-12,607/s (best: CPU us/event producer 44.4, consumer+proj. 58.1,
+broker 6.9), 1 M replayed in 68.3-83.6 s. CPU us per event moved +-25 % between runs of the same code here;
+events/consumers/README.md has instructions per event (valgrind), which do not depend on the load.
 """
 
 from __future__ import annotations
