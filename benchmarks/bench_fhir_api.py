@@ -31,6 +31,21 @@ What is left per request is mostly PostgreSQL planning and running the labs sear
 moment), the thread hop into the store and uvicorn/Starlette's own layers.
 The full run (fresh database: load, VACUUM ANALYZE, API) on the same busy machine: 793 req/s, p50 11.4 ms,
 p99 125 ms (labs p99 166 ms, reads p99 70 ms); server 875, PostgreSQL 1,100, client 142 µs CPU/request.
+
+Third pass (index layout: int8 parameter keys, shared rows, token rows keyed by patient; reads and searches on
+the event loop; frozen heap). Full runs (fresh database, 20 s of API), the code at that pass's start and now,
+alternating, in one window when the machine ran about half as fast as earlier the same day (a pure-CPU probe
+took 1.5-1.8x longer; figures are comparable only within the window):
+    start: load 7,089 / 7,188 resources/s; 588 / 591 req/s, p99 107 / 120 ms; CPU/request 2,785 µs
+           (server 1,317-1,339, PostgreSQL 1,267, client 182-200)
+    now:   load 9,060 / 9,318 resources/s; 766 / 726 req/s, p99 81 / 93 ms; CPU/request 2,106-2,175 µs
+           (server 1,010-1,064, PostgreSQL 857-992, client 173-185)
+i.e. load 1.29x, requests/s 1.26x, CPU per request -23 %. Earlier, on the faster machine, the start code
+loaded 12,810/s with p99 62-74 ms, and the new code loaded 16,524/s (partial index changes).
+The labs search's PostgreSQL time (same session, warm): planning 0.65 + execution 0.6 ms (was 0.8 + 1.7-2.2):
+the token index now reads the ~20 entries of the patient's code instead of ~3,000 (all patients').
+`--threads N` lowers the store threads per worker (serve --threads); with reads and searches on the event
+loop they serve only writes and _include, and 3 vs 2 workers made no difference beyond noise.
 """
 
 from __future__ import annotations
