@@ -1,4 +1,5 @@
-"""One search value -> a SQL condition on its index table (every parameter type, prefix and modifier).
+"""One search value -> a SQL condition on its index table (every parameter type, prefix and modifier); a
+parameter's comma-separated values (`split_values`); several filters' rid sets combined (`rid_filters`).
 
 Every value is bound as a parameter (SQL metacharacters are data); malformed values raise InvalidSearch.
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import ColumnElement, Table, and_, false, not_, or_
+from sqlalchemy import ColumnElement, Select, Table, and_, any_, false, func, not_, or_, select
 
 from services.fhir_api.search.values import date_range, decimal_range, normalize, parse_reference, to_us
 from services.fhir_api.store.interface import InvalidSearch
@@ -248,3 +249,47 @@ def build(kind: str, t: Table, shape: tuple, binds: list) -> ColumnElement[bool]
     """The condition on index table t for a parsed shape, with `binds` (bound parameters or plain values)
     standing for the parsed values."""
     return _BUILDERS[kind](t, shape, binds)
+
+
+def split_values(value: str) -> list[str]:
+    """Comma-separated OR values; '\\,' is a literal comma."""
+    if "\\" not in value:  # nothing escaped: a plain split
+        parts = value.split(",")
+        if "" in parts:
+            raise InvalidSearch("empty search value")
+        return parts
+    parts, cur, i = [], "", 0
+    while i < len(value):
+        if value[i] == "\\" and i + 1 < len(value) and value[i + 1] in ",$|\\":
+            cur += value[i + 1] if value[i + 1] == "," else value[i : i + 2]
+            i += 2
+            continue
+        if value[i] == ",":
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += value[i]
+        i += 1
+    parts.append(cur)
+    if any(p == "" for p in parts):
+        raise InvalidSearch("empty search value")
+    return parts
+
+
+def rid_filters(rid_sets: list[Select], r, postgres: bool = False) -> list[ColumnElement[bool]]:
+    """The plain filters as conditions on r. Several are intersected among themselves first, behind an
+    OFFSET 0 fence, so fhir_resource is probed only for the rows that pass them all: left to itself,
+    PostgreSQL underestimates a common code and probes fhir_resource for each of its thousands of rids
+    (Observation?patient&code&date: ~5,000 buffers and 10 ms; fenced: ~400 buffers and 1.5 ms). The
+    fhir_idx_* extended statistics and random_page_cost of migration 0005 / the store's connections keep it
+    probing by rid rather than hashing 100,000 rows of e.g. category=laboratory.
+    On PostgreSQL the result is `rid = ANY(ARRAY(rids))`: the same rows, but the rid set is planned on its own
+    (an InitPlan) rather than as one more semi join with fhir_resource, which is then probed by primary key
+    once per rid (labs search ≈ 3 % less server CPU; category=laboratory&date=ge…: 140 → 65 ms)."""
+    if len(rid_sets) < 2:
+        return [r.c.rid.in_(s) for s in rid_sets]
+    first, *rest = (s.subquery() for s in rid_sets)
+    both = select(first.c.rid).where(*(first.c.rid.in_(select(s.c.rid)) for s in rest)).offset(0)
+    if postgres:
+        return [r.c.rid == any_(func.array(both.scalar_subquery()))]
+    return [r.c.rid.in_(both)]

@@ -14,7 +14,6 @@ from sqlalchemy import (
     ColumnElement,
     Select,
     and_,
-    any_,
     bindparam,
     exists,
     false,
@@ -28,6 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.sql.elements import BindParameter, KeyedColumnElement
 
 from services.fhir_api.search import conditions
+from services.fhir_api.search.conditions import rid_filters
 from services.fhir_api.search.keys import NO_PATIENT, patient_key, patient_rows, stored_keys
 from services.fhir_api.search.registry import SearchParam, get_param, params_for
 from services.fhir_api.search.values import to_us
@@ -178,25 +178,6 @@ def _patient_hint(resource_type: str | None, params: list[tuple[str, str]]) -> s
     return value if value and "/" not in value and "," not in value and "\\" not in value else None
 
 
-def rid_filters(rid_sets: list[Select], r, postgres: bool = False) -> list[ColumnElement[bool]]:
-    """The plain filters as conditions on r. Several are intersected among themselves first, behind an
-    OFFSET 0 fence, so fhir_resource is probed only for the rows that pass them all: left to itself,
-    PostgreSQL underestimates a common code and probes fhir_resource for each of its thousands of rids
-    (Observation?patient&code&date: ~5,000 buffers and 10 ms; fenced: ~400 buffers and 1.5 ms). The
-    fhir_idx_* extended statistics and random_page_cost of migration 0005 / the store's connections keep it
-    probing by rid rather than hashing 100,000 rows of e.g. category=laboratory.
-    On PostgreSQL the result is `rid = ANY(ARRAY(rids))`: the same rows, but the rid set is planned on its own
-    (an InitPlan) rather than as one more semi join with fhir_resource, which is then probed by primary key
-    once per rid (labs search ≈ 3 % less server CPU; category=laboratory&date=ge…: 140 → 65 ms)."""
-    if len(rid_sets) < 2:
-        return [r.c.rid.in_(s) for s in rid_sets]
-    first, *rest = (s.subquery() for s in rid_sets)
-    both = select(first.c.rid).where(*(first.c.rid.in_(select(s.c.rid)) for s in rest)).offset(0)
-    if postgres:
-        return [r.c.rid == any_(func.array(both.scalar_subquery()))]
-    return [r.c.rid.in_(both)]
-
-
 def _parse_sort(resource_type: str | None, value: str) -> list[tuple[str, bool]]:
     keys = []
     for key in filter(None, value.split(",")):
@@ -264,9 +245,9 @@ def param_filter(
     kind, param_name = param.type, param.name
     if modifier == "identifier" and kind == "reference":
         table, kind, param_name = m.token, "token", f"{param.name}:identifier"
-        parsed = [conditions.parse(kind, v, None) for v in _split_values(value)]
+        parsed = [conditions.parse(kind, v, None) for v in conditions.split_values(value)]
     else:
-        parsed = [conditions.parse(kind, v, modifier) for v in _split_values(value)]
+        parsed = [conditions.parse(kind, v, modifier) for v in conditions.split_values(value)]
     slots = [(shape, [f"{prefix}_{i}_{j}" for j in range(len(vs))]) for i, (shape, vs) in enumerate(parsed)]
     bound = {f"{prefix}_{i}_{j}": v for i, (_, vs) in enumerate(parsed) for j, v in enumerate(vs)}
     narrow = patient is not None and kind == "token" and modifier is None
@@ -302,31 +283,6 @@ def _of_type(column, resource_type: str | None) -> ColumnElement[bool]:
     """A literal type filter: never correlate index subqueries with the outer row (PostgreSQL would run them
     once per row)."""
     return column == resource_type if resource_type else true()
-
-
-def _split_values(value: str) -> list[str]:
-    """Comma-separated OR values; '\\,' is a literal comma."""
-    if "\\" not in value:  # nothing escaped: a plain split
-        parts = value.split(",")
-        if "" in parts:
-            raise InvalidSearch("empty search value")
-        return parts
-    parts, cur, i = [], "", 0
-    while i < len(value):
-        if value[i] == "\\" and i + 1 < len(value) and value[i + 1] in ",$|\\":
-            cur += value[i + 1] if value[i + 1] == "," else value[i : i + 2]
-            i += 2
-            continue
-        if value[i] == ",":
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += value[i]
-        i += 1
-    parts.append(cur)
-    if any(p == "" for p in parts):
-        raise InvalidSearch("empty search value")
-    return parts
 
 
 def _targets(param: SearchParam, modifier: str | None, chained: str) -> list[str]:
