@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from services.fhir_api.search.extract import index_rows
-from services.fhir_api.search.keys import param_key, param_keys
+from services.fhir_api.search.keys import param_key, param_keys, stored_keys
 from services.fhir_api.search.registry import params_for, resource_types
 
 
@@ -36,9 +36,11 @@ def test_rows_carry_the_key_of_their_type_and_parameter() -> None:
 
 
 def test_keys_of_a_parameter_across_types() -> None:
-    keys = param_keys(None, "patient", "reference")
-    assert param_key("Observation", "patient") in keys and param_key("Condition", "patient") in keys
+    keys = stored_keys(None, "patient")  # patient is answered by subject rows that point to a Patient
+    assert (param_key("Observation", "subject"), "Patient") in keys
+    assert (param_key("Condition", "subject"), "Patient") in keys
     assert len(keys) == sum("patient" in params_for(t) for t in resource_types())
-    every = param_keys("Observation", None, "reference")
+    every = param_keys("Observation", "reference")
     assert param_key("Observation", "subject") in every
+    assert param_key("Observation", "patient") not in every  # no rows of its own
     assert param_key("Observation", "code") not in every  # a token parameter

@@ -316,7 +316,7 @@ def _reverse(conn, ctx, pool, src_type, pname, target) -> list[int]:
     if pname != "*":  # by the search index's leading key
         stmt = stmt.where(q.in_param(ref, None if src_type == "*" else src_type, pname))
     elif src_type != "*":
-        stmt = stmt.where(ref.c.param_key.in_(param_keys(src_type, None, "reference")))
+        stmt = stmt.where(ref.c.param_key.in_(param_keys(src_type, "reference")))
     return list(conn.execute(stmt).scalars())
 
 

@@ -27,16 +27,11 @@ def _owns_rows(resource_type: str, name: str) -> bool:
     return stored_as(resource_type, name) == ((name, None),)
 
 
-def param_keys(resource_type: str | None, name: str | None, kind: str) -> list[int]:
-    """Keys of parameter `name` (None: every parameter with rows of its own) of index type `kind` on
-    `resource_type` (None: every type that defines it) — what `_revinclude=Type:*` looks through."""
-    types = [resource_type] if resource_type else resource_types()
-    keys = []
-    for rtype in types:
-        params = params_for(rtype)
-        names = [name] if name else [n for n, p in params.items() if p.type == kind and _owns_rows(rtype, n)]
-        keys += [param_key(rtype, n) for n in names if n.split(":")[0] in params]
-    return keys
+def param_keys(resource_type: str, kind: str) -> list[int]:
+    """Keys of every parameter of index type `kind` on the type that has rows of its own — what
+    `_revinclude=Type:*` looks through."""
+    own = [n for n, p in params_for(resource_type).items() if p.type == kind and _owns_rows(resource_type, n)]
+    return [param_key(resource_type, n) for n in own]
 
 
 def stored_keys(resource_type: str | None, name: str) -> list[tuple[int, str | None]]:

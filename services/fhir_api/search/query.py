@@ -365,8 +365,7 @@ def sort_key(resource_type: str, name: str, desc: bool, r) -> KeyedColumnElement
     }.get(param.type)
     col = col if col is not None else t.c.value
     agg = func.max(col) if desc else func.min(col)
-    of_param = in_param(t, resource_type, name) if resource_type else t.c.param == name
-    return select(agg).where(t.c.rid == r.c.rid, of_param).scalar_subquery()
+    return select(agg).where(t.c.rid == r.c.rid, in_param(t, resource_type, name)).scalar_subquery()
 
 
 def sort_keys(resource_type: str | None, sort: list[tuple[str, bool]], r) -> list[tuple[ColumnElement, bool]]:
