@@ -4,30 +4,16 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, delete, insert
 
-from services.fhir_api.search.extract import index_rows, index_tuples
+from services.fhir_api.search.extract import index_tuples
 from services.fhir_api.search.keys import NO_PATIENT, patient_key, patient_rows
 from services.fhir_api.store import models as m
-
-
-def rows_for(row_id: int, resource: dict) -> dict[str, list[dict]]:
-    """Index rows of one resource, keyed by index type."""
-    rtype = resource["resourceType"]
-    out = {
-        kind: [{"rid": row_id, "res_type": rtype, **row} for row in rows]
-        for kind, rows in index_rows(resource).items()
-    }
-    refs = [(r["param_key"], r["target_type"], r["target_id"]) for r in out["reference"]]
-    owner = _patient_key(rtype, refs)
-    for row in out["token"]:
-        row["patient_key"] = owner
-    return out
-
 
 TABLES = m.INDEX_TABLES
 
 
 def row_tuples(resource: dict) -> dict[str, list[tuple]]:
-    """The rows of `rows_for` as tuples in table column order without the leading rid (bulk load's COPY)."""
+    """Index rows of one resource by index type, as tuples in table column order without the leading rid
+    (the bulk load's COPY and the store's inserts: one source of rows for both)."""
     rtype = resource["resourceType"]
     out = index_tuples(resource, (rtype,))
     if out["token"]:
@@ -47,9 +33,11 @@ def _patient_key(resource_type: str, refs: list[tuple]) -> int:
 
 
 def index_resource(conn: Connection, row_id: int, resource: dict) -> None:
-    for kind, rows in rows_for(row_id, resource).items():
+    for kind, rows in row_tuples(resource).items():
         if rows:
-            conn.execute(insert(TABLES[kind]), rows)
+            names = [c.name for c in TABLES[kind].columns]
+            values = [dict(zip(names, (row_id, *row), strict=True)) for row in rows]
+            conn.execute(insert(TABLES[kind]), values)
 
 
 def unindex(conn: Connection, row_ids: list[int]) -> None:
