@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.fhir_api.search.extract import index_rows
+from services.fhir_api.search.extract import index_tuples
 from services.fhir_api.search.keys import param_key, param_keys, stored_keys
 from services.fhir_api.search.registry import params_for, resource_types
 
@@ -27,8 +27,8 @@ def test_rows_carry_the_key_of_their_type_and_parameter() -> None:
         "code": {"coding": [{"system": "http://loinc.org", "code": "718-7"}]},
         "subject": {"reference": "Patient/p1", "identifier": {"system": "urn:mrn", "value": "42"}},
     }
-    rows = index_rows(obs)
-    by_param = {(kind, row["param"]): row["param_key"] for kind, rs in rows.items() for row in rs}
+    rows = index_tuples(obs)  # (param, param_key, *columns)
+    by_param = {(kind, row[0]): row[1] for kind, rs in rows.items() for row in rs}
     assert by_param[("token", "code")] == param_key("Observation", "code")
     assert by_param[("token", "code")] != param_key("Condition", "code")
     assert by_param[("reference", "subject")] == param_key("Observation", "subject")

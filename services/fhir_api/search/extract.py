@@ -5,8 +5,8 @@ A program step is ("f", name) a plain element, ("c", name, types) a choice eleme
 Each path is turned into a Python closure once per resource type (`_plan`), and a parameter whose paths start
 from elements the resource lacks is skipped: bulk load runs this for every resource, so it is the hot path —
 `index_tuples` runs each shape's plan as one generated function (codegen.py), `interpreted_index_tuples` is
-the plain interpretation it is tested against. Rows are tuples in the index table's column order after
-`param` (`index_tuples`); `index_rows` names them.
+the plain interpretation it is tested against. Rows are (param, param_key, *value columns) tuples, in the
+index table's column order.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from services.fhir_api.search.values import (
     period_range,
 )
 
-IndexRows = dict[str, list[dict]]  # index type -> rows (without rid / res_type)
 IndexTuples = dict[str, list[tuple]]  # index type -> (param, param_key, *columns) in table column order
 Path = Callable[[dict], list]  # compiled path program: resource -> nodes
 
@@ -363,14 +362,3 @@ def interpreted_index_tuples(resource: dict, prefix: tuple = ()) -> IndexTuples:
 
 
 _CODEGEN_NAMES = {f.__name__: f for f in (_tokens, _dates, _quantities, _references, _ref_type)}
-
-
-def index_rows(resource: dict) -> IndexRows:
-    """Every search-index row of one resource as dicts (param plus column names), grouped by index table."""
-    return {
-        kind: [
-            {"param": row[0], "param_key": row[1], **dict(zip(COLUMNS[kind], row[2:], strict=True))}
-            for row in rows
-        ]
-        for kind, rows in index_tuples(resource).items()
-    }
