@@ -98,15 +98,14 @@ class AsyncReader:
 
 
 class LoopReads:
-    """SqlResourceStore's awaitable reads: on the loop through `self._async` (an AsyncReader on PostgreSQL,
-    outside a transaction), else the threaded method in a worker thread."""
+    """SqlResourceStore's awaitable reads: on the loop through `self._async` (an AsyncReader; only a
+    PostgreSQL store outside a transaction has one), else the threaded method in a worker thread."""
 
     _async: AsyncReader | None
-    _bound: object | None
     engine: Engine
 
     async def read_async(self, ctx: Context, resource_type: str, id: str) -> StoredResource:
-        if self._async is None or self._bound is not None:
+        if self._async is None:
             return await to_thread.run_sync(self.read, ctx, resource_type, id)
         session = ctx.session_id or ""
         values = {"rtype": resource_type, "rid": id, "session": session}
@@ -115,7 +114,7 @@ class LoopReads:
 
     async def search_async(self, ctx: Context, request: SearchRequest) -> SearchResult:
         """With _include, or when a step needs SQLAlchemy (a statement that is not prebuilt), in a thread."""
-        if self._async is not None and self._bound is None and not includes_asked(request):
+        if self._async is not None and not includes_asked(request):
             result = await self._async.drive(search_steps(self.engine.dialect, ctx, request))
             if result is not NEEDS_THREAD:
                 return result
