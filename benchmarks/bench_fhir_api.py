@@ -128,7 +128,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(database_url: str, workers: int, threads: int | None = None) -> tuple[subprocess.Popen, str]:
+def start_server(
+    database_url: str, workers: int, threads: int | None = None, concurrency: int | None = None
+) -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -143,6 +145,7 @@ def start_server(database_url: str, workers: int, threads: int | None = None) ->
             "--workers",
             str(workers),
             *(["--threads", str(threads)] if threads else []),
+            *(["--concurrency", str(concurrency)] if concurrency is not None else []),
             "--no-migrate",
         ],
         cwd=REPO,
@@ -291,6 +294,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, help="store operations at once per worker (serve --threads)")
+    parser.add_argument(
+        "--concurrency", type=int, help="requests at once per worker (serve --concurrency; 0: no limit)"
+    )
     parser.add_argument("--loaded", metavar="URL", help="a database already loaded: skip map and load")
     parser.add_argument("--kinds", default=",".join(MIX), help=f"subset of the mix: {', '.join(MIX)}")
     args = parser.parse_args()
@@ -320,7 +326,7 @@ def main() -> None:
 
 
 def run_api(args: argparse.Namespace, database_url: str) -> None:
-    server, base = start_server(database_url, args.workers, args.threads)
+    server, base = start_server(database_url, args.workers, args.threads, args.concurrency)
     try:
         work = workload(base, args.kinds.split(","))
         checked = verify(base, work)
@@ -334,6 +340,8 @@ def run_api(args: argparse.Namespace, database_url: str) -> None:
         server.wait(timeout=30)
     every = [v for values in latencies.values() for v in values]
     workers = f"{args.workers} uvicorn workers" + (f", {args.threads} threads each" if args.threads else "")
+    if args.concurrency is not None:
+        workers += f", {args.concurrency or 'unlimited'} requests at once each"
     print(f"api: {args.clients} clients, {workers}, {elapsed:.1f} s, errors {errors}")
     print(f"  answers checked: {checked} distinct requests of the mix")
     print(f"  {'all':17} {summary(every, elapsed)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -23,6 +24,9 @@ class Settings(BaseSettings):
     kafka_partitions: int = 3
     base_url: str | None = None  # externally visible base, e.g. https://ehr.example.org
     api_threads: int | None = None  # FHIR API: store operations at once per process (default: pool size)
+    # FHIR API: requests in progress at once per process, the rest queue FIFO (0: no limit); enough to keep a
+    # core busy while some wait on the database (services/fhir_api/http/admission.py)
+    api_concurrency: int = Field(4, ge=0)
 
 
 @lru_cache

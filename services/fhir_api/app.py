@@ -11,6 +11,7 @@ from sqlalchemy.pool import QueuePool
 
 from rounds.settings import Settings, get_settings
 from services.fhir_api.http import routes, sessions
+from services.fhir_api.http.admission import Admission
 from services.fhir_api.http.errors import install_error_handlers
 from services.fhir_api.http.fastlane import FastLane
 from services.fhir_api.http.interactions import InteractionListener, InteractionMiddleware
@@ -82,4 +83,5 @@ def create_app(
     if fast_lane:
         app.add_middleware(FastLane)  # inside the interaction hook: it sees every exchange the same way
     app.add_middleware(InteractionMiddleware, listeners=lambda: app.state.interaction_listeners)
+    app.add_middleware(Admission, limit=settings.api_concurrency)
     return app

@@ -21,6 +21,10 @@ def serve(
     threads: Annotated[
         int | None, typer.Option(help="store operations at once per worker (default: connection pool size)")
     ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(help="requests in progress at once per worker, the rest queue; 0: no limit (default 4)"),
+    ] = None,
     max_body_bytes: Annotated[int, typer.Option(help="largest accepted request body")] = DEFAULT_MAX_BODY,
 ) -> None:
     """Serve the FHIR R4 API (/fhir, /sessions, /docs)."""
@@ -39,6 +43,8 @@ def serve(
     os.environ["ROUNDS_MAX_BODY_BYTES"] = str(max_body_bytes)
     if threads:
         os.environ["ROUNDS_API_THREADS"] = str(threads)
+    if concurrency is not None:
+        os.environ["ROUNDS_API_CONCURRENCY"] = str(concurrency)
     get_settings.cache_clear()
     if migrate:
         upgrade(get_settings().database_url)
