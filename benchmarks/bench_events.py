@@ -109,22 +109,40 @@ def make_events(start: int, count: int, sessions: int, tag: str) -> list[tuple[s
 
 
 def publish(bus: Bus, topic: str, start: int, count: int, sessions: int, tag: str) -> float:
+    """Chunks built and published through `publish_chunks`: chunk n+1 is built, checked and sent while chunk
+    n's acknowledgements come back (acks=all), as a streaming producer would."""
     began = time.perf_counter()
-    for offset in range(start, start + count, CHUNK):
-        bus.publish_many(topic, make_events(offset, min(CHUNK, start + count - offset), sessions, tag))
+    chunks = (
+        make_events(offset, min(CHUNK, start + count - offset), sessions, tag)
+        for offset in range(start, start + count, CHUNK)
+    )
+    for _ in bus.publish_chunks(topic, chunks):
+        pass
     return time.perf_counter() - began
 
 
 def _producer_process(
-    settings: dict, topic: str, start: int, count: int, sessions: int, tag: str, ready, go, cpu
+    settings: dict, topic: str, start: int, count: int, sessions: int, tag: str, ready, go, cpu, wall
 ) -> None:
     bus = open_bus(Settings(**settings))
+    bus.partitions(topic)  # connected, metadata known: none of that in the timed part
     ready.set()  # imports and connections done: the timed part starts at `go`
     go.wait()
     began = time.process_time()
-    publish(bus, topic, start, count, sessions, tag)
+    wall.value = publish(bus, topic, start, count, sessions, tag)
     cpu.value = time.process_time() - began  # every thread of the process (kafka-python's sender too)
     bus.close()
+
+
+def utilisation(wall_s: float, events: int, **cpu_s: float | None) -> str:
+    """Where the e2e window's wall time went: each process's CPU as a share of one core over the window,
+    and the rate the measured CPU per event would allow if the cores did nothing else."""
+    parts = {label.replace("_", "+"): s for label, s in cpu_s.items() if s is not None}
+    busy = ", ".join(f"{label} {s / wall_s:.0%}" for label, s in parts.items())
+    total = sum(parts.values()) / max(events, 1)
+    cores = os.cpu_count() or 1
+    return (f"busy (share of one core over {wall_s:.1f}s): {busy}; CPU {total * 1e6:.0f} us/event in all ->"
+            f" at most {cores / total:,.0f}/s on {cores} idle cores")
 
 
 def broker_cpu_s(pid: int | None) -> float:
@@ -195,7 +213,8 @@ def run_backend(
         )
         target = args.events + args.e2e_events
         ctx = multiprocessing.get_context("spawn")
-        ready, go, producer_cpu = ctx.Event(), ctx.Event(), ctx.Value("d", 0.0)
+        ready, go = ctx.Event(), ctx.Event()
+        producer_cpu, producer_wall = ctx.Value("d", 0.0), ctx.Value("d", 0.0)
         producer = ctx.Process(
             target=_producer_process,
             args=(
@@ -208,6 +227,7 @@ def run_backend(
                 ready,
                 go,
                 producer_cpu,
+                producer_wall,
             ),
         )
         producer.start()
@@ -233,6 +253,12 @@ def run_backend(
         f"{seconds:.1f}s = {figures['end-to-end events/s']:,.0f}/s ("
         f"{cpu_note(args.e2e_events, producer=producer_cpu.value, consumer_projection=cpu, broker=broker)};"
         f" {batches:,} projection batches of {args.e2e_events / max(batches, 1):,.0f} events on average)",
+        flush=True,
+    )
+    print(
+        f"[{name}] end to end: producer done after {producer_wall.value:.1f}s; "
+        + utilisation(seconds, args.e2e_events, producer=producer_cpu.value, consumer_projection=cpu,
+                      broker=broker),
         flush=True,
     )
 

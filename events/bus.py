@@ -8,7 +8,7 @@ Semantics shared by both backends (and tested by one behavioural suite):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -83,6 +83,13 @@ class Bus(Protocol):
     def publish(self, topic: str, event: CloudEvent, key: str) -> Published: ...
 
     def publish_many(self, topic: str, items: Sequence[tuple[str, CloudEvent]]) -> list[Published]: ...
+
+    def publish_chunks(
+        self, topic: str, chunks: Iterable[Sequence[tuple[str, CloudEvent]]]
+    ) -> Iterator[list[Published]]:
+        """`publish_many` per chunk, pipelined (chunk n+1 is sent while chunk n's acks are awaited); yields
+        each chunk's positions in order once that chunk is durable."""
+        ...
 
     def publish_raw(self, topic: str, raw: bytes, key: str) -> Published:
         """Publish serialised CloudEvent JSON (e.g. `rounds events load`), validated like `publish`."""

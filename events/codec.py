@@ -7,7 +7,8 @@ are not a valid catalogued event become `Record.event = None` so the consumer ca
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from events.bus import Published, Record, TopicPartition
 from events.catalog import CATALOG, Catalog
@@ -69,6 +70,14 @@ class CheckedPublisher:
     def _append(self, topic: str, rows: list[Row]) -> list[Published]:
         raise NotImplementedError
 
+    def _send(self, topic: str, rows: list[Row]) -> Any:
+        """Start appending `rows`; `_settle` of the result returns when they are durable. A backend that has
+        nothing to overlap (the SQL log commits in `_append`) appends here and settles at once."""
+        return self._append(topic, rows)
+
+    def _settle(self, sent: Any) -> list[Published]:
+        return sent
+
     def _partition_count(self, topic: str) -> int:
         raise NotImplementedError
 
@@ -82,6 +91,31 @@ class CheckedPublisher:
         with gc_paused():  # a batch's futures and rows are acyclic garbage (rounds/gcpause.py)
             rows = [(check_key(key), encode(event, self.catalog), event) for key, event in items]
             return self._append(topic, rows) if rows else []
+
+    def publish_chunks(
+        self, topic: str, chunks: Iterable[Sequence[tuple[str, CloudEvent]]]
+    ) -> Iterator[list[Published]]:
+        """`publish_many` per chunk, pipelined: yields each chunk's `Published` in order once all of it is
+        durable, but checks and sends chunk n+1 (and builds it, when `chunks` is a generator) while chunk
+        n's acknowledgements are on their way — `publish_many` in a loop leaves the producer idle during
+        each flush. Each chunk is validated as a whole before any of it is sent; an error (an invalid chunk,
+        a failed send) is raised when reached, and the chunks before it stay published."""
+        pending: Any = None
+        for chunk in chunks:
+            failure = None
+            try:
+                with gc_paused():
+                    rows = [(check_key(key), encode(event, self.catalog), event) for key, event in chunk]
+                    sent = self._send(topic, rows) if rows else []
+            except Exception as exc:  # raised after the chunk before it is settled and yielded
+                failure = exc
+            if pending is not None:
+                yield self._settle(pending) if pending else []
+            if failure is not None:
+                raise failure
+            pending = sent
+        if pending is not None:
+            yield self._settle(pending) if pending else []
 
     def publish_raw(self, topic: str, raw: bytes, key: str) -> Published:
         return self.publish_raw_many(topic, [(key, raw)])[0]

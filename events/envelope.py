@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from pydantic import (
@@ -20,7 +20,6 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
@@ -32,8 +31,12 @@ CORE_ATTRIBUTES = frozenset(
 )
 ROUNDS_EXTENSIONS = frozenset({"sequence", "correlationid", "causationid"})
 _EXTENSION_NAME = re.compile(r"^[a-z0-9]{1,20}$")
-# Checked by pydantic-core (fast): opaque ids and whitespace-free attributes.
-_OPAQUE_ID = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+# Checked by pydantic-core (fast): opaque ids and whitespace-free attributes. An opaque id is 1-128 chars of
+# [A-Za-z0-9._:-] starting with a letter or digit and NOT all digits (an MRN or MIMIC subject_id is PHI):
+# a letter first, or digits followed by another allowed character. (Rust's regex has no look-ahead.)
+_OPAQUE_ID = r"^(?:[A-Za-z]|[0-9]+[A-Za-z._:-])[A-Za-z0-9._:-]*$"
+_OPAQUE_MAX = 128
+_OPAQUE_FIELDS = frozenset({"subject", "correlationid", "causationid"})
 _NO_SPACE = r"^\S+$"
 
 
@@ -60,56 +63,29 @@ class CloudEvent(BaseModel):
 
     id: str = Field(min_length=1, max_length=200, pattern=_NO_SPACE)
     source: str = Field(min_length=1, max_length=500, pattern=_NO_SPACE)
-    specversion: str = SPEC_VERSION
+    specversion: Literal["1.0"] = SPEC_VERSION
     type: str = Field(min_length=1, max_length=200, pattern=_NO_SPACE)
     time: str | None = None
-    subject: str | None = Field(default=None, pattern=_OPAQUE_ID)
+    subject: str | None = Field(default=None, max_length=_OPAQUE_MAX, pattern=_OPAQUE_ID)
     datacontenttype: str | None = "application/json"
     dataschema: str | None = Field(default=None, pattern=_NO_SPACE)
     sequence: int | None = Field(default=None, ge=0)
-    correlationid: str | None = Field(default=None, pattern=_OPAQUE_ID)
-    causationid: str | None = Field(default=None, pattern=_OPAQUE_ID)
+    correlationid: str | None = Field(default=None, max_length=_OPAQUE_MAX, pattern=_OPAQUE_ID)
+    causationid: str | None = Field(default=None, max_length=_OPAQUE_MAX, pattern=_OPAQUE_ID)
     data: Any = Field(default=None)
 
     # Plain slots, not pydantic private attributes: free to initialise, never copied by model_copy.
     __slots__ = ("_raw", "_checked_by")
 
-    @field_validator("specversion")
-    @classmethod
-    def _spec_version(cls, value: str) -> str:
-        if value != SPEC_VERSION:
-            raise ValueError(f"specversion must be {SPEC_VERSION!r}, got {value!r}")
-        return value
-
-    @field_validator("time")
-    @classmethod
-    def _rfc3339(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError as exc:
-            raise ValueError(f"time must be RFC 3339, got {value!r}") from exc
-        if parsed.tzinfo is None:
-            raise ValueError(f"time must carry a timezone offset, got {value!r}")
-        return value
-
-    @field_validator("subject", "correlationid", "causationid")
-    @classmethod
-    def _not_all_digits(cls, value: str | None, info) -> str | None:
-        if value is not None and value.isdigit():
-            raise ValueError(f"{info.field_name} must not be all digits (looks like an MRN/subject_id: PHI)")
-        return value
-
+    # Every rule pydantic-core can check is a field constraint above (a Python validator costs a call per
+    # field per event, on both the producing and the consuming side); the rest is this one validator.
     @model_validator(mode="after")
-    def _extensions(self) -> CloudEvent:
-        for name, value in (self.__pydantic_extra__ or {}).items():
-            if not _EXTENSION_NAME.match(name):
-                raise ValueError(
-                    f"extension attribute name {name!r} must be 1-20 lowercase letters or digits"
-                )
-            if value is not None and not isinstance(value, str | int | bool):
-                raise ValueError(f"extension attribute {name!r} must be a string, integer or boolean")
+    def _rules(self) -> CloudEvent:
+        if self.time is not None:
+            _check_rfc3339(self.time)
+        extra = self.__pydantic_extra__
+        if extra:
+            _check_extensions(extra)
         # Empty caches, set here so that reading them is a plain slot read: an unset slot falls back to
         # pydantic's __getattr__ and an exception (~30x slower, twice per publish).
         object.__setattr__(self, "_raw", None)
@@ -189,14 +165,36 @@ class CloudEvent(BaseModel):
             raise InvalidEvent(f"invalid CloudEvent: {problems}") from None
 
 
+def _check_rfc3339(value: str) -> None:
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(f"time must be RFC 3339, got {value!r}") from exc
+    if parsed.tzinfo is None:
+        raise ValueError(f"time must carry a timezone offset, got {value!r}")
+
+
+def _check_extensions(extra: dict[str, Any]) -> None:
+    for name, value in extra.items():
+        if not _EXTENSION_NAME.match(name):
+            raise ValueError(f"extension attribute name {name!r} must be 1-20 lowercase letters or digits")
+        if value is not None and not isinstance(value, str | int | bool):
+            raise ValueError(f"extension attribute {name!r} must be a string, integer or boolean")
+
+
 def _explain(err: Any) -> str:
-    where = ".".join(str(p) for p in err["loc"]) or "event"
-    if err["type"] == "string_pattern_mismatch":
-        pattern = err.get("ctx", {}).get("pattern")
-        if pattern == _OPAQUE_ID:
-            return f"{where}: must be an opaque id ([A-Za-z0-9._:-], max 128; no PHI: no spaces, no '@')"
-        if pattern == _NO_SPACE:
-            return f"{where}: must not contain whitespace"
+    loc = err["loc"]
+    where = ".".join(str(p) for p in loc) or "event"
+    kind, value = err["type"], err.get("input")
+    if loc == ("specversion",) and kind == "literal_error":
+        return f"specversion: specversion must be {SPEC_VERSION!r}, got {value!r}"
+    if len(loc) == 1 and loc[0] in _OPAQUE_FIELDS and kind in ("string_pattern_mismatch", "string_too_long"):
+        if isinstance(value, str) and value.isdigit():
+            return f"{where}: must not be all digits (looks like an MRN/subject_id: PHI)"
+        rule = f"[A-Za-z0-9._:-], max {_OPAQUE_MAX}; no PHI: no spaces, no '@'"
+        return f"{where}: must be an opaque id ({rule})"
+    if kind == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == _NO_SPACE:
+        return f"{where}: must not contain whitespace"
     return f"{where}: {err['msg']}"
 
 

@@ -110,16 +110,23 @@ class KafkaBus(CheckedPublisher):
     # -- producing -----------------------------------------------------------------------------------------
     def _append(self, topic: str, rows: list[Row]) -> list[Published]:
         """Send the batch, flush once, and return after every record is acknowledged (acks=all)."""
-        count = self._partition_count(topic)
-        futures = [
-            self.producer.send(topic, value=raw, key=key, partition=partition_for(key.decode(), count))
-            for key, raw, _ in rows
-        ]
+        futures = self._send(topic, rows)
         self.producer.flush(timeout=SEND_TIMEOUT_S)
+        return self._settle(futures)
+
+    def _send(self, topic: str, rows: list[Row]) -> list:
+        """Hand the records to the producer (its sender thread ships them as batches fill or linger ends)."""
+        count = self._partition_count(topic)
+        send = self.producer.send
+        return [send(topic, value=raw, key=key, partition=partition_for(key.decode(), count))
+                for key, raw, _ in rows]
+
+    def _settle(self, futures: list) -> list[Published]:
+        """Wait until every record is acknowledged; raises when the broker did not ack one."""
         out = []
         for future in futures:
-            # After the flush every future is done: read it (get() re-checks with a timer per record);
-            # get() still waits for one that is not, and raises when the broker did not ack.
+            # A done future is read directly (get() re-checks with a timer per record); get() waits for one
+            # that is not done yet, and raises when the broker did not ack.
             meta = future.value if future.is_done and future.exception is None else future.get(SEND_TIMEOUT_S)
             out.append(Published(meta.topic, meta.partition, meta.offset))
         return out

@@ -72,6 +72,40 @@ def test_publish_returns_positions_and_end_offsets(bus: Bus, new_topic) -> None:
     assert bus.publish_many(topic, []) == []
 
 
+def test_publish_chunks_is_publish_many_pipelined(bus: Bus, new_topic) -> None:
+    """Chunk n+1 goes out while chunk n is acknowledged: positions per chunk, in order, as publish_many's."""
+    topic = new_topic(2)
+    events = [tool_call(s, n) for n in range(12) for s in SESSIONS[:3]]
+    chunks = [events[i:i + 7] for i in range(0, len(events), 7)]
+    settled = list(bus.publish_chunks(topic, ([(e.subject, e) for e in chunk] for chunk in chunks)))
+    assert [len(x) for x in settled] == [len(c) for c in chunks]
+    placed = [(event.subject, at) for chunk, ats in zip(chunks, settled, strict=True)
+              for event, at in zip(chunk, ats, strict=True)]
+    assert all(at.topic == topic and at.partition == partition_for(key, 2) for key, at in placed)
+    for partition in range(2):  # dense offsets in publishing order
+        offs = [at.offset for _, at in placed if at.partition == partition]
+        assert offs == list(range(len(offs)))
+    consumer = bus.consumer("g-chunks", [topic])
+    got = drain(consumer, len(events))
+    consumer.close()
+    assert sorted(r.event.id for r in got) == sorted(e.id for e in events)
+    assert list(bus.publish_chunks(topic, [])) == [] and list(bus.publish_chunks(topic, [[]])) == [[]]
+
+
+def test_publish_chunks_rejects_a_bad_chunk_whole_after_the_earlier_ones(bus: Bus, new_topic) -> None:
+    topic = new_topic(1)
+    good = [("sess-c1", tool_call("sess-c1", n)) for n in range(3)]
+    unknown = CloudEvent.build(id="u-1", source="/t", type="rounds.nope", subject="sess-c1", data={})
+    stream = bus.publish_chunks(topic, [good, [good[0], ("sess-c1", unknown)], good])
+    assert [x.offset for x in next(stream)] == [0, 1, 2]
+    with pytest.raises(UnknownEventType):
+        next(stream)
+    consumer = bus.consumer("g-chunks-bad", [topic])
+    got = drain(consumer, 3, timeout_s=5)
+    consumer.close()
+    assert [r.event.id for r in got] == [e.id for _, e in good], "nothing of the bad chunk was written"
+
+
 def test_commit_then_resume_exactly_after_it(bus: Bus, new_topic) -> None:
     topic = new_topic(1)
     sent = publish_stream(bus, topic, per_session=5)  # 40 events on one partition

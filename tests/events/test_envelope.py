@@ -82,3 +82,27 @@ def test_copies_are_revalidated_and_reserialised() -> None:
     assert orjson.loads(changed.to_bytes())["sequence"] == 2 and event.to_bytes() == first
     with pytest.raises(InvalidEvent, match="all digits"):
         event.model_copy(update={"subject": "10000032"})
+
+
+def test_opaque_id_rule_is_exactly_the_documented_one() -> None:
+    """The subject rule runs in pydantic-core as one pattern; it accepts exactly: 1-128 chars of
+    [A-Za-z0-9._:-], a letter or digit first, not all digits."""
+    import random
+    import re
+
+    def documented(value: str) -> bool:
+        return bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}", value)) and not value.isdigit()
+
+    rng = random.Random(5)
+    alphabet = "aZ09._:-@ 7"
+    samples = ["1", "12a", "1.2", "a", ".a", "-1", "0" * 128, "0" * 127 + "a", "0" * 128 + "a", "a" * 129]
+    samples += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6))) for _ in range(3000)]
+    for value in samples:
+        try:
+            CloudEvent.build(**{**BASE, "subject": value})
+            accepted = True
+        except InvalidEvent as exc:
+            accepted = False
+            expected = "all digits" if value.isdigit() else "opaque id"
+            assert expected in str(exc), (value, str(exc))
+        assert accepted == documented(value), value
