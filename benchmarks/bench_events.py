@@ -134,6 +134,29 @@ def _producer_process(
     bus.close()
 
 
+def _member_process(
+    settings: dict, projection_db: str, topic: str, tag: str, batch_size: int, joined, go, stop, cpu, applied
+) -> None:
+    """Another member of the projection's consumer group (--consumers): the same projection, group and
+    database; the group splits the partitions, fenced positions keep the effect exactly-once."""
+    bus = open_bus(Settings(**settings))
+    runner = ProjectionRunner(bus, make_engine(projection_db), TranscriptProjection(topics=(topic,)),
+                              batch_size=batch_size, deadletter_topic=f"bench.{tag}.deadletter",
+                              poll_timeout_s=0.1)
+    with runner:
+        while not runner.consumer.assignment():
+            runner.poll_once()
+        joined.set()
+        while not go.is_set():
+            runner.poll_once()
+        began, done = time.process_time(), runner.stats.applied
+        while not stop.is_set():
+            if runner.poll_once().applied:
+                applied.value = runner.stats.applied - done
+        cpu.value = time.process_time() - began
+    bus.close()
+
+
 def utilisation(wall_s: float, events: int, **cpu_s: float | None) -> str:
     """Where the e2e window's wall time went: each process's CPU as a share of one core over the window,
     and the rate the measured CPU per event would allow if the cores did nothing else."""
@@ -213,7 +236,26 @@ def run_backend(
         )
         target = args.events + args.e2e_events
         ctx = multiprocessing.get_context("spawn")
-        ready, go = ctx.Event(), ctx.Event()
+        ready, go, stop = ctx.Event(), ctx.Event(), ctx.Event()
+        members = []  # (process, joined, cpu, applied) of the other group members (--consumers)
+        for _ in range(args.consumers - 1):
+            joined, member_cpu, applied = ctx.Event(), ctx.Value("d", 0.0), ctx.Value("q", 0)
+            member = ctx.Process(
+                target=_member_process,
+                args=(settings.model_dump(), projection_db, topic, tag, args.batch_size, joined, go, stop,
+                      member_cpu, applied),
+            )
+            member.start()
+            members.append((member, joined, member_cpu, applied))
+        deadline = time.monotonic() + 120
+        while not all(joined.is_set() for _, joined, _, _ in members):  # the group rebalances (untimed)
+            runner.poll_once()
+            if time.monotonic() > deadline:
+                raise RuntimeError("the other consumer group members did not get partitions")
+        if members:
+            print(f"[{name}] consumer group of {args.consumers} processes; this one reads partitions "
+                  f"{sorted(tp.partition for tp in runner.consumer.assignment())} of {args.partitions}",
+                  flush=True)
         producer_cpu, producer_wall = ctx.Value("d", 0.0), ctx.Value("d", 0.0)
         producer = ctx.Process(
             target=_producer_process,
@@ -236,15 +278,20 @@ def run_backend(
         go.set()
         began = time.perf_counter()
         cpu, broker = time.process_time(), broker_cpu_s(args.broker_pid)
-        batches = runner.stats.batches
-        while runner.stats.applied < target:
+        batches, applied_before = runner.stats.batches, runner.stats.applied
+        while runner.stats.applied - applied_before + sum(a.value for *_, a in members) < args.e2e_events:
             runner.poll_once()
-            if not producer.is_alive() and producer.exitcode:
-                raise RuntimeError(f"producer failed with exit code {producer.exitcode}")
+            for process in (producer, *(m[0] for m in members)):
+                if not process.is_alive() and process.exitcode:
+                    raise RuntimeError(f"a bench process failed with exit code {process.exitcode}")
         seconds = time.perf_counter() - began
         cpu, broker = time.process_time() - cpu, broker_cpu_s(args.broker_pid) - broker
+        stop.set()
+        for member, *_ in members:
+            member.join()
+        cpu += sum(c.value for _, _, c, _ in members)
         broker = broker if args.broker_pid else None
-        batches = runner.stats.batches - batches
+        batches, here = runner.stats.batches - batches, runner.stats.applied - applied_before
         producer.join()
     assert entries(engine, projection) == target, "projection lost or doubled events"
     figures["end-to-end events/s"] = args.e2e_events / seconds
@@ -252,7 +299,8 @@ def run_backend(
         f"[{name}] end to end (publish -> consume -> projection): {args.e2e_events:,} events in "
         f"{seconds:.1f}s = {figures['end-to-end events/s']:,.0f}/s ("
         f"{cpu_note(args.e2e_events, producer=producer_cpu.value, consumer_projection=cpu, broker=broker)};"
-        f" {batches:,} projection batches of {args.e2e_events / max(batches, 1):,.0f} events on average)",
+        f" {batches:,} projection batches of {here / max(batches, 1):,.0f} events on average"
+        f"{' in this process' if args.consumers > 1 else ''})",
         flush=True,
     )
     print(
@@ -331,13 +379,19 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=1000, help="distinct session keys")
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=5000, help="records per projection transaction")
+    parser.add_argument(
+        "--consumers", type=int, default=1,
+        help="processes in the projection's consumer group in the end-to-end phase (at most --partitions)",
+    )
     parser.add_argument("--kafka-bootstrap", default=os.environ.get("ROUNDS_KAFKA_BOOTSTRAP"))
     parser.add_argument("--postgres-url", default=os.environ.get("ROUNDS_BENCH_POSTGRES_URL"))
     parser.add_argument("--projection-db", default=None, help="projection database for the Kafka run")
     parser.add_argument("--broker-pid", type=int, default=None, help="the broker JVM's pid: report its CPU")
     args = parser.parse_args()
-    if min(args.events, args.e2e_events, args.sessions, args.partitions, args.batch_size) < 1:
+    if min(args.events, args.e2e_events, args.sessions, args.partitions, args.batch_size, args.consumers) < 1:
         parser.error("counts must be >= 1")
+    if args.consumers > args.partitions:
+        parser.error("--consumers must be <= --partitions (a member without a partition idles)")
     backends = ["kafka", "sql-sqlite", "sql-postgres"] if args.backend == "all" else [args.backend]
     tmp = Path(tempfile.mkdtemp(prefix="bench-events-"))
     started: list[tuple[str, dict[str, str]]] = []
