@@ -51,6 +51,36 @@ def test_paging_is_stable_under_concurrent_writes(client, family, tag):
     assert len(ids) == len(set(ids)) == 5
 
 
+def test_paging_skips_nothing_when_resources_are_deleted_or_updated_between_pages(client, family, tag):
+    first = client.get("/Patient", params={"family": family, "_count": 2, "_sort": "-birthdate"}).json()
+    shown = [e["resource"]["id"] for e in first["entry"]]
+    assert ("_after" in links(first)["next"]) and "previous" not in links(first)
+    assert client.delete(f"/Patient/{shown[0]}").status_code in (200, 204)  # an offset would skip one now
+    page, seen = first, list(shown)
+    while "next" in links(page):
+        page = httpx.get(links(page)["next"]).json()
+        seen += [e["resource"]["id"] for e in page.get("entry", [])]
+        if len(seen) == 4:  # an update moving a shown one out of the result does not shift the rest either
+            moved = patient(tag, family="Elsewhere")
+            moved["id"] = seen[2]
+            assert client.put(f"/Patient/{seen[2]}", json=moved).status_code == 200
+    assert len(seen) == len(set(seen)) == 5
+    back = httpx.get(links(page)["previous"]).json()  # the two before the last one, as the result is now
+    assert [e["resource"]["id"] for e in back["entry"]] == [seen[1], seen[3]]  # seen[0] gone, seen[2] moved
+
+
+def test_malformed_or_foreign_paging_cursors_are_client_errors(client, family):
+    from services.fhir_api.search import cursor
+
+    for params in (
+        {"_after": "%%%"},
+        {"_before": cursor.encode(("a date?", 1)), "_sort": "birthdate"},
+        {"_after": cursor.encode((1, 2, 3))},
+        {"_after": cursor.encode((1,)), "_before": cursor.encode((1,))},
+    ):
+        assert_outcome(client.get("/Patient", params={"family": family, **params}), 400)
+
+
 def test_self_link_lists_only_applied_params(client, family):
     bundle = client.get("/Patient", params={"family": family, "bogus": "1", "_sort": "-_lastUpdated"}).json()
     names = [k for k, _ in query_of(links(bundle)["self"])]

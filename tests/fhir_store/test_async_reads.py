@@ -128,10 +128,12 @@ def _search_outcome(result):
         result.has_next,
         result.used_params,
         result.snapshot,
+        (result.has_previous, result.first_cursor, result.last_cursor),
     )
 
 
 def test_async_searches_equal_threaded_searches(store) -> None:
+    from services.fhir_api.search import cursor
     from services.fhir_api.store.interface import InvalidSearch, SearchRequest
 
     patient = store.create(SHARED, {"resourceType": "Patient", "gender": "female"})
@@ -152,6 +154,11 @@ def test_async_searches_equal_threaded_searches(store) -> None:
         for rtype, params, kw in REQUESTS:
             params = [(k, v.format(pid=patient.id)) for k, v in params]
             yield SearchRequest(rtype, params, **kw)
+        for sort in ("-date", "_lastUpdated"):  # keyset pages from both ends of a middle page
+            params = [("patient", patient.id), ("_sort", sort)]
+            middle = store.search(SHARED, SearchRequest("Observation", params, count=1, offset=1))
+            for direction, at in (("after", middle.last_cursor), ("before", middle.first_cursor)):
+                yield SearchRequest("Observation", params, count=1, cursor=cursor.decode(direction, at))
 
     def threaded(request):
         try:
@@ -175,3 +182,7 @@ def test_async_searches_equal_threaded_searches(store) -> None:
         assert threaded_result == awaited_result
     assert len(pairs[0][0][0]) == 3 and pairs[1][0][2] == 2 and pairs[3][0][1] == [("Patient", patient.id)]
     assert pairs[6][0][0] == pairs[7][0][0] == "InvalidSearch"
+    keyset = [threaded_result for threaded_result, _ in pairs[len(REQUESTS) :]]
+    assert len(keyset) == 4 and all(len(page[0]) == 1 for page in keyset)
+    assert [(page[6][0], page[3]) for page in keyset] == [(True, False), (False, True)] * 2  # previous, next
+    assert keyset[0][0] != keyset[1][0] and keyset[2][0] != keyset[3][0]

@@ -13,13 +13,16 @@ from services.fhir_api.http.errors import FhirHttpError
 from services.fhir_api.http.outcome import Call, Outcome
 from services.fhir_api.http.params import parse_count, parse_instant, parse_int
 from services.fhir_api.http.validation import check_type
-from services.fhir_api.store.interface import SearchRequest, SearchResult
+from services.fhir_api.search import cursor
+from services.fhir_api.store.interface import Cursor, SearchRequest, SearchResult
 
 HTTP_PARAMS = frozenset(
     {
         "_count",
         "_offset",
         "_snapshot",
+        "_after",
+        "_before",
         "_total",
         "_totalMethod",
         "_summary",
@@ -29,6 +32,7 @@ HTTP_PARAMS = frozenset(
     }
 )
 TOTAL_MODES = ("none", "estimate", "accurate")
+CURSOR_PARAMS = ("_after", "_before")
 _ECHOED = ("_total", "_summary", "_elements")  # result parameters repeated in every paging link
 
 
@@ -59,35 +63,49 @@ def _paging_links(
     applied: list[tuple[str, str]],
     own: dict[str, str],
     count: int,
-    offset: int,
-    has_next: bool,
     snapshot: int | None,
+    at: str,
+    previous: str | None,
+    following: str | None,
 ) -> list[tuple[str, str]]:
+    """self, first, previous, next; `at`, `previous` and `following` are page positions (`_offset=40`,
+    `_after=<cursor>`, "" for the first page) and None for a page that does not exist."""
     fixed = urlencode([*applied, *((k, own[k]) for k in _ECHOED if k in own)])  # encoded once for every link
     at_base = f"{call.base}/{path}?{fixed}&" if fixed else f"{call.base}/{path}?"
     pinned = f"&_snapshot={snapshot}" if snapshot is not None else ""
 
-    def page(at: int) -> str:
-        return f"{at_base}_count={count}{pinned}" + (f"&_offset={at}" if at else "")
+    def page(position: str) -> str:
+        return f"{at_base}_count={count}{pinned}" + (f"&{position}" if position else "")
 
-    links = [
-        ("self", f"{at_base}_count={count}" + (f"&_offset={offset}" if offset else "")),
-        ("first", page(0)),
-    ]
-    if offset > 0 and count:
-        links.append(("previous", page(max(offset - count, 0))))
-    if has_next and count:
-        links.append(("next", page(offset + count)))
+    links = [("self", f"{at_base}_count={count}" + (f"&{at}" if at else "")), ("first", page(""))]
+    if previous is not None and count:
+        links.append(("previous", page(previous)))
+    if following is not None and count:
+        links.append(("next", page(following)))
     return links
+
+
+def _offset_at(offset: int) -> str:
+    return f"_offset={offset}" if offset else ""
 
 
 def _searchset(
     call: Call, path: str, result: SearchResult, own: dict[str, str], count: int, offset: int
 ) -> bytes:
+    """Pages after the first continue from a keyset cursor when the result has them (searches), else by
+    offset ($everything)."""
     entries = [search_entry(call.base, r, "match", call.subset) for r in result.matches]
     entries += [search_entry(call.base, r, "include", call.subset) for r in result.includes]
+    at = next((f"{k}={own[k]}" for k in CURSOR_PARAMS if k in own), "")
+    at = "&".join(p for p in (at, _offset_at(offset)) if p)
+    if result.first_cursor is not None:
+        previous = f"_before={result.first_cursor}" if result.has_previous else None
+        following = f"_after={result.last_cursor}" if result.has_next else None
+    else:
+        previous = _offset_at(max(offset - count, 0)) if offset > 0 else None
+        following = _offset_at(offset + count) if result.has_next else None
     links = _paging_links(
-        call, path, result.used_params, own, count, offset, result.has_next, result.snapshot
+        call, path, result.used_params, own, count, result.snapshot, at, previous, following
     )
     return bundle("searchset", entries, total=result.total, links=links)
 
@@ -108,7 +126,15 @@ def search_request(call: Call, resource_type: str | None, params: list[tuple[str
         total=_total_mode(own, count),
         strict=call.prefer.strict,
         snapshot=parse_int(own["_snapshot"], "_snapshot") if "_snapshot" in own else None,
+        cursor=_cursor(own),
     )
+
+
+def _cursor(own: dict[str, str]) -> Cursor | None:
+    given = [name for name in CURSOR_PARAMS if name in own]
+    if len(given) > 1:
+        raise FhirHttpError(400, "_after and _before cannot be combined")
+    return cursor.decode(given[0][1:], own[given[0]]) if given else None
 
 
 def search_outcome(
@@ -147,6 +173,8 @@ def history(call: Call, resource_type: str | None, id: str | None, params: list[
     versions, total = call.store.history(call.ctx, resource_type, id, since=since, count=count, offset=offset)
     path = "/".join(p for p in (resource_type, id, "_history") if p)
     applied = [("_since", values["_since"])] if since else []
-    links = _paging_links(call, path, applied, own, count, offset, offset + len(versions) < total, None)
+    previous = _offset_at(max(offset - count, 0)) if offset > 0 else None
+    following = _offset_at(offset + count) if offset + len(versions) < total else None
+    links = _paging_links(call, path, applied, own, count, None, _offset_at(offset), previous, following)
     entries = [history_entry(call.base, v) for v in versions]
     return Outcome(200, body=bundle("history", entries, total=total, links=links))

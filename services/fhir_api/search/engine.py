@@ -11,12 +11,14 @@ from typing import Any
 from psycopg.rows import namedtuple_row
 from sqlalchemy import BigInteger, Connection, Integer, Select, and_, bindparam, func, or_, select
 
+from services.fhir_api.search import cursor
 from services.fhir_api.search import query as q
 from services.fhir_api.search.keys import compartment_keys, param_keys
 from services.fhir_api.search.registry import get_param
 from services.fhir_api.store import models as m
 from services.fhir_api.store.interface import (
     Context,
+    Cursor,
     InvalidSearch,
     NotFound,
     SearchRequest,
@@ -54,6 +56,7 @@ class Template:
     page: Select
     total: Select | None
     cached: bool  # shared by every request of its shape (else built for one request)
+    keys: tuple  # the page's sort keys, then rid (what a keyset cursor holds)
 
 
 # Statements by search shape: building them costs several times what running them costs, and an assistant's
@@ -138,25 +141,44 @@ def search_steps(dialect, ctx: Context, request: SearchRequest) -> Generator[Ste
     values["page_offset"] = request.offset
     if snapshot is not None:
         values["snapshot"] = snapshot
+    if request.cursor is not None:
+        values.update(cursor.bind_values(request.cursor, template.keys))
 
     def run(stmt: Select) -> Step:
         return Step(stmt, values) if template.cached else Step(call=lambda c: c.execute(stmt, values).all())
 
     total = (yield run(template.total))[0][0] if template.total is not None else None
-    matches: list[StoredResource] = []
-    has_next = False
+    result = SearchResult([], [], total, plan.used, False, snapshot, has_previous=request.offset > 0)
     if request.count > 0:
         rows = yield run(template.page)
-        has_next = len(rows) > request.count
-        matches = [_stored(row) for row in rows[: request.count]]
-        if snapshot is None:
-            snapshot = rows[0].snap if rows else (yield Step(SNAPSHOT, {}))[0][0]
-    if total is None and request.total != "none" and not has_next:
-        total = request.offset + len(matches)
-    includes = []
-    if matches and _include_specs(request.params):
-        includes = yield Step(call=lambda c: _includes(c, ctx, matches, request.params))
-    return SearchResult(matches, includes, total, plan.used, has_next, snapshot)
+        _page_of(result, rows, request, len(template.keys) - 1)
+        if result.snapshot is None:
+            result.snapshot = rows[0].snap if rows else (yield Step(SNAPSHOT, {}))[0][0]
+    if total is None and request.total != "none" and not result.has_next and request.cursor is None:
+        result.total = request.offset + len(result.matches)
+    if result.matches and _include_specs(request.params):
+        result.includes = yield Step(call=lambda c: _includes(c, ctx, result.matches, request.params))
+    return result
+
+
+def _page_of(result: SearchResult, rows: list, request: SearchRequest, sort_keys: int) -> None:
+    """Fill `result` with the page in `rows` (count + 1 rows in forward order: the extra one, if any, is the
+    last for a page after a cursor or none, the first for a page before one) and its keyset cursors."""
+    count, direction = request.count, request.cursor.direction if request.cursor else None
+    if direction == "before":
+        page = rows[-count:]
+        result.has_previous, result.has_next = len(rows) > count, True
+    else:
+        page = rows[:count]
+        result.has_next = len(rows) > count
+        result.has_previous = result.has_previous or direction == "after"
+    result.matches = [_stored(row) for row in page]
+    if page:
+        result.first_cursor, result.last_cursor = (_position(row, sort_keys) for row in (page[0], page[-1]))
+
+
+def _position(row, sort_keys: int) -> str:
+    return cursor.encode((*(getattr(row, f"k{i}") for i in range(sort_keys)), row.rid))
 
 
 def _template(dialect, ctx: Context, request: SearchRequest, plan: q.Plan, pinned: bool) -> Template:
@@ -164,7 +186,8 @@ def _template(dialect, ctx: Context, request: SearchRequest, plan: q.Plan, pinne
     shape = plan.key
     key = None
     if shape is not None:
-        key = (request.resource_type, shape, q.context_shape(ctx), pinned, request.total, dialect.name)
+        at = (request.cursor.direction, cursor.nulls(request.cursor)) if request.cursor else None
+        key = (request.resource_type, shape, q.context_shape(ctx), pinned, request.total, at, dialect.name)
         found = _TEMPLATES.get(key)
         if found is not None:
             return found
@@ -172,8 +195,9 @@ def _template(dialect, ctx: Context, request: SearchRequest, plan: q.Plan, pinne
     cutoff = bindparam("snapshot", type_=BigInteger) if pinned else _snapshot_expr()
     filters = plan.where(r, postgres=dialect.name == "postgresql")
     stmt = q.base_select(request.resource_type, ctx, r).where(r.c.created_seq <= cutoff, *filters)
-    page = _page(stmt, request.resource_type, plan.sort, cutoff, r)
-    built = Template(page, _total(stmt, request.total), key is not None)
+    keys = q.sort_keys(request.resource_type, plan.sort, r)
+    page = _page(stmt, keys, cutoff, r, request.cursor)
+    built = Template(page, _total(stmt, request.total), key is not None, (*(k for k, _ in keys), r.c.rid))
     if key is not None:
         for statement in (built.page, built.total):
             if statement is not None:  # settle lazily built parts before other threads share the statement
@@ -189,16 +213,23 @@ def _snapshot_expr():
     return select(func.coalesce(func.max(m.version.c.seq), 0)).scalar_subquery()
 
 
-def _page(stmt: Select, resource_type: str | None, sort: list[tuple[str, bool]], cutoff, r) -> Select:
-    """One statement for a page: the ordered rids (count + 1, to know whether a next page exists) joined to
-    the raw JSON of just those rows, plus the snapshot it ran against."""
-    keys = q.sort_keys(resource_type, sort, r)
+def _page(stmt: Select, keys: list, cutoff, r, at: Cursor | None) -> Select:
+    """One statement for a page: the ordered rids (count + 1, to know whether a page follows) joined to the
+    raw JSON of just those rows, plus the snapshot it ran against. From a keyset cursor, if any: a page
+    before it walks the order backwards (the outer query puts the rows back in forward order)."""
     labelled = [key.label(f"k{i}") for i, (key, _) in enumerate(keys)]
     cols = (r.c.rid, r.c.seq, r.c.res_type, r.c.res_id, r.c.version, r.c.last_updated)
+    inner = stmt.with_only_columns(*cols, *labelled, cutoff.label("snap"))
+    if at is not None:
+        if len(at.values) != len(keys) + 1:
+            raise InvalidSearch(f"_{at.direction}: the cursor does not fit this search's sort")
+        inner = inner.where(cursor.beyond(keys, r.c.rid, at.direction, cursor.nulls(at)))
+    if at is not None and at.direction == "before":
+        inner = inner.order_by(*cursor.reverse_ordering(keys, r.c.rid))
+    else:
+        inner = inner.order_by(*q.ordering(keys), r.c.rid)
     page = (
-        stmt.with_only_columns(*cols, *labelled, cutoff.label("snap"))
-        .order_by(*q.ordering(keys), r.c.rid)
-        .limit(bindparam("page_limit", type_=Integer))
+        inner.limit(bindparam("page_limit", type_=Integer))
         .offset(bindparam("page_offset", type_=Integer))
         .subquery("page")
     )

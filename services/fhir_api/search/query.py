@@ -50,6 +50,8 @@ RESULT_PARAMS = {
     "_totalMethod",
     "_getpagesoffset",
     "_snapshot",
+    "_after",
+    "_before",
     "_since",
     "_type",
 }

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from sqlalchemy import Connection
 
@@ -51,6 +51,14 @@ class ResourceChange:
 ChangeListener = Callable[[Connection, ResourceChange], None]
 
 
+class Cursor(NamedTuple):
+    """Where a keyset page starts: strictly after (before) the row with these sort-key values, then rid
+    (search/cursor.py)."""
+
+    direction: Literal["after", "before"]
+    values: tuple
+
+
 @dataclass
 class SearchRequest:
     resource_type: str | None  # None = system-level search
@@ -60,6 +68,7 @@ class SearchRequest:
     total: Literal["none", "estimate", "accurate"] = "none"
     strict: bool = False  # Prefer: handling=strict -> unknown parameters raise InvalidSearch
     snapshot: int | None = None  # change-sequence cutoff so paging is stable under concurrent writes
+    cursor: Cursor | None = None  # keyset paging: continue from where the previous page ended
 
 
 @dataclass
@@ -70,6 +79,9 @@ class SearchResult:
     used_params: list[tuple[str, str]] = field(default_factory=list)  # what was applied (for the self link)
     has_next: bool = False
     snapshot: int | None = None  # to pass back on the next page
+    has_previous: bool = False
+    first_cursor: str | None = None  # keyset position of the first / last match (for previous / next links)
+    last_cursor: str | None = None
 
 
 class StoreError(Exception):
