@@ -184,3 +184,18 @@ def test_history_type_and_since(client, tag):
     assert len(paged["entry"]) == 1 and any(link["relation"] == "next" for link in paged["link"])
     assert client.get("/_history", params={"_count": 2}).json()["type"] == "history"
     assert_outcome(client.get("/Patient/_history", params={"_since": "yesterday"}), 400)
+
+
+def test_history_pages_are_stable_under_concurrent_writes(client, tag):
+    pid = _create(client, tag).json()["id"]
+    for family in ("Two", "Three", "Four"):
+        client.put(f"/Patient/{pid}", json={**patient(tag, family=family), "id": pid})
+    first = client.get(f"/Patient/{pid}/_history", params={"_count": 2}).json()
+    assert [e["response"]["etag"] for e in first["entry"]] == ['W/"4"', 'W/"3"']
+    client.put(f"/Patient/{pid}", json={**patient(tag, family="Five"), "id": pid})  # newest first: would shift
+    nxt = next(link["url"] for link in first["link"] if link["relation"] == "next")
+    assert "_snapshot=" in nxt
+    second = httpx.get(nxt).json()
+    assert [e["response"]["etag"] for e in second["entry"]] == ['W/"2"', 'W/"1"']
+    assert second["total"] == first["total"] == 4
+    assert not any(link["relation"] == "next" for link in second["link"])

@@ -114,7 +114,7 @@ def test_sessions_are_isolated_copy_on_write(store, record) -> None:
     with pytest.raises(NotFound):
         store.read(b, "Observation", new_obs.id)
     assert store.read(SHARED, "Patient", pat.id).version_id == 1
-    history, total = store.history(a, "Patient", pat.id)
+    history, total, _ = store.history(a, "Patient", pat.id)
     assert [h.version_id for h in history] == [2, 1] and total == 2
 
     store.drop_session(a.session_id)

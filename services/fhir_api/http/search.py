@@ -170,11 +170,14 @@ def history(call: Call, resource_type: str | None, id: str | None, params: list[
     count = parse_count(own.get("_count"))
     offset = parse_int(own.get("_offset", "0"), "_offset")
     since = parse_instant(values["_since"], "_since") if "_since" in values else None
-    versions, total = call.store.history(call.ctx, resource_type, id, since=since, count=count, offset=offset)
+    pinned = parse_int(own["_snapshot"], "_snapshot") if "_snapshot" in own else None
+    versions, total, snapshot = call.store.history(
+        call.ctx, resource_type, id, since=since, count=count, offset=offset, snapshot=pinned
+    )
     path = "/".join(p for p in (resource_type, id, "_history") if p)
     applied = [("_since", values["_since"])] if since else []
     previous = _offset_at(max(offset - count, 0)) if offset > 0 else None
     following = _offset_at(offset + count) if offset + len(versions) < total else None
-    links = _paging_links(call, path, applied, own, count, None, _offset_at(offset), previous, following)
+    links = _paging_links(call, path, applied, own, count, snapshot, _offset_at(offset), previous, following)
     entries = [history_entry(call.base, v) for v in versions]
     return Outcome(200, body=bundle("history", entries, total=total, links=links))

@@ -179,7 +179,10 @@ class ResourceStore(Protocol):
         since: datetime | None = None,
         count: int = 20,
         offset: int = 0,
-    ) -> tuple[list[StoredResource], int]: ...
+        snapshot: int | None = None,
+    ) -> tuple[list[StoredResource], int, int]:
+        """(a page of versions, newest first; how many there are; the change sequence they were counted at,
+        to pass back as `snapshot` for the next pages so versions written meanwhile do not shift them)"""
 
     def search(self, ctx: Context, request: SearchRequest) -> SearchResult: ...
 

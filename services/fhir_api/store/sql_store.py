@@ -210,7 +210,8 @@ class SqlResourceStore(LoopReads):
         since: datetime | None = None,
         count: int = 20,
         offset: int = 0,
-    ) -> tuple[list[StoredResource], int]:
+        snapshot: int | None = None,
+    ) -> tuple[list[StoredResource], int, int]:
         v, r = m.version, m.resource.alias("r")
         session = ctx.session_id or ""
         # own versions, plus shared versions of resources the clock lets this context see
@@ -229,15 +230,19 @@ class SqlResourceStore(LoopReads):
             stmt = stmt.where(v.c.res_id == id)
         if since is not None:
             stmt = stmt.where(v.c.last_updated >= since)
+        if snapshot is not None:  # later pages: the versions there were at the first (new ones come first)
+            stmt = stmt.where(v.c.seq <= snapshot)
 
-        def page(conn: Connection) -> tuple[int, list]:
+        def page(conn: Connection) -> tuple[int, int, list]:
             if id and resource_type and self._current(conn, ctx, resource_type, id) is None:
                 raise NotFound(f"{resource_type}/{id} not found")
-            total = conn.execute(select(func.count()).select_from(stmt.subquery())).scalar_one()
-            return total, conn.execute(stmt.order_by(v.c.seq.desc()).limit(count).offset(offset)).all()
+            found = stmt.subquery()
+            total, newest = conn.execute(select(func.count(), func.max(found.c.seq))).one()
+            rows = conn.execute(stmt.order_by(v.c.seq.desc()).limit(count).offset(offset)).all()
+            return total, newest or 0, rows
 
-        total, rows = self._reading(page)
-        return [stored_resource(x) for x in rows], total
+        total, newest, rows = self._reading(page)
+        return [stored_resource(x) for x in rows], total, snapshot if snapshot is not None else newest
 
     def search(self, ctx: Context, request: SearchRequest) -> SearchResult:
         return self._reading(lambda conn: search_engine.search(conn, ctx, request))
