@@ -192,7 +192,7 @@ def test_history_pages_are_stable_under_concurrent_writes(client, tag):
         client.put(f"/Patient/{pid}", json={**patient(tag, family=family), "id": pid})
     first = client.get(f"/Patient/{pid}/_history", params={"_count": 2}).json()
     assert [e["response"]["etag"] for e in first["entry"]] == ['W/"4"', 'W/"3"']
-    client.put(f"/Patient/{pid}", json={**patient(tag, family="Five"), "id": pid})  # newest first: would shift
+    client.put(f"/Patient/{pid}", json={**patient(tag, family="Five"), "id": pid})  # comes first: would shift
     nxt = next(link["url"] for link in first["link"] if link["relation"] == "next")
     assert "_snapshot=" in nxt
     second = httpx.get(nxt).json()
