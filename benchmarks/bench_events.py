@@ -279,6 +279,7 @@ def run_backend(
         began = time.perf_counter()
         cpu, broker = time.process_time(), broker_cpu_s(args.broker_pid)
         batches, applied_before = runner.stats.batches, runner.stats.applied
+        runner.poll_timeout_s = 0.02  # an idle poll must not hide the moment the other members finish
         while runner.stats.applied - applied_before + sum(a.value for *_, a in members) < args.e2e_events:
             runner.poll_once()
             for process in (producer, *(m[0] for m in members)):

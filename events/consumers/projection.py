@@ -12,7 +12,7 @@ transactions), validate an event before mutating anything, and raise to reject i
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, ClassVar
@@ -33,6 +33,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.engine import Compiled
 from sqlalchemy.schema import SchemaItem
 
 from events.bus import Record
@@ -75,7 +76,7 @@ def bulk_insert(
     if not rows:
         return
     names = list(columns if columns is not None else rows[0])
-    compiled = insert(table).compile(dialect=conn.dialect, column_keys=names)
+    compiled = _compiled(conn, ("insert", table, tuple(names)), lambda: insert(table), column_keys=names)
     if not compiled.positional:  # named parameters (psycopg): dicts keyed by column
         params = list(rows) if columns is None else [dict(zip(names, row, strict=True)) for row in rows]
         order = names
@@ -90,6 +91,21 @@ def bulk_insert(
     if key and set(key) <= set(order):
         params.sort(key=itemgetter(*key) if not compiled.positional else itemgetter(*map(order.index, key)))
     conn.exec_driver_sql(compiled.string, params)
+
+
+_COMPILED: dict[tuple[Any, ...], Compiled] = {}
+
+
+def _compiled(conn: Connection, key: tuple[Any, ...], statement: Callable[[], Any], **kw: Any) -> Compiled:
+    """A bulk statement compiled once per (statement shape, dialect): compiling costs ~1 ms, paid per batch
+    before — most of a small batch's fixed cost when a consumer keeps up with its topic."""
+    key = (*key, type(conn.dialect), conn.dialect.paramstyle)
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        if len(_COMPILED) > 1024:  # projections with suffixes make new tables: stay bounded
+            _COMPILED.clear()
+        compiled = _COMPILED[key] = statement().compile(dialect=conn.dialect, **kw)
+    return compiled
 
 
 def in_bound(column: ColumnElement, dialect: str, name: str) -> ColumnElement[bool]:
@@ -117,12 +133,13 @@ def bulk_update(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
     values = [name for name in rows[0] if name not in key] if rows else []
     if not values:
         return
-    statement = (
-        update(table)
+    compiled = _compiled(
+        conn,
+        ("update", table, tuple(key), tuple(values)),
+        lambda: update(table)
         .where(and_(*(table.c[name] == bindparam(f"k_{name}") for name in key)))
-        .values({name: bindparam(f"v_{name}") for name in values})
+        .values({name: bindparam(f"v_{name}") for name in values}),
     )
-    compiled = statement.compile(dialect=conn.dialect)
     binds = [f"k_{name}" for name in key] + [f"v_{name}" for name in values]
     if compiled.positional:
         binds = list(compiled.positiontup)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from operator import attrgetter
 
-from sqlalchemy import Connection, Engine, and_, insert, select, update
+from sqlalchemy import Connection, Engine, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 
 from events.bus import Bus, Consumer, Record, TopicPartition
@@ -32,6 +32,17 @@ log = logging.getLogger(__name__)
 POSITIONS = ConsumerPosition.__table__
 PROCESSED = ProcessedEvent.__table__
 _PARTITION = attrgetter("topic", "partition")
+# Built once: constructing a Core statement per batch and partition cost more than executing it.
+_MOVE_POSITION = (
+    update(POSITIONS)
+    .where(
+        POSITIONS.c.group_id == bindparam("b_group"),
+        POSITIONS.c.topic == bindparam("b_topic"),
+        POSITIONS.c.partition == bindparam("b_partition"),
+        POSITIONS.c.next_offset == bindparam("b_previous"),
+    )
+    .values(next_offset=bindparam("b_next"))
+)
 INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)  # the database is down: retry, don't dead-letter
 
 
@@ -306,8 +317,9 @@ class ProjectionRunner:
                 except IntegrityError as exc:
                     raise _Fenced() from exc
                 continue
-            where = and_(*(POSITIONS.c[k] == v for k, v in key.items()), POSITIONS.c.next_offset == previous)
-            result = conn.execute(update(POSITIONS).where(where).values(next_offset=next_offset))
+            result = conn.execute(_MOVE_POSITION, {"b_group": self.group_id, "b_topic": tp.topic,
+                                                   "b_partition": tp.partition, "b_previous": previous,
+                                                   "b_next": next_offset})
             if result.rowcount != 1:
                 raise _Fenced()
         return advanced

@@ -16,6 +16,7 @@ from sqlalchemy import (
     Float,
     Integer,
     PrimaryKeyConstraint,
+    Select,
     String,
     Text,
     select,
@@ -82,6 +83,10 @@ class TranscriptProjection(Projection):
     topics = (SESSIONS,)
     types = frozenset(ENTRY_KINDS)
 
+    def __init__(self, suffix: str = "", topics: tuple[str, ...] | None = None) -> None:
+        super().__init__(suffix, topics)
+        self._load: dict[str, Select] = {}  # the batch's session rows, per dialect
+
     def schema(self) -> dict[str, list[SchemaItem]]:
         return {
             "transcript_sessions": [
@@ -119,7 +124,10 @@ class TranscriptProjection(Projection):
         table = self.tables["transcript_sessions"]
         ids = {self.session_of(r) for r in records}
         dialect = tx.conn.dialect.name
-        statement = select(table).where(in_bound(table.c.session_id, dialect, "ids"))
+        statement = self._load.get(dialect)
+        if statement is None:  # built once per dialect, not per batch
+            statement = select(table).where(in_bound(table.c.session_id, dialect, "ids"))
+            self._load[dialect] = statement
         result = tx.conn.execute(statement, {"ids": bound_values(dialect, ids)})
         names = list(result.keys())
         loaded = (dict(zip(names, row, strict=True)) for row in result)

@@ -61,6 +61,26 @@ def test_bulk_update_matches_on_the_key_and_leaves_other_rows(table_and_engine) 
     assert _rows(engine, table) == [("j", 1, "keep", 3), ("k", 1, "one", 10), ("k", 2, "new", 20)]
 
 
+def test_compiled_bulk_statements_are_reused_per_table_shape_and_dialect(table_and_engine) -> None:
+    """The compiled-statement memo: a second batch of the same shape reuses the statement; another column
+    set, another table of the same name (a fresh projection) or an UPDATE gets its own."""
+    from events.consumers import projection
+
+    table, engine = table_and_engine
+    twin = Table("t_batch", MetaData(), *(Column(c.name, c.type, primary_key=c.primary_key) for c in table.c))
+    with engine.begin() as conn:
+        bulk_insert(conn, table, [("p", 1, "x", 1)], columns=("a", "b", "c", "d"))
+        size = len(projection._COMPILED)
+        bulk_insert(conn, table, [("p", 2, "y", 2)], columns=("a", "b", "c", "d"))
+        assert len(projection._COMPILED) == size
+        bulk_insert(conn, table, [("p", 3, "z")], columns=("a", "b", "c"))
+        bulk_insert(conn, twin, [("p", 4, "w", 4)], columns=("a", "b", "c", "d"))
+        bulk_update(conn, table, [{"a": "p", "b": 1, "c": "u"}], key=("a", "b"))
+        bulk_update(conn, table, [{"a": "p", "b": 2, "d": 9}], key=("a", "b"))
+        assert len(projection._COMPILED) == size + 4
+    assert _rows(engine, table) == [("p", 1, "u", 1), ("p", 2, "y", 9), ("p", 3, "z", None), ("p", 4, "w", 4)]
+
+
 def test_gc_pause_nests_and_restores_the_collector_even_on_errors() -> None:
     assert gc.isenabled()
     with gc_paused():
