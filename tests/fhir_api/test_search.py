@@ -194,3 +194,20 @@ def test_everything_is_paged_and_filtered(client, api, tag):
     assert_outcome(client.get(f"/Patient/{pid}/$everything", params={"_type": "Nope"}), 404)
     assert_outcome(client.get(f"/Patient/{pid}/$everything", params={"_since": "soon"}), 400)
     assert_outcome(client.get(f"/Observation/{pid}/$everything"), 404)
+
+
+def test_everything_pages_skip_nothing_when_resources_are_deleted_between_pages(client, tag):
+    pid = client.post("/Patient", json=patient(tag)).json()["id"]
+    for i in range(5):
+        client.post("/Observation", json=observation(pid, f"d-{tag}", f"2150-02-0{i + 1}T00:00:00Z"))
+    first = client.get(f"/Patient/{pid}/$everything", params={"_count": 2}).json()
+    shown = [(e["resource"]["resourceType"], e["resource"]["id"]) for e in first["entry"]]
+    assert shown[0] == ("Patient", pid) and "_after=" in links(first)["next"]
+    assert client.delete(f"/Observation/{shown[1][1]}").status_code in (200, 204)  # offsets would shift now
+    page, seen = first, [i for _, i in shown]
+    while "next" in links(page):
+        page = httpx.get(links(page)["next"]).json()
+        seen += [e["resource"]["id"] for e in page.get("entry", [])]
+    assert len(seen) == len(set(seen)) == 6
+    back = httpx.get(links(page)["previous"]).json()
+    assert [e["resource"]["id"] for e in back["entry"]] == seen[2:4]  # the page before the last, as it is now

@@ -157,7 +157,9 @@ def everything(call: Call, patient_id: str, params: list[tuple[str, str]]) -> Ou
     types = None
     if "_type" in values:
         types = [check_type(t.strip()) for t in values["_type"].split(",") if t.strip()]
-    result = call.store.everything(call.ctx, patient_id, since=since, types=types, count=count, offset=offset)
+    result = call.store.everything(
+        call.ctx, patient_id, since=since, types=types, count=count, offset=offset, cursor=_cursor(own)
+    )
     result.used_params = [(k, values[k]) for k in ("_since", "_type") if k in values]
     return Outcome(
         200, body=_searchset(call, f"Patient/{patient_id}/$everything", result, own, count, offset)

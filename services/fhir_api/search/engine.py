@@ -13,14 +13,13 @@ from sqlalchemy import BigInteger, Connection, Integer, Select, and_, bindparam,
 
 from services.fhir_api.search import cursor
 from services.fhir_api.search import query as q
-from services.fhir_api.search.keys import compartment_keys, param_keys
+from services.fhir_api.search.keys import param_keys
 from services.fhir_api.search.registry import get_param
 from services.fhir_api.store import models as m
 from services.fhir_api.store.interface import (
     Context,
     Cursor,
     InvalidSearch,
-    NotFound,
     SearchRequest,
     SearchResult,
     StoredResource,
@@ -298,7 +297,7 @@ def _includes(conn: Connection, ctx: Context, matches: list[StoredResource], par
             src_type, pname, target = _parse_include(value)
             pool = [s for s in frontier if kind == "_revinclude" or src_type in ("*", s.resource_type)]
             if pool:
-                found += (_forward if kind == "_include" else _reverse)(
+                found += (forward_rids if kind == "_include" else _reverse)(
                     conn, ctx, pool, src_type, pname, target
                 )
         new = [s for s in fetch(conn, list(dict.fromkeys(found))) if (s.resource_type, s.id) not in seen]
@@ -323,7 +322,7 @@ def _key_rids(conn: Connection, ctx: Context, pool: list[StoredResource]) -> lis
     return list(conn.execute(select(r.c.rid).where(q.visible(r, ctx), or_(*keys))).scalars())
 
 
-def _forward(conn, ctx, pool, src_type, pname, target) -> list[int]:
+def forward_rids(conn, ctx, pool, src_type, pname, target) -> list[int]:
     """Resources the pool refers to through src_type:pname (or every reference param for '*')."""
     ref, t = m.reference, q.T
     stmt = (
@@ -349,43 +348,3 @@ def _reverse(conn, ctx, pool, src_type, pname, target) -> list[int]:
     elif src_type != "*":
         stmt = stmt.where(ref.c.param_key.in_(param_keys(src_type, "reference")))
     return list(conn.execute(stmt).scalars())
-
-
-def everything(
-    conn: Connection,
-    ctx: Context,
-    patient_id: str,
-    since: datetime | None,
-    types: list[str] | None,
-    count: int,
-    offset: int,
-) -> SearchResult:
-    """Patient/$everything: the Patient and its compartment (CompartmentDefinition-patient), clock applied."""
-    r = q.R
-    patient = conn.execute(
-        select(r.c.rid).where(r.c.res_type == "Patient", r.c.res_id == patient_id, q.visible(r, ctx))
-    ).scalar()
-    if patient is None:
-        raise NotFound(f"Patient/{patient_id} not found")
-    ref = m.reference  # the compartment: whatever refers to the Patient through a compartment parameter
-    members = select(ref.c.rid).where(
-        ref.c.param_key.in_(compartment_keys()), ref.c.target_id == patient_id, ref.c.target_type == "Patient"
-    )
-    stmt = select(r.c.rid).where(q.visible(r, ctx), or_(r.c.rid == patient, r.c.rid.in_(members)))
-    if since is not None:
-        stmt = stmt.where(r.c.last_updated >= since)
-    if types:
-        stmt = stmt.where(r.c.res_type.in_(types))
-    total = conn.execute(select(func.count()).select_from(stmt.subquery())).scalar_one()
-    page = list(
-        conn.execute(
-            stmt.order_by((r.c.rid != patient), r.c.res_type, r.c.rid).limit(count).offset(offset)
-        ).scalars()
-    )
-    matches = fetch(conn, page)
-    referenced = _forward(conn, ctx, matches, "", "*", None) if matches else []
-    includes = [s for s in fetch(conn, list(dict.fromkeys(referenced))) if s.resource_type in _OUTSIDE]
-    return SearchResult(matches, includes, total, [], offset + len(page) < total, None)
-
-
-_OUTSIDE = ("Medication", "Location", "Organization", "Practitioner")

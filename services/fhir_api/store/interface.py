@@ -195,6 +195,7 @@ class ResourceStore(Protocol):
         types: list[str] | None = None,
         count: int = 100,
         offset: int = 0,
+        cursor: Cursor | None = None,
     ) -> SearchResult: ...
 
     def drop_session(self, session_id: str) -> None:

@@ -32,6 +32,7 @@ from services.fhir_api import json_numbers
 from services.fhir_api.search import engine as search_engine
 from services.fhir_api.search import registry
 from services.fhir_api.search.engine import rows_of
+from services.fhir_api.search.everything import everything
 from services.fhir_api.search.values import to_us
 from services.fhir_api.store import models as m
 from services.fhir_api.store.async_reads import AsyncReader, LoopReads
@@ -41,6 +42,7 @@ from services.fhir_api.store.interface import (
     ChangeListener,
     Conflict,
     Context,
+    Cursor,
     Gone,
     InvalidResource,
     MultipleMatches,
@@ -256,10 +258,10 @@ class SqlResourceStore(LoopReads):
         types: list[str] | None = None,
         count: int = 100,
         offset: int = 0,
+        cursor: Cursor | None = None,
     ) -> SearchResult:
-        return self._reading(
-            lambda conn: search_engine.everything(conn, ctx, patient_id, since, types, count, offset)
-        )
+        page = (count, offset, cursor)
+        return self._reading(lambda conn: everything(conn, ctx, patient_id, since, types, *page))
 
     # -- writes ------------------------------------------------------------------------------------------
     def create(self, ctx: Context, resource: dict, *, id: str | None = None) -> StoredResource:
