@@ -140,6 +140,11 @@ class InteractionRecorder:
             await asyncio.to_thread(self.record, interaction)
 
     @staticmethod
+    def wants(method: str, path: str) -> bool:
+        """Asked before the exchange (services/fhir_api/http/interactions.py): /fhir traffic is not teed."""
+        return method.upper() in RECORDED_METHODS and _SESSION_BASE.match(path) is not None
+
+    @staticmethod
     def recorded(interaction: Interaction) -> bool:
         """Only EHR calls made through a session's FHIR base are session events."""
         return bool(

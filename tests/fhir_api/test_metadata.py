@@ -57,7 +57,15 @@ def test_interaction_listeners_see_every_request(api, tag):
     def boom(_event):
         raise RuntimeError("a broken listener must not break the API")
 
-    api.app.state.interaction_listeners.extend([seen.append, boom])
+    class SessionsOnly(list):
+        def __call__(self, event) -> None:
+            self.append(event)
+
+        def wants(self, method: str, path: str) -> bool:
+            return path.startswith("/sessions/")
+
+    picky = SessionsOnly()
+    api.app.state.interaction_listeners.extend([seen.append, boom, picky])
     try:
         session = httpx.post(f"{api.root}/sessions", json={"now": "2150-01-01"}).json()
         body = httpx.Request("POST", "/", json=patient(tag)).content
@@ -76,6 +84,7 @@ def test_interaction_listeners_see_every_request(api, tag):
     assert write.latency_ms > 0 and write.path == f"/sessions/{session['id']}/fhir/Patient"
     read = next(e for e in seen if e.method == "GET")
     assert read.session_id is None and read.status == 404 and read.resource_id == f"none-{tag}"
+    assert [e.path for e in picky] == [write.path]  # asked first: the /fhir read, POST /sessions pass by
 
 
 def test_openapi_docs(api):

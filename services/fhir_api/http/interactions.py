@@ -55,6 +55,13 @@ def _sha256(chunks: list[bytes]) -> str:
 
 
 InteractionListener = Callable[[Interaction], object]
+# A listener may also have `wants(method, path) -> bool`: asked before the exchange, so exchanges no listener
+# wants (a replay of reads on /fhir, say) pass through without the tee, the timing and the Interaction.
+
+
+def _wanted(listeners: list[InteractionListener], scope: Scope) -> list[InteractionListener]:
+    method, path = scope.get("method", ""), scope.get("path", "")
+    return [one for one in listeners if (wants := getattr(one, "wants", None)) is None or wants(method, path)]
 
 
 def _target(path: str, location: str | None) -> tuple[str | None, str | None, str | None]:
@@ -84,7 +91,8 @@ class InteractionMiddleware:
         self.listeners = listeners
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.listeners():
+        listeners = _wanted(self.listeners(), scope) if scope["type"] == "http" else []
+        if not listeners:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
@@ -111,10 +119,16 @@ class InteractionMiddleware:
         try:
             await self.app(scope, tee_receive, tee_send)
         finally:
-            await self._notify(scope, started, request_body, response_body, seen)
+            await self._notify(listeners, scope, started, request_body, response_body, seen)
 
     async def _notify(
-        self, scope: Scope, started: float, request_body: list[bytes], response_body: list[bytes], seen: dict
+        self,
+        listeners: list[InteractionListener],
+        scope: Scope,
+        started: float,
+        request_body: list[bytes],
+        response_body: list[bytes],
+        seen: dict,
     ) -> None:
         path = scope.get("path", "")
         query = scope.get("query_string", b"").decode("latin-1")
@@ -132,7 +146,7 @@ class InteractionMiddleware:
             request_body=request_body,
             response_body=response_body,
         )
-        for listener in list(self.listeners()):
+        for listener in listeners:
             try:
                 result = listener(event)
                 if asyncio.iscoroutine(result):
