@@ -6,7 +6,7 @@ so every link and fullUrl is built from the same externally visible FHIR base.
 
 from __future__ import annotations
 
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, quote_plus
 
 from fastapi import Request
 
@@ -48,5 +48,19 @@ def fhir_base(request: Request, configured: str | None) -> str:
 
 
 def url_with(base: str, path: str, params: list[tuple[str, str]]) -> str:
-    query = urlencode(params)
+    query = encode_query(params)
     return f"{base}/{path}?{query}" if query else f"{base}/{path}"
+
+
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
+_ESCAPES = {i: ("+" if i == 32 else f"%{i:02X}") for i in range(128) if chr(i) not in _SAFE}
+
+
+def encode_query(params: list[tuple[str, str]]) -> str:
+    """What `urllib.parse.urlencode(params)` returns, with ASCII text escaped by one C-level `str.translate`
+    (urlencode quotes each character in Python: the paging links of a search cost ~0.1 ms that way)."""
+    return "&".join(f"{_plus(str(k))}={_plus(str(v))}" for k, v in params)
+
+
+def _plus(text: str) -> str:
+    return text.translate(_ESCAPES) if text.isascii() else quote_plus(text)

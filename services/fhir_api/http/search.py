@@ -6,10 +6,9 @@ which ones it applied (`used_params`) so the self link lists exactly those.
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 from services.fhir_api.http.bundles import bundle, history_entry, search_entry
 from services.fhir_api.http.errors import FhirHttpError
+from services.fhir_api.http.links import encode_query
 from services.fhir_api.http.outcome import Call, Outcome
 from services.fhir_api.http.params import parse_count, parse_instant, parse_int
 from services.fhir_api.http.validation import check_type
@@ -70,7 +69,7 @@ def _paging_links(
 ) -> list[tuple[str, str]]:
     """self, first, previous, next; `at`, `previous` and `following` are page positions (`_offset=40`,
     `_after=<cursor>`, "" for the first page) and None for a page that does not exist."""
-    fixed = urlencode([*applied, *((k, own[k]) for k in _ECHOED if k in own)])  # encoded once for every link
+    fixed = encode_query([*applied, *((k, own[k]) for k in _ECHOED if k in own)])  # once for every link
     at_base = f"{call.base}/{path}?{fixed}&" if fixed else f"{call.base}/{path}?"
     pinned = f"&_snapshot={snapshot}" if snapshot is not None else ""
 
