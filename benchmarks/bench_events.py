@@ -10,20 +10,34 @@ PostgreSQL: --postgres-url / ROUNDS_BENCH_POSTGRES_URL (a server URL; a fresh da
 else scripts/postgres.sh starts one. Kafka runs keep their projection in SQLite (--projection-db to change).
 
 Phases per backend (fresh topics and a fresh database each):
-1. publish: `--events` session events through `publish_many` in chunks (acks=all / committed), events/s;
+1. publish: `--events` session events through `publish_chunks` in chunks of 2,000 (acks=all / committed; chunk
+   n+1 is built and sent while chunk n is acknowledged), events/s;
 2. end to end: a producer process publishes `--e2e-events` more while the transcript projection consumes
    them (exactly-once: projection rows, processed ids and positions in one transaction per batch); events/s
-   from the first publish until the projection holds them all;
+   from the first publish (the producer is connected and knows the topic's partitions before) until the
+   projection holds them all (the runner's own count, no polling of the database); `--consumers N` runs the
+   group as N processes (the default 1: see below);
 3. replay: a fresh group rebuilds the transcript projection from the beginning of the topic (all events of
    1 and 2, topped up to `--replay-events` when that is larger) into fresh tables; seconds and events/s.
 Each phase also prints CPU microseconds per event of its parts (the producer process with kafka-python's
 sender thread, the consumer + projection process, the broker's JVM with --broker-pid): judge changes by these
-when the cores are shared, as wall-clock rates then mostly measure the other load.
+when the cores are shared, as wall-clock rates then mostly measure the other load. The end-to-end phase also
+prints each process's busy share of one core over the window and the rate its CPU per event allows on idle
+cores: a process well below 100 % busy while the rate is below that cap is idling, not working.
 Goals on Kafka (issue 5): >= 20,000 events/s end to end; replay of 1 M events in under 2 minutes.
-Last figures (2026-11-30, 100 k + 100 k, replay topped up to 1 M; three runs, other work on the machine):
-publish 15,824-18,637/s, end to end 7,359-12,607/s (best: CPU us/event producer 44.4, consumer+proj. 58.1,
-broker 6.9), 1 M replayed in 68.3-83.6 s. CPU us per event moved +-25 % between runs of the same code here;
-events/consumers/README.md has instructions per event (valgrind), which do not depend on the load.
+
+Figures, 100 k + 100 k, replay topped up to 1 M (2026-11-30):
+- session 3 (three runs, other work on the machine): publish 15,824-18,637/s, end to end 7,359-12,607/s (best:
+  CPU us/event producer 44.4, consumer+proj. 58.1, broker 6.9), 1 M replayed in 68.3-83.6 s.
+- session 4 (publish_chunks, per-batch statements built once), quiet machine (91 % idle before the run):
+  publish 18,750/s, **end to end 17,134/s**, 1 M replayed in 63.6 s; end to end CPU us/event producer 44.9,
+  consumer+proj. 52.7, broker 3.9 = 102 -> at most 19,700/s on 2 idle cores; busy: producer 77 %,
+  consumer 90 %. The same code with other work starting: 14,838/s, 11,752/s, 73.5 s at 150 us/event in all
+  — the processes were still 81-88 % busy: what moves the rate now is CPU per event, not idling.
+  In session 3 the producer idled 13-28 % of its wall time in a flush per chunk (now `publish_chunks`).
+- `--consumers 2` (3 partitions, split 2:1) was slower: each member keeps up, so it applies batches of
+  250-330 events instead of ~3,300, and the consumer side cost 90-98 us/event instead of 53-63; on two
+  cores shared with the producer and the broker the total CPU per event is the limit, not one process.
 """
 
 from __future__ import annotations
