@@ -74,10 +74,15 @@ def _checked(value: Any, key: ColumnElement, direction: str) -> Any:
     raise InvalidSearch(f"_{direction}: the cursor does not fit this search's sort")
 
 
+def fit(cursor: Cursor, size: int) -> None:
+    """A cursor holds one value per sort key and the rid."""
+    if len(cursor.values) != size:
+        raise InvalidSearch(f"_{cursor.direction}: the cursor does not fit this search's sort")
+
+
 def bind_values(cursor: Cursor, columns: tuple[ColumnElement, ...]) -> dict[str, Any]:
     """The cursor's values by bind name, each checked against its column's type (the sort keys, then rid)."""
-    if len(cursor.values) != len(columns):
-        raise InvalidSearch(f"_{cursor.direction}: the cursor does not fit this search's sort")
+    fit(cursor, len(columns))
     return {
         _name(i, len(columns)): _checked(value, column, cursor.direction)
         for i, (value, column) in enumerate(zip(cursor.values, columns, strict=True))

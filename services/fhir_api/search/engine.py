@@ -132,6 +132,8 @@ def search_steps(dialect, ctx: Context, request: SearchRequest) -> Generator[Ste
     plan = q.plan_params(request.resource_type, request.params, ctx, request.strict)
     for _, _, value in _include_specs(request.params):
         _parse_include(value)  # reject malformed includes even when nothing matches
+    if request.cursor is not None:
+        cursor.fit(request.cursor, len(plan.sort) + 1)
     snapshot = request.snapshot
     if snapshot is None and (request.total != "none" or request.count <= 0):
         snapshot = (yield Step(SNAPSHOT, {}))[0][0]  # the total and the page count against one cutoff
@@ -220,8 +222,6 @@ def _page(stmt: Select, keys: list, cutoff, r, at: Cursor | None) -> Select:
     cols = (r.c.rid, r.c.seq, r.c.res_type, r.c.res_id, r.c.version, r.c.last_updated)
     inner = stmt.with_only_columns(*cols, *labelled, cutoff.label("snap"))
     if at is not None:
-        if len(at.values) != len(keys) + 1:
-            raise InvalidSearch(f"_{at.direction}: the cursor does not fit this search's sort")
         inner = inner.where(cursor.beyond(keys, r.c.rid, at.direction, cursor.nulls(at)))
     if at is not None and at.direction == "before":
         inner = inner.order_by(*cursor.reverse_ordering(keys, r.c.rid))
