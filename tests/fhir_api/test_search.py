@@ -70,6 +70,8 @@ def test_paging_skips_nothing_when_resources_are_deleted_or_updated_between_page
 
 
 def test_malformed_or_foreign_paging_cursors_are_client_errors(client, family):
+    import base64
+
     from services.fhir_api.search import cursor
 
     for params in (
@@ -77,6 +79,10 @@ def test_malformed_or_foreign_paging_cursors_are_client_errors(client, family):
         {"_before": cursor.encode(("a date?", 1)), "_sort": "birthdate"},
         {"_after": cursor.encode((1, 2, 3))},
         {"_after": cursor.encode((1,)), "_before": cursor.encode((1,))},
+        {"_after": cursor.encode((2**63 - 1,))},  # beyond what rids are: refused before the database sees it
+        {"_after": base64.urlsafe_b64encode(b"[10000000000000000000000000]").decode()},
+        {"_after": cursor.encode(("nul\x00", 1)), "_sort": "family"},
+        {"_after": cursor.encode((1.5, 1)), "_sort": "_id"},  # a number where the sort key is text
     ):
         assert_outcome(client.get("/Patient", params={"family": family, **params}), 400)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 from datetime import datetime
 from typing import Any, Literal
 
@@ -57,6 +58,8 @@ def decode(direction: Direction, text: str) -> Cursor:
 
 
 def _checked(value: Any, key: ColumnElement, direction: str) -> Any:
+    """The value as its column's type, or a 400: a value the database would refuse (an integer beyond int8,
+    a NUL character) must never reach it as a server error."""
     if value is None:
         return None
     kind = key.type
@@ -65,11 +68,11 @@ def _checked(value: Any, key: ColumnElement, direction: str) -> Any:
             return datetime.fromisoformat(value)
         except ValueError:
             pass
-    elif isinstance(kind, BigInteger | Integer) and type(value) is int:
+    elif isinstance(kind, BigInteger | Integer) and type(value) is int and abs(value) < 2**62:
         return value
-    elif isinstance(kind, Float) and type(value) in (int, float):
+    elif isinstance(kind, Float) and type(value) in (int, float) and math.isfinite(value):
         return float(value)
-    elif isinstance(kind, String) and isinstance(value, str):
+    elif isinstance(kind, String) and isinstance(value, str) and "\x00" not in value:
         return value
     raise InvalidSearch(f"_{direction}: the cursor does not fit this search's sort")
 
