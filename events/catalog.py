@@ -187,15 +187,20 @@ class Catalog:
         return upgraded
 
     def decode(self, raw: bytes) -> CloudEvent | None:
-        """Bytes from the log -> current-version event, or None when they are not a valid catalogued event."""
+        """Bytes from the log -> current-version event, or None when they are not a valid catalogued event.
+
+        `upgrade(CloudEvent.from_bytes(raw))` with the spec looked up once (called per record read)."""
         try:
-            return self.upgrade(CloudEvent.from_bytes(raw))
+            event = CloudEvent.from_bytes(raw)
+            spec = self._specs.get(event.type)
+            return None if spec is None else self._upgrade(spec, self._version(spec, event), event)
         except EventError:
             return None
 
     def _validate_data(self, spec: EventSpec, version: int, event: CloudEvent) -> BaseModel:
         try:
-            model = spec.versions[version].model_validate(event.data)
+            # The model's validator itself: what model_validate(data) runs, without its Python wrapper.
+            model = spec.versions[version].__pydantic_validator__.validate_python(event.data)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(x) for x in e['loc']) or 'data'}: {e['msg']}" for e in exc.errors()

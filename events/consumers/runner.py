@@ -104,6 +104,7 @@ class ProjectionRunner:
         self._consumer: Consumer | None = None
         self._stop = threading.Event()
         self._lettered: set[tuple[str, int, int]] = set()  # dead letters published but not yet committed past
+        self._known_types: set[str] = set()
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     def open(self) -> ProjectionRunner:
@@ -231,10 +232,13 @@ class ProjectionRunner:
             return None  # another session's record in a one-session replay: no effect at all
         if poison is not None:
             return poison
-        if record.event is None:
+        event = record.event
+        if event is None:
             return "undecodable record: not a valid CloudEvent"
-        if not self.known_type(record.event.type):
-            return f"unknown event type {record.event.type!r}"
+        if event.type not in self._known_types:  # types only ever get registered: remember the known ones
+            if not self.known_type(event.type):
+                return f"unknown event type {event.type!r}"
+            self._known_types.add(event.type)
         return None
 
     def _dead_letter(self, dead: list[tuple[Record, str]]) -> None:
