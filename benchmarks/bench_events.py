@@ -30,12 +30,12 @@ Figures, 100 k + 100 k, replay topped up to 1 M (2026-11-30):
 - session 3 (three runs, other work on the machine): publish 15,824-18,637/s, end to end 7,359-12,607/s (best:
   CPU us/event producer 44.4, consumer+proj. 58.1, broker 6.9), 1 M replayed in 68.3-83.6 s.
 - session 4 (publish_chunks, per-batch statements built once, leaner decode, linger 20 ms), machine idle
-  before each run (other work may start during one): final code, two runs: publish 18,294-20,876/s, **end to
-  end 13,388-19,498/s**, 1 M replayed in 69.4-71.2 s; the best e2e run: CPU us/event producer 38.6,
-  consumer+proj. 47.4, broker 2.8 = 89 -> at most 22,500/s on 2 idle cores, busy producer 75 %, consumer
-  92 %; the slower one spent 123 us/event in all at the same 91 % consumer share (other work on the cores
-  inflates CPU per event, it no longer makes the pipeline wait). An earlier run of this session (before the
-  decode and linger commits): 18,750/s, 17,134/s, 63.6 s at 102 us/event. In session 3 the producer idled
+  before each run (other work may start during one): final code, three runs: publish 18,294-20,876/s, **end to
+  end 13,388-19,498/s** (18,087 in the third), 1 M replayed in 55.4-71.2 s; the best e2e run: CPU us/event
+  producer 38.6, consumer+proj. 47.4, broker 2.8 = 89 -> at most 22,500/s on 2 idle cores, busy producer 75 %,
+  consumer 92 %; the slowest spent 123 us/event in all at the same 91 % consumer share (other work on the
+  cores inflates CPU per event, it no longer makes the pipeline wait). An earlier run of this session (before
+  the decode and linger commits): 18,750/s, 17,134/s, 63.6 s at 102 us/event. In session 3 the producer idled
   13-28 % of its wall time in a flush per chunk (now `publish_chunks`).
 - `--consumers 2` (3 partitions, split 2:1) was slower: each member keeps up, so it applies batches of
   250-330 events instead of ~3,300, and the consumer side cost 90-98 us/event instead of 53-63; on two
