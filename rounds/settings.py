@@ -24,9 +24,9 @@ class Settings(BaseSettings):
     kafka_partitions: int = 3
     base_url: str | None = None  # externally visible base, e.g. https://ehr.example.org
     api_threads: int | None = None  # FHIR API: store operations at once per process (default: pool size)
-    # FHIR API: requests in progress at once per process, the rest queue FIFO (0: no limit); enough to keep a
-    # core busy while some wait on the database (services/fhir_api/http/admission.py)
-    api_concurrency: int = Field(4, ge=0)
+    # FHIR API: requests in progress at once per process, the rest queue FIFO (0: no limit); with the database
+    # on the same cores 2 kept p99 lowest (services/fhir_api/http/admission.py); raise it for a remote database
+    api_concurrency: int = Field(2, ge=0)
 
 
 @lru_cache

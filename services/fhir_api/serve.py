@@ -23,7 +23,7 @@ def serve(
     ] = None,
     concurrency: Annotated[
         int | None,
-        typer.Option(help="requests in progress at once per worker, the rest queue; 0: no limit (default 4)"),
+        typer.Option(help="requests in progress at once per worker, the rest queue; 0: no limit (default 2)"),
     ] = None,
     max_body_bytes: Annotated[int, typer.Option(help="largest accepted request body")] = DEFAULT_MAX_BODY,
 ) -> None:
