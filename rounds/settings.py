@@ -25,7 +25,7 @@ class Settings(BaseSettings):
     base_url: str | None = None  # externally visible base, e.g. https://ehr.example.org
     api_threads: int | None = None  # FHIR API: store operations at once per process (default: pool size)
     # FHIR API: requests in progress at once per process, the rest queue FIFO (0: no limit); with the database
-    # on the same cores 2 kept p99 lowest (services/fhir_api/http/admission.py); raise it for a remote database
+    # on the same cores 2 kept p99 lowest (services/fhir_api/http/admission.py); raise it for a remote one
     api_concurrency: int = Field(2, ge=0)
 
 
