@@ -46,6 +46,18 @@ The labs search's PostgreSQL time (same session, warm): planning 0.65 + executio
 the token index now reads the ~20 entries of the patient's code instead of ~3,000 (all patients').
 `--threads N` lowers the store threads per worker (serve --threads); with reads and searches on the event
 loop they serve only writes and _include, and 3 vs 2 workers made no difference beyond noise.
+
+Fourth pass (admission control, keyset paging, cheaper links and reads), quiet fast machine, 17:02-17:18.
+Full runs (fresh database, 20 s of API), alternating now / that pass's start (e0c3853):
+    start: load 14,423 / 13,253 resources/s; 1,145 / 1,065 req/s, p99 47.9 / 79.8 ms
+    now:   load 16,539 / 15,817 resources/s; 1,128 / 1,082 req/s, p99 52.6 / 55.3 ms (4 at once per worker)
+On one loaded database, alternating, default settings (now: 2 requests at once per worker):
+    start: 1,297 / 1,272 / 1,241 req/s, p99 63.4 / 43.3 / 70.8 ms
+    now:   1,186 / 1,239 / 1,296 req/s, p99 46.6 / 47.2 / 38.1 ms (p95 20-30 ms, labs p99 within 2 ms of it)
+`--concurrency N` (serve --concurrency, ROUNDS_API_CONCURRENCY): requests in progress at once per worker, the
+rest wait first come, first served. p99 by N, alternating runs: 2 -> 41.0-52.0 ms, 3 -> 51.9-53.4, 4 ->
+52.6-58.4, no limit -> 58.9-63.9, at 1,000-1,200 req/s throughout: with every request in progress sharing the
+CPU, the slowest (labs of the patients with most data) were stretched most.
 """
 
 from __future__ import annotations
