@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -33,7 +34,8 @@ from sqlalchemy import (
     true,
 )
 
-from services.fhir_api.store.interface import Cursor, InvalidSearch
+from services.fhir_api.search import query as q
+from services.fhir_api.store.interface import Cursor, InvalidSearch, SearchResult
 
 Direction = Literal["after", "before"]
 MAX_CURSOR = 4096  # characters: a few sort keys, each at most an indexed value
@@ -125,7 +127,35 @@ def beyond(
     return or_(*clauses)
 
 
-def reverse_ordering(keys: list[tuple[ColumnElement, bool]], rid: ColumnElement) -> list:
-    """The forward order (keys NULLs last, then rid) backwards: what a page before the cursor walks."""
-    walk = [key.asc().nulls_first() if desc else key.desc().nulls_first() for key, desc in keys]
-    return [*walk, rid.desc()]
+def walk(keys: list[tuple[ColumnElement, bool]], rid: ColumnElement, at: Cursor | None) -> list:
+    """The ORDER BY of a page: the forward order (keys NULLs last, then rid), or backwards from a `_before`
+    cursor (the page's rows nearest the cursor first)."""
+    if at is None or at.direction == "after":
+        return [*q.ordering(keys), rid]
+    return [
+        *(key.asc().nulls_first() if desc else key.desc().nulls_first() for key, desc in keys),
+        rid.desc(),
+    ]
+
+
+def window(
+    result: SearchResult,
+    rows: list,
+    count: int,
+    at: Cursor | None,
+    offset: int,
+    position: Callable[[Any], tuple],
+) -> list:
+    """The page among `rows` (at most count + 1, in forward order; the one beyond the page, if any, is the
+    last -- after a cursor or on a first page -- or the first -- before a cursor), with whether pages come
+    before and after it and its keyset positions (`position(row)`: sort keys, then rid) set on `result`."""
+    more = len(rows) > count
+    if at is not None and at.direction == "before":
+        page = rows[1:] if more else rows
+        result.has_previous, result.has_next = more, True
+    else:
+        page = rows[:count]
+        result.has_previous, result.has_next = offset > 0 or at is not None, more
+    if page:
+        result.first_cursor, result.last_cursor = encode(position(page[0])), encode(position(page[-1]))
+    return page

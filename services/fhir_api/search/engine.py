@@ -152,7 +152,16 @@ def search_steps(dialect, ctx: Context, request: SearchRequest) -> Generator[Ste
     result = SearchResult([], [], total, plan.used, False, snapshot, has_previous=request.offset > 0)
     if request.count > 0:
         rows = yield run(template.page)
-        _page_of(result, rows, request, len(template.keys) - 1)
+        n = len(template.keys) - 1  # the sort keys' columns k0..k<n-1>, then rid
+        page = cursor.window(
+            result,
+            rows,
+            request.count,
+            request.cursor,
+            request.offset,
+            lambda row: (*(getattr(row, f"k{i}") for i in range(n)), row.rid),
+        )
+        result.matches = [_stored(row) for row in page]
         if result.snapshot is None:
             result.snapshot = rows[0].snap if rows else (yield Step(SNAPSHOT, {}))[0][0]
     if total is None and request.total != "none" and not result.has_next and request.cursor is None:
@@ -160,26 +169,6 @@ def search_steps(dialect, ctx: Context, request: SearchRequest) -> Generator[Ste
     if result.matches and _include_specs(request.params):
         result.includes = yield Step(call=lambda c: _includes(c, ctx, result.matches, request.params))
     return result
-
-
-def _page_of(result: SearchResult, rows: list, request: SearchRequest, sort_keys: int) -> None:
-    """Fill `result` with the page in `rows` (count + 1 rows in forward order: the extra one, if any, is the
-    last for a page after a cursor or none, the first for a page before one) and its keyset cursors."""
-    count, direction = request.count, request.cursor.direction if request.cursor else None
-    if direction == "before":
-        page = rows[-count:]
-        result.has_previous, result.has_next = len(rows) > count, True
-    else:
-        page = rows[:count]
-        result.has_next = len(rows) > count
-        result.has_previous = result.has_previous or direction == "after"
-    result.matches = [_stored(row) for row in page]
-    if page:
-        result.first_cursor, result.last_cursor = (_position(row, sort_keys) for row in (page[0], page[-1]))
-
-
-def _position(row, sort_keys: int) -> str:
-    return cursor.encode((*(getattr(row, f"k{i}") for i in range(sort_keys)), row.rid))
 
 
 def _template(dialect, ctx: Context, request: SearchRequest, plan: q.Plan, pinned: bool) -> Template:
@@ -223,10 +212,7 @@ def _page(stmt: Select, keys: list, cutoff, r, at: Cursor | None) -> Select:
     inner = stmt.with_only_columns(*cols, *labelled, cutoff.label("snap"))
     if at is not None:
         inner = inner.where(cursor.beyond(keys, r.c.rid, at.direction, cursor.nulls(at)))
-    if at is not None and at.direction == "before":
-        inner = inner.order_by(*cursor.reverse_ordering(keys, r.c.rid))
-    else:
-        inner = inner.order_by(*q.ordering(keys), r.c.rid)
+    inner = inner.order_by(*cursor.walk(keys, r.c.rid, at))
     page = (
         inner.limit(bindparam("page_limit", type_=Integer))
         .offset(bindparam("page_offset", type_=Integer))

@@ -47,25 +47,19 @@ def everything(
         stmt = stmt.where(r.c.res_type.in_(types))
     total = conn.execute(select(func.count()).select_from(stmt.subquery())).scalar_one()
     keys = [(case((r.c.rid == patient, 0), else_=1), False), (r.c.res_type, False)]
-    result = SearchResult([], [], total, [], False, None, has_previous=offset > 0)
+    result = SearchResult([], [], total)
     if at is not None:
         values = cursor.bind_values(at, (*(key for key, _ in keys), r.c.rid))
         stmt = stmt.where(cursor.beyond(keys, r.c.rid, at.direction, cursor.nulls(at))).params(values)
-    backwards = at is not None and at.direction == "before"
-    order = cursor.reverse_ordering(keys, r.c.rid) if backwards else [*q.ordering(keys), r.c.rid]
-    rows = conn.execute(stmt.order_by(*order).limit(count + 1).offset(offset)).all()
-    more, rows = len(rows) > count, rows[:count]
-    if backwards:
-        rows.reverse()
-        result.has_previous, result.has_next = more, True
-    else:
-        result.has_next = more
-        result.has_previous = result.has_previous or at is not None
-    result.matches = fetch(conn, [row.rid for row in rows])
-    if rows:
-        result.first_cursor, result.last_cursor = (
-            cursor.encode((int(row.rid != patient), row.res_type, row.rid)) for row in (rows[0], rows[-1])
-        )
+    rows = conn.execute(stmt.order_by(*cursor.walk(keys, r.c.rid, at)).limit(count + 1).offset(offset)).all()
+    if at is not None and at.direction == "before":
+        rows.reverse()  # walked backwards from the cursor
+
+    def position(row) -> tuple:  # the keys above, then rid
+        return int(row.rid != patient), row.res_type, row.rid
+
+    page = cursor.window(result, rows, count, at, offset, position)
+    result.matches = fetch(conn, [row.rid for row in page])
     if result.matches:
         referenced = list(dict.fromkeys(forward_rids(conn, ctx, result.matches, "", "*", None)))
         result.includes = [s for s in fetch(conn, referenced) if s.resource_type in OUTSIDE]
