@@ -88,11 +88,21 @@ def _offset_at(offset: int) -> str:
     return f"_offset={offset}" if offset else ""
 
 
+def _by_offset(offset: int, count: int, has_next: bool) -> tuple[str | None, str | None]:
+    """The previous and next page positions by offset (None: no such page)."""
+    previous = _offset_at(max(offset - count, 0)) if offset > 0 else None
+    return previous, _offset_at(offset + count) if has_next else None
+
+
+def _snapshot(own: dict[str, str]) -> int | None:
+    return parse_int(own["_snapshot"], "_snapshot") if "_snapshot" in own else None
+
+
 def _searchset(
     call: Call, path: str, result: SearchResult, own: dict[str, str], count: int, offset: int
 ) -> bytes:
-    """Pages after the first continue from a keyset cursor when the result has them (searches), else by
-    offset ($everything)."""
+    """Pages continue from the keyset cursors of the page's first and last matches; a page without matches
+    (nothing to take a cursor from) links by offset."""
     entries = [search_entry(call.base, r, "match", call.subset) for r in result.matches]
     entries += [search_entry(call.base, r, "include", call.subset) for r in result.includes]
     at = next((f"{k}={own[k]}" for k in CURSOR_PARAMS if k in own), "")
@@ -101,8 +111,7 @@ def _searchset(
         previous = f"_before={result.first_cursor}" if result.has_previous else None
         following = f"_after={result.last_cursor}" if result.has_next else None
     else:
-        previous = _offset_at(max(offset - count, 0)) if offset > 0 else None
-        following = _offset_at(offset + count) if result.has_next else None
+        previous, following = _by_offset(offset, count, result.has_next)
     links = _paging_links(
         call, path, result.used_params, own, count, result.snapshot, at, previous, following
     )
@@ -124,7 +133,7 @@ def search_request(call: Call, resource_type: str | None, params: list[tuple[str
         offset=parse_int(own.get("_offset", "0"), "_offset"),
         total=_total_mode(own, count),
         strict=call.prefer.strict,
-        snapshot=parse_int(own["_snapshot"], "_snapshot") if "_snapshot" in own else None,
+        snapshot=_snapshot(own),
         cursor=_cursor(own),
     )
 
@@ -171,14 +180,12 @@ def history(call: Call, resource_type: str | None, id: str | None, params: list[
     count = parse_count(own.get("_count"))
     offset = parse_int(own.get("_offset", "0"), "_offset")
     since = parse_instant(values["_since"], "_since") if "_since" in values else None
-    pinned = parse_int(own["_snapshot"], "_snapshot") if "_snapshot" in own else None
     versions, total, snapshot = call.store.history(
-        call.ctx, resource_type, id, since=since, count=count, offset=offset, snapshot=pinned
+        call.ctx, resource_type, id, since=since, count=count, offset=offset, snapshot=_snapshot(own)
     )
     path = "/".join(p for p in (resource_type, id, "_history") if p)
     applied = [("_since", values["_since"])] if since else []
-    previous = _offset_at(max(offset - count, 0)) if offset > 0 else None
-    following = _offset_at(offset + count) if offset + len(versions) < total else None
+    previous, following = _by_offset(offset, count, offset + len(versions) < total)
     links = _paging_links(call, path, applied, own, count, snapshot, _offset_at(offset), previous, following)
     entries = [history_entry(call.base, v) for v in versions]
     return Outcome(200, body=bundle("history", entries, total=total, links=links))
