@@ -187,13 +187,9 @@ class Catalog:
         return upgraded
 
     def decode(self, raw: bytes) -> CloudEvent | None:
-        """Bytes from the log -> current-version event, or None when they are not a valid catalogued event.
-
-        `upgrade(CloudEvent.from_bytes(raw))` with the spec looked up once (called per record read)."""
+        """Bytes from the log -> current-version event, or None when they are not a valid catalogued event."""
         try:
-            event = CloudEvent.from_bytes(raw)
-            spec = self._specs.get(event.type)
-            return None if spec is None else self._upgrade(spec, self._version(spec, event), event)
+            return self.upgrade(CloudEvent.from_bytes(raw))
         except EventError:
             return None
 
