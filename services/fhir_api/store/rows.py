@@ -89,5 +89,4 @@ SESSION.compile()
 def session_context(row) -> Context | None:
     if row is None:
         return None
-    now = row.now.replace(tzinfo=UTC) if row.now is not None and row.now.tzinfo is None else row.now
-    return Context(session_id=row.id, now=now)
+    return Context(session_id=row.id, now=aware(row.now) if row.now is not None else None)

@@ -260,8 +260,9 @@ class SqlResourceStore(LoopReads):
         offset: int = 0,
         cursor: Cursor | None = None,
     ) -> SearchResult:
-        page = (count, offset, cursor)
-        return self._reading(lambda conn: everything(conn, ctx, patient_id, since, types, *page))
+        return self._reading(
+            lambda conn: everything(conn, ctx, patient_id, since, types, count, offset, cursor)
+        )
 
     # -- writes ------------------------------------------------------------------------------------------
     def create(self, ctx: Context, resource: dict, *, id: str | None = None) -> StoredResource:
