@@ -61,7 +61,7 @@ def main() -> None:
         f"{server * per:,.0f} µs, total {(cpu + server) * per:,.0f} µs"
     )
     for phase, seconds in report.phases.items():
-        kind = "worker CPU" if phase in ("parse", "extract", "copy") else "wall"
+        kind = "worker CPU" if phase in ("parse+extract", "copy") else "wall"
         print(f"  {phase:12s} {seconds:7.1f} s {kind:10s} = {seconds * per:6.1f} µs/resource")
     _latencies(args.database_url)
 

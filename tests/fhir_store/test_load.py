@@ -57,6 +57,11 @@ def test_load_is_idempotent_and_indexed(store, tmp_path, database_url) -> None:
     folder, first_line = _write_folder(tmp_path)
     report = loader.load_ndjson(database_url, folder, workers=2)
     assert (report.resources, report.skipped, report.errors) == (100, 0, 2)
+    assert [e.split(": ")[0] for e in report.error_samples] == [  # each bad line named by file and line
+        "MimicObservationLabevents.ndjson.gz:76",
+        "MimicObservationLabevents.ndjson.gz:77",
+    ]
+    assert report.error_samples[1].endswith("KeyError: 'id'")
     assert report.resources_per_s > 0 and report.files == [
         "MimicObservationLabevents.ndjson.gz",
         "MimicPatient.ndjson",
@@ -140,7 +145,7 @@ def test_initial_postgres_load_rebuilds_every_index_and_reports_phases(tmp_path,
     folder, _ = _write_folder(tmp_path)
     report = loader.load_ndjson(postgres_url, folder, workers=2)
     assert report.resources == 100 and set(report.phases) == set(loader.PHASES)
-    assert all(report.phases[p] > 0 for p in ("parse", "extract", "copy", "index build", "analyze"))
+    assert all(report.phases[p] > 0 for p in ("parse+extract", "copy", "index build", "analyze"))
     engine = create_engine(postgres_url)
     inspector = inspect(engine)
     assert "ix_fhir_resource_type_session" in {i.name for t in REBUILT for i in t.indexes}
@@ -196,11 +201,10 @@ def test_generated_extractors_equal_the_interpreted_plan(shared_data) -> None:
 
 
 def test_instant_fast_path_equals_date_range() -> None:
-    """Extraction's direct parse of 'YYYY-MM-DDThh:mm:ss±hh:mm' gives date_range's answer, including None."""
+    """date_range's direct parse of 'YYYY-MM-DDThh:mm:ss±hh:mm' gives the pattern's answer, including None."""
     import random
 
-    from services.fhir_api.search.extract import instant_range
-    from services.fhir_api.search.values import date_range
+    from services.fhir_api.search.values import date_range, date_range_by_pattern
 
     edges = [
         "2150-02-29T10:00:00-05:00",  # not a leap year
@@ -210,7 +214,7 @@ def test_instant_fast_path_equals_date_range() -> None:
         "2150-01-01T00:60:00-04:00",
         "2150-01-01T00:00:60-04:00",
         "2150-01-01T00:00:00+05:99",
-        "0001-01-01T00:00:00+01:00",  # left to date_range (overflow territory)
+        "0001-01-01T00:00:00+01:00",  # left to the pattern (overflow territory)
         "9999-12-31T23:59:59-01:00",
         "2150-01-0١T00:00:00+00:00",  # a non-ASCII digit
         " 2150-01-01T00:00:00+00:00",
@@ -230,12 +234,12 @@ def test_instant_fast_path_equals_date_range() -> None:
     def outcome(parse, text):
         try:
             return parse(text)
-        except OverflowError:  # date_range's own answer at the end of datetime's range
+        except OverflowError:  # the pattern's own answer at the end of datetime's range
             return "overflow"
 
     for text in edges + fuzz:
-        assert outcome(instant_range, text) == outcome(date_range, text), text
-    assert sum(outcome(instant_range, t) not in (None, "overflow") for t in fuzz) > 5000
+        assert outcome(date_range, text) == outcome(date_range_by_pattern, text), text
+    assert sum(outcome(date_range, t) not in (None, "overflow") for t in fuzz) > 5000
 
 
 @pytest.mark.parametrize(

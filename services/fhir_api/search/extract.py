@@ -12,7 +12,6 @@ index table's column order.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import date
 from functools import cache, lru_cache
 
 from services.fhir_api.search.codegen import generate
@@ -216,44 +215,10 @@ def _strings(node: object) -> list[str]:
     return []
 
 
-_EPOCH_DAY = date(1970, 1, 1).toordinal()
-
-
-@lru_cache(maxsize=65536)
-def instant_range(text: str) -> tuple[int, int] | None:
-    """`values.date_range`, computed directly for the full-second 'YYYY-MM-DDThh:mm:ss±hh:mm' form most
-    clinical timestamps take (no regex, no datetime arithmetic); any other text goes to `date_range`."""
-    if not (
-        len(text) == 25
-        and text[19] in "+-"
-        and text[:19].translate(_DIGITS) == "9999-99-99T99:99:99"
-        and text[20:].translate(_DIGITS) == "99:99"
-    ):
-        return date_range(text)
-    year = int(text[:4])
-    if not 1 < year < 9999:  # near the ends of datetime's range date_range may overflow: keep its answer
-        return date_range(text)
-    hour, minute, second = int(text[11:13]), int(text[14:16]), int(text[17:19])
-    try:
-        day = date(year, int(text[5:7]), int(text[8:10])).toordinal() - _EPOCH_DAY
-    except ValueError:
-        return None
-    if hour > 23 or minute > 59 or second > 59:
-        return None
-    offset = int(text[20:22]) * 3600 + int(text[23:25]) * 60
-    low = (
-        day * 86400 + hour * 3600 + minute * 60 + second - (offset if text[19] == "+" else -offset)
-    ) * 10**6
-    return low, low + 10**6
-
-
-_DIGITS = str.maketrans("0123456789", "9999999999")  # ASCII digits only, as in date_range's pattern
-
-
 def _dates(node: object) -> list[tuple[int, int]]:
     rng = None
     if isinstance(node, str):
-        rng = instant_range(node)
+        rng = date_range(node)
     elif isinstance(node, dict):
         if "start" in node or "end" in node:
             rng = period_range(node)
