@@ -151,9 +151,38 @@ def test_initial_postgres_load_rebuilds_every_index_and_reports_phases(tmp_path,
     assert "ix_fhir_resource_type_session" in {i.name for t in REBUILT for i in t.indexes}
     for table in REBUILT:  # dropped for the initial load, built again at its end
         assert {i.name for i in table.indexes} <= {i["name"] for i in inspector.get_indexes(table.name)}
+    keys = {c["name"]: c["column_names"] for c in inspector.get_unique_constraints("fhir_resource")}
+    assert keys == {"uq_fhir_resource_key": ["session", "res_type", "res_id"]}  # deferred, then built
     engine.dispose()
     again = loader.load_ndjson(postgres_url, folder, workers=2)
     assert again.phases["index build"] < report.phases["index build"] and again.phases["analyze"] == 0
+
+
+def test_initial_postgres_load_yields_to_a_writer_that_came_first(
+    tmp_path, postgres_url, monkeypatch
+) -> None:
+    """During an initial load the shared record's key is not there (built at the end): the version key is
+    what stops the loader from writing a second Patient/p3 beside one the API created meanwhile."""
+    from rounds.migrate import upgrade
+    from services.fhir_api.store import open_store
+
+    upgrade(postgres_url)
+    api = open_store(postgres_url)
+    folder, _ = _write_folder(tmp_path)
+    real_write = loader._write
+
+    def api_first(conn, items, when, **kw):
+        if any(item[:2] == ("Patient", "p3") for item in items) and kw.get("check") is False:
+            api.update(SHARED, "Patient", "p3", {"resourceType": "Patient", "id": "p3", "gender": "other"})
+        return real_write(conn, items, when, **kw)
+
+    monkeypatch.setattr(loader, "_write", api_first)
+    report = loader.load_ndjson(postgres_url, folder, workers=1)
+    assert (report.resources, report.skipped) == (99, 1)
+    assert orjson.loads(api.read(SHARED, "Patient", "p3").raw)["gender"] == "other"
+    found = api.search(SHARED, SearchRequest("Patient", [("_id", "p3")], total="accurate"))
+    assert found.total == 1
+    api.engine.dispose()
 
 
 def test_initial_load_with_a_line_repeated_in_a_later_batch(
