@@ -74,7 +74,6 @@ ENTRY_KINDS: dict[str, tuple[Callable[[dict[str, Any]], dict[str, Any]], str | N
     "rounds.tool.call": (_tool_call, "tool_call_count"),
     "rounds.tool.result": (_tool_result, None),
 }
-_NO_COLUMNS = dict.fromkeys(("role", "ref", "text", "method", "url", "status", "latency_ms", "name"))
 COUNTERS = ("entry_count", "message_count", "ehr_request_count", "ehr_response_count", "tool_call_count")
 
 
@@ -157,8 +156,7 @@ class TranscriptProjection(Projection):
             session["status"], session["ended_time"] = "ended", event.time
         if event.sequence is not None:
             session["last_sequence"] = max(session["last_sequence"] or 0, event.sequence)
-        tx.insert("transcript_entries", {
-            **_NO_COLUMNS,
+        tx.insert("transcript_entries", {  # only the kind's own columns: the others stay NULL
             **columns,
             "session_id": session_id,
             "position": session["entry_count"],

@@ -1,0 +1,106 @@
+"""The transcript's rows, column by column, for every kind of entry applied in ONE batch (each kind writes
+only its own columns; the others must read back NULL), and `ProjectionTx` rows of different column sets."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, select
+
+from events.bus import Record
+from events.catalog import CATALOG
+from events.consumers.projection import ProjectionTx
+from events.consumers.transcript import TranscriptProjection
+from events.payloads import (
+    EhrRequest,
+    EhrResponse,
+    SessionEnded,
+    SessionStarted,
+    ToolCall,
+    ToolResult,
+    communication,
+)
+
+SID = "s-rows"
+T = "2026-11-30T10:00:00Z"
+
+
+def _events() -> list:
+    make = CATALOG.make
+    kw = {"source": "/tests/rows", "subject": SID, "time": T}
+    return [
+        make("rounds.session.started", SessionStarted(assistant="llm"), id="e1", sequence=1, **kw),
+        make("rounds.message.doctor", communication("m1", "doctor", ["assistant"], "hello"), id="e2",
+             sequence=2, **kw),
+        make("rounds.ehr.request", EhrRequest(request_id="r1", method="GET", url="Observation"), id="e3",
+             sequence=3, **kw),
+        make("rounds.ehr.response", EhrResponse(request_id="r1", status=200, latency_ms=4.5), id="e4", **kw),
+        make("rounds.tool.call", ToolCall(call_id="c1", name="search"), id="e5", sequence=5, **kw),
+        make("rounds.tool.result", ToolResult(call_id="c1", name="search", output={"n": 1}), id="e6",
+             sequence=6, **kw),
+        make("rounds.tool.result", ToolResult(call_id="c2", name="search", error="boom", latency_ms=2.0),
+             id="e7", sequence=7, **kw),
+        make("rounds.session.ended", SessionEnded(reason="completed", turns=1), id="e8", sequence=8, **kw),
+    ]
+
+
+# (position, event_id, event_type, event_time, sequence, role, ref, text, method, url, status, latency, name)
+EXPECTED = [
+    (1, "e1", "rounds.session.started", T, 1, "system", None, None, None, None, None, None, None),
+    (2, "e2", "rounds.message.doctor", T, 2, "doctor", "m1", "hello", None, None, None, None, None),
+    (3, "e3", "rounds.ehr.request", T, 3, "assistant", "r1", None, "GET", "Observation", None, None, None),
+    (4, "e4", "rounds.ehr.response", T, None, "ehr", "r1", None, None, None, 200, 4.5, None),
+    (5, "e5", "rounds.tool.call", T, 5, "assistant", "c1", None, None, None, None, None, "search"),
+    (6, "e6", "rounds.tool.result", T, 6, "tool", "c1", None, None, None, None, None, "search"),
+    (7, "e7", "rounds.tool.result", T, 7, "tool", "c2", "boom", None, None, None, 2.0, "search"),
+    (8, "e8", "rounds.session.ended", T, 8, "system", None, "completed", None, None, None, None, None),
+]
+
+
+def test_every_entry_kind_in_one_batch_reads_back_column_by_column(database_url: str) -> None:
+    projection = TranscriptProjection(suffix="rows")
+    engine = create_engine(database_url)
+    projection.create_tables(engine)
+    records = [Record("t", 0, n, SID, e, e.to_bytes(), 0) for n, e in enumerate(_events())]
+    with engine.begin() as conn:
+        tx = ProjectionTx(conn, projection.tables)
+        projection.prepare(tx, records)
+        for record in records:
+            projection.handle(tx, record)
+        projection.finish(tx)
+        tx.flush()
+    entries, sessions = projection.tables["transcript_entries"], projection.tables["transcript_sessions"]
+    with engine.connect() as conn:
+        rows = [tuple(r) for r in conn.execute(select(entries).order_by(entries.c.position))]
+        session = conn.execute(select(sessions)).mappings().one()
+    engine.dispose()
+    assert [row[0] for row in rows] == [SID] * len(EXPECTED)
+    assert [row[1:] for row in rows] == EXPECTED
+    assert (session["status"], session["entry_count"], session["message_count"], session["tool_call_count"],
+            session["last_sequence"]) == ("ended", 8, 1, 1, 8)
+
+
+@pytest.fixture
+def table_and_engine(database_url: str):
+    metadata = MetaData()
+    table = Table("t_tx_rows", metadata, Column("a", String(20), primary_key=True), Column("b", Integer),
+                  Column("c", String(20)))
+    engine = create_engine(database_url)
+    metadata.create_all(engine)
+    yield table, engine
+    engine.dispose()
+
+
+def test_rows_of_different_column_sets_in_one_flush(table_and_engine) -> None:
+    table, engine = table_and_engine
+    with engine.begin() as conn:
+        tx = ProjectionTx(conn, {"x": table})
+        tx.insert("x", {"a": "k1", "b": 1})
+        tx.insert("x", {"c": "z", "a": "k2"})
+        tx.insert("x", {"a": "k3", "b": None, "c": None})
+        tx.insert("x", {"b": 4, "a": "k4"})
+        tx.flush()
+        tx.flush()  # nothing queued any more: writes nothing twice
+    with engine.connect() as conn:
+        rows = [tuple(r) for r in conn.execute(select(table).order_by(table.c.a))]
+    assert rows == [("k1", 1, None), ("k2", None, "z"), ("k3", None, None), ("k4", 4, None)]
+
