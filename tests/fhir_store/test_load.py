@@ -188,7 +188,7 @@ def test_initial_postgres_load_yields_to_a_writer_that_came_first(
 def test_initial_load_with_a_line_repeated_in_a_later_batch(
     store, tmp_path, database_url, monkeypatch
 ) -> None:
-    """An initial PostgreSQL load writes without asking what is stored: the repeat trips the unique key and
+    """An initial PostgreSQL load writes without asking what is stored: the repeat trips the version key and
     its batch is written again, checked (SQLite checks every batch)."""
     monkeypatch.setattr(loader, "BATCH", 10)
     folder = tmp_path / "dup"

@@ -37,7 +37,9 @@ def generate(
         consts[name] = value
         return name
 
-    body = ["def fused(r):", f"    rows = {{{', '.join(f'{k!r}: []' for k in kinds)}}}"]
+    lists = {kind: f"L{i}" for i, kind in enumerate(kinds)}  # each index type's row list, as a local
+    body = ["def fused(r):", *(f"    {name} = []" for name in lists.values())]
+    body.append(f"    rows = {{{', '.join(f'{kind!r}: {name}' for kind, name in lists.items())}}}")
     for ptype, extract, head, empty, paths, own in entries:
         h, e = const("H", head), const("E", empty)
         call = CALLS.get(ptype) or f"{const('EX', extract)}({{n}}, {{ftype}}, rows, {{head}})"
@@ -47,11 +49,12 @@ def generate(
             body.extend(_loops(steps, path, shape, emit, const))
         if not own:
             continue
-        body += [
-            "    if found:",
-            "        if len(found) > 1:",
-            "            found = dict.fromkeys(found)",
-            f"        rows[{ptype!r}] += [{h} + row for row in found if row != {e}]",
+        body += [  # one row (the usual case) without a comprehension's frame
+            "    if len(found) == 1:",
+            f"        if found[0] != {e}:",
+            f"            {lists[ptype]}.append({h} + found[0])",
+            "    elif found:",
+            f"        {lists[ptype]} += [{h} + row for row in dict.fromkeys(found) if row != {e}]",
         ]
     body.append("    return rows")
     scope = {**namespace, **consts}

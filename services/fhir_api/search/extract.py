@@ -167,23 +167,28 @@ def _label(text: object) -> str | None:
 
 
 def _tokens(node: object, ftype: str) -> list[tuple]:
+    if type(node) is dict:  # the common case first (bulk load meets ~3.5 per resource)
+        return _dict_tokens(node, ftype)
     if isinstance(node, bool):
         return [(None, "true" if node else "false", None)]
     if isinstance(node, str | int):
         return [(None, _cut(node), None)]
-    if not isinstance(node, dict):
-        return []
+    return _dict_tokens(node, ftype) if isinstance(node, dict) else []
+
+
+def _dict_tokens(node: dict, ftype: str) -> list[tuple]:
     if ftype == "ContactPoint":
         return [(None, _cut(node.get("value")), None)]
     if "coding" in node or ftype == "CodeableConcept":
         text = node.get("text")
-        out = [
-            (_cut(c.get("system")), _cut(c.get("code")), _label(text or c.get("display")))
-            for c in node.get("coding", [])
-        ]
-        if text and not node.get("coding"):
-            out.append((None, None, normalize(text)))
-        return out
+        coding = node.get("coding", [])
+        if text:  # the concept's text labels each of its codings
+            label = normalize(text)
+            out = [(_cut(c.get("system")), _cut(c.get("code")), label) for c in coding]
+            if not coding:
+                out.append((None, None, label))
+            return out
+        return [(_cut(c.get("system")), _cut(c.get("code")), _label(c.get("display"))) for c in coding]
     if "value" in node and ftype != "Coding":  # Identifier
         label = _label((node.get("type") or {}).get("text"))
         return [(_cut(node.get("system")), _cut(node.get("value")), label)]
@@ -245,16 +250,17 @@ def _quantities(node: object) -> list[tuple]:
 
 
 def _references(node: object, rows: IndexTuples, head: tuple) -> list[tuple]:
-    if isinstance(node, str):  # canonical
-        return [(None, None, node[:1024])]
-    out = []
-    if isinstance(node, dict):
-        if (ref := node.get("reference")) and type(ref) is str and (row := _reference_row(ref)):
-            out.append(row)
-        if isinstance(node.get("identifier"), dict):  # for the :identifier modifier
-            ident = _IDENTIFIER_HEADS[head]
-            rows["token"].extend(ident + row for row in _tokens(node["identifier"], "Identifier"))
-    return out
+    if type(node) is not dict:
+        if isinstance(node, str):  # canonical
+            return [(None, None, node[:1024])]
+        if not isinstance(node, dict):
+            return []
+    ref = node.get("reference")
+    row = _reference_row(ref) if ref and type(ref) is str else None
+    if "identifier" in node and isinstance(node["identifier"], dict):  # for the :identifier modifier
+        ident = _IDENTIFIER_HEADS[head]
+        rows["token"].extend(ident + row for row in _tokens(node["identifier"], "Identifier"))
+    return [row] if row else []
 
 
 @lru_cache(maxsize=65536)

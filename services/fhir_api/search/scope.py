@@ -4,6 +4,7 @@ compartments hold a resource is read off the reference index: search/keys.py `co
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import lru_cache
 
 from services.fhir_api.search.extract import Path, _dates, _first_keys, compile_path
@@ -30,12 +31,25 @@ CLINICAL_TIME_ELEMENTS: tuple[tuple[tuple, ...], ...] = tuple(
         (("f", "date"),),
     )
 )
-_CLINICAL_TIME_PATHS = tuple((frozenset(_first_keys(s)), compile_path(s)) for s in CLINICAL_TIME_ELEMENTS)
+_CLINICAL_TIME_PATHS = tuple((frozenset(_first_keys(s)), compile_path(s), s) for s in CLINICAL_TIME_ELEMENTS)
 
 
 @lru_cache(maxsize=4096)
-def _clinical_time_paths(shape: tuple[str, ...]) -> tuple[Path, ...]:
-    return tuple(path for keys, path in _CLINICAL_TIME_PATHS if not keys.isdisjoint(shape))
+def _clinical_time_plan(shape: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[Path, ...]]:
+    """For resources with these top-level keys: the present keys that are a whole element (read directly,
+    the bulk load's case), and the deeper paths that start from a present key."""
+    found = [(keys, path, steps) for keys, path, steps in _CLINICAL_TIME_PATHS if not keys.isdisjoint(shape)]
+    direct = tuple(k for keys, _, steps in found if len(steps) == 1 for k in sorted(keys) if k in shape)
+    return direct, tuple(path for _, path, steps in found if len(steps) > 1)
+
+
+def _clinical_nodes(resource: dict) -> Iterator[object]:
+    direct, deeper = _clinical_time_plan(tuple(resource))
+    for key in direct:
+        value = resource[key]
+        yield from value if type(value) is list else (value,)
+    for path in deeper:
+        yield from path(resource)
 
 
 def clinical_time(resource: dict) -> int | None:
@@ -43,9 +57,8 @@ def clinical_time(resource: dict) -> int | None:
     if resource.get("resourceType") in ("Patient", "Organization", "Location", "Medication"):
         return None
     best: int | None = None
-    for path in _clinical_time_paths(tuple(resource)):
-        for node in path(resource):
-            for low, _ in _dates(node):
-                if low > -(2**61) and (best is None or low > best):
-                    best = low
+    for node in _clinical_nodes(resource):
+        for low, _ in _dates(node):
+            if low > -(2**61) and (best is None or low > best):
+                best = low
     return best

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 from sqlalchemy import Connection, delete, insert
 
 from services.fhir_api.search.extract import index_tuples
@@ -17,19 +19,28 @@ def row_tuples(resource: dict) -> dict[str, list[tuple]]:
     rtype = resource["resourceType"]
     out = index_tuples(resource, (rtype,))
     if out["token"]:
-        owner = (_patient_key(rtype, [row[2:5] for row in out["reference"]]),)
+        owner = (_patient_key(rtype, out["reference"]),)
         out["token"] = [row + owner for row in out["token"]]
     return out
 
 
-def _patient_key(resource_type: str, refs: list[tuple]) -> int:
+def _patient_key(resource_type: str, references: list[tuple]) -> int:
     """keys.patient_key of the resource's one patient (its `patient` parameter's target), else NO_PATIENT.
-    `refs`: (param_key, target type, target id) of its reference rows."""
-    wanted = patient_rows(resource_type)
+    `references`: its reference rows, (res_type, param, param_key, target type, target id, url)."""
+    wanted = _patient_targets(resource_type)
     if not wanted:
         return NO_PATIENT
-    ids = {tid for key, ttype, tid in refs for k, t in wanted if key == k and t in (None, ttype) and tid}
+    ids = set()
+    for row in references:
+        if row[2] in wanted and wanted[row[2]] in (None, row[3]) and row[4]:
+            ids.add(row[4])
     return patient_key(ids.pop()) if len(ids) == 1 else NO_PATIENT
+
+
+@cache
+def _patient_targets(resource_type: str) -> dict[int, str | None]:
+    """param_key -> required target type (None: any) of the reference rows that answer `patient`."""
+    return dict(patient_rows(resource_type))
 
 
 def index_resource(conn: Connection, row_id: int, resource: dict) -> None:
