@@ -70,7 +70,13 @@ def _bytewise(length: int) -> String:
     return String(length).with_variant(String(length, collation="C"), "postgresql")
 
 
-def _index_table(name: str, *columns: Column, search: tuple[str, ...]) -> Table:
+def _index_table(
+    name: str, *columns: Column, search: tuple[str, ...], carried: tuple[str, ...] = ()
+) -> Table:
+    """`search`: the b-tree's key after param_key (what searches compare with =, ranges or prefixes).
+    `carried`: values only filtered on, kept in the PostgreSQL index's leaf entries (INCLUDE) with the rid,
+    so searches stay index-only scans while the end-of-load build sorts by fewer columns (token and
+    reference builds 1.3-1.8x faster: each sort column after a varchar is read by walking the tuple)."""
     return Table(
         f"fhir_idx_{name}",
         meta,
@@ -80,7 +86,7 @@ def _index_table(name: str, *columns: Column, search: tuple[str, ...]) -> Table:
         Column("param_key", BigInteger, nullable=False),  # search/keys.py: hash of (res_type, param)
         *columns,
         Index(f"ix_fhir_idx_{name}_rid", "rid"),
-        Index(f"ix_fhir_idx_{name}_search", "param_key", *search, "rid"),  # rid: index-only scans
+        Index(f"ix_fhir_idx_{name}_search", "param_key", *search, postgresql_include=[*carried, "rid"]),
     )
 
 
@@ -90,7 +96,8 @@ token = _index_table(
     Column("code", _bytewise(255), nullable=True),
     Column("text", _bytewise(255), nullable=True),  # lowercased display / text, for :text
     Column("patient_key", BigInteger, nullable=False, server_default="0"),  # search/keys.py patient_key
-    search=("code", "patient_key", "system"),
+    search=("code", "patient_key"),
+    carried=("system",),
 )
 string = _index_table(
     "string",
@@ -118,7 +125,8 @@ reference = _index_table(
     Column("target_type", _bytewise(64), nullable=True),
     Column("target_id", _bytewise(255), nullable=True),
     Column("url", _bytewise(1024), nullable=True),  # absolute / canonical references
-    search=("target_id", "target_type"),
+    search=("target_id",),
+    carried=("target_type",),
 )
 uri = _index_table("uri", Column("value", _bytewise(1024), nullable=False), search=("value",))
 
