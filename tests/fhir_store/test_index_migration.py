@@ -26,7 +26,7 @@ def test_upgrade_keys_existing_rows_and_downgrade_restores_the_layout(database_u
     with engine.begin() as conn:
         for statement in ROWS:
             conn.execute(text(statement))
-    upgrade(database_url)
+    upgrade(database_url, "0009_index_include")  # the last revision with named rows
     with engine.connect() as conn:
         keys = conn.execute(text("SELECT param, param_key FROM fhir_idx_token ORDER BY param")).all()
         ref_key = conn.execute(text("SELECT param_key FROM fhir_idx_reference")).scalar_one()
@@ -44,4 +44,31 @@ def test_upgrade_keys_existing_rows_and_downgrade_restores_the_layout(database_u
     assert search["ix_fhir_idx_token_search"] == ["res_type", "param", "code", "system", "rid"]
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM fhir_idx_token")).scalar_one() == 2
+    engine.dispose()
+
+
+def test_slim_rows_migration_keeps_keys_and_downgrade_names_them_again(database_url) -> None:
+    """0010 drops the type/parameter name columns; going down names each row again from its key."""
+    upgrade(database_url, "0009_index_include")
+    engine = create_engine(database_url)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO fhir_idx_token (rid, res_type, param, param_key, system, code, text,"
+                " patient_key) VALUES (1, 'Observation', 'code', :k, 'urn:lab', 'hgb', NULL, 0)"
+            ),
+            {"k": param_key("Observation", "code")},
+        )
+    upgrade(database_url)
+    columns = {c["name"] for c in inspect(engine).get_columns("fhir_idx_token")}
+    assert not {"res_type", "param"} & columns and "param_key" in columns
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT param_key, code FROM fhir_idx_token")).one() == (
+            param_key("Observation", "code"),
+            "hgb",
+        )
+    command.downgrade(alembic_config(database_url), "0009_index_include")
+    with engine.connect() as conn:
+        row = conn.execute(text("SELECT res_type, param, code FROM fhir_idx_token")).one()
+    assert tuple(row) == ("Observation", "code", "hgb")
     engine.dispose()

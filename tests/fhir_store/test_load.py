@@ -218,12 +218,9 @@ def test_generated_extractors_equal_the_interpreted_plan(shared_data) -> None:
             if doc.get("resourceType") not in types:
                 continue
             stamped = {**doc, "meta": {**doc.get("meta", {}), "versionId": "1", "lastUpdated": "2150-01-01Z"}}
-            for resource, prefix in (
-                (doc, ()),
-                (stamped, (doc["resourceType"],)),
-            ):  # as the store, the loader
-                expected = interpreted_index_tuples(resource, prefix)
-                assert index_tuples(resource, prefix) == expected, (name, prefix)
+            for resource, named in ((doc, True), (stamped, False)):  # named, and as the store and loader
+                expected = interpreted_index_tuples(resource, named)
+                assert index_tuples(resource, named) == expected, (name, named)
             checked += 1
             rows += sum(map(len, expected.values()))
     assert checked > 250 and rows > 8 * checked

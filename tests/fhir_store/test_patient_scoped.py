@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import select, update
 
-from services.fhir_api.search.keys import NO_PATIENT, patient_key
+from services.fhir_api.search.keys import NO_PATIENT, param_key, patient_key
 from services.fhir_api.search.query import plan_params
 from services.fhir_api.store import models as m
 from services.fhir_api.store.interface import Context, SearchRequest
@@ -43,7 +43,7 @@ def test_patient_scoped_token_searches(store) -> None:
             conn.execute(
                 select(m.resource.c.res_id, m.token.c.patient_key)
                 .join(m.token, m.token.c.rid == m.resource.c.rid)
-                .where(m.token.c.param == "code")
+                .where(m.token.c.param_key == param_key("Observation", "code"))
             ).all()
         )
     assert keys == {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
+from services.fhir_api.search.keys import param_key
 from services.fhir_api.search.registry import stored_as
 from services.fhir_api.store import models as m
 from services.fhir_api.store.interface import Context, SearchRequest
@@ -105,13 +106,18 @@ def test_includes_through_the_alias(store, data) -> None:
 
 
 def test_repeated_rows_are_not_written(store, data) -> None:
+    wanted = ("subject", "code", "component-code", "value-quantity", "patient:identifier")
+    repeated = ("patient", "combo-code", "combo-value-quantity")
+    names = {param_key("Observation", n): n for n in wanted + repeated}
     with store.engine.connect() as conn:
-        params = set(conn.execute(select(m.reference.c.param).distinct()).scalars())
-        params |= set(conn.execute(select(m.token.c.param).distinct()).scalars())
-        params |= set(conn.execute(select(m.quantity.c.param).distinct()).scalars())
-        subjects = conn.execute(select(func.count()).where(m.reference.c.param == "subject")).scalar_one()
-    assert {"subject", "code", "component-code", "value-quantity", "patient:identifier"} <= params
-    assert not {"patient", "combo-code", "combo-value-quantity"} & params
+        keys = set(conn.execute(select(m.reference.c.param_key).distinct()).scalars())
+        keys |= set(conn.execute(select(m.token.c.param_key).distinct()).scalars())
+        keys |= set(conn.execute(select(m.quantity.c.param_key).distinct()).scalars())
+        subject = m.reference.c.param_key == param_key("Observation", "subject")
+        subjects = conn.execute(select(func.count()).where(subject)).scalar_one()
+    params = {names.get(k) for k in keys}
+    assert set(wanted) <= params
+    assert not set(repeated) & params
     assert subjects == 2
 
 

@@ -2,7 +2,7 @@
 
 `extract.index_tuples` runs, for a resource type and its set of top-level keys, every applicable parameter's
 path programs and value extractor. Interpreting that plan costs a closure call per path step and a loop turn
-per parameter; bulk load does it for every resource. So each (type, shape, row prefix) plan becomes, once,
+per parameter; bulk load does it for every resource. So each (type, shape, row form) plan becomes, once,
 straight-line source with the paths as nested loops calling the same value extractors. The rows and their
 order are those of the interpreted plan: loops nest in the order the interpreter concatenates node lists
 (plain elements, a choice element at the root, reference/where filters); a path with a choice element below

@@ -286,28 +286,30 @@ _EMPTY = {kind: (None,) * len(columns) for kind, columns in COLUMNS.items()}  # 
 _IDENTIFIER_HEADS: dict[tuple, tuple] = {}  # a reference parameter's row head -> its ':identifier' token head
 
 
-def _head(resource_type: str, prefix: tuple, name: str) -> tuple:
-    """(*prefix, param, param_key): what every row of the parameter starts with."""
-    head = (*prefix, name, param_key(resource_type, name))
+def _head(resource_type: str, named: bool, name: str) -> tuple:
+    """What every row of the parameter starts with: (param, param_key) named, else (param_key,)."""
+    head = (name, param_key(resource_type, name)) if named else (param_key(resource_type, name),)
     ident = f"{name}:identifier"
-    _IDENTIFIER_HEADS.setdefault(head, (*prefix, ident, param_key(resource_type, ident)))
+    key = param_key(resource_type, ident)
+    _IDENTIFIER_HEADS.setdefault(head, (ident, key) if named else (key,))
     return head
 
 
-def index_tuples(resource: dict, prefix: tuple = ()) -> IndexTuples:
-    """Every search-index row of one resource as (*prefix, param, param_key, *columns), grouped by index
-    table: per parameter each distinct row once (first occurrence order), rows of only NULLs left out."""
-    return _fused(resource.get("resourceType", ""), tuple(resource), prefix)(resource)
+def index_tuples(resource: dict, named: bool = True) -> IndexTuples:
+    """Every search-index row of one resource as (param, param_key, *columns), or as stored (param_key,
+    *columns) when not `named`, grouped by index table: per parameter each distinct row once (first
+    occurrence order), rows of only NULLs left out."""
+    return _fused(resource.get("resourceType", ""), tuple(resource), named)(resource)
 
 
 @lru_cache(maxsize=4096)
-def _fused(resource_type: str, shape: tuple[str, ...], prefix: tuple) -> Callable[[dict], IndexTuples]:
+def _fused(resource_type: str, shape: tuple[str, ...], named: bool) -> Callable[[dict], IndexTuples]:
     """`interpreted_index_tuples` for this shape, generated as one function (search/codegen.py)."""
     entries = [
         (
             ptype,
             extract,
-            _head(resource_type, prefix, name),
+            _head(resource_type, named, name),
             _EMPTY[ptype],
             tuple((s, ftype, path) for path, ftype, s in paths),
             own,
@@ -317,12 +319,12 @@ def _fused(resource_type: str, shape: tuple[str, ...], prefix: tuple) -> Callabl
     return generate(entries, KINDS, shape, _CODEGEN_NAMES)
 
 
-def interpreted_index_tuples(resource: dict, prefix: tuple = ()) -> IndexTuples:
+def interpreted_index_tuples(resource: dict, named: bool = True) -> IndexTuples:
     """`index_tuples` by interpreting the plan (the reference the generated functions are tested against)."""
     rows: IndexTuples = {k: [] for k in KINDS}
     rtype = resource.get("resourceType", "")
     for name, ptype, extract, paths, own in _applicable(rtype, tuple(resource)):
-        head, found = _head(rtype, prefix, name), []
+        head, found = _head(rtype, named, name), []
         for path, ftype, _ in paths:
             for node in path(resource):
                 found += extract(node, ftype, rows, head)

@@ -17,7 +17,7 @@ def row_tuples(resource: dict) -> dict[str, list[tuple]]:
     """Index rows of one resource by index type, as tuples in table column order without the leading rid
     (the bulk load's COPY and the store's inserts: one source of rows for both)."""
     rtype = resource["resourceType"]
-    out = index_tuples(resource, (rtype,))
+    out = index_tuples(resource, named=False)
     if out["token"]:
         owner = (_patient_key(rtype, out["reference"]),)
         out["token"] = [row + owner for row in out["token"]]
@@ -26,14 +26,14 @@ def row_tuples(resource: dict) -> dict[str, list[tuple]]:
 
 def _patient_key(resource_type: str, references: list[tuple]) -> int:
     """keys.patient_key of the resource's one patient (its `patient` parameter's target), else NO_PATIENT.
-    `references`: its reference rows, (res_type, param, param_key, target type, target id, url)."""
+    `references`: its reference rows, (param_key, target type, target id, url)."""
     wanted = _patient_targets(resource_type)
     if not wanted:
         return NO_PATIENT
     ids = set()
     for row in references:
-        if row[2] in wanted and wanted[row[2]] in (None, row[3]) and row[4]:
-            ids.add(row[4])
+        if row[0] in wanted and wanted[row[0]] in (None, row[1]) and row[2]:
+            ids.add(row[2])
     return patient_key(ids.pop()) if len(ids) == 1 else NO_PATIENT
 
 

@@ -81,9 +81,7 @@ def _index_table(
         f"fhir_idx_{name}",
         meta,
         Column("rid", BigInteger, nullable=False),
-        Column("res_type", String(64), nullable=False),
-        Column("param", String(64), nullable=False),
-        Column("param_key", BigInteger, nullable=False),  # search/keys.py: hash of (res_type, param)
+        Column("param_key", BigInteger, nullable=False),  # search/keys.py: hash of (resource type, parameter)
         *columns,
         Index(f"ix_fhir_idx_{name}_rid", "rid"),
         Index(f"ix_fhir_idx_{name}_search", "param_key", *search, postgresql_include=[*carried, "rid"]),
