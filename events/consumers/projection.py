@@ -89,7 +89,7 @@ def bulk_insert(
             params = list(rows)
         else:
             pick = itemgetter(*(order if columns is None else [names.index(name) for name in order]))
-            params = [pick(row) for row in rows] if len(order) > 1 else [(pick(row),) for row in rows]
+            params = list(map(pick, rows)) if len(order) > 1 else [(value,) for value in map(pick, rows)]
     key = [c.name for c in table.primary_key.columns]
     if key and set(key) <= set(order):
         params.sort(key=itemgetter(*key) if not compiled.positional else itemgetter(*map(order.index, key)))

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 POSITIONS = ConsumerPosition.__table__
 PROCESSED = ProcessedEvent.__table__
 _PARTITION = attrgetter("topic", "partition")
+_OFFSET = attrgetter("offset")
 # Built once: constructing a Core statement per batch and partition cost more than executing it.
 _MOVE_POSITION = (
     update(POSITIONS)
@@ -191,7 +192,10 @@ class ProjectionRunner:
                     resync.add(tp)
                     continue
             position = self._positions[tp]
-            kept.extend(run if position is None else (record for record in run if record.offset >= position))
+            if position is None or min(map(_OFFSET, run)) >= position:
+                kept.extend(run)
+            else:
+                kept.extend(record for record in run if record.offset >= position)
         return kept
 
     # -- applying a batch ----------------------------------------------------------------------------------
@@ -260,22 +264,27 @@ class ProjectionRunner:
     def _commit(self, records: list[Record], poison: str | None = None) -> RunStats:
         stats = RunStats(batches=1)
         rejections = [self._rejection(record, poison) for record in records]
-        dead = [(record, reason) for record, reason in zip(records, rejections, strict=True) if reason]
+        if any(rejections):
+            dead = [(record, reason) for record, reason in zip(records, rejections, strict=True) if reason]
+            candidates = [r for r, reason in zip(records, rejections, strict=True) if not reason]
+        else:
+            dead, candidates = [], records
         self._dead_letter(dead)
         with self.engine.begin() as conn:
-            candidates = [r for r, reason in zip(records, rejections, strict=True) if not reason]
             seen = processed_ids(conn, self.group_id, {r.event.id for r in candidates})
             fresh: list[Record] = []
+            key, types = self.key, self.projection.types
             for record in candidates:
                 event = record.event
-                if self.key is not None and record.key != self.key:
+                pair = (event.source, event.id)
+                if key is not None and record.key != key:
                     stats.skipped += 1
-                elif (event.source, event.id) in seen:
+                elif pair in seen:
                     stats.duplicates += 1
-                elif event.type not in self.projection.types:
+                elif event.type not in types:
                     stats.skipped += 1
                 else:
-                    seen.add((event.source, event.id))
+                    seen.add(pair)
                     fresh.append(record)
             self._run_projection(conn, fresh)
             if fresh:
@@ -310,7 +319,7 @@ class ProjectionRunner:
         advanced: dict[TopicPartition, int] = {}
         for (topic, partition), run in groupby(records, key=_PARTITION):
             tp = TopicPartition(topic, partition)
-            advanced[tp] = max(advanced.get(tp, 0), max(record.offset for record in run) + 1)
+            advanced[tp] = max(advanced.get(tp, 0), max(map(_OFFSET, run)) + 1)
         for tp, next_offset in advanced.items():
             key = {"group_id": self.group_id, "topic": tp.topic, "partition": tp.partition}
             previous = self._positions.get(tp)

@@ -136,34 +136,38 @@ class TranscriptProjection(Projection):
 
     def handle(self, tx: ProjectionTx, record: Record) -> None:
         event = record.event
-        extract, counter = ENTRY_KINDS[event.type]
+        kind = event.type
+        extract, counter = ENTRY_KINDS[kind]
         try:
             columns = extract(event.data)  # validate everything before mutating any state
         except (KeyError, TypeError, AttributeError) as exc:
-            raise ValueError(f"{event.type} id={event.id}: payload lacks {exc}") from exc
-        session_id = self.session_of(record)
-        sessions = tx.state["sessions"]
+            raise ValueError(f"{kind} id={event.id}: payload lacks {exc}") from exc
+        session_id = event.subject or record.key  # session_of(record): a handled record has its event
+        state = tx.state
+        sessions = state["sessions"]
         session = sessions.get(session_id)
         if session is None:
             session = sessions[session_id] = _new_session(session_id)
-        tx.state["touched"].add(session_id)
-        session["entry_count"] += 1
+        state["touched"].add(session_id)
+        position = session["entry_count"] = session["entry_count"] + 1
         if counter:
             session[counter] += 1
-        if event.type == "rounds.session.started":
-            session["started_time"] = event.time
-        elif event.type == "rounds.session.ended":
-            session["status"], session["ended_time"] = "ended", event.time
-        if event.sequence is not None:
-            session["last_sequence"] = max(session["last_sequence"] or 0, event.sequence)
+        time, sequence = event.time, event.sequence
+        if kind == "rounds.session.started":
+            session["started_time"] = time
+        elif kind == "rounds.session.ended":
+            session["status"], session["ended_time"] = "ended", time
+        if sequence is not None:
+            last = session["last_sequence"] or 0
+            session["last_sequence"] = sequence if sequence > last else last
         tx.insert("transcript_entries", {  # only the kind's own columns: the others stay NULL
             **columns,
             "session_id": session_id,
-            "position": session["entry_count"],
+            "position": position,
             "event_id": event.id,
-            "event_type": event.type,
-            "event_time": event.time,
-            "sequence": event.sequence,
+            "event_type": kind,
+            "event_time": time,
+            "sequence": sequence,
         })
 
     def finish(self, tx: ProjectionTx) -> None:
