@@ -181,15 +181,18 @@ def _existing(conn: Connection, items) -> set[tuple[str, str]]:
 _SEQUENCES = (
     "SELECT pg_get_serial_sequence('fhir_version', 'seq'), pg_get_serial_sequence('fhir_resource', 'rid')"
 )
-_NEXTVALS = "SELECT nextval(%s::regclass), nextval(%s::regclass) FROM generate_series(1, %s)"
+_NEXTVALS = (  # one row of two arrays, read in binary: no per-value row objects
+    "SELECT array_agg(nextval(%s::regclass)), array_agg(nextval(%s::regclass)) FROM generate_series(1, %s)"
+)
 
 
 def _allocate(conn: Connection, n: int) -> tuple[list[int], list[int]]:
     """n fresh fhir_version.seq and fhir_resource.rid values."""
     if conn.dialect.name == "postgresql":  # sequence names resolved once, not per value
         names = conn.exec_driver_sql(_SEQUENCES).one()
-        pairs = conn.exec_driver_sql(_NEXTVALS, (*names, n)).all()
-        return [p[0] for p in pairs], [p[1] for p in pairs]
+        cursor = conn.connection.driver_connection.cursor(binary=True)
+        seqs, rids = cursor.execute(_NEXTVALS, (*names, n)).fetchone()
+        return seqs, rids
     seq0 = conn.execute(select(func.coalesce(func.max(m.version.c.seq), 0))).scalar_one()
     rid0 = conn.execute(select(func.coalesce(func.max(m.resource.c.rid), 0))).scalar_one()
     return list(range(seq0 + 1, seq0 + n + 1)), list(range(rid0 + 1, rid0 + n + 1))
