@@ -3,11 +3,14 @@ and back down again."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from alembic import command
 from sqlalchemy import create_engine, inspect, text
 
 from rounds.migrate import alembic_config, upgrade
 from services.fhir_api.search.keys import param_key
+from services.fhir_api.search.values import to_us
 
 ROWS = (
     "INSERT INTO fhir_idx_token (rid, res_type, param, system, code, text) VALUES"
@@ -71,4 +74,36 @@ def test_slim_rows_migration_keeps_keys_and_downgrade_names_them_again(database_
     with engine.connect() as conn:
         row = conn.execute(text("SELECT res_type, param, code FROM fhir_idx_token")).one()
     assert tuple(row) == ("Observation", "code", "hgb")
+    engine.dispose()
+
+
+def test_last_updated_rows_go_and_come_back(database_url) -> None:
+    """0011 deletes the `_lastUpdated` date rows (searches read the resource row); down writes them again."""
+    upgrade(database_url, "0010_index_rows_slim")
+    engine = create_engine(database_url)
+    key = param_key("Patient", "_lastUpdated")
+    other = param_key("Patient", "birthdate")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO fhir_resource (rid, session, res_type, res_id, version, seq, created_seq,"
+                " last_updated, deleted) VALUES (7, '', 'Patient', 'p', 1, 1, 1, :t, false)"
+            ),
+            {"t": datetime(2150, 1, 2, 3, 4, 5, tzinfo=UTC)},
+        )
+        conn.execute(
+            text("INSERT INTO fhir_idx_date (rid, param_key, low, high) VALUES (7, :k, 1, 2), (7, :o, 3, 4)"),
+            {"k": key, "o": other},
+        )
+    upgrade(database_url)
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT param_key FROM fhir_idx_date")).scalars().all()
+    assert rows == [other]
+    command.downgrade(alembic_config(database_url), "0010_index_rows_slim")
+    with engine.connect() as conn:
+        low, high = conn.execute(
+            text("SELECT low, high FROM fhir_idx_date WHERE param_key = :k"), {"k": key}
+        ).one()
+    expected = to_us(datetime(2150, 1, 2, 3, 4, 5, tzinfo=UTC))
+    assert abs(low - expected) < 100 and high == low + 1
     engine.dispose()

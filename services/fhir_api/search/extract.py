@@ -29,6 +29,7 @@ from services.fhir_api.search.values import (
 IndexTuples = dict[str, list[tuple]]  # index type -> (param, param_key, *columns) in table column order
 Path = Callable[[dict], list]  # compiled path program: resource -> nodes
 
+ROW_COLUMNS = ("_id", "_lastUpdated")  # answered from fhir_resource's own columns (search/updated.py)
 KINDS = ("token", "string", "date", "number", "quantity", "reference", "uri")
 COLUMNS: dict[str, tuple[str, ...]] = {
     "token": ("system", "code", "text"),
@@ -135,7 +136,7 @@ def _plan(resource_type: str) -> tuple[PlanEntry, ...]:
     ':identifier' rows only its own filter selects."""
     plan = []
     for param in params_for(resource_type).values():
-        if param.unsupported or param.name == "_id":
+        if param.unsupported or param.name in ROW_COLUMNS:
             continue
         own = stored_as(resource_type, param.name) == ((param.name, None),)
         if own or param.type == "reference":

@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.elements import BindParameter, KeyedColumnElement
 
-from services.fhir_api.search import conditions
+from services.fhir_api.search import conditions, updated
 from services.fhir_api.search.conditions import rid_filters
 from services.fhir_api.search.keys import NO_PATIENT, patient_key, patient_rows, stored_keys
 from services.fhir_api.search.registry import SearchParam, get_param, params_for
@@ -228,6 +228,8 @@ def param_filter(
             return not_(cond) if modifier == "not" else cond
 
         return Filter(("_id", modifier), {prefix: value.split(",")}, ids)
+    if pname == updated.NAME:  # the row's own column
+        return Filter(*updated.filter_parts(value, modifier, prefix))
     param = _lookup(resource_type, pname)
     if param is None:
         return None
