@@ -112,17 +112,15 @@ def _prepare(args: tuple, known=None) -> tuple[list[tuple], list[str], int, dict
 
 class _Stamp(NamedTuple):
     """What every resource of a load gets: meta.versionId 1 and the load's lastUpdated (as JSON text to splice
-    into the line, and as the dict the indexing sees); whether it is validated; the file errors name."""
+    into the line); whether it is validated; the file errors name."""
 
     raw: bytes
-    meta: dict[str, str]
     validate: bool
     file: str
 
     @classmethod
     def of(cls, when: str, validate: bool, file: str) -> _Stamp:
-        meta = {"versionId": "1", "lastUpdated": when}
-        return cls(b'"versionId":"1","lastUpdated":"' + when.encode() + b'"', meta, validate, file)
+        return cls(b'"versionId":"1","lastUpdated":"' + when.encode() + b'"', validate, file)
 
     def error(self, number: int, exc: Exception) -> str:
         return f"{self.file}:{number}: {type(exc).__name__}: {str(exc)[:200]}"
@@ -152,8 +150,7 @@ def _index(parsed: Parsed, stamp: _Stamp, out: list[tuple], errors: list[str]) -
             from services.fhir_api.store.validation import validate_resource
 
             validate_resource(resource)
-        raw = _with_meta(line, resource, stamp.raw)
-        resource["meta"] = {**(resource.get("meta") or {}), **stamp.meta}  # as if raw were parsed again
+        raw = _with_meta(line, resource, stamp.raw)  # indexes nothing: _lastUpdated is read off the row
         out.append((rtype, rid, raw, clinical_time(resource), row_tuples(resource)))
     except (TypeError, ValueError, InvalidResource) as exc:
         errors.append(stamp.error(number, exc))

@@ -160,6 +160,8 @@ def _applicable(
 
 
 def _cut(text: object) -> str | None:
+    if type(text) is str:
+        return text if len(text) <= TEXT_MAX else text[:TEXT_MAX]
     return str(text)[:TEXT_MAX] if text is not None else None
 
 
