@@ -27,6 +27,15 @@ from sqlalchemy import (
 
 from rounds.db import Base
 
+
+def _bytewise(length: int) -> String:
+    """A column compared byte by byte on PostgreSQL (COLLATE "C"): types, ids, tokens and URLs are exact
+    strings, and a C-collated b-tree sorts and compares them without the locale (index builds ~25 % faster,
+    each key checked with one memcmp: the resource and version keys are probed on every read and write) and
+    serves LIKE 'prefix%' directly."""
+    return String(length).with_variant(String(length, collation="C"), "postgresql")
+
+
 ID = BigInteger().with_variant(Integer(), "sqlite")  # SQLite only autoincrements INTEGER PRIMARY KEY
 meta = Base.metadata
 
@@ -34,9 +43,9 @@ version = Table(
     "fhir_version",
     meta,
     Column("seq", ID, primary_key=True, autoincrement=True),
-    Column("session", String(64), nullable=False),
-    Column("res_type", String(64), nullable=False),
-    Column("res_id", String(64), nullable=False),
+    Column("session", _bytewise(64), nullable=False),
+    Column("res_type", _bytewise(64), nullable=False),
+    Column("res_id", _bytewise(64), nullable=False),
     Column("version", Integer, nullable=False),
     Column("last_updated", DateTime(timezone=True), nullable=False),
     Column("method", String(8), nullable=False),
@@ -49,9 +58,9 @@ resource = Table(
     "fhir_resource",
     meta,
     Column("rid", ID, primary_key=True, autoincrement=True),
-    Column("session", String(64), nullable=False),
-    Column("res_type", String(64), nullable=False),
-    Column("res_id", String(64), nullable=False),
+    Column("session", _bytewise(64), nullable=False),
+    Column("res_type", _bytewise(64), nullable=False),
+    Column("res_id", _bytewise(64), nullable=False),
     Column("version", Integer, nullable=False),
     Column("seq", BigInteger, nullable=False),  # fhir_version.seq of the current version
     Column("created_seq", BigInteger, nullable=False),  # first version's seq: paging snapshots filter on it
@@ -61,13 +70,6 @@ resource = Table(
     UniqueConstraint("session", "res_type", "res_id", name="uq_fhir_resource_key"),
     Index("ix_fhir_resource_type_session", "res_type", "session", "deleted"),
 )
-
-
-def _bytewise(length: int) -> String:
-    """An index value column compared byte by byte on PostgreSQL (COLLATE "C"): tokens, ids and URLs are
-    exact strings, and a C-collated b-tree sorts and compares them without the locale (index builds ~25 %
-    faster) and serves LIKE 'prefix%' directly."""
-    return String(length).with_variant(String(length, collation="C"), "postgresql")
 
 
 def _index_table(
