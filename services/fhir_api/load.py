@@ -200,8 +200,8 @@ def _write(conn: Connection, items: list[tuple], when: datetime, check: bool = T
     present = _existing(conn, items) if check else set()
     fresh, seen = [], set()
     for item in items:
-        if (item[0], item[1]) not in present and (item[0], item[1]) not in seen:
-            seen.add((item[0], item[1]))
+        if (key := item[:2]) not in present and key not in seen:
+            seen.add(key)
             fresh.append(item)
     if not fresh:
         return 0
@@ -214,10 +214,10 @@ def _write(conn: Connection, items: list[tuple], when: datetime, check: bool = T
     ]
     index: dict[str, list[tuple]] = {k: [] for k in INDEX_KINDS}
     for rid, it in zip(rids, fresh, strict=True):
-        key = (rid,)
+        prepend = (rid,).__add__  # (rid, *row) per row without a comprehension's frame per resource and kind
         for kind, rows in it[4].items():
             if rows:  # most kinds are empty for a given resource
-                index[kind] += [key + row for row in rows]
+                index[kind].extend(map(prepend, rows))
     tables = [(m.version, versions), (m.resource, current)] + [(TABLES[k], index[k]) for k in INDEX_KINDS]
     if conn.dialect.name == "postgresql":
         copy_rows(conn, tables)
