@@ -202,20 +202,32 @@ class ProjectionRunner:
     def poll_once(self) -> RunStats:
         """Poll one batch and apply it; returns what happened to it.
 
-        The cycle collector is paused while the batch is decoded (in the consumer) and applied, not while the
-        poll waits for data, so other threads of the process keep theirs (rounds/gcpause.py)."""
+        The cycle collector is paused (rounds/gcpause.py) from the moment records already fetched are read
+        until the batch is applied and freed: re-enabled in between, its next pass walked the whole live
+        batch (and every few batches the whole heap) — ~9 % of an end-to-end consumer's time (py-spy). Only
+        a poll that has to wait for data waits with the collector on, so other threads keep theirs."""
+        with gc_paused():
+            records = self.consumer.poll(timeout_s=0, max_records=self.batch_size)
+            if records:
+                return self._apply_polled(records)
         records = self.consumer.poll(timeout_s=self.poll_timeout_s, max_records=self.batch_size)
         with gc_paused():
-            stats = RunStats()
-            accepted = self._accept(records)
-            if accepted:
-                try:
-                    self._apply(accepted, stats)
-                except _Fenced:
-                    log.warning("group %s: position moved by another member; re-seeking", self.group_id)
-                    stats = RunStats()
-                    self._on_assign(self.consumer.assignment())
-            del records, accepted
+            return self._apply_polled(records)
+
+    def _apply_polled(self, records: list[Record]) -> RunStats:
+        """Apply a polled batch (the caller holds the collector paused) and free its records before the
+        collector is back on."""
+        stats = RunStats()
+        accepted = self._accept(records)
+        if accepted:
+            try:
+                self._apply(accepted, stats)
+            except _Fenced:
+                log.warning("group %s: position moved by another member; re-seeking", self.group_id)
+                stats = RunStats()
+                self._on_assign(self.consumer.assignment())
+        accepted.clear()
+        records.clear()
         self.stats.add(stats)
         return stats
 

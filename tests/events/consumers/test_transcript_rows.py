@@ -104,3 +104,51 @@ def test_rows_of_different_column_sets_in_one_flush(table_and_engine) -> None:
         rows = [tuple(r) for r in conn.execute(select(table).order_by(table.c.a))]
     assert rows == [("k1", 1, None), ("k2", None, "z"), ("k3", None, None), ("k4", 4, None)]
 
+
+
+@pytest.mark.parametrize("backend", ["sql-sqlite", "kafka"])
+def test_a_batch_is_read_and_applied_with_the_collector_paused_and_an_idle_poll_waits_with_it_on(
+    backend: str, request: pytest.FixtureRequest, sqlite_url: str
+) -> None:
+    """Re-enabled between reading and applying, the collector walked the whole live batch once per batch."""
+    import gc
+
+    from events.consumers.runner import ProjectionRunner
+    from tests.events.consumers.helpers import close_env, make_env, publish_sessions
+
+    bootstrap = request.getfixturevalue("kafka_bootstrap") if backend == "kafka" else None
+    env = make_env(backend, sqlite_url, bootstrap, partitions=1)
+    seen: dict[str, list[bool]] = {"poll": [], "handle": []}
+
+    class Watching(TranscriptProjection):
+        def handle(self, tx, record) -> None:
+            seen["handle"].append(gc.isenabled())
+            super().handle(tx, record)
+
+    runner = ProjectionRunner(env.bus, env.engine, Watching(topics=env.topics),  # a fetch brings > 1 batch
+                              deadletter_topic=env.deadletter, poll_timeout_s=0.2, batch_size=5)
+    try:
+        with runner:
+            consumer = runner.consumer
+            poll = consumer.poll
+
+            def watched(timeout_s: float = 1.0, max_records: int = 500):
+                records = poll(timeout_s=timeout_s, max_records=max_records)
+                seen["poll"].append((timeout_s, gc.isenabled(), len(records)))
+                return records
+
+            consumer.poll = watched
+            while not runner.consumer.assignment():  # joined, nothing to read yet: idle polls wait
+                runner.poll_once()
+            assert gc.isenabled()
+            streams = publish_sessions(env, count=3, turns=2)
+            total = sum(len(s) for s in streams.values())
+            stats = runner.run(until_caught_up=True, timeout_s=120)
+    finally:
+        close_env(env)
+    assert stats.applied == total and gc.isenabled()
+    assert seen["handle"] == [False] * total  # applied with the collector paused
+    # every poll that returned records without waiting ran paused; every waiting poll ran with it on
+    assert all(not enabled for timeout, enabled, _ in seen["poll"] if timeout == 0)
+    assert all(enabled for timeout, enabled, _ in seen["poll"] if timeout > 0)
+    assert any(timeout == 0 and count for timeout, _, count in seen["poll"])
