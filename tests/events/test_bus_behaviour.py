@@ -92,6 +92,30 @@ def test_publish_chunks_is_publish_many_pipelined(bus: Bus, new_topic) -> None:
     assert list(bus.publish_chunks(topic, [])) == [] and list(bus.publish_chunks(topic, [[]])) == [[]]
 
 
+def test_publish_chunks_builds_each_chunk_with_the_collector_paused(bus: Bus, new_topic) -> None:
+    """A generator's chunks are built with the collector paused (thousands of live events with it on cost
+    a pass every ~700 objects); the caller's code between chunks runs with it on; a generator that raises
+    stops the stream with its own error, the chunks before it published."""
+    import gc
+
+    topic = new_topic(1)
+    building: list[bool] = []
+
+    def chunks():
+        for n in range(3):
+            building.append(gc.isenabled())
+            yield [("sess-g1", tool_call("sess-g1", n))]
+        raise RuntimeError("the source failed")
+
+    stream = bus.publish_chunks(topic, chunks())
+    between = []
+    with pytest.raises(RuntimeError, match="the source failed"):
+        for positions in stream:
+            between.append((gc.isenabled(), [at.offset for at in positions]))
+    assert building == [False, False, False] and gc.isenabled()
+    assert between == [(True, [0]), (True, [1])]  # the third chunk was sent, not yet yielded
+
+
 def test_publish_chunks_rejects_a_bad_chunk_whole_after_the_earlier_ones(bus: Bus, new_topic) -> None:
     topic = new_topic(1)
     good = [("sess-c1", tool_call("sess-c1", n)) for n in range(3)]
