@@ -8,7 +8,7 @@ Without --ndjson the MIMIC-IV demo in ../shared/data is mapped first (rounds map
 The target database should be empty (a re-run measures the idempotent skip path instead).
 Prints resources/s, CPU µs per resource of the loader (this process and its workers) and of the PostgreSQL
 backends serving the load (sampled when the server runs on this machine), and where the time went:
-worker CPU in parse / extract / copy (client side of the writes), wall seconds of the index build and ANALYZE.
+worker CPU in parse+extract / copy (client side of the writes), wall seconds of the index build and ANALYZE.
 """
 
 from __future__ import annotations
