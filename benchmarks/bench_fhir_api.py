@@ -121,7 +121,7 @@ def load(database_url: str, folder: Path) -> None:
     from services.fhir_api.load import load_ndjson
 
     upgrade(database_url)
-    report = load_ndjson(database_url, folder, workers=2)
+    report = load_ndjson(database_url, folder)  # default loader processes: CPU count + 1
     # What autovacuum would eventually provide: planner statistics, and the visibility map without which every
     # index-only scan of the index tables also reads the heap (PostgreSQL CPU per search about doubles).
     started = time.perf_counter()

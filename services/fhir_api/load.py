@@ -272,7 +272,7 @@ def load_ndjson(
     """Load every *.ndjson / *.ndjson.gz in folder into the shared record (schema must exist)."""
     report = LoadReport(files=[p.name for p in ndjson_files(Path(folder))])
     engine = make_engine(database_url)
-    workers = workers or max(1, (os.cpu_count() or 2))
+    workers = workers or default_workers()
     start = time.perf_counter()
     when = datetime.now(UTC).replace(microsecond=0)
     stamp = when.isoformat().replace("+00:00", "Z")
@@ -311,6 +311,13 @@ def load_ndjson(
         engine.dispose()
     report.seconds = time.perf_counter() - start
     return report
+
+
+def default_workers() -> int:
+    """One more worker than cores: each worker alternates its own CPU work (parse, extract, COPY rows) with
+    waiting while PostgreSQL takes its COPY in, and a spare keeps the cores busy through those waits (2 cores,
+    MIMIC demo: 3 workers 22.0-22.9 k resources/s, 2 workers 19.4-20.2 k, alternating runs)."""
+    return (os.cpu_count() or 2) + 1
 
 
 def _write_prepared(

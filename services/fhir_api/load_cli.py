@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
             ..., "--ndjson", exists=True, file_okay=False, help="folder of *.ndjson[.gz]"
         ),
         database_url: str | None = typer.Option(None, "--database-url", help="default: ROUNDS_DATABASE_URL"),
-        workers: int | None = typer.Option(None, help="parsing processes (default: CPU count)"),
+        workers: int | None = typer.Option(None, help="loader processes (default: CPU count + 1)"),
         validate: bool = typer.Option(
             False, "--validate", help="validate every resource (skip invalid ones)"
         ),
