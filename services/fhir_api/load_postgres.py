@@ -64,7 +64,15 @@ def drop_search_indexes_if_empty(engine) -> bool:
                 index.drop(conn, checkfirst=True)
         for key in DEFERRED_KEYS:
             conn.execute(DropConstraint(key, if_exists=True))
+        for table in LOADED:
+            conn.exec_driver_sql(f"ALTER TABLE {table.name} SET (autovacuum_enabled = false)")
     return True
+
+
+# Tables autovacuum leaves alone during an initial load: fed a few thousand rows per chunk, they crossed its
+# insert and analyze thresholds again and again, and it vacuumed and sampled them mid-load on the cores the
+# load runs on (0.5-1 s of a 12 s load when it happened); the load ANALYZEs them once at its end.
+LOADED = (m.version, m.resource, *TABLES.values())
 
 
 # Tables whose (non-unique) indexes an initial load builds at its end.
@@ -90,9 +98,11 @@ def ensure_search_indexes(engine, analyze: bool, phases: dict[str, float], paral
     """(Re)create any index a previous (initial or interrupted) load dropped, and refresh statistics. One
     queue on `parallel` connections (a build is one core's work): builds biggest first, then ANALYZE of the
     tables, those without builds first, so no connection idles at the turn from builds to statistics."""
-    with engine.connect() as conn:
+    with engine.begin() as conn:
         present = set(conn.exec_driver_sql(_INDEXES).scalars())
         size = dict(conn.exec_driver_sql(_SIZES).all())
+        for table in LOADED:  # autovacuum back on (a no-op unless an initial load turned it off)
+            conn.exec_driver_sql(f"ALTER TABLE {table.name} RESET (autovacuum_enabled)")
     by_size = sorted((m.version, m.resource, *TABLES.values()), key=lambda t: -size.get(t.name, 0))
     rebuilt_tables = {table.name for table in REBUILT}
     missing = [

@@ -185,6 +185,32 @@ def test_initial_postgres_load_yields_to_a_writer_that_came_first(
     api.engine.dispose()
 
 
+def test_autovacuum_waits_for_the_end_of_an_initial_load(tmp_path, postgres_url, monkeypatch) -> None:
+    """Autovacuum is off on the loaded tables while an initial load writes (it would vacuum and sample them
+    between chunks) and back on after (the load ANALYZEs them itself)."""
+    from sqlalchemy import create_engine, text
+
+    from rounds.migrate import upgrade
+
+    upgrade(postgres_url)
+    folder, _ = _write_folder(tmp_path)
+    engine = create_engine(postgres_url)
+    options = text("SELECT reloptions FROM pg_class WHERE relname = 'fhir_idx_token'")
+    seen, real_write = [], loader._write
+
+    def peek(conn, items, when, **kw):
+        with engine.connect() as other:
+            seen.append(other.execute(options).scalar_one())
+        return real_write(conn, items, when, **kw)
+
+    monkeypatch.setattr(loader, "_write", peek)
+    loader.load_ndjson(postgres_url, folder, workers=1)
+    assert seen and all(o == ["autovacuum_enabled=false"] for o in seen)
+    with engine.connect() as conn:
+        assert conn.execute(options).scalar_one() is None
+    engine.dispose()
+
+
 def test_initial_load_with_a_line_repeated_in_a_later_batch(
     store, tmp_path, database_url, monkeypatch
 ) -> None:
