@@ -41,9 +41,11 @@ Figures, 100 k + 100 k, replay topped up to 1 M (2026-11-30):
   the runner and in publish_chunks, leaner runner/transcript/catalog paths): consumer 248.5k -> 222.9k
   instructions per event (valgrind, Kafka catch-up 10 k -> 30 k). Two runs on an idle machine (final
   code): **end to end 22,796/s and 19,196/s**, publish 30,333/s and 23,845/s, **1 M replayed in 42.7 s and
-  43.0 s** (40.4-40.5 us/event). The best: CPU us/event producer 30.7, consumer+proj. 39.1, broker 3.1 = 73
-  -> at most 27,400/s on 2 idle cores, consumer 89 % busy; the other spent 89 us/event in all (producer
-  38.0, consumer 45.9: other work started on the cores). Runs while other work shared the cores: end to end
+  43.0 s** (40.4-40.5 us/event); a third (load 3 just before it): 21,758/s at 78 us/event in all (consumer
+  41.2, 90 % busy), publish 25,621/s, 1 M in 52.1 s. The best: CPU us/event producer 30.7, consumer+proj.
+  39.1, broker 3.1 = 73 -> at most 27,400/s on 2 idle cores, consumer 89 % busy; the 19,196/s run spent 89
+  us/event in all (producer 38.0, consumer 45.9: other work started on the cores). Runs while other work
+  shared the cores: end to end
   14,507-20,807/s at 80-90 us/event in all, 1 M in 52.2-60.8 s.
 - `--consumers 2` (3 partitions, split 2:1) was slower: each member keeps up, so it applies batches of
   250-330 events instead of ~3,300, and the consumer side cost 90-98 us/event instead of 53-63; on two
