@@ -45,8 +45,7 @@ Figures, 100 k + 100 k, replay topped up to 1 M (2026-11-30):
   41.2, 90 % busy), publish 25,621/s, 1 M in 52.1 s. The best: CPU us/event producer 30.7, consumer+proj.
   39.1, broker 3.1 = 73 -> at most 27,400/s on 2 idle cores, consumer 89 % busy; the 19,196/s run spent 89
   us/event in all (producer 38.0, consumer 45.9: other work started on the cores). Runs while other work
-  shared the cores: end to end
-  14,507-20,807/s at 80-90 us/event in all, 1 M in 52.2-60.8 s.
+  shared the cores: end to end 14,507-20,807/s at 80-90 us/event in all, 1 M in 52.2-60.8 s.
 - `--consumers 2` (3 partitions, split 2:1) was slower: each member keeps up, so it applies batches of
   250-330 events instead of ~3,300, and the consumer side cost 90-98 us/event instead of 53-63; on two
   cores shared with the producer and the broker the total CPU per event is the limit, not one process.
