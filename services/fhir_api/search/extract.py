@@ -16,7 +16,7 @@ from functools import cache, lru_cache
 
 from services.fhir_api.search.codegen import generate
 from services.fhir_api.search.keys import param_key
-from services.fhir_api.search.registry import params_for, stored_as
+from services.fhir_api.search.registry import ROW_COLUMNS, params_for, stored_as
 from services.fhir_api.search.values import (
     TEXT_MAX,
     date_range,
@@ -29,7 +29,6 @@ from services.fhir_api.search.values import (
 IndexTuples = dict[str, list[tuple]]  # index type -> (param, param_key, *columns) in table column order
 Path = Callable[[dict], list]  # compiled path program: resource -> nodes
 
-ROW_COLUMNS = ("_id", "_lastUpdated")  # answered from fhir_resource's own columns (search/updated.py)
 KINDS = ("token", "string", "date", "number", "quantity", "reference", "uri")
 COLUMNS: dict[str, tuple[str, ...]] = {
     "token": ("system", "code", "text"),

@@ -29,7 +29,7 @@ from sqlalchemy.sql.elements import BindParameter, KeyedColumnElement
 from services.fhir_api.search import conditions, updated
 from services.fhir_api.search.conditions import rid_filters
 from services.fhir_api.search.keys import NO_PATIENT, patient_key, patient_rows, stored_keys
-from services.fhir_api.search.registry import SearchParam, get_param, params_for
+from services.fhir_api.search.registry import ROW_COLUMNS, SearchParam, get_param, params_for
 from services.fhir_api.search.values import to_us
 from services.fhir_api.store import models as m
 from services.fhir_api.store.interface import Context, InvalidSearch
@@ -185,7 +185,7 @@ def _parse_sort(resource_type: str | None, value: str) -> list[tuple[str, bool]]
     for key in filter(None, value.split(",")):
         desc = key.startswith("-")
         name = key.lstrip("-")
-        if name not in ("_id", "_lastUpdated") and (not resource_type or not get_param(resource_type, name)):
+        if name not in ROW_COLUMNS and (not resource_type or not get_param(resource_type, name)):
             raise InvalidSearch(f"cannot sort by unknown parameter '{name}'")
         keys.append((name, desc))
     return keys
@@ -354,10 +354,8 @@ def _has(resource_type: str | None, name: str, value: str, ctx: Context, r) -> C
 
 
 def sort_key(resource_type: str, name: str, desc: bool, r) -> KeyedColumnElement | ColumnElement:
-    if name == "_id":
-        return r.c.res_id
-    if name == "_lastUpdated":
-        return r.c.last_updated
+    if name in ROW_COLUMNS:
+        return r.c[ROW_COLUMNS[name]]
     param = get_param(resource_type, name)
     assert param is not None
     t = m.INDEX_TABLES[param.type]

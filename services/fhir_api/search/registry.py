@@ -51,6 +51,10 @@ def params_for(resource_type: str) -> dict[str, SearchParam]:
 
 Stored = tuple[tuple[str, str | None], ...]  # (parameter whose index rows serve, target type they must have)
 
+# Parameters answered from fhir_resource's own columns, not from index rows: no rows are extracted for them,
+# and searches and sorts read the column (search/query.py, search/updated.py).
+ROW_COLUMNS: dict[str, str] = {"_id": "res_id", "_lastUpdated": "last_updated"}
+
 
 @cache
 def stored_as(resource_type: str, name: str) -> Stored:
@@ -58,7 +62,8 @@ def stored_as(resource_type: str, name: str) -> Stored:
     those of other parameters when it repeats them. `patient` is `subject.where(resolve() is Patient)`:
     the subject rows whose target is a Patient; `combo-code` is `code | component-code`: both sets of rows.
     The repeats were a fifth of the index rows of a MIMIC load, all written and indexed twice."""
-    params = {n: p for n, p in params_for(resource_type).items() if not p.unsupported and n != "_id"}
+    indexed = params_for(resource_type).items()
+    params = {n: p for n, p in indexed if not p.unsupported and n not in ROW_COLUMNS}
     param = params.get(name)
     if param is None:
         return ((name, None),)

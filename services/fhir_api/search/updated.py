@@ -10,29 +10,29 @@ it with the searched value's range [lo, hi), as `conditions.date_between` does f
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy import ColumnElement, and_, false, not_, or_, true
 
 from services.fhir_api.search import conditions
+from services.fhir_api.search.values import from_us
 from services.fhir_api.store.interface import InvalidSearch
 
 NAME = "_lastUpdated"
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def parse(value: str, modifier: str | None) -> tuple[tuple, dict[int, datetime]] | bool:
-    """The prefixes of the comma-separated values and their bounds as instants (index -> lo, hi), or for
-    `:missing` whether the search matches every resource (false) or none (true)."""
+def parse(value: str, modifier: str | None) -> tuple[tuple, list[datetime]] | bool:
+    """The prefixes of the comma-separated values and their bounds as instants (lo, hi of each in turn),
+    or for `:missing` whether the search matches every resource (false) or none (true)."""
     if modifier == "missing":
         if value not in ("true", "false"):
             raise InvalidSearch(":missing takes true or false")
         return value == "false"
-    shapes, bounds = [], {}
-    for i, item in enumerate(conditions.split_values(value)):
+    shapes, bounds = [], []
+    for item in conditions.split_values(value):
         (prefix,), (lo, hi) = conditions.date(item, modifier)
         shapes.append(prefix)
-        bounds[2 * i], bounds[2 * i + 1] = _instant(lo), _instant(hi)
+        bounds += [from_us(lo), from_us(hi)]
     return tuple(shapes), bounds
 
 
@@ -42,7 +42,7 @@ def filter_parts(value: str, modifier: str | None, prefix: str) -> tuple[tuple, 
     if isinstance(parsed, bool):
         return (NAME, parsed), {}, lambda r, bind: true() if parsed else false()
     shapes, bounds = parsed
-    bound = {f"{prefix}_{i}": v for i, v in bounds.items()}
+    bound = {f"{prefix}_{i}": v for i, v in enumerate(bounds)}
     return (
         (NAME, shapes),
         bound,
@@ -68,11 +68,3 @@ def _point(t, prefix: str, lo, hi) -> ColumnElement[bool]:
     if prefix == "ge":
         return t >= lo
     return t < hi  # le
-
-
-def _instant(us: int) -> datetime:
-    """µs since the epoch as an aware datetime, clamped to what datetime (and the column) can hold."""
-    try:
-        return _EPOCH + timedelta(microseconds=us)
-    except OverflowError:
-        return datetime.min.replace(tzinfo=UTC) if us < 0 else datetime.max.replace(tzinfo=UTC)

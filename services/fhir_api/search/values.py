@@ -30,6 +30,14 @@ def to_us(moment: datetime) -> int:
     return (moment - _EPOCH) // timedelta(microseconds=1)
 
 
+def from_us(us: int) -> datetime:
+    """`to_us` reversed (UTC), clamped to what datetime can hold (index bounds run to ±2^62 µs)."""
+    try:
+        return _EPOCH + timedelta(microseconds=us)
+    except OverflowError:
+        return datetime.min.replace(tzinfo=UTC) if us < 0 else datetime.max.replace(tzinfo=UTC)
+
+
 @lru_cache(maxsize=65536)
 def date_range(text: str) -> tuple[int, int] | None:
     """The [low, high) range (µs) a FHIR date/dateTime/instant covers by its precision; None if malformed.
