@@ -90,7 +90,7 @@ def _prepare(args: tuple, known=None) -> tuple[list[tuple], list[str], int, dict
     after it is parsed, while its ~100 fresh objects are still in the CPU cache, and then freed: parsing the
     whole chunk first and indexing it after cost ~25 % more, every object being fetched from memory again."""
     chunk, when, validate = args[:3]
-    stamp = _Stamp.of(when, validate, Path(chunk.path).name)
+    rules = _LineRules.of(when, validate, Path(chunk.path).name)
     out: list[tuple] = []
     errors: list[str] = []
     present: set[tuple[str, str]] = set()
@@ -99,27 +99,27 @@ def _prepare(args: tuple, known=None) -> tuple[list[tuple], list[str], int, dict
         numbered = enumerate(chunk.read(), chunk.first_line)
         if known is None:
             for number, line in numbered:
-                if line and (parsed := _parse(line, number, stamp, errors)) is not None:
-                    _index(parsed, stamp, out, errors)
+                if line and (parsed := _parse(line, number, rules, errors)) is not None:
+                    _index(parsed, rules, out, errors)
         else:
-            batch = [p for n, line in numbered if line and (p := _parse(line, n, stamp, errors)) is not None]
+            batch = [p for n, line in numbered if line and (p := _parse(line, n, rules, errors)) is not None]
             present = known([(p[0], p[1]) for p in batch]) if batch else set()
             for parsed in batch:
                 if (parsed[0], parsed[1]) not in present:
-                    _index(parsed, stamp, out, errors)
+                    _index(parsed, rules, out, errors)
     return out, errors, len(present), {"parse+extract": time.process_time() - started}
 
 
-class _Stamp(NamedTuple):
-    """What every resource of a load gets: meta.versionId 1 and the load's lastUpdated (as JSON text to splice
-    into the line); whether it is validated; the file errors name."""
+class _LineRules(NamedTuple):
+    """How each line of a chunk is handled: the meta stamp spliced into it (versionId 1, the load's
+    lastUpdated, as JSON text), whether it is validated, and the file its errors name."""
 
-    raw: bytes
+    stamp: bytes
     validate: bool
     file: str
 
     @classmethod
-    def of(cls, when: str, validate: bool, file: str) -> _Stamp:
+    def of(cls, when: str, validate: bool, file: str) -> _LineRules:
         return cls(b'"versionId":"1","lastUpdated":"' + when.encode() + b'"', validate, file)
 
     def error(self, number: int, exc: Exception) -> str:
@@ -129,7 +129,7 @@ class _Stamp(NamedTuple):
 Parsed = tuple[str, str, bytes, dict, int]  # type, id, line, resource, line number
 
 
-def _parse(line: bytes, number: int, stamp: _Stamp, errors: list[str]) -> Parsed | None:
+def _parse(line: bytes, number: int, rules: _LineRules, errors: list[str]) -> Parsed | None:
     """The parsed line, or None with the reason appended to errors."""
     try:
         resource = orjson.loads(line)
@@ -138,22 +138,22 @@ def _parse(line: bytes, number: int, stamp: _Stamp, errors: list[str]) -> Parsed
             raise ValueError("resourceType/id must be strings")
         return rtype, rid, line, resource, number
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        errors.append(stamp.error(number, exc))
+        errors.append(rules.error(number, exc))
         return None
 
 
-def _index(parsed: Parsed, stamp: _Stamp, out: list[tuple], errors: list[str]) -> None:
+def _index(parsed: Parsed, rules: _LineRules, out: list[tuple], errors: list[str]) -> None:
     """Append the stored item of one parsed line to out (or its error to errors)."""
     rtype, rid, line, resource, number = parsed
     try:
-        if stamp.validate:
+        if rules.validate:
             from services.fhir_api.store.validation import validate_resource
 
             validate_resource(resource)
-        raw = _with_meta(line, resource, stamp.raw)  # indexes nothing: _lastUpdated is read off the row
+        raw = _with_meta(line, resource, rules.stamp)  # indexes nothing: _lastUpdated is read off the row
         out.append((rtype, rid, raw, clinical_time(resource), row_tuples(resource)))
     except (TypeError, ValueError, InvalidResource) as exc:
-        errors.append(stamp.error(number, exc))
+        errors.append(rules.error(number, exc))
 
 
 _EXISTING_PG = (

@@ -103,7 +103,7 @@ def ensure_search_indexes(engine, analyze: bool, phases: dict[str, float], paral
         size = dict(conn.exec_driver_sql(_SIZES).all())
         for table in LOADED:  # autovacuum back on (a no-op unless an initial load turned it off)
             conn.exec_driver_sql(f"ALTER TABLE {table.name} RESET (autovacuum_enabled)")
-    by_size = sorted((m.version, m.resource, *TABLES.values()), key=lambda t: -size.get(t.name, 0))
+    by_size = sorted(LOADED, key=lambda t: -size.get(t.name, 0))
     rebuilt_tables = {table.name for table in REBUILT}
     missing = [
         index
