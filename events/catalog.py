@@ -187,7 +187,12 @@ class Catalog:
             return event
         data = event.data
         for v in range(version, spec.version):
-            data = spec.upcasters[v](data)
+            try:
+                data = spec.upcasters[v](data)
+            except Exception as exc:  # noqa: BLE001 - a malformed old payload: a bad event, not a crash
+                raise InvalidEvent(
+                    f"{event.type} id={event.id}: cannot upcast data from v{v} to v{v + 1}: {exc!r}"
+                ) from exc
         upgraded = event.model_copy(update={"data": data, "dataschema": spec.schema_uri()})
         self._validate_data(spec, spec.version, upgraded)
         return upgraded

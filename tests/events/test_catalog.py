@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from pydantic import BaseModel
 
@@ -151,6 +152,11 @@ def test_old_versions_are_upcast_on_read_and_refused_on_publish() -> None:
     assert v2.decode(newer.to_bytes()) is None
     with pytest.raises(ValueError, match="no upcaster"):
         Catalog([EventSpec("rounds.score.turn", {1: ScoreV1, 2: ScoreV2}, SCORES)])
+    # An old record whose payload the upcaster cannot read is a bad record (dead-lettered), not a crash.
+    broken = {**old.to_dict(), "data": {k: v for k, v in old.to_dict()["data"].items() if k != "value"}}
+    assert v2.decode(orjson.dumps(broken)) is None
+    with pytest.raises(InvalidEvent, match="cannot upcast data from v1 to v2: KeyError"):
+        v2.upgrade(CloudEvent.from_bytes(orjson.dumps(broken)))
 
 
 def test_decode_never_raises() -> None:
