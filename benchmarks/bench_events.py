@@ -26,29 +26,11 @@ prints each process's busy share of one core over the window and the rate its CP
 cores: a process well below 100 % busy while the rate is below that cap is idling, not working.
 Goals on Kafka (issue 5): >= 20,000 events/s end to end; replay of 1 M events in under 2 minutes.
 
-Figures, 100 k + 100 k, replay topped up to 1 M (2026-11-30):
-- session 3 (three runs, other work on the machine): publish 15,824-18,637/s, end to end 7,359-12,607/s (best:
-  CPU us/event producer 44.4, consumer+proj. 58.1, broker 6.9), 1 M replayed in 68.3-83.6 s.
-- session 4 (publish_chunks, per-batch statements built once, leaner decode, linger 20 ms), machine idle
-  before each run (other work may start during one): final code, three runs: publish 18,294-20,876/s, **end to
-  end 13,388-19,498/s** (18,087 in the third), 1 M replayed in 55.4-71.2 s; the best e2e run: CPU us/event
-  producer 38.6, consumer+proj. 47.4, broker 2.8 = 89 -> at most 22,500/s on 2 idle cores, busy producer 75 %,
-  consumer 92 %; the slowest spent 123 us/event in all at the same 91 % consumer share (other work on the
-  cores inflates CPU per event, it no longer makes the pipeline wait). An earlier run of this session (before
-  the decode and linger commits): 18,750/s, 17,134/s, 63.6 s at 102 us/event. In session 3 the producer idled
-  13-28 % of its wall time in a flush per chunk (now `publish_chunks`).
-- session 5 (sqlite3's None binds left out of entry rows, the collector paused over a batch's whole life in
-  the runner and in publish_chunks, leaner runner/transcript/catalog paths): consumer 248.5k -> 222.9k
-  instructions per event (valgrind, Kafka catch-up 10 k -> 30 k). Two runs on an idle machine (final
-  code): **end to end 22,796/s and 19,196/s**, publish 30,333/s and 23,845/s, **1 M replayed in 42.7 s and
-  43.0 s** (40.4-40.5 us/event); a third (load 3 just before it): 21,758/s at 78 us/event in all (consumer
-  41.2, 90 % busy), publish 25,621/s, 1 M in 52.1 s. The best: CPU us/event producer 30.7, consumer+proj.
-  39.1, broker 3.1 = 73 -> at most 27,400/s on 2 idle cores, consumer 89 % busy; the 19,196/s run spent 89
-  us/event in all (producer 38.0, consumer 45.9: other work started on the cores). Runs while other work
-  shared the cores: end to end 14,507-20,807/s at 80-90 us/event in all, 1 M in 52.2-60.8 s.
-- `--consumers 2` (3 partitions, split 2:1) was slower: each member keeps up, so it applies batches of
-  250-330 events instead of ~3,300, and the consumer side cost 90-98 us/event instead of 53-63; on two
-  cores shared with the producer and the broker the total CPU per event is the limit, not one process.
+The end-to-end CPU per event of each process is also compared with what the same work cost alone (the
+producer's in phase 1, the consumer's in the replay): a ratio well above 1 means the two processes slowed each
+other (shared caches, a busy or slow host), which a rate measured in that run inherits.
+
+Figures of every session (and why `--consumers 2` is slower on 2 cores) are in events/consumers/README.md.
 """
 
 from __future__ import annotations
@@ -234,6 +216,7 @@ def run_backend(
     seconds = publish(bus, topic, 0, args.events, args.sessions, tag)
     cpu, broker = time.process_time() - cpu, broker_cpu_s(args.broker_pid) - broker
     figures["publish events/s"] = args.events / seconds
+    alone = {"producer": cpu / args.events}  # CPU per event of each part when it ran alone
     print(
         f"[{name}] publish: {args.events:,} events in {seconds:.1f}s = {figures['publish events/s']:,.0f}/s"
         f" ({cpu_note(args.events, producer=cpu, broker=broker if args.broker_pid else None)})",
@@ -320,6 +303,8 @@ def run_backend(
         batches, here = runner.stats.batches - batches, runner.stats.applied - applied_before
         producer.join()
     assert entries(engine, projection) == target, "projection lost or doubled events"
+    together = {"producer": producer_cpu.value, "consumer+projection": cpu}
+    together = {part: seconds_ / args.e2e_events for part, seconds_ in together.items()}
     figures["end-to-end events/s"] = args.e2e_events / seconds
     print(
         f"[{name}] end to end (publish -> consume -> projection): {args.e2e_events:,} events in "
@@ -344,6 +329,7 @@ def run_backend(
     result = replay(bus, engine, TranscriptProjection, topics=(topic,), batch_size=args.batch_size)
     cpu = time.process_time() - cpu
     figures["replay seconds"] = result.seconds
+    alone["consumer+projection"] = cpu / max(result.stats.applied, 1)
     figures["replay events"] = result.stats.applied
     print(
         f"[{name}] replay: {result.stats.applied:,} events in {result.seconds:.1f}s "
@@ -351,6 +337,9 @@ def run_backend(
         f" into {', '.join(result.tables)})",
         flush=True,
     )
+    ratios = ", ".join(f"{part} {together[part] * 1e6:.1f} / {alone[part] * 1e6:.1f} us = "
+                       f"{together[part] / alone[part]:.2f}x" for part in together if alone[part] > 0)
+    print(f"[{name}] CPU per event in the end-to-end phase / alone: {ratios}", flush=True)
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(
         f"[{name}] peak memory of this process (publisher, live projection, replay): {peak_mib:,.0f} MiB"
