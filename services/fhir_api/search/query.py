@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.elements import BindParameter, KeyedColumnElement
 
-from services.fhir_api.search import conditions, updated
+from services.fhir_api.search import conditions, modifiers, updated
 from services.fhir_api.search.conditions import rid_filters
 from services.fhir_api.search.keys import NO_PATIENT, patient_key, patient_rows, stored_keys
 from services.fhir_api.search.registry import ROW_COLUMNS, SearchParam, get_param, params_for
@@ -55,7 +55,6 @@ RESULT_PARAMS = {
     "_since",
     "_type",
 }
-MODIFIERS_ALL = {"missing", "not"}
 # Named aliases of fhir_resource, built once: an alias builds its column proxies on first use, which was a
 # good part of the Python cost of a search when every call made its own.
 R, T, S, OWN = (m.resource.alias(name) for name in ("r", "t", "s", "own"))
@@ -237,13 +236,12 @@ def param_filter(
         return Filter(None, {}, lambda r, bind: _chain(param, modifier, chain, value, ctx, r))
     table = m.INDEX_TABLES[param.type]
     if modifier == "missing":
-        if value not in ("true", "false"):
-            raise InvalidSearch(":missing takes true or false")
+        absent = modifiers.missing(value)
 
         def missing(r, bind: Binder) -> ColumnElement:
             of_param = in_param(table, resource_type, param.name)
             has_any = r.c.rid.in_(select(table.c.rid).where(of_param))
-            return not_(has_any) if value == "true" else has_any
+            return not_(has_any) if absent else has_any
 
         return Filter((name, value), {}, missing)
     kind, param_name = param.type, param.name

@@ -14,9 +14,8 @@ from datetime import datetime
 
 from sqlalchemy import ColumnElement, and_, false, not_, or_, true
 
-from services.fhir_api.search import conditions
+from services.fhir_api.search import conditions, modifiers
 from services.fhir_api.search.values import from_us
-from services.fhir_api.store.interface import InvalidSearch
 
 NAME = "_lastUpdated"
 
@@ -25,9 +24,7 @@ def parse(value: str, modifier: str | None) -> tuple[tuple, list[datetime]] | bo
     """The prefixes of the comma-separated values and their bounds as instants (lo, hi of each in turn),
     or for `:missing` whether the search matches every resource (false) or none (true)."""
     if modifier == "missing":
-        if value not in ("true", "false"):
-            raise InvalidSearch(":missing takes true or false")
-        return value == "false"
+        return not modifiers.missing(value)
     shapes, bounds = [], []
     for item in conditions.split_values(value):
         (prefix,), (lo, hi) = conditions.date(item, modifier)
