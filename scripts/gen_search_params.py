@@ -180,12 +180,13 @@ def build(tgz: Path) -> dict:
     params, sds, compartment = _load(tgz)
     types = _element_types(sds)
     table: dict[str, dict[str, dict]] = {t: {} for t in RESOURCE_TYPES}
+    by_url = {sp["url"]: sp for sp in params}
     for sp in sorted(params, key=lambda p: p["url"]):
         bases = [b for b in sp.get("base", []) if b in RESOURCE_TYPES or b in COMMON_BASES]
         for base in bases:
             targets = RESOURCE_TYPES if base in COMMON_BASES else [base]
             for rtype in targets:
-                entry = _entry(sp, rtype, base, types)
+                entry = _entry(sp, rtype, base, types, by_url)
                 table[rtype].setdefault(sp["code"], entry)
     comp = {
         r["code"]: r["param"]
@@ -199,7 +200,7 @@ def build(tgz: Path) -> dict:
     }
 
 
-def _entry(sp: dict, rtype: str, base: str, types: dict[str, list[str]]) -> dict:
+def _entry(sp: dict, rtype: str, base: str, types: dict[str, list[str]], by_url: dict[str, dict]) -> dict:
     entry = {
         "type": sp["type"],
         "doc": (sp.get("description") or "").split("\n")[0][:200],
@@ -208,7 +209,9 @@ def _entry(sp: dict, rtype: str, base: str, types: dict[str, list[str]]) -> dict
         "paths": [],
     }
     reason = None
-    if sp["type"] not in SUPPORTED_TYPES:
+    if sp["type"] == "composite":
+        entry["components"], reason = _components(sp, rtype, types, by_url)
+    elif sp["type"] not in SUPPORTED_TYPES:
         reason = f"{sp['type']} parameters are not supported"
     elif not sp.get("expression"):
         reason = "no FHIRPath expression (handled specially or not at all)"
@@ -230,6 +233,35 @@ def _entry(sp: dict, rtype: str, base: str, types: dict[str, list[str]]) -> dict
     if reason:
         entry["unsupported"] = reason
     return entry
+
+
+def _components(
+    sp: dict, rtype: str, types: dict[str, list[str]], by_url: dict[str, dict]
+) -> tuple[list[str], str | None]:
+    """The parameters a composite is the conjunction of, or why it cannot be answered that way.
+
+    A composite over the resource itself (`Observation` for code-value-quantity) pairs values that each
+    occur once per resource, so "code matches AND value matches" on the same resource is exact — provided
+    every component's expression reaches what its own parameter indexes (checked on the compiled paths).
+    Over a repeating element (`Observation.component`, `DocumentReference.relatesTo`) both values must come
+    from the same element, which separate index rows cannot tell: those stay unsupported."""
+    if sp.get("expression", "").strip() != rtype:
+        return [], "composite parameters over a repeating element are not supported"
+    names = []
+    for component in sp.get("component", []):
+        own = by_url.get(component.get("definition", ""))
+        if own is None or own["type"] not in SUPPORTED_TYPES:
+            return [], f"component {component.get('definition')} is not a supported parameter"
+        indexed = _entry(own, rtype, rtype, types, by_url)
+        # R4's code-value-date writes `value.as(DateTime)`: FHIR's primitive is dateTime (fixed in R4B).
+        expression = component["expression"].replace("as(DateTime)", "as(dateTime)")
+        reached = [compile_branch(f"{rtype}.{b.strip()}", types)[1] for b in _split_union(expression)]
+        if indexed.get("unsupported") or any(
+            steps not in [p["steps"] for p in indexed["paths"]] for steps in reached
+        ):
+            return [], f"component {own['code']} reaches other elements than its parameter indexes"
+        names.append(own["code"])
+    return names, None if names else "a composite parameter without components"
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ SAMPLE_VALUES = {
     "quantity": "1",
     "reference": "Patient/x",
     "uri": "http://x",
+    "composite": "8480-6$2150",  # a code, then what every value kind reads: quantity, token, string, date
 }
 
 

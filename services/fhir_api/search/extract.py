@@ -135,7 +135,7 @@ def _plan(resource_type: str) -> tuple[PlanEntry, ...]:
     ':identifier' rows only its own filter selects."""
     plan = []
     for param in params_for(resource_type).values():
-        if param.unsupported or param.name in ROW_COLUMNS:
+        if param.unsupported or param.name in ROW_COLUMNS or param.type == "composite":  # no rows of its own
             continue
         own = stored_as(resource_type, param.name) == ((param.name, None),)
         if own or param.type == "reference":

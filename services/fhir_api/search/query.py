@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.elements import BindParameter, KeyedColumnElement
 
-from services.fhir_api.search import conditions, modifiers, updated
+from services.fhir_api.search import composite, conditions, modifiers, updated
 from services.fhir_api.search.conditions import rid_filters
 from services.fhir_api.search.keys import NO_PATIENT, patient_key, patient_rows, stored_keys
 from services.fhir_api.search.registry import ROW_COLUMNS, SearchParam, get_param, params_for
@@ -184,8 +184,11 @@ def _parse_sort(resource_type: str | None, value: str) -> list[tuple[str, bool]]
     for key in filter(None, value.split(",")):
         desc = key.startswith("-")
         name = key.lstrip("-")
-        if name not in ROW_COLUMNS and (not resource_type or not get_param(resource_type, name)):
+        param = None if name in ROW_COLUMNS or not resource_type else get_param(resource_type, name)
+        if name not in ROW_COLUMNS and param is None:
             raise InvalidSearch(f"cannot sort by unknown parameter '{name}'")
+        if param is not None and param.type == "composite":
+            raise InvalidSearch(f"cannot sort by composite parameter '{name}'")
         keys.append((name, desc))
     return keys
 
@@ -234,6 +237,9 @@ def param_filter(
         return None
     if chain:
         return Filter(None, {}, lambda r, bind: _chain(param, modifier, chain, value, ctx, r))
+    if param.type == "composite":  # each component by its own parameter, on the same resource
+        component = lambda n, v, p: param_filter(resource_type, n, v, ctx, p, patient=patient)  # noqa: E731
+        return Filter(*composite.filter_parts(param, modifier, value, prefix, component))
     table = m.INDEX_TABLES[param.type]
     if modifier == "missing":
         absent = modifiers.missing(value)

@@ -20,6 +20,7 @@ class SearchParam:
     targets: tuple[str, ...]
     paths: tuple[tuple[tuple, str], ...]  # (steps, terminal FHIR type) per union branch
     unsupported: str | None = None
+    components: tuple[str, ...] = ()  # a composite's parameters, matched on the same resource
 
 
 @cache
@@ -44,6 +45,7 @@ def params_for(resource_type: str) -> dict[str, SearchParam]:
                 for p in e["paths"]
             ),
             e.get("unsupported"),
+            tuple(e.get("components", ())),
         )
         for name, e in raw.items()
     }
