@@ -57,6 +57,12 @@ def test_code_value_quantity_pairs_the_code_with_the_value_of_the_same_observati
     assert search(f"2823-3$gt5|{UCUM}|mmol/L") == {high_k, both}
     assert search("2823-3$gt5||mg/dL") == set()
     assert search("2823-3$lt5,2951-2$gt140") == {low_k, high_na}  # comma: alternatives
+    page = client.get("/Observation", params={
+        "identifier": f"urn:test|{tag}", "code-value-quantity": "2823-3$gt5", "_count": 1})
+    first = [e["resource"]["id"] for e in page.json()["entry"]]
+    link = next(x["url"] for x in page.json()["link"] if x["relation"] == "next")
+    second = [e["resource"]["id"] for e in httpx.get(link, timeout=60).json()["entry"]]
+    assert len(first) == len(second) == 1 and set(first + second) == {high_k, both}  # paged like any search
     # Several parameters AND as usual, and a composite joins a plain filter of the same search.
     assert _ids(client, tag, **{"code-value-quantity": "2823-3$gt5", "value-quantity": "lt6"}) == {high_k}
 
