@@ -210,7 +210,7 @@ def _entry(sp: dict, rtype: str, base: str, types: dict[str, list[str]], by_url:
     }
     reason = None
     if sp["type"] == "composite":
-        entry["components"], reason = _components(sp, rtype, types, by_url)
+        entry["components"], entry["elements"], reason = _components(sp, rtype, types, by_url)
     elif sp["type"] not in SUPPORTED_TYPES:
         reason = f"{sp['type']} parameters are not supported"
     elif not sp.get("expression"):
@@ -235,33 +235,72 @@ def _entry(sp: dict, rtype: str, base: str, types: dict[str, list[str]], by_url:
     return entry
 
 
+ELEMENT_VALUE_KINDS = {"token", "string", "date", "number", "quantity", "uri"}
+
+
 def _components(
     sp: dict, rtype: str, types: dict[str, list[str]], by_url: dict[str, dict]
-) -> tuple[list[str], str | None]:
-    """The parameters a composite is the conjunction of, or why it cannot be answered that way.
+) -> tuple[list[str], list[dict], str | None]:
+    """How a composite is answered: (parameters ANDed on the resource, element specs, why not).
 
-    A composite over the resource itself (`Observation` for code-value-quantity) pairs values that each
-    occur once per resource, so "code matches AND value matches" on the same resource is exact — provided
-    every component's expression reaches what its own parameter indexes (checked on the compiled paths).
-    Over a repeating element (`Observation.component`, `DocumentReference.relatesTo`) both values must come
-    from the same element, which separate index rows cannot tell: those stay unsupported."""
-    if sp.get("expression", "").strip() != rtype:
-        return [], "composite parameters over a repeating element are not supported"
-    names = []
-    for component in sp.get("component", []):
+    - A branch over the resource itself (`Observation` in code-value-quantity and combo-…) pairs values that
+      occur once per resource: it is the conjunction of parameters that index exactly the components'
+      paths and nothing under a repeating element (checked on the compiled paths).
+    - A branch over a repeating element (`Observation.component`) must pair values of ONE element: its
+      spec (the element's path; the token part's and the value part's paths relative to it) tells
+      extraction to store the value part's rows keyed by the token part (search/extract.py, composite.py).
+      Only a token first and a plain value second are stored that way."""
+    branches = [b.strip() for b in _split_union(sp.get("expression", ""))]
+    components = sp.get("component", [])
+    if len(components) != 2 or not all(b == rtype or b.startswith(f"{rtype}.") for b in branches):
+        return [], [], "a composite of two parts over the resource or its elements is supported"
+    parts = []
+    for component in components:
         own = by_url.get(component.get("definition", ""))
         if own is None or own["type"] not in SUPPORTED_TYPES:
-            return [], f"component {component.get('definition')} is not a supported parameter"
-        indexed = _entry(own, rtype, rtype, types, by_url)
+            return [], [], f"component {component.get('definition')} is not a supported parameter"
         # R4's code-value-date writes `value.as(DateTime)`: FHIR's primitive is dateTime (fixed in R4B).
-        expression = component["expression"].replace("as(DateTime)", "as(dateTime)")
-        reached = [compile_branch(f"{rtype}.{b.strip()}", types)[1] for b in _split_union(expression)]
-        if indexed.get("unsupported") or any(
-            steps not in [p["steps"] for p in indexed["paths"]] for steps in reached
-        ):
-            return [], f"component {own['code']} reaches other elements than its parameter indexes"
-        names.append(own["code"])
-    return names, None if names else "a composite parameter without components"
+        parts.append((own["type"], component["expression"].replace("as(DateTime)", "as(dateTime)")))
+    elements = [b for b in branches if b != rtype]
+    element_steps = [compile_branch(b, types)[1] for b in elements]
+    root: list[str] = []
+    if rtype in branches:
+        for kind, expression in parts:
+            reached = [compile_branch(f"{rtype}.{b.strip()}", types)[1] for b in _split_union(expression)]
+            name = _root_param(rtype, kind, reached, element_steps, types, by_url)
+            if name is None:
+                return [], [], f"no {kind} parameter indexes exactly {expression!r} of {rtype}"
+            root.append(name)
+    specs = []
+    for branch, steps in zip(elements, element_steps, strict=True):
+        (first, first_expr), (second, second_expr) = parts
+        if first != "token" or second not in ELEMENT_VALUE_KINDS or "|" in first_expr + second_expr:
+            return [], [], f"{branch}: a token and a plain value are paired per element, not {first}/{second}"
+        rel = []
+        for kind, expression in parts:
+            _, full, terminal = compile_branch(f"{branch}.{expression}", types)
+            rel.append({"kind": kind, "steps": full[len(steps):], "type": terminal})
+        specs.append({"steps": steps, "parts": rel})
+    return root, specs, None
+
+
+def _root_param(
+    rtype: str, kind: str, reached: list, elements: list, types: dict[str, list[str]], by_url: dict[str, dict]
+) -> str | None:
+    """The parameter of `rtype` of this kind whose paths include every reached one and none under a
+    repeating element of the composite (the fewest paths wins: `code` rather than `combo-code`)."""
+    found = []
+    for sp in by_url.values():
+        if sp["type"] != kind or rtype not in sp.get("base", []):
+            continue
+        entry = _entry(sp, rtype, rtype, types, by_url)
+        paths = [p["steps"] for p in entry["paths"]]
+        if entry.get("unsupported") or any(steps not in paths for steps in reached):
+            continue
+        if any(path[: len(e)] == e for path in paths for e in elements):
+            continue
+        found.append((len(paths), sp["code"]))
+    return min(found)[1] if found else None
 
 
 def main() -> None:

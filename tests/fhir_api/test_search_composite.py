@@ -112,22 +112,54 @@ def test_bad_composite_searches_are_400(client, params, message) -> None:
     assert message in " ".join(i.get("diagnostics", "") for i in body["issue"])
 
 
-def test_composites_over_repeating_elements_stay_unsupported(client, tag) -> None:
-    bp = _post(client, _observation(tag, ["85354-9"], component=[
-        {"code": {"coding": [{"system": LOINC, "code": "8480-6"}]}, **_quantity(150, "mm[Hg]")},
-        {"code": {"coding": [{"system": LOINC, "code": "8462-4"}]}, **_quantity(90, "mm[Hg]")},
-    ]))
-    # Diastolic > 100 is false, yet "some component has that code" and "some component has a value > 100"
-    # are both true: separate index rows cannot answer it, so the server says so instead of guessing.
-    params = {"component-code-value-quantity": "8462-4$gt100"}
-    assert_outcome(client.get("/Observation", params=params, headers=STRICT), 400)
-    assert _ids(client, tag, **params) == {bp}  # lenient (the default): ignored, as any unsupported one
+def test_component_composites_pair_code_and_value_of_one_component(client, tag) -> None:
+    systolic = {"code": {"coding": [{"system": LOINC, "code": "8480-6"}]}, **_quantity(150, "mm[Hg]")}
+    diastolic = {"code": {"coding": [{"code": "8462-4"}]}, **_quantity(90, "mm[Hg]")}  # no system
+    bp = _post(client, _observation(tag, ["85354-9"], component=[systolic, diastolic]))
+    potassium = _post(client, _observation(tag, ["2823-3"], **_quantity(5.6)))
+    rhythm = {"coding": [{"system": "http://snomed.info/sct", "code": "271636001"}]}
+    finding = {"code": {"coding": [{"system": LOINC, "code": "8867-4"}]}, "valueCodeableConcept": rhythm}
+    pulse = _post(client, _observation(tag, ["8867-4"], component=[finding]))
+
+    def search(name: str, value: str) -> set[str]:
+        return _ids(client, tag, **{name: value})
+
+    # Diastolic > 100 is false although "some component has that code" and "some component has a value
+    # > 100" are both true: the pair is matched within one component.
+    assert search("component-code-value-quantity", "8462-4$gt100") == set()
+    assert search("component-code-value-quantity", "8480-6$gt100") == {bp}
+    assert search("component-code-value-quantity", f"{LOINC}|8480-6$gt140") == {bp}
+    assert search("component-code-value-quantity", f"{LOINC}|8462-4$lt100") == set()  # it has no system
+    assert search("component-code-value-quantity", "|8462-4$lt100") == {bp}
+    assert search("component-code-value-quantity", "8480-6$gt140,8462-4$gt100") == {bp}
+    assert search("component-code-value-quantity", "2823-3$gt5") == set()  # not a component's
+    assert search("code-value-quantity", "8480-6$gt140") == set()  # not the resource's own pair
+    # combo-: the resource's own pair or one component's
+    assert search("combo-code-value-quantity", "8480-6$gt140") == {bp}
+    assert search("combo-code-value-quantity", "2823-3$gt5") == {potassium}
+    assert search("combo-code-value-quantity", "2823-3$gt5,8462-4$90") == {bp, potassium}
+    assert search("component-code-value-concept", "8867-4$http://snomed.info/sct|271636001") == {pulse}
+    assert search("component-code-value-concept", "8480-6$271636001") == set()
+    # An update re-indexes the pairs: the diastolic is now 110.
+    current = client.get(f"/Observation/{bp}").json()
+    current["component"][1]["valueQuantity"]["value"] = 110
+    assert client.put(f"/Observation/{bp}", json=current).status_code == 200
+    assert search("component-code-value-quantity", "8462-4$gt100") == {bp}
+    assert search("component-code-value-quantity", "8462-4$lt100") == set()
+
+
+def test_unsupported_composites_and_the_capability_statement(client) -> None:
+    # relationship pairs a Reference with a code per relatesTo: not a token and a plain value.
+    params = {"relationship": "DocumentReference/x$replaces"}
+    assert_outcome(client.get("/DocumentReference", params=params, headers=STRICT), 400)
+    assert_outcome(client.get("/Observation", params={"component-code-value-quantity": "|$5"}), 400)
     capability = client.get("/metadata").json()
-    observation = next(r for r in capability["rest"][0]["resource"] if r["type"] == "Observation")
-    advertised = {p["name"]: p["type"] for p in observation["searchParam"]}
-    assert advertised["code-value-quantity"] == "composite"
-    assert advertised["code-value-date"] == "composite"
-    assert "component-code-value-quantity" not in advertised
+    resources = {r["type"]: r for r in capability["rest"][0]["resource"]}
+    advertised = {p["name"]: p["type"] for p in resources["Observation"]["searchParam"]}
+    for name in ("code-value-quantity", "code-value-date", "component-code-value-quantity",
+                 "combo-code-value-concept"):
+        assert advertised[name] == "composite", name
+    assert "relationship" not in {p["name"] for p in resources["DocumentReference"].get("searchParam", [])}
 
 
 def test_fhirpy_sends_a_composite_search(api, tag) -> None:

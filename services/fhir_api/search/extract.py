@@ -6,7 +6,8 @@ Each path is turned into a Python closure once per resource type (`_plan`), and 
 from elements the resource lacks is skipped: bulk load runs this for every resource, so it is the hot path —
 `index_tuples` runs each shape's plan as one generated function (codegen.py), `interpreted_index_tuples` is
 the plain interpretation it is tested against. Rows are (param, param_key, *value columns) tuples, in the
-index table's column order.
+index table's column order. Both add the rows of composites over a repeating element (`_pairs`: an element's
+value rows keyed by its token part's coding, search/composite.py).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from collections.abc import Callable, Iterable
 from functools import cache, lru_cache
 
 from services.fhir_api.search.codegen import generate
-from services.fhir_api.search.keys import param_key
-from services.fhir_api.search.registry import ROW_COLUMNS, params_for, stored_as
+from services.fhir_api.search.keys import pair_label, param_key
+from services.fhir_api.search.registry import ROW_COLUMNS, pairs_stored_as, params_for, stored_as
 from services.fhir_api.search.values import (
     TEXT_MAX,
     date_range,
@@ -301,7 +302,49 @@ def index_tuples(resource: dict, named: bool = True) -> IndexTuples:
     """Every search-index row of one resource as (param, param_key, *columns), or as stored (param_key,
     *columns) when not `named`, grouped by index table: per parameter each distinct row once (first
     occurrence order), rows of only NULLs left out."""
-    return _fused(resource.get("resourceType", ""), tuple(resource), named)(resource)
+    rtype = resource.get("resourceType", "")
+    rows = _fused(rtype, tuple(resource), named)(resource)
+    return _pair_rows(rtype, resource, rows, named)
+
+
+@cache
+def _element_pairs(resource_type: str) -> tuple:
+    """(composite, top-level keys, element path, token part (path, type), value part (kind, extractor, path,
+    type)) of every composite over a repeating element of the type (Observation.component)."""
+    out = []
+    for param in params_for(resource_type).values():
+        stores = param.type == "composite" and not param.unsupported
+        if stores and pairs_stored_as(resource_type, param.name) == param.name:  # rows written once
+            for element, ((_, token_steps, token_type), (kind, steps, ftype)) in param.elements:
+                token = (compile_path(token_steps), token_type)
+                value = (kind, _EXTRACTORS[kind], compile_path(steps), ftype)
+                out.append((param.name, frozenset(_first_keys(element)), compile_path(element), token, value))
+    return tuple(out)
+
+
+def _pair_rows(resource_type: str, resource: dict, rows: IndexTuples, named: bool) -> IndexTuples:
+    """Add the rows of the composites over a repeating element (none for most types: one cached lookup)."""
+    for name, keys, element, token, value in _element_pairs(resource_type):
+        if not keys.isdisjoint(resource):
+            rows[value[0]].extend(_pairs(resource_type, name, element(resource), token, value, named))
+    return rows
+
+
+def _pairs(resource_type: str, name: str, elements: list, token: tuple, value: tuple, named: bool) -> dict:
+    """Per element, its value part's rows under the keys of its token part's codings (keys.pair_label): a
+    search reads one key, so both parts it matches come from ONE element (composite.py)."""
+    (token_path, token_type), (kind, extract, path, ftype) = token, value
+    found: dict[tuple, None] = {}
+    for node in elements:
+        if type(node) is not dict:
+            continue
+        values = [v for n in path(node) for v in extract(n, ftype, None, (name,)) if v != _EMPTY[kind]]
+        codings = {(s, c) for n in token_path(node) for s, c, _ in _tokens(n, token_type) if c}
+        for system, code in codings if values else ():
+            for label in (pair_label(name, system or "", code), pair_label(name, None, code)):
+                key = param_key(resource_type, label)
+                found.update(dict.fromkeys(((label, key) if named else (key,)) + v for v in values))
+    return found
 
 
 @lru_cache(maxsize=4096)
@@ -333,7 +376,7 @@ def interpreted_index_tuples(resource: dict, named: bool = True) -> IndexTuples:
         if found and own:
             unique = dict.fromkeys(found) if len(found) > 1 else found
             rows[ptype] += [head + row for row in unique if row != _EMPTY[ptype]]
-    return rows
+    return _pair_rows(rtype, resource, rows, named)
 
 
 _CODEGEN_NAMES = {f.__name__: f for f in (_tokens, _dates, _quantities, _references, _ref_type)}

@@ -23,6 +23,13 @@ def param_key(resource_type: str, name: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+def pair_label(name: str, system: str | None, code: str) -> str:
+    """The row label of a composite over repeating elements whose token part is (system, code): its value
+    part's rows are stored under the label of the exact coding and under the any-system one (`system` None:
+    `$*|code`); '' is a coding without a system (`$|code`, what `|code` searches)."""
+    return f"{name}${'*' if system is None else system}|{code}"
+
+
 def _owns_rows(resource_type: str, name: str) -> bool:
     return stored_as(resource_type, name) == ((name, None),)
 

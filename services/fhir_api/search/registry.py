@@ -20,7 +20,10 @@ class SearchParam:
     targets: tuple[str, ...]
     paths: tuple[tuple[tuple, str], ...]  # (steps, terminal FHIR type) per union branch
     unsupported: str | None = None
-    components: tuple[str, ...] = ()  # a composite's parameters, matched on the same resource
+    components: tuple[str, ...] = ()  # a composite's parameters ANDed on the resource itself
+    # a composite over repeating elements: (element steps, ((kind, steps, FHIR type) of its token part, of its
+    # value part), relative to the element) per element branch
+    elements: tuple[tuple[tuple, tuple[tuple[str, tuple, str], ...]], ...] = ()
 
 
 @cache
@@ -40,15 +43,21 @@ def params_for(resource_type: str) -> dict[str, SearchParam]:
             e["doc"],
             e["expression"],
             tuple(e["targets"]),
-            tuple(
-                (tuple(tuple(s) if s[0] != "c" else (s[0], s[1], tuple(s[2])) for s in p["steps"]), p["type"])
-                for p in e["paths"]
-            ),
+            tuple((_steps(p["steps"]), p["type"]) for p in e["paths"]),
             e.get("unsupported"),
             tuple(e.get("components", ())),
+            tuple(
+                (_steps(el["steps"]), tuple((p["kind"], _steps(p["steps"]), p["type"]) for p in el["parts"]))
+                for el in e.get("elements", ())
+            ),
         )
         for name, e in raw.items()
     }
+
+
+def _steps(raw: list) -> tuple:
+    """A compiled path from the JSON table (lists) as hashable tuples."""
+    return tuple(tuple(s) if s[0] != "c" else (s[0], s[1], tuple(s[2])) for s in raw)
 
 
 Stored = tuple[tuple[str, str | None], ...]  # (parameter whose index rows serve, target type they must have)
@@ -85,6 +94,16 @@ def stored_as(resource_type: str, name: str) -> Stored:
     if covered and all(stored_as(resource_type, o) == ((o, None),) for o in parts):
         return tuple((o, None) for o in parts)
     return ((name, None),)
+
+
+@cache
+def pairs_stored_as(resource_type: str, name: str) -> str:
+    """The composite whose per-element rows answer `name`'s element branches: the first by name with the same
+    element spec (combo-code-value-quantity reads component-code-value-quantity's rows, written once)."""
+    elements = params_for(resource_type)[name].elements
+    same = [p.name for p in params_for(resource_type).values()
+            if p.type == "composite" and not p.unsupported and p.elements == elements]
+    return min(same, default=name)
 
 
 def resource_types() -> list[str]:
