@@ -302,9 +302,7 @@ def index_tuples(resource: dict, named: bool = True) -> IndexTuples:
     """Every search-index row of one resource as (param, param_key, *columns), or as stored (param_key,
     *columns) when not `named`, grouped by index table: per parameter each distinct row once (first
     occurrence order), rows of only NULLs left out."""
-    rtype = resource.get("resourceType", "")
-    rows = _fused(rtype, tuple(resource), named)(resource)
-    return _pair_rows(rtype, resource, rows, named)
+    return _fused(resource.get("resourceType", ""), tuple(resource), named)(resource)
 
 
 @cache
@@ -323,7 +321,7 @@ def _element_pairs(resource_type: str) -> tuple:
 
 
 def _pair_rows(resource_type: str, resource: dict, rows: IndexTuples, named: bool) -> IndexTuples:
-    """Add the rows of the composites over a repeating element (none for most types: one cached lookup)."""
+    """Add the rows of the composites over a repeating element the resource has."""
     for name, keys, element, token, value in _element_pairs(resource_type):
         if not keys.isdisjoint(resource):
             rows[value[0]].extend(_pairs(resource_type, name, element(resource), token, value, named))
@@ -361,7 +359,14 @@ def _fused(resource_type: str, shape: tuple[str, ...], named: bool) -> Callable[
         )
         for name, ptype, extract, paths, own in _applicable(resource_type, shape)
     ]
-    return generate(entries, KINDS, shape, _CODEGEN_NAMES)
+    generated = generate(entries, KINDS, shape, _CODEGEN_NAMES)
+    if all(keys.isdisjoint(shape) for _, keys, *_ in _element_pairs(resource_type)):
+        return generated  # decided once per shape: a lab result without components pays nothing
+
+    def with_pairs(resource: dict) -> IndexTuples:
+        return _pair_rows(resource_type, resource, generated(resource), named)
+
+    return with_pairs
 
 
 def interpreted_index_tuples(resource: dict, named: bool = True) -> IndexTuples:
