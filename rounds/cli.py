@@ -24,6 +24,7 @@ COMMAND_MODULES: list[str] = [
     "fhir_mapper.cli",
     "services.fhir_api.serve",
     "services.fhir_api.load_cli",
+    "services.fhir_api.reindex",
 ]
 
 
