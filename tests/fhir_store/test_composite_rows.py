@@ -22,8 +22,8 @@ def _bp(rid: str, systolic: float, diastolic: float) -> dict:
             "component": [part("8480-6", systolic), part("8462-4", diastolic)]}
 
 
-def _found(store, value: str, ctx: Context = SHARED) -> set[str]:
-    request = SearchRequest("Observation", [("component-code-value-quantity", value)])
+def _found(store, value: str, ctx: Context = SHARED, name: str = "component-code-value-quantity") -> set[str]:
+    request = SearchRequest("Observation", [(name, value)])
     return {r.id for r in store.search(ctx, request).matches}
 
 
@@ -37,6 +37,12 @@ def test_loaded_and_written_components_pair_within_one_component(store, tmp_path
     assert _found(store, "8480-6$gt140") == {"high"}
     assert _found(store, "8462-4$gt100") == set()  # 162 is a systolic: not this pair
     assert _found(store, f"{LOINC}|8462-4$lt80") == {"normal"}
+    # The resource's own pair (code-value-quantity) and both halves of combo-, through the same plans.
+    store.update(SHARED, "Observation", "k", {"resourceType": "Observation", "id": "k", "status": "final",
+                                              "code": {"coding": [{"system": LOINC, "code": "2823-3"}]},
+                                              "valueQuantity": {"value": 5.6}})
+    assert _found(store, "2823-3$gt5", name="code-value-quantity") == {"k"}
+    assert _found(store, "2823-3$gt5,8480-6$gt140", name="combo-code-value-quantity") == {"k", "high"}
     # A session's own write is indexed the same way and shadows the shared row it updates.
     session = Context(session_id="s-composite")
     store.update(session, "Observation", "normal", _bp("normal", 145, 101))
