@@ -30,6 +30,9 @@ CORE_ATTRIBUTES = frozenset(
     {"id", "source", "specversion", "type", "time", "subject", "datacontenttype", "dataschema", "data"}
 )
 ROUNDS_EXTENSIONS = frozenset({"sequence", "correlationid", "causationid"})
+# The fields that may be None (left out of the JSON then); id, source, specversion and type never are.
+OPTIONAL_ATTRIBUTES = ("time", "subject", "datacontenttype", "dataschema", "sequence", "correlationid",
+                       "causationid", "data")
 _EXTENSION_NAME = re.compile(r"^[a-z0-9]{1,20}$")
 # Checked by pydantic-core (fast): opaque ids and whitespace-free attributes. An opaque id is 1-128 chars of
 # [A-Za-z0-9._:-] starting with a letter or digit and NOT all digits (an MRN or MIMIC subject_id is PHI):
@@ -108,8 +111,14 @@ class CloudEvent(BaseModel):
 
     # -- serialisation -------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The structured-mode JSON object (attributes that are None are omitted, as the spec asks)."""
-        out = {k: v for k, v in self.__dict__.items() if v is not None}
+        """The structured-mode JSON object (attributes that are None are omitted, as the spec asks).
+
+        A copy of the fields less the optional ones that are None: half the cost of filtering every field
+        in a comprehension, once per event published."""
+        out = self.__dict__.copy()
+        for name in OPTIONAL_ATTRIBUTES:
+            if out[name] is None:
+                del out[name]
         extra = self.__pydantic_extra__
         if extra:
             out.update((k, v) for k, v in extra.items() if v is not None)

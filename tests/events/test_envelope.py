@@ -106,3 +106,16 @@ def test_opaque_id_rule_is_exactly_the_documented_one() -> None:
             expected = "all digits" if value.isdigit() else "opaque id"
             assert expected in str(exc), (value, str(exc))
         assert accepted == documented(value), value
+
+
+def test_to_dict_leaves_out_every_attribute_that_is_none() -> None:
+    """to_dict drops the optional attributes that are None (envelope.OPTIONAL_ATTRIBUTES): every other field
+    is required and never None, so a field added later must be listed there or made required."""
+    from events.envelope import OPTIONAL_ATTRIBUTES
+
+    assert set(CloudEvent.model_fields) - set(OPTIONAL_ATTRIBUTES) == {"id", "source", "specversion", "type"}
+    bare = CloudEvent.build(id="e1", source="/s", type="t.x", datacontenttype=None, data=None)
+    assert bare.to_dict() == {"id": "e1", "source": "/s", "specversion": "1.0", "type": "t.x"}
+    full = {name: "x-1" for name in ("time", "subject", "dataschema", "correlationid", "causationid")}
+    event = CloudEvent.build(**{**BASE, **full, "time": "2026-11-30T08:00:00Z"}, traceparent="00-a")
+    assert list(event.to_dict())[-1] == "traceparent" and event.to_dict()["causationid"] == "x-1"
