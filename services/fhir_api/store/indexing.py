@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cache
 
 from sqlalchemy import Connection, delete, insert
@@ -44,11 +45,19 @@ def _patient_targets(resource_type: str) -> dict[int, str | None]:
 
 
 def index_resource(conn: Connection, row_id: int, resource: dict) -> None:
-    for kind, rows in row_tuples(resource).items():
+    index_resources(conn, [(row_id, resource)])
+
+
+def index_resources(conn: Connection, resources: Iterable[tuple[int, dict]]) -> None:
+    """Insert the index rows of (rid, resource) pairs: one executemany per index table for all of them."""
+    by_kind: dict[str, list[tuple]] = {}
+    for row_id, resource in resources:
+        for kind, rows in row_tuples(resource).items():
+            by_kind.setdefault(kind, []).extend((row_id, *row) for row in rows)
+    for kind, rows in by_kind.items():
         if rows:
             names = [c.name for c in TABLES[kind].columns]
-            values = [dict(zip(names, (row_id, *row), strict=True)) for row in rows]
-            conn.execute(insert(TABLES[kind]), values)
+            conn.execute(insert(TABLES[kind]), [dict(zip(names, row, strict=True)) for row in rows])
 
 
 def unindex(conn: Connection, row_ids: list[int]) -> None:
