@@ -71,8 +71,9 @@ def patient_key(patient_id: str) -> int:
 
 
 @cache
-def patient_rows(resource_type: str) -> tuple[tuple[int, str | None], ...]:
-    """(param_key, target type) of the reference rows that answer the type's `patient` parameter."""
+def patient_rows(resource_type: str) -> dict[int, str | None]:
+    """param_key -> required target type (None: any) of the reference rows that answer the type's `patient`
+    parameter (empty when it has none)."""
     if "patient" not in params_for(resource_type) or params_for(resource_type)["patient"].type != "reference":
-        return ()
-    return tuple(stored_keys(resource_type, "patient"))
+        return {}
+    return dict(stored_keys(resource_type, "patient"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import cache
 
 from sqlalchemy import Connection, delete, insert
 
@@ -28,7 +27,7 @@ def row_tuples(resource: dict) -> dict[str, list[tuple]]:
 def _patient_key(resource_type: str, references: list[tuple]) -> int:
     """keys.patient_key of the resource's one patient (its `patient` parameter's target), else NO_PATIENT.
     `references`: its reference rows, (param_key, target type, target id, url)."""
-    wanted = _patient_targets(resource_type)
+    wanted = patient_rows(resource_type)
     if not wanted:
         return NO_PATIENT
     ids = set()
@@ -36,12 +35,6 @@ def _patient_key(resource_type: str, references: list[tuple]) -> int:
         if row[0] in wanted and wanted[row[0]] in (None, row[1]) and row[2]:
             ids.add(row[2])
     return patient_key(ids.pop()) if len(ids) == 1 else NO_PATIENT
-
-
-@cache
-def _patient_targets(resource_type: str) -> dict[int, str | None]:
-    """param_key -> required target type (None: any) of the reference rows that answer `patient`."""
-    return dict(patient_rows(resource_type))
 
 
 def index_resource(conn: Connection, row_id: int, resource: dict) -> None:
