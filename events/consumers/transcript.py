@@ -142,7 +142,7 @@ class TranscriptProjection(Projection):
             columns = extract(event.data)  # validate everything before mutating any state
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"{kind} id={event.id}: payload lacks {exc}") from exc
-        session_id = event.subject or record.key  # session_of(record): a handled record has its event
+        session_id = self.session_of(record)
         state = tx.state
         sessions = state["sessions"]
         session = sessions.get(session_id)
