@@ -320,11 +320,18 @@ def _element_pairs(resource_type: str) -> tuple:
     return tuple(out)
 
 
-def _pair_rows(resource_type: str, resource: dict, rows: IndexTuples, named: bool) -> IndexTuples:
-    """Add the rows of the composites over a repeating element the resource has."""
-    for name, keys, element, token, value in _element_pairs(resource_type):
-        if not keys.isdisjoint(resource):
-            rows[value[0]].extend(_pairs(resource_type, name, element(resource), token, value, named))
+def _pairs_for(resource_type: str, shape: Iterable[str]) -> list[tuple]:
+    """The `_element_pairs` whose element a resource with these top-level keys has."""
+    keys = set(shape)
+    return [pair for pair in _element_pairs(resource_type) if not pair[1].isdisjoint(keys)]
+
+
+def _pair_rows(
+    resource_type: str, resource: dict, rows: IndexTuples, named: bool, pairs: list[tuple]
+) -> IndexTuples:
+    """Add the rows of the composites over a repeating element (`pairs`: those the resource has)."""
+    for name, _, element, token, value in pairs:
+        rows[value[0]].extend(_pairs(resource_type, name, element(resource), token, value, named))
     return rows
 
 
@@ -360,11 +367,12 @@ def _fused(resource_type: str, shape: tuple[str, ...], named: bool) -> Callable[
         for name, ptype, extract, paths, own in _applicable(resource_type, shape)
     ]
     generated = generate(entries, KINDS, shape, _CODEGEN_NAMES)
-    if all(keys.isdisjoint(shape) for _, keys, *_ in _element_pairs(resource_type)):
+    pairs = _pairs_for(resource_type, shape)
+    if not pairs:
         return generated  # decided once per shape: a lab result without components pays nothing
 
     def with_pairs(resource: dict) -> IndexTuples:
-        return _pair_rows(resource_type, resource, generated(resource), named)
+        return _pair_rows(resource_type, resource, generated(resource), named, pairs)
 
     return with_pairs
 
@@ -381,7 +389,7 @@ def interpreted_index_tuples(resource: dict, named: bool = True) -> IndexTuples:
         if found and own:
             unique = dict.fromkeys(found) if len(found) > 1 else found
             rows[ptype] += [head + row for row in unique if row != _EMPTY[ptype]]
-    return _pair_rows(rtype, resource, rows, named)
+    return _pair_rows(rtype, resource, rows, named, _pairs_for(rtype, resource))
 
 
 _CODEGEN_NAMES = {f.__name__: f for f in (_tokens, _dates, _quantities, _references, _ref_type)}
