@@ -37,17 +37,11 @@ Parts = tuple[tuple | None, dict[str, Any], Callable[[Any, Any], ColumnElement]]
 
 def split_components(value: str, name: str) -> tuple[str, str]:
     """One composite value -> its token part and value part (split on the unescaped `$`)."""
-    parts, current, i = [], "", 0
-    while i < len(value):
-        if value.startswith("\\$", i):
-            current, i = current + "$", i + 2
-        elif value[i] == "$":
-            parts.append(current)
-            current, i = "", i + 1
-        else:
-            current, i = current + value[i], i + 1
-    parts.append(current)
-    if len(parts) != 2 or "" in parts:
+    try:
+        parts = conditions.split_values(value, "$")
+    except InvalidSearch:  # an empty part
+        parts = []
+    if len(parts) != 2:
         raise InvalidSearch(f"{name} takes 2 values joined by '$', got {value!r}")
     return parts[0], parts[1]
 

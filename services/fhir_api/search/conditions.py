@@ -251,20 +251,21 @@ def build(kind: str, t: Table, shape: tuple, binds: list) -> ColumnElement[bool]
     return _BUILDERS[kind](t, shape, binds)
 
 
-def split_values(value: str) -> list[str]:
-    """Comma-separated OR values; '\\,' is a literal comma."""
+def split_values(value: str, sep: str = ",") -> list[str]:
+    """Comma-separated OR values ('\\,' is a literal comma); with `sep` "$", a composite value's parts ('\\$'
+    a literal dollar). Other escapes are kept for the value's own parser."""
     if "\\" not in value:  # nothing escaped: a plain split
-        parts = value.split(",")
+        parts = value.split(sep)
         if "" in parts:
             raise InvalidSearch("empty search value")
         return parts
     parts, cur, i = [], "", 0
     while i < len(value):
         if value[i] == "\\" and i + 1 < len(value) and value[i + 1] in ",$|\\":
-            cur += value[i + 1] if value[i + 1] == "," else value[i : i + 2]
+            cur += value[i + 1] if value[i + 1] == sep else value[i : i + 2]
             i += 2
             continue
-        if value[i] == ",":
+        if value[i] == sep:
             parts.append(cur)
             cur = ""
         else:
