@@ -13,7 +13,7 @@ alternatives), each in its own parameter's syntax, prefixes included. The genera
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import ColumnElement, Select, and_, or_, select
 
@@ -23,15 +23,11 @@ from services.fhir_api.search.registry import SearchParam, pairs_stored_as
 from services.fhir_api.store import models as m
 from services.fhir_api.store.interface import InvalidSearch
 
+if TYPE_CHECKING:  # query.py imports this module
+    from services.fhir_api.search.query import Filter
 
-class ComponentFilter(Protocol):
-    key: tuple | None
-    values: dict[str, Any]
-    make: Callable[[Any, Any], ColumnElement | Select]
-
-
-# (component parameter name, its value, bind-name prefix) -> that parameter's filter
-FilterOf = Callable[[str, str, str], ComponentFilter | None]
+# (component parameter name, its value, bind-name prefix) -> that parameter's filter (query.param_filter)
+FilterOf = Callable[[str, str, str], "Filter | None"]
 Parts = tuple[tuple | None, dict[str, Any], Callable[[Any, Any], ColumnElement]]  # query.Filter's fields
 
 
@@ -77,7 +73,7 @@ def _alternative(param: SearchParam, parts: tuple[str, str], prefix: str, filter
         bound.update(values)
 
     def make(r, bind) -> ColumnElement:
-        def held(f: ComponentFilter) -> ColumnElement:
+        def held(f: Filter) -> ColumnElement:
             cond = f.make(r, bind)
             return r.c.rid.in_(cond) if isinstance(cond, Select) else cond
 
