@@ -99,7 +99,7 @@ def stored_as(resource_type: str, name: str) -> Stored:
 @cache
 def pairs_stored_as(resource_type: str, name: str) -> str:
     """The composite whose per-element rows answer `name`'s element branches: the first by name with the same
-    element spec, so rows are written once (component-code-value-quantity reads combo-code-value-quantity's)."""
+    element spec, so the rows are written once (component-code-value-quantity reads combo-…'s)."""
     elements = params_for(resource_type)[name].elements
     same = [p.name for p in params_for(resource_type).values()
             if p.type == "composite" and not p.unsupported and p.elements == elements]
