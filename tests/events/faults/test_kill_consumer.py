@@ -66,16 +66,20 @@ def test_sigkill_mid_stream_then_restart_equals_clean_run(backend: str, request:
     url = request.getfixturevalue("postgres_url" if backend == "sql-postgres" else "sqlite_url")
     env = h.make_env(backend, url, bootstrap)
     live = TranscriptProjection(topics=env.topics)
+    started: list[subprocess.Popen] = []  # killed at the end whatever happens: none may outlive the test
     try:
         total = _publish(env, 20)
         consumer = _consumer(env, "--batch-size", "10")
+        started.append(consumer)
         more: list[int] = []
         producer = threading.Thread(target=lambda: more.append(_publish(env, 20)))
         producer.start()  # keeps publishing while the consumer runs and dies
         deadline = time.monotonic() + 120
         while _entries(env, live) < 120:
             assert consumer.poll() is None, consumer.stdout.read().decode()
-            assert time.monotonic() < deadline, "the consumer made no progress"
+            if time.monotonic() > deadline:  # say what the consumer said (it is killed to read it)
+                consumer.kill()
+                pytest.fail(f"the consumer made no progress:\n{consumer.communicate()[0].decode()[-3000:]}")
             time.sleep(0.05)
         consumer.send_signal(signal.SIGKILL)
         consumer.wait(timeout=30)
@@ -85,6 +89,7 @@ def test_sigkill_mid_stream_then_restart_equals_clean_run(backend: str, request:
         assert killed_at < total, "the consumer finished before it was killed: the test proves nothing"
 
         restarted = _consumer(env, "--batch-size", "50", "--until-caught-up")
+        started.append(restarted)
         out, _ = restarted.communicate(timeout=240)
         assert restarted.returncode == 0, out.decode()
 
@@ -96,6 +101,10 @@ def test_sigkill_mid_stream_then_restart_equals_clean_run(backend: str, request:
         processed = _processed(env)
         assert processed == total
     finally:
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=30)
         h.close_env(env)
 
 
