@@ -254,7 +254,12 @@ def _spec(type_: str, model: type[BaseModel], topic: str = SESSIONS, **kw: Any) 
 CATALOG = Catalog(
     [
         _spec("rounds.session.started", p.SessionStarted),
-        _spec("rounds.session.ended", p.SessionEnded),
+        EventSpec(
+            type="rounds.session.ended",
+            versions={1: p.SessionEndedV1, 2: p.SessionEnded},
+            topic=SESSIONS,
+            upcasters={1: p.session_ended_v1_to_v2},
+        ),
         *(
             _spec(f"rounds.message.{role}", p.Communication, check=_sent_by(role))
             for role in ("doctor", "patient", "assistant")

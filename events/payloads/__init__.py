@@ -3,9 +3,18 @@
 from events.payloads.interaction import EhrRequest, EhrResponse, ToolCall, ToolResult
 from events.payloads.messages import Communication, communication
 from events.payloads.outcome import DeadLetter, FhirResourceChange, ScoreSession, ScoreTurn
-from events.payloads.session import SessionEnded, SessionStarted
+from events.payloads.session import (
+    END_REASONS,
+    SessionEnded,
+    SessionEndedV1,
+    SessionStarted,
+    session_ended_v1_to_v2,
+)
 
 __all__ = [
+    "END_REASONS",
+    "SessionEndedV1",
+    "session_ended_v1_to_v2",
     "Communication",
     "DeadLetter",
     "EhrRequest",

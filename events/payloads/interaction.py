@@ -42,6 +42,7 @@ class ToolCall(Payload):
     call_id: str = Field(min_length=1)
     name: str = Field(min_length=1)
     arguments: dict[str, Any] = Field(default_factory=dict)
+    turn: int | None = Field(default=None, ge=0)
 
 
 class ToolResult(Payload):
@@ -52,6 +53,8 @@ class ToolResult(Payload):
     output: Any = None
     error: str | None = None
     latency_ms: float | None = Field(default=None, ge=0)
+    turn: int | None = Field(default=None, ge=0)
+    usage: dict[str, int] | None = Field(default=None, description="model tokens, e.g. prompt/completion")
 
     @model_validator(mode="after")
     def _output_xor_error(self) -> ToolResult:

@@ -18,6 +18,12 @@ from events.envelope import utc_now
 ROLE_SYSTEM = "https://rounds.dev/fhir/CodeSystem/participant-role"
 Role = Literal["doctor", "patient", "assistant"]
 ROLE_RESOURCE: dict[str, str] = {"doctor": "Practitioner", "patient": "Patient", "assistant": "Device"}
+# Simulator annotations, as FHIR extensions so the payload stays a valid Communication. They are for scorers
+# and reports (which turn a message belongs to, which patient facts it disclosed, whether the physician was
+# answering a clarifying question); the assistant under test only ever sees the text.
+EXT_TURN = "https://rounds.dev/fhir/StructureDefinition/turn"
+EXT_DISCLOSED = "https://rounds.dev/fhir/StructureDefinition/disclosed-fact"
+EXT_KIND = "https://rounds.dev/fhir/StructureDefinition/message-kind"
 
 
 class RoleIdentifier(BaseModel):
@@ -80,6 +86,26 @@ class Communication(BaseModel):
     def text(self) -> str:
         return "\n".join(part.contentString for part in self.payload)
 
+    def _extensions(self, url: str) -> list[dict]:
+        return [e for e in (getattr(self, "extension", None) or []) if e.get("url") == url]
+
+    @property
+    def turn(self) -> int | None:
+        """The physician turn this message belongs to (simulator sessions), else None."""
+        found = self._extensions(EXT_TURN)
+        return found[0].get("valueInteger") if found else None
+
+    @property
+    def disclosed_facts(self) -> list[str]:
+        """Ids of the patient-memory facts a patient message disclosed."""
+        return [e["valueString"] for e in self._extensions(EXT_DISCLOSED)]
+
+    @property
+    def kind(self) -> str | None:
+        """`question` (asked of the patient), `answer` (turn's final answer), `clarification` ..."""
+        found = self._extensions(EXT_KIND)
+        return found[0].get("valueCode") if found else None
+
     def to_data(self) -> dict:
         return self.model_dump(mode="json", exclude_none=True)
 
@@ -97,8 +123,17 @@ def communication(
     language: str = "en",
     in_response_to: list[str] | None = None,
     sent: str | None = None,
+    turn: int | None = None,
+    disclosed: list[str] | None = None,
+    kind: str | None = None,
 ) -> Communication:
-    """Build a message payload; `in_response_to` lists Communication ids this message answers."""
+    """Build a message payload; `in_response_to` lists Communication ids this message answers; `turn`,
+    `disclosed` (patient fact ids) and `kind` become the simulator extensions."""
+    extension = (
+        ([{"url": EXT_TURN, "valueInteger": turn}] if turn is not None else [])
+        + [{"url": EXT_DISCLOSED, "valueString": fact} for fact in disclosed or ()]
+        + ([{"url": EXT_KIND, "valueCode": kind}] if kind else [])
+    )
     return Communication.model_validate(
         {
             "resourceType": "Communication",
@@ -109,6 +144,7 @@ def communication(
             "sender": participant(sender),
             "recipient": [participant(r) for r in recipients],
             "payload": [{"contentString": text}],
+            **({"extension": extension} if extension else {}),
             **(
                 {"inResponseTo": [{"reference": f"Communication/{i}"} for i in in_response_to]}
                 if in_response_to

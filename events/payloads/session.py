@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -11,9 +11,14 @@ from events.payloads.base import Payload
 
 
 class SessionStarted(Payload):
-    """A simulated encounter begins. The patient is a FHIR reference into the session's sandbox."""
+    """A simulated encounter begins. The patient is a FHIR reference into the session's sandbox.
 
-    assistant: str = Field(min_length=1, description="assistant under test (model or endpoint name)")
+    A simulator run also records what is needed to score, re-score and replay the session from the log
+    alone: the run, the scenario (its id, the digest of its line and the line itself), the trial, the
+    language and variant the physician speaks, and the seed.
+    """
+
+    assistant: str = Field(min_length=1, description="assistant under test (its spec, e.g. openai:gpt-x)")
     patient: str | None = Field(default=None, pattern=r"^Patient/[A-Za-z0-9.-]{1,64}$")
     encounter: str | None = Field(default=None, pattern=r"^Encounter/[A-Za-z0-9.-]{1,64}$")
     scenario: str | None = None
@@ -22,12 +27,53 @@ class SessionStarted(Payload):
     )
     fhir_base: str | None = Field(default=None, description="base URL the assistant uses for this session")
     seed: int | None = None
+    run_id: str | None = None
+    trial: int | None = Field(default=None, ge=0)
+    language: Literal["en", "zh"] | None = None
+    variant: Literal["explicit", "implicit"] | None = None
+    scenario_digest: str | None = Field(default=None, pattern=r"^sha256:[0-9a-f]{64}$")
+    scenario_definition: dict[str, Any] | None = Field(
+        default=None, description="the scenario line itself (services/simulator/data_model/scenario.py)"
+    )
+    replay_of: str | None = Field(default=None, description="run id this run replays (counterfactual replay)")
 
 
-class SessionEnded(Payload):
-    """A simulated encounter is over; `turns` counts the messages exchanged."""
+EndReason = Literal[
+    "completed", "max_steps", "timeout", "assistant_error", "infrastructure_error", "patient_error"
+]
+END_REASONS: tuple[str, ...] = EndReason.__args__
+
+
+class SessionEndedV1(Payload):
+    """Schema v1 (before the simulator): four coarse reasons."""
 
     reason: Literal["completed", "aborted", "timeout", "error"]
     turns: int = Field(ge=0)
     duration_ms: float | None = Field(default=None, ge=0)
     error: str | None = None
+
+
+class SessionEnded(Payload):
+    """A simulated encounter is over. `reason` says who, if anyone, is at fault: `assistant_error`,
+    `max_steps` and `timeout` are the assistant's; `infrastructure_error` (Rounds or the network) and
+    `patient_error` (the simulated patient) are never charged to it. `turns` counts completed physician turns.
+    """
+
+    reason: EndReason
+    turns: int = Field(ge=0)
+    duration_ms: float | None = Field(default=None, ge=0)
+    error: str | None = None
+    run_id: str | None = None
+
+
+_V1_REASON = {
+    "completed": "completed",
+    "timeout": "timeout",
+    "aborted": "infrastructure_error",
+    "error": "infrastructure_error",
+}
+
+
+def session_ended_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """v1 -> v2: `aborted` and the unattributed `error` were never the assistant's fault as far as v1 knew."""
+    return {**data, "reason": _V1_REASON[data["reason"]]}

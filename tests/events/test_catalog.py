@@ -53,7 +53,7 @@ def test_every_catalogued_type_has_a_sample() -> None:
 @pytest.mark.parametrize("type_", sorted(SAMPLES))
 def test_every_type_builds_validates_routes_and_decodes(type_: str) -> None:
     event = sample_event(type_)
-    assert event.dataschema == f"https://rounds.dev/schemas/events/{type_}/v1.json"
+    assert event.dataschema == f"https://rounds.dev/schemas/events/{type_}/v{CATALOG.spec(type_).version}.json"
     topic, key = route(event)
     assert topic == next((t for prefix, t in TOPIC.items() if type_.startswith(prefix)), SESSIONS)
     expected_key = {FHIR_CHANGES: "Observation/obs-1", DEADLETTER: SESSION}.get(topic, SESSION)
@@ -162,3 +162,15 @@ def test_old_versions_are_upcast_on_read_and_refused_on_publish() -> None:
 def test_decode_never_raises() -> None:
     for raw in [b"", b"null", b"{}", b'{"id":"1","source":"/s","type":"rounds.tool.call"}', b"\xff"]:
         assert CATALOG.decode(raw) is None
+
+
+def test_session_ended_v1_reasons_upcast_so_that_no_old_failure_is_charged_to_the_assistant() -> None:
+    old = CloudEvent.build(
+        id="old-1", source="/rounds/tests", type="rounds.session.ended", subject=SESSION,
+        dataschema="https://rounds.dev/schemas/events/rounds.session.ended/v1.json",
+        data={"reason": "aborted", "turns": 2},
+    )
+    current = CATALOG.decode(old.to_bytes())
+    assert current.dataschema.endswith("/rounds.session.ended/v2.json")
+    assert current.data["reason"] == "infrastructure_error"
+    assert CATALOG.payload(current).reason == "infrastructure_error"

@@ -1,0 +1,98 @@
+"""What an assistant under test receives each turn, what it may use, and how its failures are classified.
+
+Every adapter (`baseline`, `oracle`, `python:`, `http:`, `openai:`, `mcp`) implements `Assistant`; the
+orchestrator owns timing, step limits and events. The assistant's FHIR calls always go over HTTP to the
+session's FHIR base (so the FHIR server records them as `rounds.ehr.*`); patient questions go through
+`SessionTools.ask_patient` (recorded as `rounds.message.patient` exchanges).
+
+Who is charged for a failure is part of the contract: `AssistantFailure` is the assistant's fault (it raised,
+returned garbage, called an unknown tool, looped past the step limit); `InfrastructureFailure` is Rounds' or
+the network's (the FHIR server 5xx'd on a valid request, the model endpoint was unreachable after retries);
+`PatientFailure` is the simulated patient's. Only the first kind may lower a score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+import httpx
+
+from events.payloads.session import EndReason
+# Reasons that are never charged to the assistant: such sessions are excluded from scores, never scored 0.
+NOT_ASSISTANT_FAULT: frozenset[str] = frozenset({"infrastructure_error", "patient_error"})
+
+
+@dataclass(frozen=True)
+class HistoryItem:
+    """One earlier message of the conversation as the assistant saw it (its own answers stay in)."""
+
+    role: Literal["doctor", "assistant"]
+    text: str
+    turn: int
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    session_id: str
+    run_id: str
+    turn: int
+    message: str  # the physician's words
+    language: Literal["en", "zh"]
+    history: tuple[HistoryItem, ...]
+    fhir_base: str  # absolute URL of the session's sandbox
+    patient_url: str  # POST {"text": ...} -> {"text": ...}
+    patient: str  # "Patient/<id>" the session is about
+    now: str  # the session clock (ISO 8601)
+    access_token: str | None = None  # when auth is on: the session token, else None
+    max_steps: int = 8  # tool steps allowed this turn
+
+
+@dataclass
+class SessionTools:
+    """The tools the orchestrator hands an in-process assistant for one turn."""
+
+    http: httpx.AsyncClient  # base_url = the session's FHIR base
+    ask_patient: Callable[[str], Awaitable[str]]
+    # Record a tool step (model tool call): the orchestrator counts steps and emits rounds.tool.call|result.
+    step: Callable[[str, dict], None] = field(default=lambda name, args: None)
+
+
+@runtime_checkable
+class Assistant(Protocol):
+    """An assistant under test. `spec` is how it was named on the command line (recorded in events)."""
+
+    spec: str
+
+    async def respond(self, request: TurnRequest, tools: SessionTools) -> str:
+        """The assistant's answer to the physician for this turn (non-empty text)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class SessionFailure(Exception):
+    """Ends a session with `reason`; `detail` is recorded on `rounds.session.ended`."""
+
+    reason: EndReason = "infrastructure_error"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class AssistantFailure(SessionFailure):
+    reason: EndReason = "assistant_error"
+
+
+class StepLimitExceeded(SessionFailure):
+    reason: EndReason = "max_steps"
+
+
+class InfrastructureFailure(SessionFailure):
+    reason: EndReason = "infrastructure_error"
+
+
+class PatientFailure(SessionFailure):
+    reason: EndReason = "patient_error"
