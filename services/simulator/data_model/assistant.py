@@ -20,6 +20,7 @@ from typing import Literal, Protocol, runtime_checkable
 import httpx
 
 from events.payloads.session import EndReason
+
 # Reasons that are never charged to the assistant: such sessions are excluded from scores, never scored 0.
 NOT_ASSISTANT_FAULT: frozenset[str] = frozenset({"infrastructure_error", "patient_error"})
 
