@@ -1,0 +1,1 @@
+"""Downstream consumers of the session log: scorers, replay and reports."""

@@ -1,0 +1,1 @@
+"""Rendering a scored run: JSON document (model.py), terminal table, self-contained HTML."""

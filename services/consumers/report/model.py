@@ -1,0 +1,88 @@
+"""The scored-run document: what `rounds report --json` writes and what the HTML and terminal views render.
+
+The scorer's metrics (services/consumers/scoring) build it from the score projections and the session log; the
+report renders it; tests and users read it. Field names follow the issue's published shape:
+`{run, scorer_version, metrics: {avg, pass_at_turn: {"0.6", "0.75"}, pass_at_session: {...}, pass_hat_k:
+{"1", ...}}, by: {family: {...}, difficulty: {...}, language: {...}, variant: {...}}, sessions: [...]}`.
+Add fields freely; never rename one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Metrics(_Model):
+    """Scores over the sessions not ended by infrastructure or patient errors (those are counted apart)."""
+
+    avg: float | None = None  # mean turn score
+    pass_at_turn: dict[str, float] = Field(default_factory=dict)  # τ ("0.6", "0.75") -> share of turns ≥ τ
+    pass_at_session: dict[str, float] = Field(default_factory=dict)  # τ -> share of sessions, every turn ≥ τ
+    pass_hat_k: dict[str, float] = Field(default_factory=dict)  # k ("1".."trials") -> τ²-bench pass^k
+    turns: int = 0
+    sessions: int = 0
+    excluded_sessions: int = 0  # infrastructure_error / patient_error: not scored
+    tools: dict[str, float] = Field(default_factory=dict)  # fhir_calls_per_turn, error_rate, latency_p50_ms …
+
+
+class Check(_Model):
+    id: str
+    kind: str
+    passed: bool
+    weight: float = 1.0
+    safety: bool = False
+    evidence: str | None = None  # what the check saw (the cited number, the written resource, …)
+
+
+class Exchange(_Model):
+    """One step of the conversation as the per-session view shows it."""
+
+    kind: str  # doctor | assistant | patient | question | clarification | ehr | tool
+    text: str | None = None
+    method: str | None = None
+    url: str | None = None
+    status: int | None = None
+    latency_ms: float | None = None
+
+
+class TurnScore(_Model):
+    index: int
+    score: float
+    task_type: str | None = None
+    checks: list[Check] = Field(default_factory=list)
+    exchanges: list[Exchange] = Field(default_factory=list)
+
+
+class SessionScore(_Model):
+    session: str  # session id
+    scenario: str
+    family: str | None = None
+    difficulty: str | None = None
+    language: str | None = None
+    variant: str | None = None
+    trial: int = 0
+    reason: str  # rounds.session.ended reason
+    score: float | None = None  # None when excluded
+    turns: list[TurnScore] = Field(default_factory=list)
+
+
+class RunReport(_Model):
+    run: str
+    scorer_version: str
+    assistant: str | None = None
+    replay_of: str | None = None  # the run this one replays (counterfactual replay)
+    metrics: Metrics
+    by: dict[str, dict[str, Metrics]] = Field(default_factory=dict)  # dimension -> value -> metrics
+    reasons: dict[str, int] = Field(default_factory=dict)  # termination reason -> sessions
+    sessions: list[SessionScore] = Field(default_factory=list)
+    judge: dict[str, Any] | None = None  # optional LLM judge: model, prompt version, agreement
+
+
+DIMENSIONS = ("family", "task_type", "difficulty", "language", "variant", "persona")
+THRESHOLDS = ("0.6", "0.75")
