@@ -13,7 +13,7 @@ def register(app: typer.Typer) -> None:
     @db.command("upgrade")
     def upgrade_cmd(
         database_url: str = typer.Option(None, help="SQLAlchemy URL (default: ROUNDS_DATABASE_URL)."),
-        revision: str = typer.Option("heads", help="Target revision."),
+        revision: str = typer.Option("head", help="Target revision."),
     ) -> None:
         """Create or upgrade the schema."""
         from rounds.migrate import upgrade

@@ -18,6 +18,6 @@ def alembic_config(database_url: str) -> Config:
     return cfg
 
 
-def upgrade(database_url: str, revision: str = "heads") -> None:
-    """Bring the schema at `database_url` to `revision` (all heads by default)."""
+def upgrade(database_url: str, revision: str = "head") -> None:
+    """Bring the schema at `database_url` to `revision` (the single head by default)."""
     command.upgrade(alembic_config(database_url), revision)
