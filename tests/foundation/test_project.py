@@ -36,3 +36,31 @@ def test_ci_runs_the_readme_test_command() -> None:
     readme = (REPO / "README.md").read_text()
     ci = (REPO / ".ci" / "run").read_text()
     assert "scripts/test.sh" in readme and "scripts/test.sh" in ci
+
+
+def _cli_command(words: list[str]) -> object | None:
+    """The click command `rounds <words...>` resolves to, or None (options end the lookup)."""
+    import typer.main
+
+    from rounds.cli import app
+
+    command = typer.main.get_command(app)
+    for word in words:
+        if word.startswith("-") or not hasattr(command, "commands"):
+            break
+        command = command.commands.get(word)
+        if command is None:
+            return None
+    return command
+
+
+def test_every_compose_command_exists_in_the_cli() -> None:
+    services = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
+    rounds_commands = {name: svc["command"] for name, svc in services.items() if svc.get("command")}
+    assert rounds_commands, "no service runs a rounds command"
+    for name, command in rounds_commands.items():
+        assert command[0] == "rounds", f"{name}: {command}"
+        resolved = _cli_command(command[1:])
+        is_leaf = resolved is not None and not hasattr(resolved, "commands")
+        assert is_leaf, f"service {name!r} runs {' '.join(command)!r}, which is not a rounds command"
+    assert _cli_command(["no-such-command"]) is None  # the lookup itself can fail
