@@ -30,7 +30,7 @@ The end-to-end CPU per event of each process is also compared with what the same
 producer's in phase 1, the consumer's in the replay): a ratio well above 1 means the two processes slowed each
 other (shared caches, a busy or slow host), which a rate measured in that run inherits.
 
-Figures of every session (and why `--consumers 2` is slower on 2 cores) are in events/consumers/README.md.
+Figures of every session (and why `--consumers 2` is slower on 2 cores) are in events/projections/README.md.
 """
 
 from __future__ import annotations
@@ -51,11 +51,11 @@ from sqlalchemy import create_engine, func, select, text
 
 from events.bus import Bus, TopicSpec
 from events.catalog import CATALOG
-from events.consumers.replay import replay
-from events.consumers.runner import ProjectionRunner
-from events.consumers.transcript import TranscriptProjection
 from events.envelope import CloudEvent
 from events.factory import open_bus
+from events.projections.replay import replay
+from events.projections.runner import ProjectionRunner
+from events.projections.transcript import TranscriptProjection
 from rounds.db import make_engine
 from rounds.migrate import upgrade
 from rounds.settings import Settings

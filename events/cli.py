@@ -16,7 +16,7 @@ events_app = typer.Typer(
 )
 
 # Modules exposing `register_subcommands(events_app: typer.Typer) -> None` (relay, replay): one line each.
-SUBCOMMAND_MODULES: list[str] = ["events.consumers.cli"]
+SUBCOMMAND_MODULES: list[str] = ["events.projections.cli"]
 
 
 def _bus(ensure: bool = False):

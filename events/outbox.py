@@ -1,27 +1,22 @@
-"""Transactional outbox: a FHIR write and the event announcing it commit in one database transaction.
+"""Transactional outbox: events committed in the same database transaction as the rows they announce.
 
-The store calls `outbox_listener(conn, change)` inside its write transaction (`ChangeListener` in
-services/fhir_api/store/interface.py); it appends an `OutboxEntry` holding the serialised
-`rounds.fhir.resource.<action>` CloudEvent. `events/relay.py` publishes pending rows and marks them sent; the
-event (and its id) is fixed when the row is written, so a re-publish after a relay crash is the same event,
-which consumers drop as a duplicate.
+A writer (the FHIR store's change listener, a projection handler) calls `append(conn, topic, items)` inside
+its own transaction; each item becomes an `OutboxEntry` holding the serialised CloudEvent. `events/relay.py`
+publishes pending rows in insertion order and marks them sent. The event (and its id) is fixed when the row is
+written, so a re-publish after a relay crash is the same event, which consumers drop as a duplicate: what
+commits is published exactly once downstream, what rolls back is never published.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from sqlalchemy import BigInteger, Connection, DateTime, Index, Integer, LargeBinary, String, insert
 from sqlalchemy.orm import Mapped, mapped_column
 
-from events.catalog import CATALOG
 from events.envelope import CloudEvent
-from events.payloads import FhirResourceChange
-from events.topics import FHIR_CHANGES
 from rounds.db import Base
-from services.fhir_api.store.interface import ResourceChange
-
-FHIR_SOURCE = "/rounds/fhir"
 
 
 class OutboxEntry(Base):
@@ -38,35 +33,21 @@ class OutboxEntry(Base):
     sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
-def change_event(change: ResourceChange) -> CloudEvent:
-    """The id-only `rounds.fhir.resource.<action>` event for one stored version (like Azure's FHIR events)."""
-    return CATALOG.make(
-        f"rounds.fhir.resource.{change.action}",
-        FhirResourceChange(
-            resource_type=change.resource_type, id=change.id, version_id=str(change.version_id)
-        ),
-        source=FHIR_SOURCE,
-        subject=change.session_id,
+OUTBOX = OutboxEntry.__table__
+
+
+def append(conn: Connection, topic: str, items: Sequence[tuple[str, CloudEvent]]) -> None:
+    """Queue `(key, event)` pairs for `topic` in the caller's transaction (published once it commits).
+
+    The events are validated already (a CloudEvent is validated on construction); the relay publishes the
+    stored bytes unchanged, so the id a consumer dedupes on is the one written here."""
+    if not items:
+        return
+    now = datetime.now(UTC)
+    conn.execute(
+        insert(OUTBOX),
+        [
+            {"event_id": event.id, "topic": topic, "key": key, "payload": event.to_bytes(), "created_at": now}
+            for key, event in items
+        ],
     )
-
-
-class OutboxListener:
-    """ChangeListener: record the change's event in the caller's (the store's) transaction."""
-
-    def __init__(self, topic: str = FHIR_CHANGES) -> None:
-        self.topic = topic
-
-    def __call__(self, conn: Connection, change: ResourceChange) -> None:
-        event = change_event(change)
-        conn.execute(
-            insert(OutboxEntry.__table__).values(
-                event_id=event.id,
-                topic=self.topic,
-                key=f"{change.resource_type}/{change.id}",
-                payload=event.to_bytes(),
-                created_at=datetime.now(UTC),
-            )
-        )
-
-
-outbox_listener = OutboxListener()

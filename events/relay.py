@@ -4,7 +4,7 @@ Publish happens before mark, so a crash between the two re-publishes the same ro
 next run: consumers drop the duplicate; nothing is ever lost. On PostgreSQL pending rows are claimed with
 `FOR UPDATE SKIP LOCKED`, so several relays (one per API worker) share the work without publishing a row twice
 in the normal case. Run it with `rounds events relay`, or in-process (`RelayThread`, started by
-`install_event_backbone`).
+services/fhir_api/backbone/wiring.py).
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ from sqlalchemy import Engine, func, select, update
 
 from events.bus import Bus
 from events.envelope import CloudEvent
-from events.outbox import OutboxEntry
+from events.outbox import OUTBOX
 
 log = logging.getLogger(__name__)
-OUTBOX = OutboxEntry.__table__
 
 
 class Relay:

@@ -12,17 +12,34 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
+from typing import Protocol
 
 import orjson
 from sqlalchemy import delete, select
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from events.bus import AssignCallback, Record, TopicPartition
+from events.catalog import Catalog
 from events.codec import to_record
-from events.sql_log import SqlLog, now_ms, retryable, upsert
 from events.sql_models import GroupMember, GroupOffset, LogRecord, PartitionClaim
+from events.sql_ops import now_ms, retryable, upsert
 from rounds.gcpause import gc_paused
+
+
+class LogTables(Protocol):
+    """What a consumer needs of its log (SqlLog): the database, the catalog, timings, partition metadata.
+    A protocol rather than SqlLog itself: SqlLog creates consumers (sql_log.py imports this module)."""
+
+    engine: Engine
+    catalog: Catalog
+    session_timeout_s: float
+    rebalance_interval_s: float
+    poll_interval_s: float
+
+    def partitions(self, topic: str) -> list[TopicPartition]: ...
+
+    def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]: ...
 
 
 class SqlConsumer:
@@ -30,7 +47,7 @@ class SqlConsumer:
 
     def __init__(
         self,
-        log: SqlLog,
+        log: LogTables,
         group_id: str | None,
         topics: list[str],
         *,

@@ -10,47 +10,20 @@ Guarantees, the same as KafkaBus:
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, func, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
 
 from events.bus import AssignCallback, Published, TopicPartition, TopicSpec, UnknownTopic
 from events.catalog import CATALOG, Catalog
 from events.codec import CheckedPublisher, Row
+from events.sql_consumer import SqlConsumer
 from events.sql_models import LogPartition, LogRecord
+from events.sql_ops import now_ms, upsert
 from events.topics import partition_for
 from rounds.db import make_engine
-
-if TYPE_CHECKING:
-    from events.sql_consumer import SqlConsumer
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def upsert(conn: Connection, model: type, values: dict, keys: Sequence[str], update_cols: Sequence[str] = ()):
-    """INSERT .. ON CONFLICT (keys) DO UPDATE/NOTHING on SQLite and PostgreSQL."""
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    stmt = dialect.insert(model).values(**values)
-    if update_cols:
-        stmt = stmt.on_conflict_do_update(
-            index_elements=list(keys), set_={c: stmt.excluded[c] for c in update_cols}
-        )
-    else:
-        stmt = stmt.on_conflict_do_nothing(index_elements=list(keys))
-    conn.execute(stmt)
-
-
-def retryable(exc: DBAPIError) -> bool:
-    """PostgreSQL deadlock (40P01) or serialization failure (40001), or SQLite's "database is locked"."""
-    return getattr(exc.orig, "sqlstate", None) in ("40P01", "40001") or "locked" in str(exc.orig)
 
 
 class SqlLog(CheckedPublisher):
@@ -153,15 +126,11 @@ class SqlLog(CheckedPublisher):
         from_beginning: bool = True,
         on_assign: AssignCallback | None = None,
     ) -> SqlConsumer:
-        from events.sql_consumer import SqlConsumer
-
         if not group_id:
             raise ValueError("group_id is required (use reader() for a group-less consumer)")
         return SqlConsumer(self, group_id, list(topics), from_beginning=from_beginning, on_assign=on_assign)
 
     def reader(self, topics: Sequence[str]) -> SqlConsumer:
-        from events.sql_consumer import SqlConsumer
-
         return SqlConsumer(self, None, list(topics), from_beginning=True, on_assign=None)
 
     def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:

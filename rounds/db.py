@@ -28,7 +28,7 @@ MODEL_MODULES: list[str] = [
     "rounds.models",
     "services.fhir_api.store.models",
     "events.sql_models",
-    "events.consumers.tracking", "events.outbox", "events.recorder",
+    "events.projections.tracking", "events.outbox", "events.sequences",
 ]
 
 

@@ -37,11 +37,11 @@ def run_demo(patients: int, seed: int, mimic: Path | None, workdir: Path, databa
     """Run every stage; return the figures printed by the command (also used by the tests)."""
     from fastapi.testclient import TestClient
 
-    from events.recorder import install_event_backbone
     from fhir_mapper.pipeline import run_map
     from fhir_mapper.synth.generate import generate
     from rounds.migrate import upgrade
     from services.fhir_api.app import create_app
+    from services.fhir_api.backbone.wiring import install_event_backbone
     from services.fhir_api.load import load_ndjson
 
     figures: dict = {}

@@ -66,7 +66,9 @@ def app_from_env():
     from services.fhir_api.app import create_app
 
     app = create_app(max_body_bytes=int(os.environ.get("ROUNDS_MAX_BODY_BYTES", DEFAULT_MAX_BODY)))
-    from events.recorder import install_event_backbone  # outbox + EHR interaction events on ROUNDS_BUS
+    from services.fhir_api.backbone.wiring import (
+        install_event_backbone,  # outbox + EHR interaction events on ROUNDS_BUS
+    )
 
     install_event_backbone(app)
     from rounds.gcpause import freeze_startup_heap

@@ -7,8 +7,8 @@ import gc
 import pytest
 from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, select
 
-from events.consumers.projection import bound_values, bulk_insert, bulk_update, in_bound
-from events.consumers.tracking import ProcessedEvent, processed_ids
+from events.projections.projection import bound_values, bulk_insert, bulk_update, in_bound
+from events.projections.tracking import ProcessedEvent, processed_ids
 from rounds.db import make_engine
 from rounds.gcpause import gc_paused
 from rounds.migrate import upgrade
@@ -64,7 +64,7 @@ def test_bulk_update_matches_on_the_key_and_leaves_other_rows(table_and_engine) 
 def test_compiled_bulk_statements_are_reused_per_table_shape_and_dialect(table_and_engine) -> None:
     """The compiled-statement memo: a second batch of the same shape reuses the statement; another column
     set, another table of the same name (a fresh projection) or an UPDATE gets its own."""
-    from events.consumers import projection
+    from events.projections import projection
 
     table, engine = table_and_engine
     twin = Table("t_batch", MetaData(), *(Column(c.name, c.type, primary_key=c.primary_key) for c in table.c))

@@ -13,21 +13,19 @@ alternatives), each in its own parameter's syntax, prefixes included. The genera
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import ColumnElement, Select, and_, or_, select
 
 from services.fhir_api.search import conditions
+from services.fhir_api.search.filters import Filter
 from services.fhir_api.search.keys import pair_label, param_key
 from services.fhir_api.search.registry import SearchParam, pairs_stored_as
 from services.fhir_api.store import models as m
 from services.fhir_api.store.interface import InvalidSearch
 
-if TYPE_CHECKING:  # query.py imports this module
-    from services.fhir_api.search.query import Filter
-
 # (component parameter name, its value, bind-name prefix) -> that parameter's filter (query.param_filter)
-FilterOf = Callable[[str, str, str], "Filter | None"]
+FilterOf = Callable[[str, str, str], Filter | None]
 Parts = tuple[tuple | None, dict[str, Any], Callable[[Any, Any], ColumnElement]]  # query.Filter's fields
 
 

@@ -5,7 +5,6 @@ The store executes what this module builds; this module never touches a connecti
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +27,7 @@ from sqlalchemy.sql.elements import BindParameter, KeyedColumnElement
 
 from services.fhir_api.search import composite, conditions, modifiers, updated
 from services.fhir_api.search.conditions import rid_filters
+from services.fhir_api.search.filters import Binder, Filter
 from services.fhir_api.search.keys import NO_PATIENT, patient_key, patient_rows, stored_keys
 from services.fhir_api.search.registry import ROW_COLUMNS, SearchParam, get_param, params_for
 from services.fhir_api.search.values import to_us
@@ -96,9 +96,6 @@ def visible(r, ctx: Context) -> ColumnElement[bool]:
     return and_(not_(r.c.deleted), or_(r.c.session == session, and_(shared, not_(shadowed))))
 
 
-Binder = Callable[[str, Any], BindParameter]
-
-
 def named(name: str, value: Any) -> BindParameter:
     """A bind a cached statement is run with (the request supplies `name`)."""
     return bindparam(name, value, expanding=isinstance(value, list))
@@ -107,16 +104,6 @@ def named(name: str, value: Any) -> BindParameter:
 def anonymous(name: str, value: Any) -> BindParameter:
     """A bind of a statement built for one request only (nested in chains and _has)."""
     return bindparam(name, value, unique=True, expanding=isinstance(value, list))
-
-
-@dataclass
-class Filter:
-    """One applied search parameter: its shape (part of a statement's cache key; None when the SQL depends on
-    more than the shape, as for chains and _has), its values by bind name, and how to build its SQL on r."""
-
-    key: tuple | None
-    values: dict[str, Any]
-    make: Callable[[Any, Binder], ColumnElement | Select]  # (alias r, binder) -> condition or rid Select
 
 
 @dataclass

@@ -10,10 +10,10 @@ import time
 import pytest
 
 from events.catalog import CATALOG
-from events.consumers.runner import ProjectionRunner
-from events.consumers.transcript import TranscriptProjection
 from events.payloads import EhrRequest
-from tests.events.consumers.helpers import SOURCE, close_env, make_env, read_all, snapshot
+from events.projections.runner import ProjectionRunner
+from events.projections.transcript import TranscriptProjection
+from tests.events.projections.helpers import SOURCE, close_env, make_env, read_all, snapshot
 
 
 def _request(n: int):

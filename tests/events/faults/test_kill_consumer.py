@@ -14,11 +14,11 @@ import time
 import pytest
 from sqlalchemy import func, select
 
-from events.consumers.replay import replay
-from events.consumers.tracking import ProcessedEvent
-from events.consumers.transcript import TranscriptProjection
-from tests.events.consumers import helpers as h
-from tests.events.consumers.helpers import Env
+from events.projections.replay import replay
+from events.projections.tracking import ProcessedEvent
+from events.projections.transcript import TranscriptProjection
+from tests.events.projections import helpers as h
+from tests.events.projections.helpers import Env
 
 GROUP = "fault.transcript"
 
@@ -28,7 +28,7 @@ def _consumer(env: Env, *extra: str) -> subprocess.Popen:
     environment = {**os.environ, "ROUNDS_DATABASE_URL": settings.database_url, "ROUNDS_BUS": settings.bus,
                    "ROUNDS_KAFKA_BOOTSTRAP": settings.kafka_bootstrap or ""}
     return subprocess.Popen(
-        [sys.executable, "-m", "events.consumers.cli", "project", "transcript", "--group", GROUP,
+        [sys.executable, "-m", "events.projections.cli", "project", "transcript", "--group", GROUP,
          "--topic", env.sessions, "--deadletter-topic", env.deadletter, *extra],
         env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )

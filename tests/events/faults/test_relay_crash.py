@@ -10,13 +10,13 @@ import sys
 
 import pytest
 
-from events.consumers.fhir_changes import FhirChangesProjection
-from events.consumers.runner import ProjectionRunner
-from events.outbox import OutboxListener
+from events.projections.fhir_changes import FhirChangesProjection
+from events.projections.runner import ProjectionRunner
 from events.relay import Relay
+from services.fhir_api.backbone.changes import OutboxListener
 from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context
-from tests.events.consumers import helpers as h
+from tests.events.projections import helpers as h
 
 REPO = h.__file__.rsplit("/tests/", 1)[0]
 

@@ -1,7 +1,8 @@
 """`rounds events project|replay|relay`: run a projection consumer, rebuild a projection, relay the outbox.
 
-E1's `rounds events` group calls `register_subcommands(events_app)`. `python -m events.consumers.cli ...` runs
-the same commands standalone (the fault tests start consumers that way and SIGKILL them).
+The `rounds events` group (events/cli.py) calls `register_subcommands(events_app)`;
+`python -m events.projections.cli ...` runs the same commands standalone
+(the fault tests start consumers that way and SIGKILL them).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def _open(database_url: str | None):
 
 
 def _projection(name: str):
-    from events.consumers.replay import PROJECTIONS
+    from events.projections.replay import PROJECTIONS
 
     if name not in PROJECTIONS:
         raise typer.BadParameter(f"unknown projection {name!r}; known: {', '.join(sorted(PROJECTIONS))}")
@@ -60,7 +61,7 @@ def project(
     """Run a projection consumer (exactly-once into the database); SIGTERM/SIGINT finish the batch, stop."""
     bus, engine = _open(database_url)
     projection = _projection(name)(topics=tuple(topic) if topic else None)
-    from events.consumers.runner import ProjectionRunner
+    from events.projections.runner import ProjectionRunner
 
     runner = ProjectionRunner(bus, engine, projection, group_id=group, batch_size=batch_size,
                               deadletter_topic=deadletter_topic)
@@ -87,7 +88,7 @@ def replay_command(
         raise typer.BadParameter(f"suffix must be letters, digits and '_', got {suffix!r}")
     bus, engine = _open(database_url)
     try:
-        from events.consumers.replay import replay
+        from events.projections.replay import replay
 
         result = replay(bus, engine, projection, session_id=session, suffix=suffix)
     finally:

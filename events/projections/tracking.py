@@ -13,7 +13,7 @@ from collections.abc import Collection
 from sqlalchemy import BigInteger, Connection, Integer, Select, String, bindparam, select
 from sqlalchemy.orm import Mapped, mapped_column
 
-from events.consumers.projection import bound_values, in_bound
+from events.projections.projection import bound_values, in_bound
 from rounds.db import Base
 
 

@@ -22,9 +22,9 @@ from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 
 from events.bus import Bus, Consumer, Record, TopicPartition
 from events.catalog import CATALOG, UnknownEventType
-from events.consumers.deadletter import dead_letter_event
-from events.consumers.projection import Projection, ProjectionTx, bulk_insert
-from events.consumers.tracking import ConsumerPosition, ProcessedEvent, processed_ids
+from events.projections.deadletter import dead_letter_event
+from events.projections.projection import Projection, ProjectionTx, bulk_insert
+from events.projections.tracking import ConsumerPosition, ProcessedEvent, processed_ids
 from events.topics import DEADLETTER
 from rounds.gcpause import gc_paused
 

@@ -10,10 +10,10 @@ from sqlalchemy import Engine, select
 
 from events.bus import Bus, TopicSpec
 from events.catalog import CATALOG
-from events.consumers.projection import Projection
 from events.envelope import CloudEvent
 from events.factory import open_bus
 from events.payloads import EhrRequest, EhrResponse, SessionEnded, SessionStarted, communication
+from events.projections.projection import Projection
 from rounds.db import make_engine
 from rounds.migrate import upgrade
 from rounds.settings import Settings

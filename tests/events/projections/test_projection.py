@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from events.consumers.runner import ProjectionRunner
-from events.consumers.tracking import ConsumerPosition
-from events.consumers.transcript import TranscriptProjection
-from tests.events.consumers.helpers import Env, publish_sessions, snapshot
+from events.projections.runner import ProjectionRunner
+from events.projections.tracking import ConsumerPosition
+from events.projections.transcript import TranscriptProjection
+from tests.events.projections.helpers import Env, publish_sessions, snapshot
 
 
 def runner_for(env: Env, projection: TranscriptProjection | None = None, **kw) -> ProjectionRunner:
@@ -72,7 +72,7 @@ def test_restart_resumes_exactly_after_last_commit_and_replay_is_identical(env: 
     assert second.stats.duplicates == 0
     live = snapshot(env.engine, second.projection)
 
-    from events.consumers.replay import replay
+    from events.projections.replay import replay
 
     result = replay(env.bus, env.engine, TranscriptProjection, topics=env.topics, timeout_s=120)
     rebuilt = TranscriptProjection(suffix=result.suffix, topics=env.topics)
@@ -86,7 +86,7 @@ def test_replay_of_one_session_builds_only_that_session(env: Env) -> None:
     with runner_for(env) as runner:
         runner.run(until_caught_up=True, timeout_s=120)
         live = snapshot(env.engine, runner.projection)
-    from events.consumers.replay import replay
+    from events.projections.replay import replay
 
     sid = list(streams)[1]
     result = replay(env.bus, env.engine, "transcript", session_id=sid, topics=env.topics, timeout_s=120)
@@ -125,7 +125,7 @@ def test_fenced_position_drops_a_zombie_batch(sqlite_url: str) -> None:
     its in-flight batch: the fenced update fails, the batch rolls back, it re-seeks to the stored position."""
     from sqlalchemy import update
 
-    from tests.events.consumers.helpers import close_env, make_env
+    from tests.events.projections.helpers import close_env, make_env
 
     env = make_env("sql-sqlite", sqlite_url, partitions=1)
     try:

@@ -6,16 +6,16 @@ import json
 
 from typer.testing import CliRunner
 
-from events.consumers.transcript import TranscriptProjection
 from events.factory import open_bus
-from events.outbox import outbox_listener
+from events.projections.transcript import TranscriptProjection
 from events.topics import SESSIONS
 from rounds.cli import app
 from rounds.migrate import upgrade
 from rounds.settings import Settings
+from services.fhir_api.backbone.changes import outbox_listener
 from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context
-from tests.events.consumers.helpers import interleave, session_events, session_id, snapshot
+from tests.events.projections.helpers import interleave, session_events, session_id, snapshot
 
 
 def test_project_replay_relay_commands(sqlite_url: str) -> None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from events.consumers.fhir_changes import FhirChangesProjection
-from events.consumers.runner import ProjectionRunner
-from events.outbox import OutboxEntry, OutboxListener
+from events.outbox import OutboxEntry
+from events.projections.fhir_changes import FhirChangesProjection
+from events.projections.runner import ProjectionRunner
 from events.relay import Relay
+from services.fhir_api.backbone.changes import OutboxListener
 from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context
-from tests.events.consumers.helpers import Env, read_all, snapshot
+from tests.events.projections.helpers import Env, read_all, snapshot
 
 PATIENT = {"resourceType": "Patient", "name": [{"family": "Doe"}], "gender": "female"}
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import orjson
 
-from events.consumers.runner import ProjectionRunner
-from events.consumers.transcript import TranscriptProjection
-from tests.events.consumers.helpers import Env, append_raw, read_all, session_events, session_id, snapshot
+from events.projections.runner import ProjectionRunner
+from events.projections.transcript import TranscriptProjection
+from tests.events.projections.helpers import Env, append_raw, read_all, session_events, session_id, snapshot
 
 
 class FragileTranscript(TranscriptProjection):

@@ -10,7 +10,7 @@ from sqlalchemy import Column, PrimaryKeyConstraint, String
 from sqlalchemy.schema import SchemaItem
 
 from events.bus import Record
-from events.consumers.projection import Projection, ProjectionTx
+from events.projections.projection import Projection, ProjectionTx
 from events.topics import FHIR_CHANGES
 
 ACTIONS = ("created", "updated", "deleted")

@@ -24,7 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.schema import SchemaItem
 
 from events.bus import Record
-from events.consumers.projection import (
+from events.projections.projection import (
     Projection,
     ProjectionTx,
     bound_values,

@@ -9,12 +9,13 @@ import threading
 import orjson
 from fastapi.testclient import TestClient
 
-from events.recorder import BackboneSettings, SessionSequences, install_event_backbone
+from events.sequences import SessionSequences
 from rounds.db import make_engine
 from rounds.migrate import upgrade
 from services.fhir_api.app import create_app
+from services.fhir_api.backbone.wiring import BackboneSettings, install_event_backbone
 from services.fhir_api.store import open_store
-from tests.events.consumers.helpers import Env, read_all
+from tests.events.projections.helpers import Env, read_all
 
 PATIENT = {"resourceType": "Patient", "name": [{"family": "Doe"}], "gender": "female"}
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from events.bus import Bus
-from events.consumers.fhir_changes import FhirChangesProjection
-from events.consumers.projection import Projection
-from events.consumers.runner import ProjectionRunner, RunStats
-from events.consumers.transcript import TranscriptProjection
+from events.projections.fhir_changes import FhirChangesProjection
+from events.projections.projection import Projection
+from events.projections.runner import ProjectionRunner, RunStats
+from events.projections.transcript import TranscriptProjection
 
 PROJECTIONS: dict[str, type[Projection]] = {p.name: p for p in (TranscriptProjection, FhirChangesProjection)}
 

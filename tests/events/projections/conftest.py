@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.events.consumers.helpers import BACKENDS, Env, close_env, make_env
+from tests.events.projections.helpers import BACKENDS, Env, close_env, make_env
 
 
 @pytest.fixture(params=BACKENDS)

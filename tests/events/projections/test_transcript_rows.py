@@ -8,8 +8,6 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, 
 
 from events.bus import Record
 from events.catalog import CATALOG
-from events.consumers.projection import ProjectionTx
-from events.consumers.transcript import TranscriptProjection
 from events.payloads import (
     EhrRequest,
     EhrResponse,
@@ -19,6 +17,8 @@ from events.payloads import (
     ToolResult,
     communication,
 )
+from events.projections.projection import ProjectionTx
+from events.projections.transcript import TranscriptProjection
 
 SID = "s-rows"
 T = "2026-11-30T10:00:00Z"
@@ -113,8 +113,8 @@ def test_a_batch_is_read_and_applied_with_the_collector_paused_and_an_idle_poll_
     """Re-enabled between reading and applying, the collector walked the whole live batch once per batch."""
     import gc
 
-    from events.consumers.runner import ProjectionRunner
-    from tests.events.consumers.helpers import close_env, make_env, publish_sessions
+    from events.projections.runner import ProjectionRunner
+    from tests.events.projections.helpers import close_env, make_env, publish_sessions
 
     bootstrap = request.getfixturevalue("kafka_bootstrap") if backend == "kafka" else None
     env = make_env(backend, sqlite_url, bootstrap, partitions=1)

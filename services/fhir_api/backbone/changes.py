@@ -1,0 +1,44 @@
+"""FHIR store changes as outbox events: a write and the event announcing it commit in one transaction.
+
+The store calls `OutboxListener(conn, change)` inside its write transaction (`ChangeListener` in
+services/fhir_api/store/interface.py); the listener appends the id-only `rounds.fhir.resource.<action>` event
+to the outbox (events/outbox.py), which the relay publishes to `rounds.fhir-changes` keyed `Type/id`.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection
+
+from events import outbox
+from events.catalog import CATALOG
+from events.envelope import CloudEvent
+from events.payloads import FhirResourceChange
+from events.topics import FHIR_CHANGES
+from services.fhir_api.store.interface import ResourceChange
+
+FHIR_SOURCE = "/rounds/fhir"
+
+
+def change_event(change: ResourceChange) -> CloudEvent:
+    """The id-only `rounds.fhir.resource.<action>` event for one stored version (like Azure's FHIR events)."""
+    return CATALOG.make(
+        f"rounds.fhir.resource.{change.action}",
+        FhirResourceChange(
+            resource_type=change.resource_type, id=change.id, version_id=str(change.version_id)
+        ),
+        source=FHIR_SOURCE,
+        subject=change.session_id,
+    )
+
+
+class OutboxListener:
+    """ChangeListener: record the change's event in the caller's (the store's) transaction."""
+
+    def __init__(self, topic: str = FHIR_CHANGES) -> None:
+        self.topic = topic
+
+    def __call__(self, conn: Connection, change: ResourceChange) -> None:
+        outbox.append(conn, self.topic, [(f"{change.resource_type}/{change.id}", change_event(change))])
+
+
+outbox_listener = OutboxListener()

@@ -1,0 +1,99 @@
+"""`install_event_backbone(app)`: the one call that wires the event backbone into the FHIR app.
+
+It registers the outbox listener on the store (FHIR writes → `rounds.fhir-changes`), the interaction recorder
+on `app.state.interaction_listeners` (session interactions → `rounds.sessions`), starts the in-process relay
+when configured, and closes all of it when the app's lifespan ends. `rounds serve` and `rounds demo` call it.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fastapi import FastAPI
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy import Engine
+
+from events.bus import Bus
+from events.relay import Relay, RelayThread
+from events.sequences import SessionSequences
+from events.topics import FHIR_CHANGES, SESSIONS, topic_specs
+from rounds.db import make_engine
+from rounds.settings import Settings, get_settings
+from services.fhir_api.backbone.changes import OutboxListener
+from services.fhir_api.backbone.recorder import InteractionRecorder
+
+
+class BackboneSettings(BaseSettings):
+    """A service's event wiring: ROUNDS_OUTBOX_RELAY=in-process|off, ROUNDS_RECORD_INTERACTIONS=true|false."""
+
+    model_config = SettingsConfigDict(env_prefix="ROUNDS_", extra="ignore")
+    outbox_relay: Literal["in-process", "off"] = "in-process"
+    record_interactions: bool = True
+
+
+@dataclass
+class EventBackbone:
+    bus: Bus
+    engine: Engine
+    recorder: InteractionRecorder | None
+    relay: Relay
+    relay_thread: RelayThread | None = None
+    _closed: bool = field(default=False, repr=False)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self.relay_thread is not None:
+            self.relay_thread.stop()
+        self.engine.dispose()
+
+
+def install_event_backbone(
+    app: FastAPI,
+    settings: Settings | None = None,
+    *,
+    bus: Bus | None = None,
+    backbone: BackboneSettings | None = None,
+    sessions_topic: str = SESSIONS,
+    changes_topic: str = FHIR_CHANGES,
+) -> EventBackbone:
+    """Register the outbox listener on `app.state.store`, the interaction recorder on
+    `app.state.interaction_listeners`, and start the in-process relay when configured."""
+    settings = settings or get_settings()
+    backbone = backbone or BackboneSettings()
+    if bus is None:
+        from events.factory import open_bus
+
+        bus = open_bus(settings)
+    bus.ensure_topics(topic_specs(settings.kafka_partitions))
+    engine = make_engine(settings.database_url)
+    app.state.store.add_change_listener(OutboxListener(changes_topic))
+    recorder = None
+    if backbone.record_interactions:
+        recorder = InteractionRecorder(bus, SessionSequences(engine), sessions_topic)
+        listeners = getattr(app.state, "interaction_listeners", None)
+        if listeners is None:
+            listeners = app.state.interaction_listeners = []
+        listeners.append(recorder)
+    relay = Relay(engine, bus)
+    wired = EventBackbone(bus=bus, engine=engine, recorder=recorder, relay=relay)
+    if backbone.outbox_relay == "in-process":
+        wired.relay_thread = RelayThread(relay).start()
+    app.state.event_backbone = wired
+    _close_on_shutdown(app, wired)
+    return wired
+
+
+def _close_on_shutdown(app: FastAPI, wired: EventBackbone) -> None:
+    previous = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(application: Any):
+        async with previous(application) as state:
+            yield state
+        wired.close()
+
+    app.router.lifespan_context = lifespan

@@ -1,0 +1,132 @@
+"""The project's import graph, read from the source (AST) without importing anything.
+
+An edge A -> B means module A imports B (or a name from B) at module level, including under
+`if TYPE_CHECKING:` — a type-only import is still a dependency of the design, and a cycle hidden behind it is
+the cycle the layering forbids. Imports inside functions are recorded separately (`lazy`): they run after
+every module is loaded and are how the CLI and optional components load on demand, so they do not make
+the graph cyclic, but they still count for layering rules (`events/` must not import `services/` at all).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PACKAGES = ("rounds", "events", "services", "fhir_mapper")
+
+
+@dataclass
+class ImportGraph:
+    modules: dict[str, Path]
+    eager: dict[str, set[str]] = field(default_factory=dict)  # module level and TYPE_CHECKING
+    lazy: dict[str, set[str]] = field(default_factory=dict)  # inside functions / methods
+
+    def resolve(self, name: str) -> str | None:
+        """The project module `name` refers to: itself, or the nearest enclosing project module/package."""
+        while name and name not in self.modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    def cycles(self) -> list[list[str]]:
+        """Strongly connected components of more than one module in the eager graph (Tarjan, iterative)."""
+        index: dict[str, int] = {}
+        low: dict[str, int] = {}
+        stack: list[str] = []
+        on_stack: set[str] = set()
+        found: list[list[str]] = []
+        for root in sorted(self.eager):
+            if root in index:
+                continue
+            work = [(root, iter(sorted(self.eager[root])))]
+            index[root] = low[root] = len(index)
+            stack.append(root)
+            on_stack.add(root)
+            while work:
+                node, children = work[-1]
+                child = next(children, None)
+                if child is not None:
+                    if child not in index:
+                        index[child] = low[child] = len(index)
+                        stack.append(child)
+                        on_stack.add(child)
+                        work.append((child, iter(sorted(self.eager.get(child, ())))))
+                    elif child in on_stack:
+                        low[node] = min(low[node], index[child])
+                    continue
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+        return found
+
+
+def _module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
+    """Dotted names an import statement refers to (for `from X import y`: X and X.y, y may be a module)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level:
+        base = module.split(".") if is_package else module.split(".")[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        source = ".".join([*base, node.module] if node.module else base)
+    else:
+        source = node.module or ""
+    return [source, *(f"{source}.{alias.name}" for alias in node.names)]
+
+
+def build(root: Path, packages: tuple[str, ...] = PACKAGES) -> ImportGraph:
+    paths = [path for package in packages for path in sorted((root / package).rglob("*.py"))]
+    graph = ImportGraph({_module_name(root, path): path for path in paths})
+    for module, path in graph.modules.items():
+        eager: set[str] = set()
+        lazy: set[str] = set()
+        is_package = path.name == "__init__.py"
+
+        def visit(nodes: list[ast.stmt], module: str = module, is_package: bool = is_package,
+                  eager: set[str] = eager, lazy: set[str] = lazy) -> None:
+            for node in nodes:
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    eager.update(_imported(node, module, is_package))
+                elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                    for inner in ast.walk(node):
+                        if isinstance(inner, ast.Import | ast.ImportFrom):
+                            lazy.update(_imported(inner, module, is_package))
+                elif isinstance(node, ast.ClassDef):
+                    visit(node.body)
+                elif isinstance(node, ast.If):
+                    visit(node.body)  # TYPE_CHECKING blocks included on purpose (module docstring)
+                    visit(node.orelse)
+                elif isinstance(node, ast.Try):
+                    visit(node.body)
+                    for handler in node.handlers:
+                        visit(handler.body)
+                    visit(node.orelse)
+                    visit(node.finalbody)
+                elif isinstance(node, ast.With | ast.For | ast.While):
+                    visit(node.body)
+
+        visit(ast.parse(path.read_text(), str(path)).body)
+        graph.eager[module] = {r for name in eager if (r := graph.resolve(name)) and r != module}
+        graph.lazy[module] = {r for name in lazy if (r := graph.resolve(name)) and r != module}
+    return graph
