@@ -93,7 +93,10 @@ def visible(r, ctx: Context) -> ColumnElement[bool]:
     shadowed = exists().where(
         own.c.session == session, own.c.res_type == r.c.res_type, own.c.res_id == r.c.res_id
     )
-    return and_(not_(r.c.deleted), or_(r.c.session == session, and_(shared, not_(shadowed))))
+    # `session IN (own, '')` repeats what the OR says, so the planner reads the (type, session, deleted) index
+    # by both keys for the rids another filter gives: without it SQLite scanned every row of the type.
+    mine_or_shared = r.c.session.in_([session, literal("")])
+    return and_(not_(r.c.deleted), mine_or_shared, or_(r.c.session == session, and_(shared, not_(shadowed))))
 
 
 def named(name: str, value: Any) -> BindParameter:
@@ -261,15 +264,18 @@ def param_filter(
     return Filter((name, tuple(shape for shape, _ in parsed), narrow), bound, hits)
 
 
-def in_param(table, resource_type: str | None, name: str) -> ColumnElement[bool]:
+def in_param(table, resource_type: str | None, name: str, *, by_rid: bool = False) -> ColumnElement[bool]:
     """Index rows answering parameter `name` of one type (or of every type defining it): by the index's
-    leading key, and by target type where another parameter's reference rows serve it."""
+    leading key, and by target type where another parameter's reference rows serve it. `by_rid`: the caller
+    reads one resource's rows by rid, so the key is compared as `param_key + 0`, which no index serves --
+    SQLite (no statistics) otherwise walked all of the parameter's rows for every row it looked up."""
     by_target: dict[str | None, list[int]] = {}
     for key, target in stored_keys(resource_type, name):
         by_target.setdefault(target, []).append(key)
+    column = table.c.param_key + 0 if by_rid else table.c.param_key
     conds = []
     for target, keys in by_target.items():
-        cond = table.c.param_key == keys[0] if len(keys) == 1 else table.c.param_key.in_(keys)
+        cond = column == keys[0] if len(keys) == 1 else column.in_(keys)
         conds.append(and_(cond, table.c.target_type == target) if target else cond)
     return or_(*conds) if len(conds) > 1 else conds[0] if conds else false()
 
@@ -358,7 +364,9 @@ def sort_key(resource_type: str, name: str, desc: bool, r) -> KeyedColumnElement
     }.get(param.type)
     col = col if col is not None else t.c.value
     agg = func.max(col) if desc else func.min(col)
-    return select(agg).where(t.c.rid == r.c.rid, in_param(t, resource_type, name)).scalar_subquery()
+    return (
+        select(agg).where(t.c.rid == r.c.rid, in_param(t, resource_type, name, by_rid=True)).scalar_subquery()
+    )
 
 
 def sort_keys(resource_type: str | None, sort: list[tuple[str, bool]], r) -> list[tuple[ColumnElement, bool]]:
