@@ -6,8 +6,10 @@ them, so every component — builder, simulator, scorers — can depend on the m
 
 from services.simulator.data_model.assistant import (
     NOT_ASSISTANT_FAULT,
+    TOOL_NAMES,
     Assistant,
     AssistantFailure,
+    AssistantTimeout,
     EndReason,
     HistoryItem,
     InfrastructureFailure,
@@ -34,6 +36,7 @@ __all__ = [
     "SCENARIO_FORMAT_VERSION",
     "Assistant",
     "AssistantFailure",
+    "AssistantTimeout",
     "EndReason",
     "ExpectedWrite",
     "Fact",
@@ -48,6 +51,7 @@ __all__ = [
     "SessionFailure",
     "SessionTools",
     "StepLimitExceeded",
+    "TOOL_NAMES",
     "Turn",
     "TurnRequest",
 ]

@@ -21,6 +21,12 @@ import httpx
 
 from events.payloads.session import EndReason
 
+# The tools every tool-using adapter offers (full set every turn, as in PhysAssistBench); any other name is an
+# unknown tool, which is the assistant's fault.
+TOOL_NAMES: frozenset[str] = frozenset(
+    {"fhir_search", "fhir_read", "fhir_create", "fhir_update", "ask_patient", "ask_physician", "answer"}
+)
+
 # Reasons that are never charged to the assistant: such sessions are excluded from scores, never scored 0.
 NOT_ASSISTANT_FAULT: frozenset[str] = frozenset({"infrastructure_error", "patient_error"})
 
@@ -56,8 +62,14 @@ class SessionTools:
 
     http: httpx.AsyncClient  # base_url = the session's FHIR base
     ask_patient: Callable[[str], Awaitable[str]]
-    # Record a tool step (model tool call): the orchestrator counts steps and emits rounds.tool.call|result.
-    step: Callable[[str, dict], None] = field(default=lambda name, args: None)
+    # Record a tool step (model tool call): the orchestrator counts steps and emits rounds.tool.call; it
+    # returns the call id (raises StepLimitExceeded past `max_steps`, AssistantFailure for an unknown tool).
+    step: Callable[[str, dict], str | None] = field(default=lambda name, args: None)
+    # The tool's outcome for a call id from `step`: emits rounds.tool.result
+    # (call_id, name, output=None, error=None, latency_ms=None, usage=None).
+    result: Callable[..., None] = field(default=lambda *args, **kwargs: None)
+    # Ask the physician a clarifying question instead of answering (bounded by the physician; counted).
+    ask_physician: Callable[[str], Awaitable[str]] | None = None
 
 
 @runtime_checkable
@@ -89,6 +101,12 @@ class AssistantFailure(SessionFailure):
 
 class StepLimitExceeded(SessionFailure):
     reason: EndReason = "max_steps"
+
+
+class AssistantTimeout(SessionFailure):
+    """The assistant gave no answer within the turn's deadline."""
+
+    reason: EndReason = "timeout"
 
 
 class InfrastructureFailure(SessionFailure):

@@ -1,0 +1,219 @@
+"""`openai:<model>[@<base_url>]`: an assistant behind any OpenAI-compatible chat-completions endpoint.
+
+PhysAssistBench's loop with Rounds' tools: the full tool set every turn (data/fhir_tools.json), the
+physician's earlier messages and the model's own earlier answers in the history, at most
+`TurnRequest.max_steps` tool steps (one more → `StepLimitExceeded`); the turn ends when the model calls
+`answer` or replies with plain text. Every tool call is recorded through `SessionTools.step/result`
+(`rounds.tool.call|result`); the model call that produced it rides on its first result as `usage` (tokens,
+latency, retries).
+
+Failures: 429/5xx/timeouts/refused connections of the model endpoint are retried with exponential backoff
+(Retry-After honoured) and become `InfrastructureFailure` when the attempts run out; other 4xx are Rounds'
+configuration (key, model name) → infrastructure too, except a prompt the model's context cannot hold (its own
+limit) → `AssistantFailure`; no choice, no text, an empty answer → `AssistantFailure`.
+
+The API key comes from `ROUNDS_OPENAI_API_KEY` or `OPENAI_API_KEY`; a local server given by `@<base_url>` may
+need none (a placeholder is sent). The SDK's own retries are off so each attempt is ours to count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import time
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import openai
+from openai import AsyncOpenAI
+
+from services.simulator.assistants.fhir_tools import ToolExecutor, call_recorded, toolset
+from services.simulator.data_model import (
+    AssistantFailure,
+    InfrastructureFailure,
+    SessionTools,
+    StepLimitExceeded,
+    TurnRequest,
+)
+
+
+@cache
+def settings() -> dict[str, Any]:
+    """Prompt, retry policy and limits (data/openai_chat.json)."""
+    return json.loads(resources.files(__package__).joinpath("data/openai_chat.json").read_text())
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 4
+    base_delay_s: float = 0.5
+    max_delay_s: float = 8.0
+    retry_statuses: frozenset[int] = frozenset({408, 409, 429})
+
+    @classmethod
+    def from_settings(cls) -> RetryPolicy:
+        raw = settings()["retry"]
+        return cls(raw["attempts"], raw["base_delay_s"], raw["max_delay_s"], frozenset(raw["retry_statuses"]))
+
+    def delay(self, attempt: int, retry_after: str | None) -> float:
+        """Seconds before the next attempt: the server's Retry-After if sane, else backoff with jitter."""
+        try:
+            asked = float(retry_after) if retry_after is not None else None
+        except ValueError:
+            asked = None
+        if asked is not None and 0 <= asked <= self.max_delay_s:
+            return asked
+        return min(self.base_delay_s * 2**attempt, self.max_delay_s) * (1 - 0.25 * random.random())
+
+
+def openai_tools() -> list[dict[str, Any]]:
+    """The tool set in chat-completions form."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in toolset().tools
+    ]
+
+
+def system_prompt(request: TurnRequest) -> str:
+    conf = settings()
+    names = conf["language_names"]
+    return " ".join(conf["system"]).format(
+        patient=request.patient, now=request.now, language_name=names.get(request.language, request.language)
+    )
+
+
+def opening_messages(request: TurnRequest) -> list[dict[str, Any]]:
+    """System prompt, the conversation so far (the model's own answers included), the physician's message."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(request)}]
+    for item in request.history:
+        messages.append({"role": "user" if item.role == "doctor" else "assistant", "content": item.text})
+    messages.append({"role": "user", "content": request.message})
+    return messages
+
+
+class OpenAIChatAssistant:
+    """One model behind one endpoint; a client shared by all the sessions of a run."""
+
+    def __init__(self, spec: str, model: str, client: AsyncOpenAI, retry: RetryPolicy | None = None) -> None:
+        self.spec, self.model, self.client = spec, model, client
+        self.retry = retry or RetryPolicy.from_settings()
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+    async def respond(self, request: TurnRequest, tools: SessionTools) -> str:
+        messages = opening_messages(request)
+        executor = ToolExecutor(tools)
+        steps = 0
+        while True:
+            completion, usage = await self._complete(messages)
+            message = _message(completion)
+            calls = message.tool_calls or []
+            if not calls:
+                text = message.content
+                if not isinstance(text, str) or not text.strip():
+                    raise AssistantFailure(f"the model answered without text (finish: {_finish(completion)})")
+                outcome = await call_recorded(executor, "answer", {"text": text}, usage)
+                return outcome.final or text.strip()
+            messages.append(message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"}))
+            for call in calls:
+                if call.type != "function":
+                    raise AssistantFailure(f"tool call of unsupported type {call.type!r}")
+                name = call.function.name
+                if name != "answer":
+                    steps += 1
+                    if steps > request.max_steps:
+                        raise StepLimitExceeded(
+                            f"more than {request.max_steps} tool steps in turn {request.turn}"
+                        )
+                outcome = await call_recorded(executor, name, call.function.arguments, usage)
+                usage = None  # the model call is accounted on its first result only
+                if outcome.final is not None:
+                    return outcome.final
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.for_model()})
+
+    async def _complete(self, messages: list[dict[str, Any]]) -> tuple[Any, dict[str, int]]:
+        """One chat completion, retried on transient failures; its usage (tokens, latency, retries)."""
+        attempt = 0
+        while True:
+            started = time.perf_counter()
+            try:
+                completion = await self.client.chat.completions.create(
+                    model=self.model, messages=messages, tools=openai_tools(), tool_choice="auto"
+                )
+            except openai.APIStatusError as exc:
+                if not self._retryable(exc.status_code) or attempt + 1 >= self.retry.attempts:
+                    raise self._classify(exc, attempt) from exc
+                await asyncio.sleep(self.retry.delay(attempt, exc.response.headers.get("retry-after")))
+            except openai.APIConnectionError as exc:  # includes timeouts
+                if attempt + 1 >= self.retry.attempts:
+                    raise InfrastructureFailure(
+                        f"model endpoint unreachable after {attempt + 1} attempts: {exc}"
+                    ) from exc
+                await asyncio.sleep(self.retry.delay(attempt, None))
+            else:
+                latency = round((time.perf_counter() - started) * 1000)
+                return completion, _usage(completion, latency, attempt)
+            attempt += 1
+
+    def _retryable(self, status: int) -> bool:
+        return status >= 500 or status in self.retry.retry_statuses
+
+    def _classify(self, exc: openai.APIStatusError, attempt: int) -> Exception:
+        code = str(getattr(exc, "code", None) or "")
+        if code in settings()["assistant_fault_codes"]:
+            return AssistantFailure(f"model endpoint refused the conversation: {code}: {exc.message}")
+        tries = f" after {attempt + 1} attempts" if attempt else ""
+        return InfrastructureFailure(f"model endpoint HTTP {exc.status_code}{tries}: {exc.message}")
+
+
+def _message(completion: Any) -> Any:
+    choices = getattr(completion, "choices", None)
+    if not choices or getattr(choices[0], "message", None) is None:
+        raise AssistantFailure("the model endpoint returned no choice")
+    return choices[0].message
+
+
+def _finish(completion: Any) -> str | None:
+    return getattr(completion.choices[0], "finish_reason", None)
+
+
+def _usage(completion: Any, latency_ms: int, retries: int) -> dict[str, int]:
+    usage = getattr(completion, "usage", None)
+    out = {"latency_ms": latency_ms, "retries": retries}
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        value = getattr(usage, key, None)
+        if isinstance(value, int):
+            out[key] = value
+    return out
+
+
+def api_key(base_url: str | None) -> str:
+    key = os.environ.get("ROUNDS_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    if key:
+        return key
+    if base_url:
+        return "unused"  # a local OpenAI-compatible server that checks no key
+    raise ValueError("openai: set OPENAI_API_KEY (or ROUNDS_OPENAI_API_KEY), or give a local @<base_url>")
+
+
+def create(arg: str) -> OpenAIChatAssistant:
+    """`openai:<model>[@<base_url>]` → the assistant (the registry calls this with what follows `openai:`)."""
+    model, at, rest = arg.strip().partition("@http")
+    if not model or any(c.isspace() for c in model) or (at and not rest.startswith(("://", "s://"))):
+        raise ValueError(f"openai: expected <model>[@<base_url>], got {arg!r}")
+    base_url = f"http{rest}" if at else os.environ.get("OPENAI_BASE_URL") or None
+    client = AsyncOpenAI(
+        api_key=api_key(base_url),
+        base_url=base_url,
+        max_retries=0,
+        timeout=float(settings()["request_timeout_s"]),
+    )
+    return OpenAIChatAssistant(f"openai:{arg.strip()}", model, client)
