@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     # FHIR API: requests in progress at once per process, the rest queue FIFO (0: no limit); with the database
     # on the same cores 2 kept p99 lowest (services/fhir_api/http/admission.py); raise it for a remote one
     api_concurrency: int = Field(2, ge=0)
+    # FHIR API: the longest a database statement may run (PostgreSQL statement_timeout, a SQLite progress
+    # handler); past it the request answers 503 with an OperationOutcome (0: unbounded)
+    query_timeout_ms: int = Field(15_000, ge=0)
 
 
 @lru_cache

@@ -54,7 +54,7 @@ def create_app(
     if store is None:
         from services.fhir_api.store import open_store
 
-        store = open_store(settings.database_url)
+        store = open_store(settings.database_url, query_timeout_ms=settings.query_timeout_ms)
     threads = worker_threads(store, settings.api_threads)
 
     @asynccontextmanager

@@ -23,16 +23,22 @@ from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import Engine, Select
 
 from services.fhir_api.search.engine import Step, driver_sql, includes_asked, search_steps
-from services.fhir_api.store.connections import PLANNER_OPTIONS, connection_lost
-from services.fhir_api.store.interface import Context, SearchRequest, SearchResult, StoredResource
+from services.fhir_api.store.connections import bounded, connection_lost, session_options
+from services.fhir_api.store.interface import (
+    Context,
+    QueryTimeout,
+    SearchRequest,
+    SearchResult,
+    StoredResource,
+)
 from services.fhir_api.store.rows import CURRENT, SESSION, readable, session_context, visible_row
 
 NEEDS_THREAD = object()
 
 
 class AsyncReader:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, engine: Engine, timeout_ms: int | None = None) -> None:
+        self.engine, self.timeout_ms = engine, timeout_ms
         self._conninfo = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
         self._size = engine.pool.size()
         self._pools: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> pool
@@ -49,7 +55,7 @@ class AsyncReader:
                 kwargs={
                     "autocommit": True,
                     "prepare_threshold": None,
-                    "options": PLANNER_OPTIONS,
+                    "options": session_options(self.engine),  # planner settings, statement_timeout
                     "row_factory": namedtuple_row,
                 },
             )
@@ -88,8 +94,9 @@ class AsyncReader:
             try:
                 conn = await pool.getconn()  # pool.connection()'s context manager: ~20 µs a statement more
                 try:
-                    cursor = await conn.execute(text, params, prepare=prepare or None)
-                    return await cursor.fetchall()
+                    with bounded(self.timeout_ms):
+                        cursor = await conn.execute(text, params, prepare=prepare or None)
+                        return await cursor.fetchall()
                 finally:
                     await pool.putconn(conn)
             except psycopg.OperationalError as exc:
@@ -134,6 +141,8 @@ class LoopReads:
             return await to_thread.run_sync(self.get_session, session_id)
         try:
             rows = await self._async.rows(SESSION, {"sid": session_id})
+        except QueryTimeout:  # not an unknown session: the server is busy (503)
+            raise
         except Exception:  # noqa: BLE001 - the contract of get_session
             return None
         return session_context(next(iter(rows), None))

@@ -1,12 +1,19 @@
 """Engine plumbing for SqlResourceStore: per-engine set-up done once (SQLite transaction mode, PostgreSQL
-planner options) and the autocommit reader engine reads run on."""
+planner options, the query timeout) and the autocommit reader engine reads run on."""
 
 from __future__ import annotations
 
+import sqlite3
+import time
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+import psycopg
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import DBAPIError
+
+from services.fhir_api.store.interface import QueryTimeout
 
 _SQLITE_READY: weakref.WeakSet = weakref.WeakSet()
 _PG_TUNED: weakref.WeakSet = weakref.WeakSet()
@@ -16,8 +23,60 @@ _PG_TUNED: weakref.WeakSet = weakref.WeakSet()
 PLANNER_OPTIONS = "-c random_page_cost=1.1 -c max_parallel_workers_per_gather=0"
 
 
-def _planner_settings(_dialect, _record, _cargs, cparams: dict) -> None:
-    cparams["options"] = f"{cparams.get('options', '')} {PLANNER_OPTIONS}".strip()
+_OPTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # PostgreSQL engine -> its session options
+# SQLite: how many virtual-machine instructions run between two looks at the clock (about every 50 µs).
+PROGRESS_STEPS = 10_000
+_INTERRUPTED = "interrupted"  # sqlite3's message when a progress handler stopped a statement
+
+
+def session_options(engine: Engine) -> str:
+    """The PostgreSQL session settings the engine's connections start with (the async reader uses them)."""
+    return _OPTIONS.get(engine, PLANNER_OPTIONS)
+
+
+def _bound_sqlite(engine: Engine, timeout_ms: int) -> None:
+    """A statement on SQLite stops when it runs past `timeout_ms`: each statement sets its connection's
+    deadline, and a progress handler, called every PROGRESS_STEPS instructions (also while rows are fetched),
+    interrupts it past the deadline. sqlite3 releases the GIL while a statement runs, but a runaway one held
+    its request's slot and the database for minutes."""
+    budget = timeout_ms / 1000
+
+    @event.listens_for(engine, "connect")
+    def _handler(dbapi_conn, record) -> None:
+        deadline = record.info["deadline"] = [float("inf")]
+        dbapi_conn.set_progress_handler(lambda: time.monotonic() > deadline[0], PROGRESS_STEPS)
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _start(conn, _cursor, _statement, _parameters, _context, _many) -> None:
+        deadline = conn.connection.info.get("deadline")
+        if deadline is not None:
+            deadline[0] = time.monotonic() + budget
+
+    @event.listens_for(engine, "checkin")
+    def _idle(_dbapi_conn, record) -> None:
+        deadline = record.info.get("deadline")
+        if deadline is not None:
+            deadline[0] = float("inf")
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether a statement was stopped by the query timeout (PostgreSQL statement_timeout: SQLSTATE 57014,
+    query_canceled; SQLite: the progress handler's interrupt)."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    if isinstance(orig, psycopg.errors.QueryCanceled):
+        return True
+    return isinstance(orig, sqlite3.OperationalError) and str(orig) == _INTERRUPTED
+
+
+@contextmanager
+def bounded(timeout_ms: int | None) -> Iterator[None]:
+    """Turn a statement stopped by the query timeout into QueryTimeout (503 with an OperationOutcome)."""
+    try:
+        yield
+    except (DBAPIError, psycopg.Error, sqlite3.Error) as exc:
+        if timed_out(exc):
+            raise QueryTimeout(f"the query ran longer than the server allows ({timeout_ms} ms)") from exc
+        raise
 
 
 _READERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -46,18 +105,27 @@ def connection_lost(exc: Exception) -> bool:
     return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
 
 
-def prepare_engine(engine: Engine) -> Engine | None:
-    """Set the engine up once for the store; returns the reader engine on PostgreSQL (None on SQLite)."""
+def prepare_engine(engine: Engine, timeout_ms: int | None = None) -> Engine | None:
+    """Set the engine up once for the store; returns the reader engine on PostgreSQL (None on SQLite).
+    `timeout_ms` (> 0) bounds every statement: PostgreSQL `statement_timeout`, a SQLite progress handler."""
     if engine.dialect.name == "sqlite":
         if engine not in _SQLITE_READY:
             from services.fhir_api.store import sqlite_transactions
 
             sqlite_transactions(engine)
+            if timeout_ms:
+                _bound_sqlite(engine, timeout_ms)
             _SQLITE_READY.add(engine)
         return None
     if engine.dialect.name != "postgresql":
         return None
     if engine not in _PG_TUNED:
-        event.listen(engine, "do_connect", _planner_settings)
+        options = PLANNER_OPTIONS + (f" -c statement_timeout={int(timeout_ms)}" if timeout_ms else "")
+        _OPTIONS[engine] = options
+
+        def _settings(_dialect, _record, _cargs, cparams: dict) -> None:
+            cparams["options"] = f"{cparams.get('options', '')} {options}".strip()
+
+        event.listen(engine, "do_connect", _settings)
         _PG_TUNED.add(engine)
     return _reader_engine(engine)

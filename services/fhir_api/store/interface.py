@@ -123,6 +123,12 @@ class InvalidSearch(StoreError):
     status, code = 400, "invalid"
 
 
+class QueryTimeout(StoreError):
+    """A statement ran past the store's query timeout and was stopped (the server stays responsive)."""
+
+    status, code = 503, "timeout"
+
+
 class ResourceStore(Protocol):
     def add_change_listener(self, listener: ChangeListener) -> None: ...
 

@@ -36,7 +36,7 @@ from services.fhir_api.search.everything import everything
 from services.fhir_api.search.values import to_us
 from services.fhir_api.store import models as m
 from services.fhir_api.store.async_reads import AsyncReader, LoopReads
-from services.fhir_api.store.connections import connection_lost, prepare_engine
+from services.fhir_api.store.connections import bounded, connection_lost, prepare_engine
 from services.fhir_api.store.indexing import index_resource, unindex
 from services.fhir_api.store.interface import (
     ChangeListener,
@@ -47,6 +47,7 @@ from services.fhir_api.store.interface import (
     InvalidResource,
     MultipleMatches,
     NotFound,
+    QueryTimeout,
     ResourceChange,
     SearchRequest,
     SearchResult,
@@ -75,13 +76,16 @@ class SqlResourceStore(LoopReads):
         engine: Engine,
         *,
         validate: bool = True,
+        query_timeout_ms: int | None = None,
         _conn: Connection | None = None,
         _listeners: list[ChangeListener] | None = None,
     ) -> None:
-        self.engine, self.validate = engine, validate
+        """`query_timeout_ms` bounds every statement (503 QueryTimeout past it); set once per engine."""
+        self.engine, self.validate, self.timeout_ms = engine, validate, query_timeout_ms
         self._bound = _conn
-        self._reader = prepare_engine(engine)
-        self._async = AsyncReader(engine) if self._reader is not None and _conn is None else None
+        self._reader = prepare_engine(engine, query_timeout_ms)
+        reads_on_loop = self._reader is not None and _conn is None
+        self._async = AsyncReader(engine, query_timeout_ms) if reads_on_loop else None
         self._listeners: list[ChangeListener] = _listeners if _listeners is not None else []
 
     # -- plumbing ------------------------------------------------------------------------------------------
@@ -98,10 +102,10 @@ class SqlResourceStore(LoopReads):
             yield self._bound
             return
         if not write and self._reader is not None:
-            with self._reader.connect() as conn:
+            with bounded(self.timeout_ms), self._reader.connect() as conn:
                 yield conn
             return
-        with self.engine.connect() as conn:
+        with bounded(self.timeout_ms), self.engine.connect() as conn:
             conn.info["immediate"] = write
             with conn.begin():
                 yield conn
@@ -113,13 +117,13 @@ class SqlResourceStore(LoopReads):
             with self._conn() as conn:
                 return op(conn)
         try:
-            with self._reader.connect() as conn:
+            with bounded(self.timeout_ms), self._reader.connect() as conn:
                 return op(conn)
         except (DBAPIError, psycopg.OperationalError) as exc:
             if not connection_lost(exc):
                 raise
         self._reader.dispose()
-        with self._reader.connect() as conn:
+        with bounded(self.timeout_ms), self._reader.connect() as conn:
             return op(conn)
 
     @contextmanager
@@ -130,7 +134,11 @@ class SqlResourceStore(LoopReads):
             return
         with self._conn(write=True) as conn:
             yield SqlResourceStore(
-                self.engine, validate=self.validate, _conn=conn, _listeners=self._listeners
+                self.engine,
+                validate=self.validate,
+                query_timeout_ms=self.timeout_ms,
+                _conn=conn,
+                _listeners=self._listeners,
             )
 
     # -- sessions ------------------------------------------------------------------------------------------
@@ -146,6 +154,8 @@ class SqlResourceStore(LoopReads):
     def get_session(self, session_id: str) -> Context | None:
         try:
             row = self._reading(lambda conn: next(iter(rows_of(conn, SESSION, {"sid": session_id})), None))
+        except QueryTimeout:  # not an unknown session: the server is busy (503)
+            raise
         except Exception:  # noqa: BLE001 - contract: never raises, unknown/invalid -> None
             return None
         return session_context(row)
