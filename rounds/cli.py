@@ -25,6 +25,7 @@ COMMAND_MODULES: list[str] = [
     "services.fhir_api.serve",
     "services.fhir_api.load_cli",
     "services.fhir_api.reindex",
+    "services.consumers.report.cli",
 ]
 
 

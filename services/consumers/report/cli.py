@@ -1,0 +1,97 @@
+"""`rounds report`: the summary table of a scored run on the terminal, and on request the self-contained HTML
+page and the JSON document; `--compare` puts a second run beside it (deltas, turn-by-turn comparison).
+
+The run comes from the scorer (`--run`, through source.load_report) or from a JSON document written earlier
+(`--from-json`, e.g. by `rounds report --json` on another machine).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from rounds.settings import Settings
+from services.consumers.report.compare import compare_runs
+from services.consumers.report.html_page import render_html
+from services.consumers.report.json_io import ReportFileError, read_json, to_json
+from services.consumers.report.model import RunReport
+from services.consumers.report.source import ReportUnavailable, load_report
+from services.consumers.report.terminal import print_summary
+
+
+def _from_file(path: Path, version: str | None, hint: str) -> RunReport:
+    try:
+        report = read_json(path)
+    except ReportFileError as exc:
+        raise typer.BadParameter(str(exc), param_hint=hint) from None
+    if version is not None and report.scorer_version != version:
+        raise typer.BadParameter(
+            f"{path} holds scorer version {report.scorer_version!r}, not {version!r}", param_hint=hint
+        )
+    return report
+
+
+def _from_scorer(settings: Settings, run: str, version: str | None) -> RunReport:
+    try:
+        return load_report(settings, run, version)
+    except ReportUnavailable as exc:
+        typer.echo(f"rounds report: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        typer.echo(f"rounds report: cannot write {path}: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("report")
+    def report_cmd(
+        run: str | None = typer.Option(
+            None, "--run", help="the run to report (from the scorer's projections)"
+        ),
+        scorer_version: str | None = typer.Option(None, "--scorer-version", help="default: the latest"),
+        compare: str | None = typer.Option(
+            None, "--compare", help="a second run shown beside it (Δ = it − RUN)"
+        ),
+        html: Path | None = typer.Option(None, "--html", help="write the self-contained HTML page here"),
+        json_out: Path | None = typer.Option(None, "--json", help="write the scored-run JSON document here"),
+        from_json: Path | None = typer.Option(
+            None, "--from-json", help="render this JSON document instead of --run"
+        ),
+        compare_json: Path | None = typer.Option(
+            None, "--compare-json", help="the compared run as a JSON document"
+        ),
+        database_url: str | None = typer.Option(None, "--database-url", help="default: ROUNDS_DATABASE_URL"),
+    ) -> None:
+        """Summary table on the terminal; --html/--json write the page and the document."""
+        if (run is None) == (from_json is None):
+            raise typer.BadParameter("give exactly one of --run RUN and --from-json FILE", param_hint="--run")
+        if compare is not None and compare_json is not None:
+            raise typer.BadParameter(
+                "give at most one of --compare and --compare-json", param_hint="--compare"
+            )
+        settings = Settings(database_url=database_url) if database_url else Settings()
+        if from_json is not None:
+            report = _from_file(from_json, scorer_version, "--from-json")
+        else:
+            assert run is not None
+            report = _from_scorer(settings, run, scorer_version)
+        other = None
+        if compare_json is not None:
+            other = _from_file(compare_json, None, "--compare-json")
+        elif compare is not None:
+            other = _from_scorer(settings, compare, scorer_version)
+        comparison = compare_runs(report, other) if other is not None else None
+        print_summary(Console(), report, other, comparison)
+        if html is not None:
+            _write(html, render_html(report, other))
+            typer.echo(f"wrote {html}")
+        if json_out is not None:
+            _write(json_out, to_json(report))
+            typer.echo(f"wrote {json_out}")

@@ -1,0 +1,74 @@
+"""The HTML report's turn-by-turn comparison of two runs of the same scenarios (e.g. a counterfactual replay
+and its original): for each paired session and turn, both scores, the delta, whether the turn improved, and
+the checks whose verdict changed.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from services.consumers.report.comparison_model import CheckChange, Comparison, TurnDelta
+from services.consumers.report.summary import fmt, fmt_delta
+
+STATUS_LABELS = {
+    "improved": "improved",
+    "regressed": "regressed",
+    "unchanged": "unchanged",
+    "only_before": "only in {before}",
+    "only_after": "only in {after}",
+    "excluded": "excluded (infrastructure/patient error)",
+}
+
+
+def _verdict(v: bool | None) -> str:
+    return "–" if v is None else ("PASS" if v else "FAIL")
+
+
+def _changes(changes: list[CheckChange]) -> str:
+    return "<br>".join(
+        f'<span class="check-change" data-check="{escape(c.id)}">{escape(c.id)} ({escape(c.kind)}): '
+        f'<span class="{"pass" if c.before else "fail"}">{_verdict(c.before)}</span> → '
+        f'<span class="{"pass" if c.after else "fail"}">{_verdict(c.after)}</span></span>'
+        for c in changes
+    )
+
+
+def _delta_class(t: TurnDelta) -> str:
+    if t.delta is None or t.status == "unchanged":
+        return ""
+    return "delta-up" if t.delta > 0 else "delta-down"
+
+
+def compare_section(comparison: Comparison) -> str:
+    before, after = escape(comparison.before_run), escape(comparison.after_run)
+    counts = comparison.turn_counts
+    header = (
+        f'<p class="turn-counts">Δ = {after} − {before}. Turns: '
+        f'<span class="pass" data-count="improved">{counts["improved"]} improved</span>, '
+        f'<span class="fail" data-count="regressed">{counts["regressed"]} regressed</span>, '
+        f'<span data-count="unchanged">{counts["unchanged"]} unchanged</span>, '
+        f"{counts['only_before'] + counts['only_after']} in one run only, {counts['excluded']} excluded.</p>"
+    )
+    rows = []
+    for pair in comparison.pairs:
+        span = max(1, len(pair.turns))
+        label = f'<td rowspan="{span}">{escape(pair.label)}</td>'
+        if not pair.turns:
+            rows.append(f'<tr class="excluded">{label}<td colspan="6" class="meta">no turns</td></tr>')
+            continue
+        for i, t in enumerate(pair.turns):
+            status = STATUS_LABELS[t.status].format(before=comparison.before_run, after=comparison.after_run)
+            rows.append(
+                f'<tr class="turn-delta {t.status}" data-session="{escape(pair.label)}" '
+                f'data-turn="{t.index}" '
+                f'data-status="{t.status}">{label if i == 0 else ""}<td class="num">{t.index}</td>'
+                f'<td class="num">{fmt(t.before)}</td><td class="num">{fmt(t.after)}</td>'
+                f'<td class="num {_delta_class(t)}">{fmt_delta(t.before, t.after)}</td>'
+                f"<td>{escape(status)}</td><td>{_changes(t.changed_checks)}</td></tr>"
+            )
+    table = (
+        '<table class="compare"><thead><tr><th>session</th><th>turn</th>'
+        f"<th>{before}</th><th>{after}</th><th>Δ</th><th>turn</th><th>checks that changed</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+    return f'<section id="compare"><h2>Turn by turn: {before} vs {after}</h2>{header}{table}</section>'

@@ -1,0 +1,179 @@
+"""The self-contained HTML report: one file with inline CSS, inline SVG plots and one small inline script, so
+it opens from disk or an e-mail attachment with no network. Sections: summary tables (metrics, termination
+reasons with excluded sessions apart, tool metrics, the optional LLM judge, every breakdown dimension),
+plots, the turn-by-turn comparison when a second run is given, then each run's sessions.
+"""
+
+from __future__ import annotations
+
+from base64 import b64encode
+from collections.abc import Sequence
+from hashlib import sha256
+from html import escape
+
+from services.consumers.report.compare import compare_runs
+from services.consumers.report.html_charts import charts_section
+from services.consumers.report.html_compare import compare_section
+from services.consumers.report.html_sessions import sessions_section
+from services.consumers.report.html_style import CSS, SCRIPT
+from services.consumers.report.model import DIMENSIONS, RunReport
+from services.consumers.report.stats import reason_counts
+from services.consumers.report.summary import DIMENSION_COLUMNS, dimension_table, fmt, fmt_delta, metric_rows
+
+# the page's own script is the only one the browser may run: markup that slipped past escaping cannot run
+SCRIPT_HASH = "sha256-" + b64encode(sha256(SCRIPT.encode()).digest()).decode()
+
+
+def _run_headers(reports: Sequence[RunReport]) -> str:
+    cells = "".join(f"<th>{escape(r.run)}</th>" for r in reports)
+    return cells + ("<th>Δ</th>" if len(reports) == 2 else "")
+
+
+def _values(values: Sequence[float | None], kind: str = "score") -> str:
+    cells = "".join(f'<td class="num">{fmt(v, kind)}</td>' for v in values)  # type: ignore[arg-type]
+    if len(values) == 2:
+        cells += f'<td class="num">{fmt_delta(values[0], values[1], kind)}</td>'  # type: ignore[arg-type]
+    return cells
+
+
+def metrics_table(reports: Sequence[RunReport]) -> str:
+    rows = "".join(
+        f'<tr data-metric="{escape(row.label)}"><th>{escape(row.label)}</th>'
+        f"{_values(row.values, row.kind)}</tr>"
+        for row in metric_rows(reports)
+    )
+    return (
+        f'<table class="metrics"><caption>metrics (infrastructure/patient errors excluded)</caption>'
+        f"<thead><tr><th>metric</th>{_run_headers(reports)}</tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def reasons_table(reports: Sequence[RunReport], excluded: bool) -> str:
+    per_run = [reason_counts(r)[1 if excluded else 0] for r in reports]
+    reasons = sorted({k for c in per_run for k in c}, key=lambda k: (-per_run[0].get(k, 0), k))
+    rows = (
+        "".join(
+            f'<tr data-reason="{escape(reason)}"><th>{escape(reason)}</th>'
+            f"{_values([float(c.get(reason, 0)) for c in per_run], 'count')}</tr>"
+            for reason in reasons
+        )
+        or f'<tr><td colspan="{len(reports) + 2}" class="meta">none</td></tr>'
+    )
+    caption = "excluded from scores (not the assistant's)" if excluded else "sessions by termination reason"
+    css = "reasons excluded" if excluded else "reasons"
+    return (
+        f'<table class="{css}"><caption>{caption}</caption><thead><tr><th>reason</th>'
+        f"{_run_headers(reports)}</tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def tools_table(reports: Sequence[RunReport]) -> str:
+    names = sorted({k for r in reports for k in r.metrics.tools})
+    if not names:
+        return ""
+    rows = "".join(
+        f'<tr data-tool="{escape(n)}"><th>{escape(n)}</th>'
+        f"{_values([r.metrics.tools.get(n) for r in reports])}</tr>"
+        for n in names
+    )
+    return (
+        f'<table class="tools"><caption>tool use</caption><thead><tr><th>metric</th>'
+        f"{_run_headers(reports)}</tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def judge_table(reports: Sequence[RunReport]) -> str:
+    rows = "".join(
+        f"<tr><th>{escape(r.run)}</th><td>{escape(str(k))}</td><td>{escape(str(v))}</td></tr>"
+        for r in reports
+        if r.judge
+        for k, v in r.judge.items()
+    )
+    return (
+        (
+            f'<table class="judge"><caption>LLM judge (model, prompt version, agreement with the '
+            f"deterministic "
+            f"checks)</caption><tbody>{rows}</tbody></table>"
+        )
+        if rows
+        else ""
+    )
+
+
+def dimension_html(reports: Sequence[RunReport], dimension: str) -> str:
+    table = dimension_table(reports, dimension)
+    if not table:
+        return ""
+    head = "".join(f"<th>{escape(label)}</th>" for label, _ in DIMENSION_COLUMNS)
+    rows = []
+    for value, metrics in table:
+        cells = "".join(
+            f'<td class="num">{" → ".join(fmt(get(m)) if m else "–" for m in metrics)}'
+            + (f" ({fmt_delta(*[get(m) if m else None for m in metrics])})" if len(metrics) == 2 else "")
+            + "</td>"
+            for _, get in DIMENSION_COLUMNS
+        )
+        sessions = " → ".join(str(m.sessions) if m else "–" for m in metrics)
+        rows.append(
+            f'<tr data-value="{escape(value)}"><th>{escape(value)}</th><td class="num">{sessions}</td>'
+            f"{cells}</tr>"
+        )
+    return (
+        f'<table class="by" data-dimension="{escape(dimension)}"><caption>by {escape(dimension)}</caption>'
+        f"<thead><tr><th>{escape(dimension)}</th><th>sessions</th>{head}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _dimensions(reports: Sequence[RunReport]) -> list[str]:
+    present = {d for r in reports for d in r.by}
+    return [d for d in DIMENSIONS if d in present] + sorted(present - set(DIMENSIONS))
+
+
+def _header(report: RunReport, other: RunReport | None) -> str:
+    def describe(r: RunReport) -> str:
+        parts = [f"scorer {r.scorer_version}"]
+        if r.assistant:
+            parts.append(f"assistant {r.assistant}")
+        if r.replay_of:
+            parts.append(f"replay of {r.replay_of}")
+        return f"<strong>{escape(r.run)}</strong> ({escape(', '.join(parts))})"
+
+    runs = describe(report) + (
+        f" compared with {describe(other)}; Δ = {escape(other.run)} − {escape(report.run)}"
+        if other is not None
+        else ""
+    )
+    return f'<h1>Rounds report: {escape(report.run)}</h1><p class="meta">{runs}</p>'
+
+
+def render_html(report: RunReport, other: RunReport | None = None) -> str:
+    """The whole page as one string; `other` adds the side-by-side columns and the turn-by-turn comparison."""
+    reports = [report] + ([other] if other is not None else [])
+    summary = (
+        '<section id="summary"><h2>Summary</h2><div class="tables">'
+        + metrics_table(reports)
+        + reasons_table(reports, excluded=False)
+        + reasons_table(reports, excluded=True)
+        + tools_table(reports)
+        + judge_table(reports)
+        + "</div>"
+        + '<div class="tables">'
+        + "".join(dimension_html(reports, d) for d in _dimensions(reports))
+        + "</div>"
+        + "</section>"
+    )
+    compare = compare_section(compare_runs(report, other)) if other is not None else ""
+    sessions = "".join(sessions_section(r) for r in reports)
+    title = f"Rounds report: {report.run}" + (f" vs {other.run}" if other is not None else "")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        # no network: nothing may load from anywhere
+        "<meta http-equiv=\"Content-Security-Policy\" "
+        f"content=\"default-src 'none'; style-src 'unsafe-inline'; "
+        f"script-src '{SCRIPT_HASH}'; img-src data:\">"
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
+        f"{_header(report, other)}{summary}{charts_section(reports)}{compare}{sessions}"
+        f"<script>{SCRIPT}</script></body></html>\n"
+    )

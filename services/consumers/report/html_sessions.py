@@ -1,0 +1,126 @@
+"""The HTML report's per-session view: for every session its turns, each with the conversation (doctor,
+assistant, patient, clarifications), every EHR call (method, URL, status, latency) and every check with
+pass/fail and the evidence the check saw.
+
+Everything shown comes from LLMs, patients' simulators or scenario files, so every string goes through
+`escape` and nothing is ever placed inside a script or an event-handler attribute.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from services.consumers.report.model import Check, Exchange, RunReport, SessionScore, TurnScore
+from services.consumers.report.stats import is_excluded, reason_counts, session_passes
+from services.consumers.report.summary import fmt
+
+# who said it, as the view labels each kind of exchange
+SPEAKERS = {
+    "doctor": "Doctor",
+    "assistant": "Assistant",
+    "patient": "Patient",
+    "question": "Assistant → patient",
+    "clarification": "Assistant → doctor (clarification)",
+    "tool": "Tool",
+}
+FAILING_TAU = 0.75  # "only failing sessions" filter: a session not passing at the stricter τ
+
+
+def _status_class(status: int | None) -> str:
+    return "status-ok" if status is not None and 200 <= status < 400 else "status-err"
+
+
+def exchange_html(x: Exchange) -> str:
+    kind = escape(x.kind)
+    if x.kind == "ehr":
+        status = "–" if x.status is None else str(x.status)
+        latency = "" if x.latency_ms is None else f" · {x.latency_ms:.1f} ms"
+        return (
+            f'<li class="x-ehr" data-kind="ehr"><span class="who">EHR</span>'
+            f'<span class="method">{escape(x.method or "?")}</span> '
+            f'<span class="url">{escape(x.url or "")}</span> → '
+            f'<span class="status {_status_class(x.status)}" data-status="{escape(status)}">'
+            f"{escape(status)}</span>"
+            f'<span class="latency">{escape(latency)}</span></li>'
+        )
+    who = SPEAKERS.get(x.kind, x.kind)
+    return (
+        f'<li class="x-{kind}" data-kind="{kind}"><span class="who">{escape(who)}</span>'
+        f'<span class="text">{escape(x.text or "")}</span></li>'
+    )
+
+
+def check_row(c: Check) -> str:
+    verdict = '<span class="pass">PASS</span>' if c.passed else '<span class="fail">FAIL</span>'
+    flags = " ⚠ safety" if c.safety else ""
+    return (
+        f'<tr class="check" data-check="{escape(c.id)}" data-passed="{str(c.passed).lower()}">'
+        f"<td>{escape(c.id)}</td><td>{escape(c.kind)}{flags}</td><td>{verdict}</td>"
+        f'<td class="num">{c.weight:g}</td><td class="evidence">{escape(c.evidence or "")}</td></tr>'
+    )
+
+
+def turn_html(t: TurnScore) -> str:
+    task = f" · {escape(t.task_type)}" if t.task_type else ""
+    passed = sum(c.passed for c in t.checks)
+    parts = [
+        f'<div class="turn" data-turn="{t.index}" data-score="{t.score:.6f}">',
+        f"<h3>Turn {t.index}{task} · score {fmt(t.score)} ({passed}/{len(t.checks)} checks)</h3>",
+    ]
+    if t.exchanges:
+        parts.append('<ul class="conversation">' + "".join(exchange_html(x) for x in t.exchanges) + "</ul>")
+    if t.checks:
+        parts.append(
+            '<table class="checks"><thead><tr><th>check</th><th>kind</th><th>result</th><th>weight</th>'
+            "<th>evidence</th></tr></thead><tbody>"
+        )
+        parts.extend(check_row(c) for c in t.checks)
+        parts.append("</tbody></table>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def session_html(s: SessionScore, open_: bool = False) -> str:
+    excluded = is_excluded(s)
+    facets = [s.family, s.difficulty, s.language, s.variant]
+    search = " ".join(x for x in [s.session, s.scenario, s.reason, *facets] if x).lower()
+    score = "excluded" if excluded else fmt(s.score)
+    reason_class = "excluded" if excluded else ("completed" if s.reason == "completed" else "")
+    summary = (
+        f"<strong>{escape(s.scenario)}</strong> · trial {s.trial} · "
+        f"{escape(' · '.join(x for x in facets if x))} · "
+        f'<span class="badge {reason_class}">{escape(s.reason)}</span> · '
+        f'score <span class="score">{score}</span>'
+        f' <span class="meta">({escape(s.session)})</span>'
+    )
+    body = "".join(turn_html(t) for t in s.turns) or '<div class="turn meta">no turns scored</div>'
+    failing = not excluded and not session_passes(s, FAILING_TAU)
+    return (
+        f'<details class="session" data-session="{escape(s.session)}" data-scenario="{escape(s.scenario)}" '
+        f'data-reason="{escape(s.reason)}" data-excluded="{str(excluded).lower()}" '
+        f'data-failing="{str(failing).lower()}" data-search="{escape(search)}"{" open" if open_ else ""}>'
+        f"<summary>{summary}</summary>{body}</details>"
+    )
+
+
+def sessions_section(report: RunReport) -> str:
+    """One run's sessions with their own filter controls (a compared run gets a second section)."""
+    scored, excluded = reason_counts(report)
+    options = "".join(f'<option value="{escape(r)}">{escape(r)}</option>' for r in [*scored, *excluded])
+    n = len(report.sessions)
+    controls = (
+        '<div class="controls">'
+        '<input class="session-filter" type="search" '
+        'placeholder="filter: scenario, family, language, reason…" '
+        f'size="40"><select class="reason-filter"><option value="">every reason</option>{options}</select>'
+        '<label><input class="failing-filter" type="checkbox"> '
+        f"only sessions failing at τ={FAILING_TAU}</label>"
+        '<button class="expand-all" type="button">expand all</button>'
+        '<button class="collapse-all" type="button">collapse all</button>'
+        f'<span><span class="session-count">{n}</span> of {n} shown</span></div>'
+    )
+    items = "".join(session_html(s, open_=i == 0) for i, s in enumerate(report.sessions))  # one shown open
+    return (
+        f'<section class="sessions" data-run="{escape(report.run)}"><h2>Sessions of {escape(report.run)}</h2>'
+        f'{controls}<div class="session-list">{items}</div></section>'
+    )

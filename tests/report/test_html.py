@@ -1,0 +1,157 @@
+"""The HTML page as written: self-contained (nothing to fetch), every plot drawn from the document's numbers,
+summary tables, the per-session view and the turn-by-turn comparison, and everything escaped."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from bs4 import BeautifulSoup
+
+from services.consumers.report.compare import compare_runs
+from services.consumers.report.html_page import render_html
+from services.consumers.report.model import Metrics, RunReport
+from services.consumers.report.stats import ehr_latencies, scored_sessions
+from tests.report.sample import INJECTION
+
+
+def _soup(*reports: RunReport) -> BeautifulSoup:
+    return BeautifulSoup(render_html(*reports), "html.parser")
+
+
+def test_nothing_is_loaded_from_anywhere(baseline, replay):
+    page = render_html(baseline, replay)
+    soup = BeautifulSoup(page, "html.parser")
+    for tag in soup.find_all(True):
+        assert not ({"src", "href", "xlink:href", "srcset", "action"} & set(tag.attrs)), tag.name
+    assert not soup.find_all(["link", "iframe", "object", "embed", "img", "base"])
+    assert "url(" not in page and "@import" not in page
+    # the only URL in the page is the SVG namespace, which is a name and is never fetched
+    assert set(re.findall(r"https?://[^\s\"'<]+", page)) == {"http://www.w3.org/2000/svg"}
+    scripts = soup.find_all("script")
+    assert len(scripts) == 1 and not scripts[0].get("src")
+    csp = soup.find("meta", attrs={"http-equiv": "Content-Security-Policy"})["content"]
+    assert "default-src 'none'" in csp and "'sha256-" in csp and "unsafe-inline'; img" not in csp
+
+
+def test_injected_markup_in_an_answer_is_text(baseline):
+    soup = _soup(baseline)
+    answers = [li.find(class_="text").get_text() for li in soup.select('li[data-kind="assistant"]')]
+    assert INJECTION in answers
+    assert len(soup.find_all("script")) == 1  # the page's own
+    assert not soup.select("#pwned") and not soup.find_all("img")
+    assert "&lt;script&gt;document.title" in render_html(baseline)
+
+
+def test_metrics_reasons_and_breakdowns(baseline):
+    soup = _soup(baseline)
+    row = soup.select_one('table.metrics tr[data-metric="Avg"]')
+    assert row.select("td")[0].get_text() == f"{baseline.metrics.avg:.3f}"
+    row = soup.select_one('table.metrics tr[data-metric="Pass@Session τ=0.6"]')
+    assert row.select("td")[0].get_text() == f"{baseline.metrics.pass_at_session['0.6']:.3f}"
+    scored = {
+        tr["data-reason"]: tr.td.get_text()
+        for tr in soup.select("table.reasons:not(.excluded) tr[data-reason]")
+    }
+    assert scored == {r: str(n) for r, n in baseline.reasons.items() if r != "infrastructure_error"}
+    excluded = {
+        tr["data-reason"]: tr.td.get_text() for tr in soup.select("table.reasons.excluded tr[data-reason]")
+    }
+    assert excluded == {"infrastructure_error": "1"}
+    dims = {t["data-dimension"] for t in soup.select("table.by")}
+    assert dims == {"family", "difficulty", "language", "variant"}
+    zh = soup.select_one('table.by[data-dimension="language"] tr[data-value="zh"]').select("td")
+    assert zh[0].get_text() == str(baseline.by["language"]["zh"].sessions)
+    assert zh[1].get_text() == f"{baseline.by['language']['zh'].avg:.3f}"
+
+
+def test_plots_hold_the_documents_numbers(baseline, replay):
+    soup = _soup(baseline, replay)
+    charts = {svg["aria-label"]: svg for svg in soup.select("svg.chart")}
+    family = charts["mean turn score by family"]
+    bars = family.select("rect.bar")
+    assert len(bars) == 2 * len(baseline.by["family"])
+    values = {(b["data-category"], b["data-series"]): float(b["data-value"]) for b in bars}
+    assert values[("lab_trend", "run-baseline")] == pytest.approx(
+        baseline.by["family"]["lab_trend"].avg, abs=1e-6
+    )
+    assert values[("lab_trend", "run-replay")] == pytest.approx(1.0)
+    for dim in ("difficulty", "language", "variant"):
+        assert charts[f"mean turn score by {dim}"].select("rect.bar")
+    curve = charts["Pass@Session against τ (every turn ≥ τ)"]
+    points = [p for p in curve.select("circle.point") if p["data-series"] == "run-baseline"]
+    assert len(points) == 101
+    at = {round(float(p["data-x"]), 2): float(p["data-y"]) for p in points}
+    assert at[0.6] == pytest.approx(baseline.metrics.pass_at_session["0.6"], abs=1e-6)
+    assert at[0.75] == pytest.approx(baseline.metrics.pass_at_session["0.75"], abs=1e-6)
+    assert len(curve.select("line.marker")) == 2
+    k = charts["pass^k against k (same scenario, k trials all pass)"]
+    ks = [(p["data-series"], float(p["data-x"]), float(p["data-y"])) for p in k.select("circle.point")]
+    assert ("run-baseline", 2.0, pytest.approx(baseline.metrics.pass_hat_k["2"], abs=1e-6)) in ks
+    assert len(ks) == 4
+    latency = next(svg for label, svg in charts.items() if label.startswith("EHR call latency"))
+    counts = [int(b["data-count"]) for b in latency.select("rect.bin") if b["data-series"] == "run-baseline"]
+    assert sum(counts) == len(ehr_latencies(baseline)) > 0
+
+
+def test_per_session_view_lists_conversation_calls_and_checks(baseline):
+    soup = _soup(baseline)
+    sessions = soup.select("details.session")
+    assert len(sessions) == len(baseline.sessions)
+    first, doc = sessions[0], baseline.sessions[0]
+    turns = first.select("div.turn")
+    assert [int(t["data-turn"]) for t in turns] == [t.index for t in doc.turns]
+    turn1 = turns[1]
+    kinds = [li["data-kind"] for li in turn1.select("ul.conversation > li")]
+    assert kinds == [x.kind for x in doc.turns[1].exchanges]
+    assert {"doctor", "ehr", "question", "patient", "assistant"} <= set(kinds)
+    ehr = turn1.select_one('li[data-kind="ehr"]')
+    call = doc.turns[1].exchanges[1]
+    assert (
+        ehr.select_one(".method").get_text() == call.method and ehr.select_one(".url").get_text() == call.url
+    )
+    assert (
+        ehr.select_one(".status")["data-status"] == str(call.status)
+        and f"{call.latency_ms:.1f} ms" in ehr.get_text()
+    )
+    rows = turn1.select("tr.check")
+    assert [(r["data-check"], r.select("td")[2].get_text()) for r in rows] == [
+        (c.id, "PASS" if c.passed else "FAIL") for c in doc.turns[1].checks
+    ]
+    assert rows[0].select_one("td.evidence").get_text() == doc.turns[1].checks[0].evidence
+    clar = sessions[0].select('div.turn[data-turn="2"] li[data-kind="clarification"]')
+    assert clar and "clarification" in clar[0].get_text()
+    excluded = soup.select('details.session[data-excluded="true"]')
+    assert len(excluded) == 1 and excluded[0].select_one(".score").get_text() == "excluded"
+    failing = soup.select('details.session[data-failing="true"]')
+    assert len(failing) == len([s for s in scored_sessions(baseline) if min(t.score for t in s.turns) < 0.75])
+
+
+def test_turn_by_turn_comparison(baseline, replay):
+    soup = _soup(baseline, replay)
+    comparison = compare_runs(baseline, replay)
+    rows = soup.select("#compare tr.turn-delta")
+    assert len(rows) == sum(len(p.turns) for p in comparison.pairs)
+    improved = [r for r in rows if r["data-status"] == "improved"]
+    assert len(improved) == comparison.turn_counts["improved"] > 0
+    row = improved[0]
+    before, after, delta = (td.get_text() for td in row.select("td.num")[1:4])
+    assert float(after) > float(before) and delta.startswith("+")
+    assert "FAIL → PASS" in row.get_text()
+    assert len(soup.select("section.sessions")) == 2  # both runs' sessions
+
+
+def test_odd_names_are_escaped_in_tables_and_charts(baseline):
+    by = dict(baseline.by)
+    by["family"] = {'<b>x</b>&"q"': Metrics(avg=0.5, sessions=1)}
+    soup = _soup(baseline.model_copy(update={"by": by, "run": "<i>run</i>"}))
+    assert soup.select_one("rect.bar")["data-category"] == '<b>x</b>&"q"'
+    assert not soup.find_all(["b", "i"])
+    assert soup.h1.get_text() == "Rounds report: <i>run</i>"
+
+
+def test_an_empty_run_renders(tmp_path):
+    soup = _soup(RunReport(run="empty", scorer_version="v1", metrics=Metrics()))
+    assert len(soup.select("svg.chart")) == 7  # four dimensions, τ curve, pass^k, latency
+    assert all(svg.select_one("text.empty") for svg in soup.select("svg.chart"))
+    assert soup.select_one('table.metrics tr[data-metric="Avg"] td').get_text() == "–"
