@@ -1,0 +1,92 @@
+"""`mcp:<url>`: an external MCP-capable agent, called as a webhook once per physician turn, that works the
+EHR through the session's MCP endpoint (mcp_server.py) instead of raw FHIR.
+
+Rounds POSTs `{session, turn, message, language, mcpUrl, fhirBase, patient, now, history}` to `<url>` and
+expects `{"text": ...}`. Around the call the turn's `SessionTools` are registered with the MCP server, so the
+agent's tool calls are counted, recorded and charged like `openai:`'s; a call that ended the session inside
+the MCP server (step limit, infrastructure, repeated garbage) is raised here once the webhook returns.
+
+Classification as for `http:`: a webhook that cannot be reached is infrastructure; one that answers non-2xx,
+non-JSON or without text is the assistant's fault — unless it called the `answer` tool, whose text then
+stands. The orchestrator's deadline bounds the call (`timeout`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from services.simulator.assistants.mcp_server import REGISTRY, TurnRegistry
+from services.simulator.data_model import (
+    AssistantFailure,
+    InfrastructureFailure,
+    SessionTools,
+    TurnRequest,
+)
+
+
+def mcp_url(fhir_base: str) -> str:
+    """The session's MCP endpoint beside its FHIR base: …/sessions/<id>/fhir → …/sessions/<id>/mcp."""
+    base = fhir_base.rstrip("/")
+    if not base.endswith("/fhir"):
+        raise ValueError(f"not a session FHIR base: {fhir_base!r}")
+    return f"{base.removesuffix('/fhir')}/mcp"
+
+
+class McpAgentAssistant:
+    needs_network = True  # the agent is another process: it needs real URLs for the MCP endpoint
+
+    def __init__(self, spec: str, url: str, registry: TurnRegistry = REGISTRY) -> None:
+        self.spec, self.url, self.registry = spec, url, registry
+        self.client = httpx.AsyncClient(timeout=httpx.Timeout(600, connect=10))
+
+    def payload(self, request: TurnRequest) -> dict[str, Any]:
+        return {
+            "session": request.session_id,
+            "turn": request.turn,
+            "message": request.message,
+            "language": request.language,
+            "mcpUrl": mcp_url(request.fhir_base),
+            "fhirBase": request.fhir_base,
+            "patient": request.patient,
+            "now": request.now,
+            "history": [{"role": h.role, "text": h.text, "turn": h.turn} for h in request.history],
+        }
+
+    async def respond(self, request: TurnRequest, tools: SessionTools) -> str:
+        with self.registry.turn(request.session_id, tools) as active:
+            try:
+                response = await self.client.post(self.url, json=self.payload(request))
+            except httpx.TransportError as exc:
+                if active.failure is not None:
+                    raise active.failure from exc
+                raise InfrastructureFailure(
+                    f"turn {request.turn}: agent {self.url} unreachable: {exc!r}"
+                ) from exc
+        if active.failure is not None:
+            raise active.failure
+        where = f"turn {request.turn}: agent"
+        if response.status_code // 100 != 2:
+            raise AssistantFailure(f"{where} answered HTTP {response.status_code}: {response.text[:300]}")
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        text = body.get("text") if isinstance(body, dict) else None
+        if isinstance(text, str) and text.strip():
+            return text.strip()
+        if active.answer:
+            return active.answer
+        raise AssistantFailure(f"{where} answer has no text: {response.text[:300]!r}")
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def create(arg: str) -> McpAgentAssistant:
+    """`mcp:<url>` → the assistant (the registry calls this with what follows `mcp:`)."""
+    url = arg.strip()
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"mcp: expected mcp:<http(s) url of the agent's webhook>, got {arg!r}")
+    return McpAgentAssistant(f"mcp:{url}", url)
