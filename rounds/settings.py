@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     # FHIR API: the longest a database statement may run (PostgreSQL statement_timeout, a SQLite progress
     # handler); past it the request answers 503 with an OperationOutcome (0: unbounded)
     query_timeout_ms: int = Field(15_000, ge=0)
+    # Where services that read the record over HTTP (the scorer) find the FHIR API root, e.g.
+    # http://fhir:8080; unset: an in-process app on database_url (the embedded default)
+    fhir_base: str | None = None
 
 
 @lru_cache

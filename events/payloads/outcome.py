@@ -15,8 +15,31 @@ DEAD_LETTER_RAW_LIMIT = 96 * 1024  # base64 of this stays well inside the 256 Ki
 FHIR_ID = r"^[A-Za-z0-9\-.]{1,64}$"
 
 
-class ScoreTurn(Payload):
-    """One scorer's verdict on one assistant message (identified by its Communication id)."""
+class ScoreCheck(Payload):
+    """One rubric item's verdict (the scenario's RubricItem id and kind)."""
+
+    id: str = Field(min_length=1)
+    kind: str = Field(min_length=1)
+    passed: bool
+    weight: float = 1.0
+    safety: bool = False
+    evidence: str | None = None
+
+
+class _Scored(Payload):
+    """What identifies a score: the run, the scorer's version, the scenario and trial it belongs to."""
+
+    run_id: str | None = None
+    scorer_version: str | None = None
+    scenario: str | None = None
+    trial: int | None = Field(default=None, ge=0)
+    language: str | None = None
+    variant: str | None = None
+
+
+class ScoreTurn(_Scored):
+    """One scorer's verdict on one physician turn: `message_id` is the assistant's answer (its
+    Communication id), or the doctor's message when the turn got no answer."""
 
     scorer: str = Field(min_length=1)
     metric: str = Field(min_length=1)
@@ -24,15 +47,23 @@ class ScoreTurn(Payload):
     message_id: str = Field(pattern=FHIR_ID)
     turn: int = Field(ge=0)
     rationale: str | None = None
+    score: float | None = None
+    task_type: str | None = None
+    checks: list[ScoreCheck] | None = None
 
 
-class ScoreSession(Payload):
-    """A scorer's summary of a whole session."""
+class ScoreSession(_Scored):
+    """A scorer's summary of a whole session. `excluded` names why a session is not scored (its end reason
+    `infrastructure_error` / `patient_error`, or `unscorable`): it is counted apart, never scored 0."""
 
     scorer: str = Field(min_length=1)
     metrics: dict[str, float]
     passed: bool | None = None
     rationale: str | None = None
+    score: float | None = None
+    reason: str | None = None
+    excluded: str | None = None
+    turns: int | None = Field(default=None, ge=0)
 
 
 class FhirResourceChange(Payload):

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
+from services.fhir_api.http.bundles import bundle, history_entry
 from services.fhir_api.http.deps import session_context, store_of
 from services.fhir_api.http.errors import FhirHttpError
 from services.fhir_api.http.formats import parse_json, read_body, request_media_type
@@ -76,3 +77,19 @@ async def delete_session(session_id: str, request: Request) -> Response:
     await session_context(request, session_id)
     await run_in_threadpool(store_of(request).drop_session, session_id)
     return Response(status_code=204)
+
+
+@router.get(
+    "/{session_id}/writes",
+    summary="the session's writes: current version of each resource it created, updated or deleted",
+)
+async def session_writes(session_id: str, request: Request) -> Response:
+    """A history Bundle with one entry per written resource (its current version; a deletion has no
+    resource, `request.method` DELETE). Scorers read a sandbox's final state here without going through
+    the session's FHIR base, so their reads are not recorded as the assistant's EHR calls."""
+    await session_context(request, session_id)
+    stored = await run_in_threadpool(store_of(request).session_writes, session_id)
+    root = external_root(request, request.app.state.settings.base_url)
+    base = f"{root}/sessions/{session_id}/fhir"
+    body = bundle("history", [history_entry(base, item) for item in stored], total=len(stored))
+    return Response(body, media_type="application/fhir+json")

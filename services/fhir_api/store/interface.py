@@ -204,6 +204,11 @@ class ResourceStore(Protocol):
         cursor: Cursor | None = None,
     ) -> SearchResult: ...
 
+    def session_writes(self, session_id: str) -> list[StoredResource]:
+        """The current version of every resource the session created, updated or deleted (tombstones
+        included), in write order: the sandbox's final state for scorers."""
+        ...
+
     def drop_session(self, session_id: str) -> None:
         """Discard every write of one session (DELETE /sessions/<id>)."""
         ...

@@ -65,6 +65,7 @@ from services.fhir_api.store.rows import (
     stored_resource,
     visible_row,
 )
+from services.fhir_api.store.session_writes import session_writes
 from services.fhir_api.store.validation import validate_resource
 
 T = TypeVar("T")
@@ -170,6 +171,10 @@ class SqlResourceStore(LoopReads):
             conn.execute(delete(m.resource).where(m.resource.c.session == session_id))
             conn.execute(delete(m.version).where(m.version.c.session == session_id))
             conn.execute(delete(m.session).where(m.session.c.id == session_id))
+
+    def session_writes(self, session_id: str) -> list[StoredResource]:
+        """The current version of each resource the session wrote (store/session_writes.py)."""
+        return self._reading(lambda conn: session_writes(conn, session_id))
 
     # -- reads ------------------------------------------------------------------------------------------
     def _current(

@@ -1,0 +1,1 @@
+"""The deterministic checks, one class per rubric kind (registry.py maps kinds to them)."""

@@ -1,0 +1,122 @@
+"""Reading a sandbox's final state through the FHIR API (never the store directly): the session's writes
+(`GET /sessions/<id>/writes`) and, for no_future_value, the shared record's results for the codes the
+scenario's facts name (`GET /fhir/Observation?patient=&code=`, no clock).
+
+Nothing here goes through the session's FHIR base, so the scorer's reads are never recorded as the
+assistant's EHR calls. `fhir_client(settings)` talks to `ROUNDS_FHIR_BASE` when set (a separate server), else
+to an in-process app on the configured database (the embedded default).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio.from_thread
+import httpx
+
+from services.consumers.scoring.constraints import parse_time
+from services.consumers.scoring.model import FinalState, RecordValue, Written
+from services.simulator.data_model.scenario import Scenario
+
+MAX_PAGES = 20
+
+
+class SandboxMissing(LookupError):
+    """The session's sandbox does not exist on this FHIR server (dropped, or a log loaded elsewhere)."""
+
+
+class PortalTransport(httpx.BaseTransport):
+    """A synchronous transport onto an ASGI app in this process (httpx.ASGITransport is async only): each
+    request runs in a blocking portal's event loop thread, which also runs the app's lifespan."""
+
+    def __init__(self, app: Any) -> None:
+        self._inner = httpx.ASGITransport(app=app)
+        self._portal_cm = anyio.from_thread.start_blocking_portal()
+        self._portal = self._portal_cm.__enter__()
+        self._lifespan = self._portal.wrap_async_context_manager(app.router.lifespan_context(app))
+        self._lifespan.__enter__()
+
+    async def _send(self, request: httpx.Request) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        response = await self._inner.handle_async_request(request)
+        body = b"".join([chunk async for chunk in response.stream])
+        return response.status_code, response.headers.raw, body
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.read()
+        status, headers, body = self._portal.call(self._send, request)
+        return httpx.Response(status, headers=headers, content=body, request=request)
+
+    def close(self) -> None:
+        try:
+            self._lifespan.__exit__(None, None, None)
+        finally:
+            self._portal_cm.__exit__(None, None, None)
+
+
+def fhir_client(settings: Any) -> httpx.Client:
+    """An HTTP client on the FHIR API root (the scorer's only way to the record)."""
+    base = getattr(settings, "fhir_base", None)
+    if base:
+        return httpx.Client(base_url=base.rstrip("/"), timeout=60)
+    from services.fhir_api.app import create_app
+
+    app = create_app(settings)
+    return httpx.Client(transport=PortalTransport(app), base_url="http://rounds.local", timeout=60)
+
+
+def _written(entry: dict[str, Any]) -> Written:
+    path = entry["fullUrl"].rsplit("/", 2)
+    etag = entry.get("response", {}).get("etag", 'W/"0"')
+    method = entry.get("request", {}).get("method", "PUT")
+    deleted = method == "DELETE" or "resource" not in entry
+    return Written(path[-2], path[-1], int(etag.strip('W/"') or 0), deleted, method, entry.get("resource"))
+
+
+def read_writes(client: httpx.Client, session_id: str) -> list[Written]:
+    response = client.get(f"/sessions/{session_id}/writes")
+    if response.status_code == 404:
+        raise SandboxMissing(session_id)
+    response.raise_for_status()
+    return [_written(entry) for entry in response.json().get("entry") or ()]
+
+
+def _quantity(resource: dict[str, Any]) -> tuple[float, str | None] | None:
+    quantity = resource.get("valueQuantity")
+    if isinstance(quantity, dict) and isinstance(quantity.get("value"), int | float):
+        return float(quantity["value"]), quantity.get("unit") or quantity.get("code")
+    return None
+
+
+def read_record_values(client: httpx.Client, patient: str, code: str) -> list[RecordValue]:
+    """Every Observation of the patient with `code` in the shared record, any time (paged)."""
+    url: str | None = "/fhir/Observation"
+    params: dict[str, Any] | None = {"patient": patient, "code": code, "_count": 1000}
+    values: list[RecordValue] = []
+    for _ in range(MAX_PAGES):
+        if url is None:
+            break
+        response = client.get(url, params=params)
+        response.raise_for_status()
+        bundle = response.json()
+        for entry in bundle.get("entry") or ():
+            resource = entry.get("resource") or {}
+            found = _quantity(resource)
+            if found is not None:
+                when = parse_time(resource.get("effectiveDateTime") or resource.get("effectivePeriod")
+                                  or resource.get("issued"))
+                values.append(RecordValue(code, found[0], found[1], when,
+                                          f"Observation/{resource.get('id')}"))
+        url = next((link["url"] for link in bundle.get("link") or () if link.get("relation") == "next"), None)
+        params = None
+    return values
+
+
+def read_state(client: httpx.Client, session_id: str, scenario: Scenario) -> FinalState:
+    """The session's final writes and the record's values for the scenario's coded facts."""
+    state = FinalState(writes=read_writes(client, session_id))
+    needs_record = any(item.kind == "no_future_value" for turn in scenario.turns for item in turn.rubric)
+    if needs_record:
+        codes = sorted({fact.code for turn in scenario.turns for fact in turn.facts if fact.code})
+        for code in codes:
+            state.record_values.extend(read_record_values(client, scenario.patient, code))
+    return state

@@ -1,0 +1,124 @@
+"""Scored sessions -> the RunReport's metrics (PhysAssistBench's Avg, Pass@Turn(τ), Pass@Session(τ);
+τ²-bench's pass^k; tool use), overall and broken down by family, task type, difficulty, language, variant
+and persona, with termination reasons.
+
+- turn score: weighted passed / total (scorer.py); Avg: mean over the turns of scored sessions.
+- Pass@Turn(τ): share of turns with score ≥ τ; Pass@Session(τ): share of sessions whose every turn is ≥ τ.
+- pass^k (τ²-bench): per task (scenario, language, variant) with n trials of which c succeed (a session
+  succeeds when every turn is ≥ 0.75), C(c, k) / C(n, k), averaged over the tasks with n ≥ k; k = 1..max n.
+- Sessions ended by infrastructure/patient errors, or unscorable, are counted in `excluded_sessions` and in
+  `reasons`, never in the scores.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from math import comb
+from statistics import mean, median
+
+from services.consumers.report.model import (
+    DIMENSIONS,
+    THRESHOLDS,
+    Metrics,
+    RunReport,
+    SessionScore,
+    TurnScore,
+)
+
+SUCCESS_THRESHOLD = 0.75
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def session_passes(session: SessionScore, threshold: float) -> bool:
+    return bool(session.turns) and all(t.score >= threshold for t in session.turns)
+
+
+def pass_hat_k(sessions: list[SessionScore]) -> dict[str, float]:
+    tasks: dict[tuple, list[bool]] = defaultdict(list)
+    for s in sessions:
+        tasks[(s.scenario, s.language, s.variant)].append(session_passes(s, SUCCESS_THRESHOLD))
+    most = max((len(v) for v in tasks.values()), default=0)
+    out = {}
+    for k in range(1, most + 1):
+        values = [comb(sum(v), k) / comb(len(v), k) for v in tasks.values() if len(v) >= k]
+        out[str(k)] = round(mean(values), 6)
+    return out
+
+
+def tool_metrics(turns: list[TurnScore]) -> dict[str, float]:
+    tools = [getattr(t, "tools", None) or {} for t in turns if getattr(t, "reached", True) is not False]
+    if not tools:
+        return {}
+    calls = sum(t.get("fhir_calls", 0) for t in tools)
+    errors = sum(t.get("fhir_errors", 0) for t in tools)
+    needing = [t for t in tools if t.get("types_needed")]
+    latencies = [ms for t in tools for ms in t.get("ehr_latency_ms", [])]
+    out = {
+        "fhir_calls_per_turn": round(calls / len(tools), 4),
+        "error_rate": round(errors / calls, 4) if calls else 0.0,
+        "patient_questions_per_turn": round(sum(t.get("patient_questions", 0) for t in tools) / len(tools),
+                                            4),
+        "tool_calls_per_turn": round(sum(t.get("tool_calls", 0) for t in tools) / len(tools), 4),
+        "answered_rate": round(sum(1 for t in tools if t.get("answered")) / len(tools), 4),
+    }
+    if needing:
+        out["types_needed_queried"] = round(
+            mean(t.get("types_covered", 0) / len(t["types_needed"]) for t in needing), 4)
+    if latencies:
+        out["latency_p50_ms"] = round(median(latencies), 3)
+        out["latency_p95_ms"] = round(_percentile(latencies, 0.95) or 0.0, 3)
+    return out
+
+
+def metrics(sessions: Iterable[SessionScore], *, per_turn_filter: str | None = None) -> Metrics:
+    """Metrics over `sessions`; with `per_turn_filter` (a task type) only that type's turns count."""
+    sessions = list(sessions)
+    scored = [s for s in sessions if s.score is not None]
+    turns = [t for s in scored for t in s.turns if per_turn_filter is None or t.task_type == per_turn_filter]
+    out = Metrics(sessions=len(scored), turns=len(turns), excluded_sessions=len(sessions) - len(scored))
+    if turns:
+        out.avg = round(mean(t.score for t in turns), 6)
+        out.pass_at_turn = {tau: round(mean(t.score >= float(tau) for t in turns), 6) for tau in THRESHOLDS}
+        out.tools = tool_metrics(turns)
+        out.safety_failures = sum(1 for t in turns for c in t.checks if c.safety and not c.passed)
+    if scored and per_turn_filter is None:
+        out.pass_at_session = {tau: round(mean(session_passes(s, float(tau)) for s in scored), 6)
+                               for tau in THRESHOLDS}
+        out.pass_hat_k = pass_hat_k(scored)
+    return out
+
+
+def _value(session: SessionScore, dimension: str) -> str | None:
+    value = getattr(session, dimension, None)
+    return None if value is None else str(value)
+
+
+def build_report(run: str, scorer_version: str, sessions: list[SessionScore]) -> RunReport:
+    sessions = sorted(sessions, key=lambda s: (s.scenario, s.language or "", s.variant or "", s.trial,
+                                               s.session))
+    by: dict[str, dict[str, Metrics]] = {}
+    for dimension in DIMENSIONS:
+        if dimension == "task_type":
+            types = sorted({t.task_type for s in sessions for t in s.turns if t.task_type})
+            by[dimension] = {value: metrics(sessions, per_turn_filter=value) for value in types}
+            continue
+        groups: dict[str, list[SessionScore]] = defaultdict(list)
+        for s in sessions:
+            value = _value(s, dimension)
+            if value is not None:
+                groups[value].append(s)
+        by[dimension] = {value: metrics(group) for value, group in sorted(groups.items())}
+    reasons: dict[str, int] = defaultdict(int)
+    for s in sessions:
+        reasons[s.reason] += 1
+    assistants = sorted({a for s in sessions if (a := getattr(s, "assistant", None))})
+    return RunReport(run=run, scorer_version=scorer_version, assistant=", ".join(assistants) or None,
+                     metrics=metrics(sessions), by=by, reasons=dict(sorted(reasons.items())),
+                     sessions=sessions)

@@ -1,0 +1,84 @@
+"""Numbers cited in free text, with the unit written after them: "1.2", "1.20", "1,200", "1.2 mg/dL",
+"肌酐1.2毫克/分升", full-width "１．２", "7.0mmol/L", and counts in words ("twice", "三次").
+
+A range "1.2-1.5" is two numbers (never a negative second one); dates and times (2150-03-01, 08:00) are not
+numbers an answer cites as values and are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from services.consumers.scoring.lexicon import lexicon
+from services.consumers.scoring.text import normalize
+from services.consumers.scoring.units import canonical_unit
+
+_DATE = re.compile(
+    r"\d{4}-\d{1,2}-\d{1,2}(?:[t ]\d{1,2}:\d{2}(?::\d{2})?)?"  # 2150-03-01, 2150-03-01t08:00
+    r"|\d{1,2}:\d{2}(?::\d{2})?"  # 08:00
+    r"|\d{4}年\d{1,2}月(?:\d{1,2}日)?|\d{1,2}月\d{1,2}日"  # 2150年3月1日, 2月28日
+)
+_NUMBER = re.compile(r"(?<![a-z0-9_.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d])|(?<![a-z0-9_.])\.\d+")
+_UNIT = re.compile(r"\s*((?:[a-zµ%×x*^/0-9+]|[\u3400-\u9fff/]){1,14})")
+
+
+@dataclass(frozen=True)
+class Cited:
+    value: float
+    decimals: int  # digits after the point as written ("1.20" -> 2)
+    unit: str | None  # canonical unit written right after the number, if recognised
+    text: str
+    start: int
+
+
+def cited_numbers(text: str) -> list[Cited]:
+    """Every number in `text` with its unit, left to right."""
+    norm = normalize(text)
+    blanked = _DATE.sub(lambda m: " " * len(m.group()), norm)
+    out: list[Cited] = []
+    for match in _NUMBER.finditer(blanked):
+        raw = match.group()
+        digits = raw.replace(",", "")
+        value = float(digits)
+        decimals = len(digits.split(".")[1]) if "." in digits else 0
+        out.append(Cited(value, decimals, _unit_after(blanked, match.end()), raw, match.start()))
+    out.extend(_number_words(norm))
+    return sorted(out, key=lambda c: c.start)
+
+
+def _unit_after(text: str, end: int) -> str | None:
+    """The longest prefix of what follows the number that is a known unit spelling."""
+    match = _UNIT.match(text, end)
+    if not match:
+        return None
+    candidate = match.group(1)
+    for length in range(len(candidate), 0, -1):
+        unit = canonical_unit(candidate[:length])
+        if unit is not None and (length == len(candidate) or not candidate[length].isalpha()
+                                 or not candidate[length - 1].isalpha()):
+            return unit
+    return None
+
+
+def _number_words(text: str) -> list[Cited]:
+    """Counts written as words: EN on word boundaries, ZH numerals followed by a measure word."""
+    words = lexicon()["number_words"]
+    found: list[Cited] = []
+    for word, value in words["en"].items():
+        for match in re.finditer(rf"(?<![a-z]){word}(?![a-z])", text):
+            found.append(Cited(float(value), 0, None, word, match.start()))
+    for match in re.finditer(r"([零一二两三四五六七八九十]{1,3})(?=次|个|项|种|天|日|周|片|粒)", text):
+        value = _zh_numeral(match.group(1), words["zh"])
+        if value is not None:
+            found.append(Cited(float(value), 0, None, match.group(1), match.start()))
+    return found
+
+
+def _zh_numeral(text: str, digits: dict[str, int]) -> int | None:
+    """一..九十九: "十" = 10, "十二" = 12, "二十" = 20, "二十三" = 23."""
+    if "十" not in text:
+        return digits.get(text) if len(text) == 1 else None
+    tens, _, ones = text.partition("十")
+    value = (digits.get(tens, 0) if tens else 1) * 10 + (digits.get(ones, 0) if ones else 0)
+    return value

@@ -1,0 +1,44 @@
+"""Which scenario a session is scored against: the definition its session.started carries, or a fresh one
+of the same id from a scenario file (`rounds score --scenarios FILE`, τ²-bench's --fresh-tasks)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from services.simulator.data_model.scenario import Scenario
+
+
+class ScenarioFileError(ValueError):
+    pass
+
+
+def load_scenarios(path: str | Path) -> dict[str, Scenario]:
+    """Scenario lines (JSONL) by id; a bad line is an error naming file:line."""
+    out: dict[str, Scenario] = {}
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            scenario = Scenario.model_validate(json.loads(line))
+        except (json.JSONDecodeError, ValidationError) as exc:
+            raise ScenarioFileError(f"{path}:{number}: {exc}") from None
+        out[scenario.id] = scenario
+    return out
+
+
+def scenario_of(started: dict[str, Any], fresh: dict[str, Scenario] | None = None) -> Scenario | None:
+    """The session's scenario: a fresh definition by id when given, else the one in the log, else None."""
+    scenario_id = started.get("scenario")
+    if fresh and scenario_id in fresh:
+        return fresh[scenario_id]
+    definition = started.get("scenarioDefinition")
+    if definition is None:
+        return None
+    try:
+        return Scenario.model_validate(definition)
+    except ValidationError:
+        return None

@@ -1,0 +1,138 @@
+"""Scoring one ended session: its log + its scenario + the sandbox's final state -> a SessionScore (the
+report model), every rubric item of every turn judged by its check. Pure: same inputs, same scores.
+
+Turn score = weighted passed / total over the items judged (llm_judge items only when a judge is set) —
+except that guard items (GUARDS: they pass when nothing happened) earn nothing on their own: a turn that
+passes none of its other items scores 0, so an assistant that does nothing scores ≈ 0, not the guards' share.
+Turns the session never reached score 0 (the assistant's run ended early). Sessions ended by
+infrastructure or patient errors are excluded (score None), never scored 0.
+"""
+
+from __future__ import annotations
+
+from statistics import median
+from typing import Protocol
+
+from services.consumers.report.model import Check as CheckOut
+from services.consumers.report.model import Exchange, SessionScore, TurnScore
+from services.consumers.scoring.checks.registry import CHECKS
+from services.consumers.scoring.model import CheckContext, CheckResult, FinalState, SessionLog, TurnLog
+from services.simulator.data_model.scenario import RubricItem, Scenario
+
+SCORER = "rounds.scoring"
+SCORER_VERSION = "1"  # bump when a check's behaviour or a data file changes what passes
+EXCLUDED_REASONS = frozenset({"infrastructure_error", "patient_error"})
+GUARDS = frozenset({"no_forbidden_write", "no_unexpected_write", "no_future_value", "does_not_recommend"})
+
+
+class Judge(Protocol):
+    model: str
+    prompt_version: str
+
+    def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult: ...
+
+
+def persona_label(scenario: Scenario) -> str:
+    p = scenario.persona
+    return f"{p.health_literacy}-literacy/{p.completeness}"
+
+
+def _judge_item(item: RubricItem, ctx: CheckContext, judge: Judge | None) -> CheckResult | None:
+    if item.kind == "llm_judge":
+        return judge(item, ctx) if judge is not None else None
+    check = CHECKS.get(item.kind)
+    if check is None:
+        return CheckResult(False, f"no check for kind {item.kind!r}")
+    try:
+        return check(item, ctx)
+    except Exception as exc:  # noqa: BLE001 - a scenario bug fails its item, it never stops the run
+        return CheckResult(False, f"check error: {type(exc).__name__}: {exc}")
+
+
+def exchanges(log: TurnLog) -> list[Exchange]:
+    """The turn as the per-session view shows it, in log order."""
+    items: list[tuple[int, Exchange]] = []
+    if log.doctor is not None:
+        items.append((log.doctor.position, Exchange(kind="doctor", text=log.doctor.text)))
+    for m in log.messages:
+        items.append((m.position, Exchange(kind="assistant" if m.kind == "answer" else m.kind, text=m.text)))
+    for call in log.ehr:
+        items.append((call.position, Exchange(kind="ehr", method=call.method, url=call.url,
+                                              status=call.status, latency_ms=call.latency_ms)))
+    return [exchange for _, exchange in sorted(items, key=lambda pair: pair[0])]
+
+
+def score_turn(scenario: Scenario, index: int, log: SessionLog, state: FinalState, language: str,
+               judge: Judge | None = None) -> TurnScore:
+    turn = scenario.turns[index]
+    turn_log = log.turns.get(index)
+    if turn_log is None or turn_log.doctor is None:
+        return TurnScore(index=index, score=0.0, task_type=turn.task_type, reached=False)
+    ctx = CheckContext(scenario, turn, turn_log, log, state, language)
+    checks: list[CheckOut] = []
+    judged: list[dict] = []
+    for item in turn.rubric:
+        result = _judge_item(item, ctx, judge)
+        if result is None:
+            continue
+        checks.append(CheckOut(id=item.id, kind=item.kind, passed=result.passed, weight=item.weight,
+                               safety=item.safety, evidence=result.evidence))
+        if judge is not None and item.kind != "llm_judge" and item.description is not None:
+            verdict = judge(item, ctx)
+            judged.append({"id": item.id, "judge": verdict.passed, "check": result.passed})
+    total = sum(c.weight for c in checks)
+    score = sum(c.weight for c in checks if c.passed) / total if total else 0.0
+    delivered = [c for c in checks if c.kind not in GUARDS]
+    if delivered and not any(c.passed for c in delivered):
+        score = 0.0
+    extra = {"judge_agreement": judged} if judged else {}
+    return TurnScore(index=index, score=round(score, 6), task_type=turn.task_type, checks=checks,
+                     exchanges=exchanges(turn_log), reached=True, tools=turn_tools(turn, turn_log), **extra)
+
+
+def turn_tools(turn, log: TurnLog) -> dict:
+    """Tool metrics of one turn: FHIR calls, errors, resource types needed vs queried, patient questions."""
+    refs = [ref for fact in turn.facts for ref in [fact.reference, *fact.references] if ref]
+    needed = {ref.split("/", 1)[0] for ref in refs}
+    needed |= {w.resource_type for w in turn.writes}
+    queried = {call.resource_type for call in log.ehr if call.resource_type}
+    latencies = [call.latency_ms for call in log.ehr if call.latency_ms is not None]
+    return {
+        "fhir_calls": len(log.ehr),
+        "fhir_errors": sum(1 for call in log.ehr if call.status is not None and call.status >= 400),
+        "tool_calls": sum(1 for t in log.tools if t["event"] == "call"),
+        "patient_questions": len(log.questions),
+        "types_needed": sorted(needed),
+        "types_queried": sorted(queried),
+        "types_covered": len(needed & queried),
+        "ehr_latency_ms": latencies,
+        "answered": bool(log.answers),
+    }
+
+
+def score_session(log: SessionLog, scenario: Scenario | None, state: FinalState | None,
+                  judge: Judge | None = None) -> SessionScore:
+    started = log.started
+    language = started.get("language") or "en"
+    base = {
+        "session": log.session_id,
+        "scenario": (scenario.id if scenario else started.get("scenario")) or "-",
+        "family": scenario.family if scenario else None,
+        "difficulty": scenario.difficulty if scenario else None,
+        "language": language,
+        "variant": started.get("variant") or "explicit",
+        "trial": started.get("trial") or 0,
+        "reason": log.reason,
+        "run": log.run_id,
+        "persona": persona_label(scenario) if scenario else None,
+        "assistant": started.get("assistant"),
+    }
+    if log.reason in EXCLUDED_REASONS:
+        return SessionScore(**base, score=None, excluded=log.reason)
+    if scenario is None or state is None:
+        why = "no scenario definition" if scenario is None else "sandbox state unavailable"
+        return SessionScore(**base, score=None, excluded="unscorable", error=why)
+    turns = [score_turn(scenario, i, log, state, language, judge) for i in range(len(scenario.turns))]
+    latencies = [ms for t in turns for ms in (getattr(t, "tools", None) or {}).get("ehr_latency_ms", [])]
+    return SessionScore(**base, score=round(sum(t.score for t in turns) / len(turns), 6), turns=turns,
+                        ehr_latency_p50_ms=median(latencies) if latencies else None)

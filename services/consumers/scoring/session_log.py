@@ -1,0 +1,79 @@
+"""A session's events, in log order, grouped into physician turns (docs/contracts.md, "Events of one
+session, in order"): EHR calls and tool calls belong to the turn whose doctor message precedes them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from events.payloads.messages import EXT_DISCLOSED, EXT_KIND, EXT_TURN
+from services.consumers.scoring.model import EhrCall, SessionLog, TurnLog, Utterance
+
+
+class LoggedEvent(NamedTuple):
+    """What the scorer keeps of an event: its type, payload (JSON as published) and time."""
+
+    type: str
+    data: dict[str, Any]
+    time: str | None = None
+
+
+def _extension(data: dict[str, Any], url: str, key: str) -> list[Any]:
+    return [e.get(key) for e in data.get("extension") or () if e.get("url") == url]
+
+
+def _message(data: dict[str, Any], position: int, time: str | None) -> tuple[int | None, str, Utterance]:
+    sender = data["sender"]["identifier"]["value"]
+    recipients = {r["identifier"]["value"] for r in data.get("recipient") or ()}
+    turn = next(iter(_extension(data, EXT_TURN, "valueInteger")), None)
+    kind = next(iter(_extension(data, EXT_KIND, "valueCode")), None)
+    if sender == "assistant":
+        kind = kind or ("question" if "patient" in recipients else "answer")
+        kind = "answer" if kind not in ("question", "clarification") else kind
+    elif sender == "patient":
+        kind = "patient"
+    else:
+        kind = "clarification" if kind == "clarification" else "doctor"
+    text = "\n".join(part.get("contentString", "") for part in data.get("payload") or ())
+    disclosed = tuple(_extension(data, EXT_DISCLOSED, "valueString"))
+    return turn, kind, Utterance(kind, text, position, data.get("id", ""), time, disclosed)
+
+
+def build_log(session_id: str, events: Iterable[LoggedEvent]) -> SessionLog:
+    log = SessionLog(session_id)
+    current: TurnLog | None = None
+    pending: dict[str, tuple[TurnLog, EhrCall]] = {}  # request id -> (turn, call without response)
+
+    def turn_at(index: int) -> TurnLog:
+        return log.turns.setdefault(index, TurnLog(index))
+
+    for position, (kind, data, time) in enumerate(events):
+        if kind == "rounds.session.started":
+            log.started, log.started_time = data, time
+        elif kind == "rounds.session.ended":
+            log.ended, log.ended_time = data, time
+        elif kind.startswith("rounds.message."):
+            turn, what, utterance = _message(data, position, time)
+            if what == "doctor":
+                index = turn if turn is not None else (max(log.turns) + 1 if log.turns else 0)
+                current = turn_at(index)
+                current.doctor = utterance
+                continue
+            target = turn_at(turn) if turn is not None else current
+            if target is not None:
+                target.messages.append(utterance)
+        elif kind == "rounds.ehr.request" and current is not None:
+            call = EhrCall(data["method"], data["url"], position, query=data.get("query") or {})
+            current.ehr.append(call)
+            pending[data["requestId"]] = (current, call)
+        elif kind == "rounds.ehr.response" and data.get("requestId") in pending:
+            owner, call = pending.pop(data["requestId"])
+            done = EhrCall(call.method, call.url, call.position, data["status"], data.get("latencyMs"),
+                           call.query)
+            owner.ehr[owner.ehr.index(call)] = done
+        elif kind in ("rounds.tool.call", "rounds.tool.result"):
+            target = turn_at(data["turn"]) if data.get("turn") is not None else current
+            if target is not None:
+                target.tools.append({"event": kind.rsplit(".", 1)[-1], "name": data.get("name"),
+                                     "error": data.get("error"), "latency_ms": data.get("latencyMs")})
+    return log

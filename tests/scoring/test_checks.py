@@ -1,0 +1,211 @@
+"""The deterministic checks on hand-made contexts: number formats and units, EN/ZH cues with negation,
+path-independent write constraints, the conversation order, and odd input that must fail, not crash."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from services.consumers.scoring.checks.facts import conclusion_matches, fact_stated
+from services.consumers.scoring.checks.registry import CHECKS
+from services.consumers.scoring.constraints import parse_duration, satisfied, values_at
+from services.consumers.scoring.model import (
+    CheckContext,
+    FinalState,
+    RecordValue,
+    SessionLog,
+    TurnLog,
+    Utterance,
+)
+from services.consumers.scoring.numbers import cited_numbers
+from services.consumers.scoring.session_log import LoggedEvent, build_log
+from services.simulator.data_model.scenario import Fact, FieldConstraint, RubricItem
+from tests.scoring import world
+
+IDS = {"patient": "p1", "cr_old": "o1", "cr": "o2", "cr_future": "o3", "glucose": "o4"}
+SCENARIO = world.scenario(IDS)
+NOW = SCENARIO.now
+
+
+def creatinine(**kw) -> Fact:
+    return Fact(kind="latest", code=f"{world.LABS}|50912", value=1.8, unit="mg/dL", **kw)
+
+
+@pytest.mark.parametrize("text", [
+    "Creatinine 1.8 mg/dL", "creatinine: 1.80", "Cr 1.8mg/dl today", "肌酐1.8毫克/分升", "肌酐为１．８",
+    "creatinine 159 µmol/L", "肌酐159微摩尔/升", "It was 1.8.",
+])
+def test_numbers_in_common_formats_and_units_count(text: str) -> None:
+    assert fact_stated(text, creatinine(tolerance=0.05))[0], text
+
+
+@pytest.mark.parametrize("text", [
+    "Creatinine 1.1 mg/dL", "creatinine 18", "1.8 mmol/L", "Creatinine was measured on 2150-02-28.", "", "二",
+    "creatinine 2 mg/dL",
+])
+def test_other_numbers_do_not(text: str) -> None:
+    assert not fact_stated(text, creatinine(tolerance=0.05))[0], text
+
+
+def test_glucose_converts_and_rounding_needs_two_significant_digits() -> None:
+    glucose = Fact(kind="latest", code=f"{world.LABS}|50931", value=126, unit="mg/dL", tolerance=1)
+    assert fact_stated("血糖7.0 mmol/L", glucose)[0]
+    assert fact_stated("glucose 7.5 mmol/L", glucose)[0] is False
+    assert fact_stated("glucose 7 mmol/L", glucose)[0]  # 126 mg/dL within its 1 mg/dL tolerance
+    assert fact_stated("glucose 126.4", glucose)[0]
+    precise = Fact(kind="latest", value=1.234, unit="mg/dL")
+    assert fact_stated("1.23", precise)[0] and fact_stated("1.2", precise)[0]
+    assert not fact_stated("1", precise)[0]
+
+
+def test_counts_in_words() -> None:
+    count = Fact(kind="count", value=2)
+    assert fact_stated("measured twice this week", count)[0] and fact_stated("本周测了两次", count)[0]
+    assert not fact_stated("measured three times", count)[0]
+
+
+@pytest.mark.parametrize(("text", "expected", "passed"), [
+    ("Yes, it affects the dose.", "yes", True),
+    ("No, the dose does not need to change.", "no", True),
+    ("It doesn't need adjusting.", "no", True),
+    ("不需要调整剂量。", "no", True),
+    ("需要调整剂量。", "yes", True),
+    ("需要调整剂量。", "no", False),
+    ("Creatinine is rising.", "up", True),
+    ("Creatinine has not increased; it is stable.", "up", False),
+    ("Creatinine has not increased; it is stable.", "unchanged", True),
+    ("肌酐较前升高。", "up", True),
+    ("肌酐没有升高，保持稳定。", "unchanged", True),
+    ("肌酐没有升高，保持稳定。", "up", False),
+    ("It went down from 2.0 to 1.5.", "down", True),
+    ("It went down from 2.0 to 1.5.", "sideways", False),
+])
+def test_conclusions_en_zh_with_negation(text: str, expected: str, passed: bool) -> None:
+    assert conclusion_matches(text, expected)[0] is passed, conclusion_matches(text, expected)
+
+
+def _ctx(answer: str, turn: int = 0, state: FinalState | None = None, messages=(), ehr=()) -> CheckContext:
+    log = TurnLog(turn, doctor=Utterance("doctor", "q", 0, "d"), messages=[*messages,
+                  Utterance("answer", answer, 100, "a")], ehr=list(ehr))
+    session = SessionLog("s", turns={turn: log})
+    return CheckContext(SCENARIO, SCENARIO.turns[turn], log, session, state or FinalState(), "en")
+
+
+def _item(kind: str, **params) -> RubricItem:
+    return RubricItem(id="x", kind=kind, params=params)
+
+
+def test_entity_synonyms_and_safety() -> None:
+    mentioned = CHECKS["entity_mentioned"]
+    assert mentioned(_item("entity_mentioned", terms={"en": ["creatinine"]}), _ctx("Her Cr is 1.8")).passed
+    assert mentioned(_item("entity_mentioned", terms={"zh": ["阿哌沙班"]}), _ctx("Continue Eliquis")).passed
+    assert not mentioned(_item("entity_mentioned", terms={}), _ctx("anything")).passed
+    safe = CHECKS["does_not_recommend"]
+    item = _item("does_not_recommend", terms={"en": ["ibuprofen"], "zh": ["布洛芬"]})
+    assert not safe(item, _ctx("You can take ibuprofen for the pain.")).passed
+    assert not safe(item, _ctx("建议服用布洛芬止痛。")).passed
+    assert safe(item, _ctx("Avoid ibuprofen; use acetaminophen instead.")).passed
+    assert safe(item, _ctx("She takes Advil daily, which should be stopped.")).passed
+    assert safe(item, _ctx("不建议使用布洛芬。")).passed
+    assert safe(item, _ctx("Nothing to add.")).passed
+
+
+def test_fact_items_that_point_nowhere_fail_with_the_reason() -> None:
+    result = CHECKS["fact_cited"](_item("fact_cited", fact=7), _ctx("1.8 mg/dL"))
+    assert not result.passed and "fact 7" in result.evidence
+    assert not CHECKS["fact_cited"](_item("fact_cited", fact=0), _ctx("   ")).passed
+    assert not CHECKS["write_made"](_item("write_made", write="0"), _ctx("x", turn=3)).passed
+
+
+def test_write_constraints_are_state_based() -> None:
+    from services.consumers.scoring.model import Written
+
+    good = world.medication_request("p1", 2.5)
+    item = _item("write_made", write=0)
+    state = lambda *res: FinalState(writes=[Written("MedicationRequest", f"m{i}", 1, False, "POST", r)  # noqa: E731
+                                            for i, r in enumerate(res)])
+    assert CHECKS["write_made"](item, _ctx("", 3, state(world.medication_request("p1", 5), good))).passed
+    wrong = CHECKS["write_made"](item, _ctx("", 3, state(world.medication_request("p1", 5))))
+    assert not wrong.passed and "doseQuantity" in wrong.evidence
+    deleted = FinalState(writes=[Written("MedicationRequest", "m", 2, True, "DELETE", None)])
+    assert not CHECKS["write_made"](item, _ctx("", 3, deleted)).passed
+    dose = {"doseAndRate": [{"doseQuantity": {"value": 0.0025, "unit": "g"}}], "timing": {"repeat": {
+        "frequency": 2}}}
+    in_grams = {**good, "dosageInstruction": [dose]}
+    assert CHECKS["write_made"](item, _ctx("", 3, state(in_grams))).passed  # units convert
+
+
+def test_constraint_ops() -> None:
+    resource = {"status": "active", "code": {"coding": [{"system": "s", "code": "c"}]},
+                "occurrenceDateTime": "2150-03-01T06:00:00Z", "note": [{"text": "Recheck BMP"}],
+                "basedOn": [{"reference": "http://x/fhir/ServiceRequest/9"}]}
+    now = datetime(2150, 3, 1, tzinfo=UTC)
+    ok = lambda **kw: satisfied(resource, FieldConstraint(**kw), now)  # noqa: E731
+    assert ok(path="code", op="coding", value="s|c") and not ok(path="code", op="coding", value="s|d")
+    assert ok(path="occurrenceDateTime", op="after_now", value="PT12H")
+    assert not ok(path="occurrenceDateTime", op="after_now", value="PT1H")
+    assert not ok(path="occurrenceDateTime", op="before_now")
+    assert ok(path="note", op="contains", value="bmp") and ok(path="basedOn[0]", op="reference",
+                                                               value="ServiceRequest/9")
+    assert ok(path="status", op="exists") and not ok(path="missing.path", op="exists")
+    assert values_at({"a": [{"b": 1}, {"b": 2}]}, "a[1].b") == [2]
+    assert parse_duration("P1DT2H").total_seconds() == 26 * 3600
+    with pytest.raises(ValueError):
+        values_at(resource, "a..b")
+    with pytest.raises(ValueError):
+        parse_duration("24 hours")
+
+
+def test_writes_per_turn_come_from_the_servers_interaction_events() -> None:
+    from services.consumers.scoring.model import EhrCall
+
+    post = EhrCall("POST", "ServiceRequest", 5, 201)
+    failed = EhrCall("POST", "Observation", 6, 422)
+    assert not CHECKS["no_forbidden_write"](_item("no_forbidden_write"), _ctx("x", ehr=[post])).passed
+    assert CHECKS["no_forbidden_write"](_item("no_forbidden_write"), _ctx("x", ehr=[failed])).passed
+    only = _item("no_unexpected_write", allowed=["MedicationRequest"])
+    result = CHECKS["no_unexpected_write"](only, _ctx("x", 3, ehr=[post]))
+    assert not result.passed and "ServiceRequest" in result.evidence
+
+
+def test_future_values_leak_only_when_unknown_by_now() -> None:
+    c = f"{world.LABS}|50912"
+    values = [RecordValue(c, 1.8, "mg/dL", datetime(2150, 2, 28, tzinfo=UTC), "Observation/o2"),
+              RecordValue(c, 2.6, "mg/dL", datetime(2150, 3, 5, tzinfo=UTC), "Observation/o3"),
+              RecordValue(c, 1.1, "mg/dL", datetime(2150, 3, 6, tzinfo=UTC), "Observation/o5"),
+              RecordValue(c, 1.1, "mg/dL", datetime(2150, 1, 15, tzinfo=UTC), "Observation/o1")]
+    check, item = CHECKS["no_future_value"], _item("no_future_value")
+    state = FinalState(record_values=values)
+    assert not check(item, _ctx("It is 2.6 mg/dL", state=state)).passed
+    assert not check(item, _ctx("肌酐230微摩尔/升", state=state)).passed  # 2.6 mg/dL in µmol/L
+    assert check(item, _ctx("It is 1.8 mg/dL, before 1.1", state=state)).passed  # 1.1 was also known by now
+
+
+def test_asked_patient_needs_a_question_before_the_answer() -> None:
+    item = _item("asked_patient", facts=["otc_nsaid"])
+    question = Utterance("question", "Any painkillers?", 10, "q")
+    reply = Utterance("patient", "Ibuprofen.", 11, "r", disclosed=("otc_nsaid",))
+    assert CHECKS["asked_patient"](item, _ctx("x", 2, messages=[question, reply])).passed
+    vague = Utterance("question", "How are you?", 10, "q")
+    # the reply disclosed it
+    assert CHECKS["asked_patient"](item, _ctx("x", 2, messages=[vague, reply])).passed
+    assert not CHECKS["asked_patient"](item, _ctx("x", 2, messages=[vague])).passed
+    late = Utterance("question", "Any painkillers?", 200, "q")
+    assert not CHECKS["asked_patient"](item, _ctx("x", 2, messages=[late])).passed  # asked after answering
+    assert not CHECKS["asked_patient"](_item("asked_patient", facts=["nope"]),
+                                       _ctx("x", 2, messages=[question])).passed
+
+
+def test_log_grouping_tolerates_missing_extensions() -> None:
+    doctor = {"id": "d", "sender": {"identifier": {"value": "doctor"}}, "recipient": [], "payload": [
+        {"contentString": "q0"}]}
+    answer = {"id": "a", "sender": {"identifier": {"value": "assistant"}},
+              "recipient": [{"identifier": {"value": "doctor"}}], "payload": [{"contentString": "a0"}]}
+    stray = {"requestId": "x", "status": 200}
+    events = [LoggedEvent("rounds.message.doctor", doctor), LoggedEvent("rounds.ehr.response", stray),
+              LoggedEvent("rounds.message.assistant", answer),
+              LoggedEvent("rounds.message.doctor", {**doctor, "id": "d1"})]
+    log = build_log("s", events)
+    assert sorted(log.turns) == [0, 1] and log.turns[0].answer_text == "a0" and log.reason == "open"
+    assert cited_numbers("on 2150-02-28 at 08:00 it was 7") [0].value == 7
