@@ -18,8 +18,8 @@ import httpx
 from sqlalchemy import Engine, inspect, select
 
 from events.bus import Bus
-from events.consumers.replay import new_suffix
-from events.consumers.runner import ProjectionRunner
+from events.projections.replay import new_suffix
+from events.projections.runner import ProjectionRunner
 from events.relay import Relay
 from events.topics import SCORES
 from rounds.db import make_engine

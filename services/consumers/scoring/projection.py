@@ -21,9 +21,9 @@ from sqlalchemy import Column, Float, Integer, PrimaryKeyConstraint, String, Tex
 from sqlalchemy.schema import SchemaItem
 
 from events.bus import Record
-from events.consumers.projection import Projection, ProjectionTx, bulk_insert, bulk_update
 from events.envelope import CloudEvent
 from events.outbox import OutboxEntry
+from events.projections.projection import Projection, ProjectionTx, bulk_insert, bulk_update
 from events.topics import SCORES, SESSIONS
 from services.consumers.report.model import SessionScore
 from services.consumers.scoring.events_out import session_event, turn_event

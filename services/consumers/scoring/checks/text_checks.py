@@ -12,17 +12,22 @@ from services.consumers.scoring.text import find, near, normalize
 from services.simulator.data_model.scenario import RubricItem
 
 
-def _no_answer(ctx: CheckContext) -> CheckResult | None:
-    return None if ctx.log.answer_text.strip() else CheckResult(False, "no answer in this turn")
-
-
-class FactCited(Check):
-    kind = "fact_cited"
+class AnswerCheck(Check):
+    """A check of something the answer must say: a turn without an answer fails it."""
 
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
-        missing = _no_answer(ctx)
-        if missing:
-            return missing
+        if not ctx.log.answer_text.strip():
+            return CheckResult(False, "no answer in this turn")
+        return self.judge(item, ctx)
+
+    def judge(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
+        raise NotImplementedError
+
+
+class FactCited(AnswerCheck):
+    kind = "fact_cited"
+
+    def judge(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         index = item.params.get("fact")
         if not isinstance(index, int) or not 0 <= index < len(ctx.turn.facts):
             return CheckResult(False, f"rubric names fact {index!r}, the turn has {len(ctx.turn.facts)}")
@@ -30,13 +35,10 @@ class FactCited(Check):
         return CheckResult(passed, evidence)
 
 
-class EntityMentioned(Check):
+class EntityMentioned(AnswerCheck):
     kind = "entity_mentioned"
 
-    def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
-        missing = _no_answer(ctx)
-        if missing:
-            return missing
+    def judge(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         terms = expand_terms(localized_terms(item.params))
         if not terms:
             return CheckResult(False, "rubric item lists no terms")
@@ -46,13 +48,10 @@ class EntityMentioned(Check):
         return CheckResult(False, f"none of {terms[:6]} mentioned")
 
 
-class Conclusion(Check):
+class Conclusion(AnswerCheck):
     kind = "conclusion"
 
-    def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
-        missing = _no_answer(ctx)
-        if missing:
-            return missing
+    def judge(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         expected = str(item.params.get("expected", "")).lower()
         expected = lexicon()["decision_aliases"].get(expected, expected)
         passed, evidence = conclusion_matches(ctx.log.answer_text, expected)
