@@ -40,6 +40,7 @@ def _turn(rng: random.Random, index: int, language: str, quality: float, inject:
                 id=f"t{index}-{kind}",
                 kind=kind,
                 passed=passed,
+                safety=kind == "no_forbidden_write",
                 evidence=f"{'cited' if passed else 'missing'} creatinine 1.{index}{j} mg/dL",
             )
         )
@@ -69,8 +70,8 @@ def _turn(rng: random.Random, index: int, language: str, quality: float, inject:
         ]
     if index == 2:
         exchanges += [
-            Exchange(kind="clarification", text="Which order do you mean?"),
-            Exchange(kind="doctor", text="The apixaban one."),
+            Exchange(kind="clarification", sender="assistant", text="Which order do you mean?"),
+            Exchange(kind="clarification", sender="doctor", text="The apixaban one."),
         ]
     if kind == "write_made":
         exchanges.append(
@@ -99,6 +100,18 @@ def _sessions(run: str, quality: float, seed: int) -> list[SessionScore]:
                 n += 1
                 inject = scenario == "renal-apixaban-001" and language == "en" and trial == 0
                 turns = [_turn(rng, i, language, quality, inject and i == 0) for i in range(n_turns)]
+                if reason == "timeout":  # the session ran out of time before its last turn
+                    last = turns[-1]
+                    turns[-1] = TurnScore(
+                        index=last.index, score=0.0, task_type=last.task_type, reached=False
+                    )
+                if language == "zh" and trial == 0:  # the optional LLM judge looked at the first turn
+                    first = turns[0]
+                    agreement = [
+                        {"id": c.id, "judge": c.passed if j else not c.passed, "check": c.passed}
+                        for j, c in enumerate(first.checks)
+                    ]
+                    turns[0] = first.model_copy(update={"judge_agreement": agreement})
                 sessions.append(
                     SessionScore(
                         session=f"{run}-s{n:02d}",
@@ -158,6 +171,9 @@ def metrics_of(sessions: list[SessionScore]) -> Metrics:
         sessions=len(scored),
         excluded_sessions=len(sessions) - len(scored),
         tools={"fhir_calls_per_turn": 2.0, "error_rate": 0.1},
+        safety_failures=sum(
+            1 for s in scored for t in s.turns for c in t.checks if c.safety and not c.passed
+        ),
     )
 
 
@@ -181,19 +197,21 @@ def _report(run: str, sessions: list[SessionScore], **extra) -> RunReport:
 
 
 def baseline_run(run: str = "run-baseline") -> RunReport:
-    return _report(run, _sessions(run, quality=0.75, seed=17), assistant="baseline")
+    judge = {"model": "judge-model-1", "prompt_version": "criteria-v3", "agreement": 0.83}
+    return _report(run, _sessions(run, quality=0.75, seed=17), assistant="baseline", judge=judge)
 
 
 def replay_of(original: RunReport, run: str = "run-replay") -> RunReport:
-    """The counterfactual replay with an oracle: the same sessions, every check passing."""
+    """The counterfactual replay with an oracle: the same sessions, every check passing (turns the original
+    never reached are reached now, and pass a check the original has no verdict for)."""
     sessions = []
     for s in original.sessions:
-        turns = [
-            t.model_copy(
-                update={"score": 1.0, "checks": [c.model_copy(update={"passed": True}) for c in t.checks]}
-            )
-            for t in s.turns
-        ]
+        turns = []
+        for t in s.turns:
+            checks = [c.model_copy(update={"passed": True}) for c in t.checks] or [
+                Check(id=f"t{t.index}-fact_cited", kind="fact_cited", passed=True, evidence="cited 1.3 mg/dL")
+            ]
+            turns.append(t.model_copy(update={"score": 1.0, "reached": True, "checks": checks}))
         sessions.append(
             s.model_copy(
                 update={

@@ -119,8 +119,8 @@ def test_per_session_view_lists_conversation_calls_and_checks(baseline):
         (c.id, "PASS" if c.passed else "FAIL") for c in doc.turns[1].checks
     ]
     assert rows[0].select_one("td.evidence").get_text() == doc.turns[1].checks[0].evidence
-    clar = sessions[0].select('div.turn[data-turn="2"] li[data-kind="clarification"]')
-    assert clar and "clarification" in clar[0].get_text()
+    clar = [li.select_one(".who").get_text() for li in turns[2].select('li[data-kind="clarification"]')]
+    assert clar == ["Assistant (clarification)", "Doctor (clarification)"]
     excluded = soup.select('details.session[data-excluded="true"]')
     assert len(excluded) == 1 and excluded[0].select_one(".score").get_text() == "excluded"
     failing = soup.select('details.session[data-failing="true"]')
@@ -155,3 +155,29 @@ def test_an_empty_run_renders(tmp_path):
     assert len(soup.select("svg.chart")) == 7  # four dimensions, τ curve, pass^k, latency
     assert all(svg.select_one("text.empty") for svg in soup.select("svg.chart"))
     assert soup.select_one('table.metrics tr[data-metric="Avg"] td').get_text() == "–"
+
+
+def test_unreached_turns_judge_verdicts_and_extra_metrics(baseline):
+    soup = _soup(baseline)
+    timeout = soup.select_one('details.session[data-reason="timeout"]')
+    last = timeout.select("div.turn")[-1]
+    assert last["data-reached"] == "false" and "not reached" in last.h3.get_text()
+    assert not last.select("tr.check")
+    judged = next(t for s in baseline.sessions for t in s.turns if getattr(t, "judge_agreement", None))
+    session = next(s for s in baseline.sessions if judged in s.turns)
+    turn = soup.select_one(
+        f'details.session[data-session="{session.session}"] div.turn[data-turn="{judged.index}"]'
+    )
+    cells = [td.get_text() for td in turn.select("td.judge")]
+    expected = [
+        f"{'PASS' if e['judge'] else 'FAIL'} ({'agrees' if e['judge'] == e['check'] else 'disagrees'})"
+        for e in judged.judge_agreement
+    ]
+    assert cells == expected and any("disagrees" in c for c in cells)
+    assert not soup.select_one(
+        'details.session[data-session="run-baseline-s01"] td.judge'
+    )  # not judged there
+    judge = [tuple(td.get_text() for td in tr.select("td")) for tr in soup.select("table.judge tr")]
+    assert ("model", "judge-model-1") in judge and ("agreement", "0.83") in judge
+    row = soup.select_one('table.metrics tr[data-metric="safety failures"]')
+    assert row.td.get_text() == str(baseline.metrics.safety_failures) and baseline.metrics.safety_failures > 0

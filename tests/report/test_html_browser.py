@@ -80,8 +80,10 @@ def test_tables_show_the_numbers(dom, baseline, replay):
 def test_sessions_show_checks_and_the_script_ran(dom, baseline, replay):
     sections = dom.select("section.sessions")
     assert [s["data-run"] for s in sections] == ["run-baseline", "run-replay"]
-    # the page's own script (allowed by its CSP hash) filled the counters in
+    # the page's own script (allowed by its CSP hash) ran over both sections; no filter: everything shown
+    assert all(s.get("data-ready") == "true" for s in sections)
     assert sections[0].select_one(".session-count").get_text() == str(len(baseline.sessions))
+    assert not sections[0].select("details.session[hidden]")
     results = [td.get_text() for td in sections[0].select("tr.check td:nth-of-type(3)")]
     assert results.count("PASS") == sum(
         c.passed for s in baseline.sessions for t in s.turns for c in t.checks
@@ -108,3 +110,14 @@ def test_screenshot(chromium, page, tmp_path):
     _chromium(chromium, tmp_path, "--window-size=1280,2400", f"--screenshot={shot}", page.as_uri())
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000  # a blank page is a few kB
+
+
+def test_a_filter_in_the_link_hides_the_other_sessions(chromium, page, tmp_path, baseline):
+    proc = _chromium(chromium, tmp_path, "--dump-dom", page.as_uri() + "#q=glucose-trend&reason=completed")
+    section = BeautifulSoup(proc.stdout, "html.parser").select_one("section.sessions")
+    shown = [d["data-session"] for d in section.select("details.session") if not d.has_attr("hidden")]
+    expected = [
+        s.session for s in baseline.sessions if s.scenario == "glucose-trend-003" and s.reason == "completed"
+    ]
+    assert shown == expected and 0 < len(shown) < len(baseline.sessions)
+    assert section.select_one(".session-count").get_text() == str(len(expected))

@@ -20,9 +20,10 @@ SPEAKERS = {
     "assistant": "Assistant",
     "patient": "Patient",
     "question": "Assistant → patient",
-    "clarification": "Assistant → doctor (clarification)",
+    "clarification": "Clarification",
     "tool": "Tool",
 }
+SENDERS = {"doctor": "Doctor", "assistant": "Assistant", "patient": "Patient"}
 FAILING_TAU = 0.75  # "only failing sessions" filter: a session not passing at the stricter τ
 
 
@@ -44,37 +45,60 @@ def exchange_html(x: Exchange) -> str:
             f'<span class="latency">{escape(latency)}</span></li>'
         )
     who = SPEAKERS.get(x.kind, x.kind)
+    if x.kind == "clarification" and x.sender:  # the assistant's question and the doctor's reply share a kind
+        who = f"{SENDERS.get(x.sender, x.sender)} (clarification)"
     return (
         f'<li class="x-{kind}" data-kind="{kind}"><span class="who">{escape(who)}</span>'
         f'<span class="text">{escape(x.text or "")}</span></li>'
     )
 
 
-def check_row(c: Check) -> str:
-    verdict = '<span class="pass">PASS</span>' if c.passed else '<span class="fail">FAIL</span>'
+def _verdict(passed: bool) -> str:
+    return '<span class="pass">PASS</span>' if passed else '<span class="fail">FAIL</span>'
+
+
+def judge_verdicts(t: TurnScore) -> dict[str, bool]:
+    """The optional LLM judge's verdict per check id (the scorer's `judge_agreement` extra on a turn)."""
+    entries = getattr(t, "judge_agreement", None) or []
+    return {
+        str(e["id"]): bool(e["judge"]) for e in entries if isinstance(e, dict) and {"id", "judge"} <= e.keys()
+    }
+
+
+def check_row(c: Check, judged: dict[str, bool] | None = None) -> str:
     flags = " ⚠ safety" if c.safety else ""
+    judge = ""
+    if judged is not None:
+        verdict = judged.get(c.id)
+        agree = "" if verdict is None else (" (agrees)" if verdict == c.passed else " (disagrees)")
+        judge = f'<td class="judge">{"–" if verdict is None else _verdict(verdict)}{agree}</td>'
     return (
         f'<tr class="check" data-check="{escape(c.id)}" data-passed="{str(c.passed).lower()}">'
-        f"<td>{escape(c.id)}</td><td>{escape(c.kind)}{flags}</td><td>{verdict}</td>"
-        f'<td class="num">{c.weight:g}</td><td class="evidence">{escape(c.evidence or "")}</td></tr>'
+        f"<td>{escape(c.id)}</td><td>{escape(c.kind)}{flags}</td><td>{_verdict(c.passed)}</td>"
+        f'<td class="num">{c.weight:g}</td><td class="evidence">{escape(c.evidence or "")}</td>{judge}</tr>'
     )
 
 
 def turn_html(t: TurnScore) -> str:
     task = f" · {escape(t.task_type)}" if t.task_type else ""
     passed = sum(c.passed for c in t.checks)
+    reached = getattr(t, "reached", True) is not False  # the scorer marks turns the session never got to
+    state = f"({passed}/{len(t.checks)} checks)" if reached else "(not reached: the session ended before it)"
     parts = [
-        f'<div class="turn" data-turn="{t.index}" data-score="{t.score:.6f}">',
-        f"<h3>Turn {t.index}{task} · score {fmt(t.score)} ({passed}/{len(t.checks)} checks)</h3>",
+        f'<div class="turn" data-turn="{t.index}" data-score="{t.score:.6f}" '
+        f'data-reached="{str(reached).lower()}">',
+        f"<h3>Turn {t.index}{task} · score {fmt(t.score)} {state}</h3>",
     ]
     if t.exchanges:
         parts.append('<ul class="conversation">' + "".join(exchange_html(x) for x in t.exchanges) + "</ul>")
     if t.checks:
+        judged = judge_verdicts(t) or None
+        judge_head = "<th>LLM judge</th>" if judged is not None else ""
         parts.append(
             '<table class="checks"><thead><tr><th>check</th><th>kind</th><th>result</th><th>weight</th>'
-            "<th>evidence</th></tr></thead><tbody>"
+            f"<th>evidence</th>{judge_head}</tr></thead><tbody>"
         )
-        parts.extend(check_row(c) for c in t.checks)
+        parts.extend(check_row(c, judged) for c in t.checks)
         parts.append("</tbody></table>")
     parts.append("</div>")
     return "".join(parts)

@@ -1,7 +1,8 @@
 """The HTML report's inline stylesheet and its one small script (filter and expand/collapse the session list).
 
 Both are constants: the page must open from a file with no network, so nothing is linked or fetched. The
-script reads only the page's own data-* attributes and never inserts markup (textContent / attributes only).
+script reads only the page's own data-* attributes and the filter values in the URL fragment (`#q=…&reason=…
+&failing=1`, so a filtered view can be linked), and never inserts markup (textContent / attributes only).
 """
 
 CSS = """
@@ -57,6 +58,11 @@ document.querySelectorAll('section.sessions').forEach(function (section) {
   var failing = section.querySelector('.failing-filter');
   var count = section.querySelector('.session-count');
   var items = section.querySelectorAll('details.session');
+  // a link can carry a filter: report.html#q=glucose&reason=timeout&failing=1 (values only, never markup)
+  var params = new URLSearchParams(location.hash.replace(/^#/, ''));
+  input.value = params.get('q') || '';
+  if (params.get('reason')) { reason.value = params.get('reason'); }
+  failing.checked = params.get('failing') === '1';
   function apply() {
     var q = input.value.trim().toLowerCase(), r = reason.value, shown = 0;
     items.forEach(function (d) {
@@ -76,5 +82,6 @@ document.querySelectorAll('section.sessions').forEach(function (section) {
     items.forEach(function (d) { d.open = false; });
   });
   apply();
+  section.setAttribute('data-ready', 'true');
 });
 """

@@ -44,6 +44,7 @@ class Exchange(_Model):
     """One step of the conversation as the per-session view shows it."""
 
     kind: str  # doctor | assistant | patient | question | clarification | ehr | tool
+    sender: str | None = None  # doctor | assistant | patient: who wrote it (a clarification goes both ways)
     text: str | None = None
     method: str | None = None
     url: str | None = None

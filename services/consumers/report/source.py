@@ -1,14 +1,21 @@
-"""Where `rounds report --run RUN` gets its document: the scorer's projections, through the scoring package.
+"""Where `rounds report --run RUN` gets its document: the scorer's projections, through the scoring package's
+`load_report(engine, run, version)` (services/consumers/scoring/api.py).
 
-Until services/consumers/scoring provides a builder of RunReport for (run, scorer version), `load_report` says
-so and points to `--from-json`; the CLI is written against this one function so that wiring it is one change
-here.
+The scoring package is imported when a report is asked for, so the report (and `--from-json`) works on an
+installation without it; a run with no stored scores is an error, not an empty report.
 """
 
 from __future__ import annotations
 
+import importlib
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from rounds.db import make_engine
 from rounds.settings import Settings
 from services.consumers.report.model import RunReport
+
+SCORING_API = "services.consumers.scoring.api"
 
 
 class ReportUnavailable(LookupError):
@@ -17,8 +24,25 @@ class ReportUnavailable(LookupError):
 
 def load_report(settings: Settings, run: str, version: str | None = None) -> RunReport:
     """The scored-run document of `run` at scorer `version` (None: the latest version that scored the run)."""
-    raise ReportUnavailable(
-        f"cannot build the report of run {run!r} from {settings.database_url}: the scorer's projections "
-        "are not "
-        "readable from this version of Rounds yet; render a document with --from-json FILE"
-    )
+    hint = "score it with `rounds score --run RUN` or render a document with --from-json FILE"
+    try:
+        api = importlib.import_module(SCORING_API)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not SCORING_API.startswith(exc.name):
+            raise  # the scoring package is there but one of its own imports is missing: a real error
+        raise ReportUnavailable(
+            f"cannot read the scores of run {run!r}: this installation has no scorer ({SCORING_API}); "
+            "render a document with --from-json FILE"
+        ) from None
+    engine = make_engine(settings.database_url)
+    try:
+        report: RunReport = api.load_report(engine, run, version)
+    except SQLAlchemyError as exc:
+        message = f"cannot read the scores of run {run!r}: {type(exc).__name__}: {exc}"
+        raise ReportUnavailable(message) from None
+    finally:
+        engine.dispose()
+    if not report.sessions:
+        at = f"scorer version {version!r}" if version else "any scorer version"
+        raise ReportUnavailable(f"no scores for run {run!r} at {at} in {settings.database_url}; {hint}")
+    return report

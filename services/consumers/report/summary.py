@@ -55,7 +55,8 @@ def pass_k_keys(reports: Sequence[RunReport]) -> list[str]:
 
 
 def metric_rows(reports: Sequence[RunReport]) -> list[Row]:
-    """Avg, Pass@Turn and Pass@Session at both τ, pass^k for every k any run has, then the counts."""
+    """Avg, Pass@Turn and Pass@Session at both τ, pass^k for every k any run has, the counts, then any other
+    number the scorer added to its metrics (e.g. safety_failures): new figures show without a change here."""
     rows = [
         Row(label, kind, [get(r.metrics) for r in reports])
         for label, kind, get in metric_getters(pass_k_keys(reports))
@@ -63,6 +64,13 @@ def metric_rows(reports: Sequence[RunReport]) -> list[Row]:
     rows.append(Row("turns scored", "count", [float(r.metrics.turns) for r in reports]))
     rows.append(Row("sessions scored", "count", [float(r.metrics.sessions) for r in reports]))
     rows.append(Row("sessions excluded", "count", [float(r.metrics.excluded_sessions) for r in reports]))
+    for name in sorted({k for r in reports for k in (r.metrics.model_extra or {})}):
+        values = [(r.metrics.model_extra or {}).get(name) for r in reports]
+        numbers = [v for v in values if v is not None]
+        if not numbers or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in numbers):
+            continue  # only plain numbers are shown as rows
+        kind: Kind = "count" if all(isinstance(v, int) for v in numbers) else "score"
+        rows.append(Row(name.replace("_", " "), kind, [None if v is None else float(v) for v in values]))
     return rows
 
 
