@@ -1,13 +1,16 @@
 """What a projection is: its own tables (created per name suffix, so a replay builds fresh ones) and handlers.
 
 A projection subclass declares `name`, the `topics` it reads, the event `types` it applies, `schema()` (the
-columns of each of its tables) and `handle(tx, record)`. The runner calls `prepare(tx, records)` once per
-batch (load what the batch touches in one query), `handle` per new event, then `finish(tx)` (write
-aggregates); all inside ONE database transaction that also stores the consumer's positions and processed
-event ids.
+columns of each of its tables) and `handle(tx, record)`. Per batch the runner calls, in order:
+- `prefetch(records)` OUTSIDE any database transaction (slow I/O: FHIR reads, an LLM judge); its result is
+  `tx.prefetched`. It sees only events not applied yet and may run again for the same events (retries);
+- then, inside ONE database transaction that also stores the consumer's positions and processed event ids:
+  `prepare(tx, records)` (load what the batch touches in one query), `handle` per new event, `finish(tx)`
+  (write aggregates). `tx.emit(event)` publishes an event if and only if that transaction commits (outbox).
 
 Rules for handlers: keep per-batch state in `tx.state` only (a failed batch is retried event by event in fresh
-transactions), validate an event before mutating anything, and raise to reject it (it is dead-lettered).
+transactions), validate an event before mutating anything, raise `RetryLater` (retry.py) for "not now" and any
+other exception to reject an event as poison (it is dead-lettered).
 """
 
 from __future__ import annotations
@@ -36,7 +39,10 @@ from sqlalchemy import (
 from sqlalchemy.engine import Compiled
 from sqlalchemy.schema import SchemaItem
 
+from events import outbox
 from events.bus import Record
+from events.catalog import CATALOG
+from events.envelope import CloudEvent
 from rounds.db import NAMING_CONVENTION
 
 
@@ -47,7 +53,25 @@ class ProjectionTx:
     conn: Connection
     tables: Mapping[str, Table]
     state: dict[str, Any] = field(default_factory=dict)
+    prefetched: Any = None  # what the projection's `prefetch` returned for this batch
+    emitting: bool = True  # False in replays: what handlers emit is dropped (the live group published it)
     _pending: dict[tuple[str, tuple[str, ...]], list[dict[str, Any]]] = field(default_factory=dict)
+    _emitted: dict[str, list[tuple[str, CloudEvent]]] = field(default_factory=dict)
+
+    def emit(self, event: CloudEvent, *, topic: str | None = None, key: str | None = None) -> None:
+        """Publish `event` if and only if this batch commits: it is written to the outbox (events/outbox.py)
+        in the batch's transaction and relayed after the commit, by the runner or any relay. A crash after
+        the commit publishes it later; a rollback (poison, `RetryLater`, a crash before) never publishes it.
+        Topic and key default to the catalog's route for the event's type."""
+        if topic is None or key is None:
+            routed_topic, routed_key = CATALOG.route(event)
+            topic, key = topic or routed_topic, key or routed_key
+        self._emitted.setdefault(topic, []).append((key, event))
+
+    @property
+    def emitted(self) -> int:
+        """Events emitted in this batch so far."""
+        return sum(map(len, self._emitted.values()))
 
     def insert(self, table: str, row: dict[str, Any]) -> None:
         """Queue a row (column -> value); queued rows are written at `flush` (end of batch), one executemany
@@ -60,6 +84,8 @@ class ProjectionTx:
         for (name, _), rows in self._pending.items():
             bulk_insert(self.conn, self.tables[name], rows)
         self._pending.clear()
+        for topic, items in self._emitted.items() if self.emitting else ():
+            outbox.append(self.conn, topic, items)
 
 
 def bulk_insert(
@@ -181,6 +207,11 @@ class Projection:
 
     def drop_tables(self, engine: Engine) -> None:
         self.metadata.drop_all(engine, checkfirst=True)
+
+    def prefetch(self, records: Sequence[Record]) -> Any:
+        """Optional: slow I/O for the batch, outside the database transaction; the result is `tx.prefetched`.
+        Raise `RetryLater` when a dependency is unavailable. Runs again when the batch is retried."""
+        return None
 
     def prepare(self, tx: ProjectionTx, records: Sequence[Record]) -> None:  # noqa: B027 - optional hook
         """Optional: load the rows this batch touches."""

@@ -2,7 +2,8 @@
 replay), optionally only one session's events (records keyed by that session id).
 
 The live projection is untouched; compare or swap afterwards. Replays do not dead-letter again (the live group
-already did); poison events are counted and skipped.
+already did); poison events are counted and skipped. Nor do they emit: what handlers emit (`tx.emit`) is
+dropped unless `emit=True` (a re-scoring that should publish its new results).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def replay(
     topics: tuple[str, ...] | None = None,
     batch_size: int = 2000,
     timeout_s: float | None = None,
+    emit: bool = False,
 ) -> ReplayResult:
     """Rebuild `projection` from the beginning of its topics into tables named with `suffix`."""
     cls = PROJECTIONS[projection] if isinstance(projection, str) else projection
@@ -57,7 +59,7 @@ def replay(
     instance = cls(suffix=suffix, topics=topics)
     runner = ProjectionRunner(
         bus, engine, instance, group_id=f"replay.{cls.name}.{suffix}", key=session_id,
-        batch_size=batch_size, poll_timeout_s=0.2, publish_dead_letters=False,
+        batch_size=batch_size, poll_timeout_s=0.2, publish_dead_letters=False, emit=emit,
     )
     started = time.perf_counter()
     with runner:

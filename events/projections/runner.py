@@ -4,7 +4,9 @@ Per poll: the batch's projection rows, its processed event ids (`source`+`id`) a
 commit in ONE transaction. On assignment the consumer seeks to the positions stored in that database (never
 Kafka's committed offsets). Position updates are fenced (`UPDATE ... WHERE next_offset = <what we read>`), so
 a member that lost its partitions in a rebalance cannot apply a batch twice. Poison events (undecodable bytes,
-an unknown type, a handler that raises) are published to the dead-letter topic and their position moves on.
+an unknown type, a handler that raises) are published to the dead-letter topic and their position moves on;
+a handler that raises `RetryLater` (retry.py) has its batch rolled back and polled again after a backoff.
+Events a handler emits (`tx.emit`) are outbox rows of the batch's transaction, relayed after the commit.
 """
 
 from __future__ import annotations
@@ -12,47 +14,34 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 from operator import attrgetter
 
-from sqlalchemy import Connection, Engine, bindparam, insert, select, update
-from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from events.bus import Bus, Consumer, Record, TopicPartition
-from events.catalog import CATALOG, UnknownEventType
-from events.projections.deadletter import dead_letter_event
+from events.projections.deadletter import DeadLetters, known_event_type
 from events.projections.projection import Projection, ProjectionTx, bulk_insert
-from events.projections.tracking import ConsumerPosition, ProcessedEvent, processed_ids
+from events.projections.retry import Backoff, RetryLater
+from events.projections.tracking import (
+    Fenced,
+    ProcessedEvent,
+    advance_positions,
+    load_positions,
+    processed_ids,
+)
+from events.relay import Relay
 from events.topics import DEADLETTER
 from rounds.gcpause import gc_paused
 
 log = logging.getLogger(__name__)
-POSITIONS = ConsumerPosition.__table__
 PROCESSED = ProcessedEvent.__table__
 _PARTITION = attrgetter("topic", "partition")
 _OFFSET = attrgetter("offset")
-# Built once: constructing a Core statement per batch and partition cost more than executing it.
-_MOVE_POSITION = (
-    update(POSITIONS)
-    .where(
-        POSITIONS.c.group_id == bindparam("b_group"),
-        POSITIONS.c.topic == bindparam("b_topic"),
-        POSITIONS.c.partition == bindparam("b_partition"),
-        POSITIONS.c.next_offset == bindparam("b_previous"),
-    )
-    .values(next_offset=bindparam("b_next"))
-)
 INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)  # the database is down: retry, don't dead-letter
-
-
-def known_event_type(event_type: str) -> bool:
-    try:
-        CATALOG.spec(event_type)
-    except UnknownEventType:
-        return False
-    return True
 
 
 @dataclass
@@ -62,9 +51,11 @@ class RunStats:
     skipped: int = 0
     dead_lettered: int = 0
     batches: int = 0
+    retries: int = 0  # batches rolled back by RetryLater, to be polled again
+    emitted: int = 0  # events committed to the outbox by handlers
 
     def add(self, other: RunStats) -> None:
-        for name in ("applied", "duplicates", "skipped", "dead_lettered", "batches"):
+        for name in ("applied", "duplicates", "skipped", "dead_lettered", "batches", "retries", "emitted"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
@@ -72,10 +63,6 @@ class _ProjectionFailed(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(repr(error))
         self.error = f"{type(error).__name__}: {error}"
-
-
-class _Fenced(Exception):
-    """Another member moved our position: drop this batch and re-seek to the database's positions."""
 
 
 class ProjectionRunner:
@@ -92,20 +79,32 @@ class ProjectionRunner:
         publish_dead_letters: bool = True,
         deadletter_topic: str = DEADLETTER,
         known_type: Callable[[str], bool] = known_event_type,
+        backoff: Backoff | None = None,
+        emit: bool = True,
+        relay_emitted: bool = True,
+        after_commit: Callable[[RunStats], None] | None = None,
     ) -> None:
+        """`emit=False` drops what handlers emit (replays). `relay_emitted`: publish it right after each
+        commit, and at start what a previous run committed but never relayed (else a separate `rounds events
+        relay` does). `after_commit`: a test hook run after each commit, before the relay (fault tests kill
+        the process there)."""
         self.bus, self.engine, self.projection = bus, engine, projection
         suffix = f".{projection.suffix}" if projection.suffix else ""
         self.group_id = group_id or f"projection.{projection.name}{suffix}"
         self.key = key  # replay of one session: only records with this key have an effect
         self.batch_size, self.poll_timeout_s = batch_size, poll_timeout_s
-        self.publish_dead_letters, self.known_type = publish_dead_letters, known_type
-        self.deadletter_topic = deadletter_topic
+        self.dead_letters = DeadLetters(bus, self.group_id, deadletter_topic, publish=publish_dead_letters,
+                                        known_type=known_type)
         self.stats = RunStats()
         self._positions: dict[TopicPartition, int | None] = {}
         self._consumer: Consumer | None = None
         self._stop = threading.Event()
-        self._lettered: set[tuple[str, int, int]] = set()  # dead letters published but not yet committed past
-        self._known_types: set[str] = set()
+        self.backoff = backoff or Backoff()
+        self._retry_in: float | None = None  # seconds to wait before polling again (RetryLater)
+        self.emit = emit
+        self.relay = Relay(engine, bus) if relay_emitted and emit else None  # publishes what handlers emit
+        self._relay_due = self.relay is not None  # at start: what a killed run committed and never relayed
+        self.after_commit = after_commit
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     def open(self) -> ProjectionRunner:
@@ -117,6 +116,7 @@ class ProjectionRunner:
         return self
 
     def close(self) -> None:
+        self.relay_emitted()
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
@@ -138,24 +138,6 @@ class ProjectionRunner:
         return self._consumer
 
     # -- positions -----------------------------------------------------------------------------------------
-    def _load_positions(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
-        tps = list(tps)
-        found: dict[TopicPartition, int | None] = dict.fromkeys(tps)
-        if not tps:
-            return found
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(POSITIONS.c.topic, POSITIONS.c.partition, POSITIONS.c.next_offset).where(
-                    POSITIONS.c.group_id == self.group_id,
-                    POSITIONS.c.topic.in_({tp.topic for tp in tps}),
-                )
-            )
-            for topic, partition, offset in rows:
-                tp = TopicPartition(topic, partition)
-                if tp in found:
-                    found[tp] = offset
-        return found
-
     def _seek_stored(self, positions: dict[TopicPartition, int | None]) -> None:
         fresh = [tp for tp, offset in positions.items() if offset is None]
         for tp, offset in positions.items():
@@ -165,7 +147,7 @@ class ProjectionRunner:
             self.consumer.seek_to_beginning(fresh)
 
     def _on_assign(self, tps: set[TopicPartition]) -> None:
-        positions = self._load_positions(tps)
+        positions = load_positions(self.engine, self.group_id, tps)
         self._positions = positions
         self._seek_stored(positions)
 
@@ -185,7 +167,7 @@ class ProjectionRunner:
                 continue
             run = list(run)
             if tp not in self._positions:
-                stored = self._load_positions([tp])[tp]
+                stored = load_positions(self.engine, self.group_id, [tp])[tp]
                 self._positions[tp] = stored
                 if stored is not None and run[0].offset != stored:
                     self.consumer.seek(tp, stored)
@@ -206,6 +188,8 @@ class ProjectionRunner:
         until the batch is applied and freed: re-enabled in between, its next pass walked the whole live
         batch (and every few batches the whole heap) — ~9 % of an end-to-end consumer's time (py-spy). Only
         a poll that has to wait for data waits with the collector on, so other threads keep theirs."""
+        self.relay_emitted()
+        self._wait_to_retry()
         with gc_paused():
             records = self.consumer.poll(timeout_s=0, max_records=self.batch_size)
             if records:
@@ -213,6 +197,22 @@ class ProjectionRunner:
         records = self.consumer.poll(timeout_s=self.poll_timeout_s, max_records=self.batch_size)
         with gc_paused():
             return self._apply_polled(records)
+
+    def relay_emitted(self) -> None:
+        """Publish what committed batches emitted (outbox rows); on failure they stay pending for later."""
+        if self.relay is None or not self._relay_due:
+            return
+        try:
+            self.relay.drain()
+            self._relay_due = False
+        except Exception:  # noqa: BLE001 - the rows stay in the outbox: relayed on a later batch
+            log.exception("group %s: relaying emitted events failed; will retry", self.group_id)
+
+    def _wait_to_retry(self) -> None:
+        """Wait out a RetryLater's backoff before polling the same events again (a stop request ends it)."""
+        if self._retry_in is not None:
+            self._stop.wait(self._retry_in)
+            self._retry_in = None
 
     def _apply_polled(self, records: list[Record]) -> RunStats:
         """Apply a polled batch (the caller holds the collector paused) and free its records before the
@@ -222,10 +222,17 @@ class ProjectionRunner:
         if accepted:
             try:
                 self._apply(accepted, stats)
-            except _Fenced:
+            except Fenced:
                 log.warning("group %s: position moved by another member; re-seeking", self.group_id)
                 stats = RunStats()
                 self._on_assign(self.consumer.assignment())
+            except RetryLater as retry:
+                self._retry_in = self.backoff.delay(retry.delay_s)
+                stats.retries += 1
+                log.info("group %s: retrying from the stored positions in %.1fs: %s", self.group_id,
+                         self._retry_in, retry)
+                tps = {TopicPartition(r.topic, r.partition) for r in accepted}
+                self._seek_stored({tp: self._positions.get(tp) for tp in tps})
         accepted.clear()
         records.clear()
         self.stats.add(stats)
@@ -242,112 +249,93 @@ class ProjectionRunner:
                 except _ProjectionFailed as failed:
                     stats.add(self._commit([record], poison=failed.error))
 
-    def _rejection(self, record: Record, poison: str | None) -> str | None:
-        """Why `record` goes to the dead-letter topic, if it does (decided without the database)."""
-        if self.key is not None and record.key != self.key:
-            return None  # another session's record in a one-session replay: no effect at all
-        if poison is not None:
-            return poison
-        event = record.event
-        if event is None:
-            return "undecodable record: not a valid CloudEvent"
-        if event.type not in self._known_types:  # types only ever get registered: remember the known ones
-            if not self.known_type(event.type):
-                return f"unknown event type {event.type!r}"
-            self._known_types.add(event.type)
-        return None
-
-    def _dead_letter(self, dead: list[tuple[Record, str]]) -> None:
-        """Publish before the position moves, outside our transaction (the SQL log may share the database).
-
-        A batch retried event by event does not publish its letters twice (`_lettered`); a crash before the
-        commit does, under the same event id."""
-        for record, reason in dead:
-            coordinates = (record.topic, record.partition, record.offset)
-            if coordinates in self._lettered:
-                continue
-            self._lettered.add(coordinates)
-            log.warning("group %s dead-letters %s/%s@%s: %s", self.group_id, record.topic, record.partition,
-                        record.offset, reason)
-            if self.publish_dead_letters:
-                letter = dead_letter_event(self.group_id, record, reason)
-                self.bus.publish(self.deadletter_topic, letter, record.key or "-")
-
     def _commit(self, records: list[Record], poison: str | None = None) -> RunStats:
         stats = RunStats(batches=1)
-        rejections = [self._rejection(record, poison) for record in records]
+        key, letters = self.key, self.dead_letters  # one-session replay: others have no effect
+        rejections = [None if key is not None and record.key != key else letters.reason(record, poison)
+                      for record in records]
         if any(rejections):
             dead = [(record, reason) for record, reason in zip(records, rejections, strict=True) if reason]
             candidates = [r for r, reason in zip(records, rejections, strict=True) if not reason]
         else:
             dead, candidates = [], records
-        self._dead_letter(dead)
+        self.dead_letters.publish(dead)
+        prefetched = self._prefetch(candidates)
         with self.engine.begin() as conn:
-            seen = processed_ids(conn, self.group_id, {r.event.id for r in candidates})
-            fresh: list[Record] = []
-            key, types = self.key, self.projection.types
-            for record in candidates:
-                event = record.event
-                pair = (event.source, event.id)
-                if key is not None and record.key != key:
-                    stats.skipped += 1
-                elif pair in seen:
-                    stats.duplicates += 1
-                elif event.type not in types:
-                    stats.skipped += 1
-                else:
-                    seen.add(pair)
-                    fresh.append(record)
-            self._run_projection(conn, fresh)
+            fresh = self._fresh(conn, candidates, stats)
+            stats.emitted = self._run_projection(conn, fresh, prefetched)
             if fresh:
                 group = self.group_id
                 bulk_insert(conn, PROCESSED, [(group, r.event.id, r.event.source) for r in fresh],
                             columns=("group_id", "event_id", "source"))
-            advanced = self._advance(conn, records)
+            advanced = advance_positions(conn, self.group_id, self._positions, records)
         self._positions.update(advanced)
-        if self._lettered:
-            self._lettered = {c for c in self._lettered
-                              if c[2] >= (self._positions.get(TopicPartition(c[0], c[1])) or 0)}
+        self.backoff.reset()
+        if stats.emitted:
+            self._relay_due = self.relay is not None
+        if self.after_commit is not None:
+            self.after_commit(stats)
+        self.dead_letters.forget_committed(self._positions)
         stats.applied, stats.dead_lettered = len(fresh), len(dead)
         return stats
 
-    def _run_projection(self, conn: Connection, fresh: list[Record]) -> None:
+    def _fresh(self, conn: Connection, candidates: list[Record], stats: RunStats | None = None,
+               ) -> list[Record]:
+        """The candidates this projection has to apply: its key and types, not processed before."""
+        seen = processed_ids(conn, self.group_id, {r.event.id for r in candidates})
+        fresh: list[Record] = []
+        key, types = self.key, self.projection.types
+        counts = stats or RunStats()
+        for record in candidates:
+            event = record.event
+            pair = (event.source, event.id)
+            if key is not None and record.key != key:
+                counts.skipped += 1
+            elif pair in seen:
+                counts.duplicates += 1
+            elif event.type not in types:
+                counts.skipped += 1
+            else:
+                seen.add(pair)
+                fresh.append(record)
+        return fresh
+
+    def _prefetch(self, candidates: list[Record]) -> object:
+        """The projection's slow I/O for the events it will apply, with no transaction open (a short read of
+        the processed ids first, so a replayed duplicate never calls out)."""
+        if type(self.projection).prefetch is Projection.prefetch or not candidates:
+            return None
+        with self.engine.connect() as conn:
+            fresh = self._fresh(conn, candidates)
         if not fresh:
-            return
-        tx = ProjectionTx(conn, self.projection.tables)
-        try:
+            return None
+        return self._guarded(lambda: self.projection.prefetch(fresh))
+
+    def _run_projection(self, conn: Connection, fresh: list[Record], prefetched: object) -> int:
+        """Apply `fresh` in the batch's transaction; returns how many events the handlers emitted."""
+        if not fresh:
+            return 0
+        tx = ProjectionTx(conn, self.projection.tables, prefetched=prefetched, emitting=self.emit)
+
+        def apply() -> None:
             self.projection.prepare(tx, fresh)
             for record in fresh:
                 self.projection.handle(tx, record)
             self.projection.finish(tx)
             tx.flush()
-        except INFRASTRUCTURE_ERRORS:
+
+        self._guarded(apply)
+        return tx.emitted if self.emit else 0
+
+    @staticmethod
+    def _guarded(step: Callable[[], object]) -> object:
+        """Run projection code: RetryLater and infrastructure errors pass through, anything else is poison."""
+        try:
+            return step()
+        except (RetryLater, *INFRASTRUCTURE_ERRORS):
             raise
         except Exception as exc:  # the projection rejected an event: find it and dead-letter it
             raise _ProjectionFailed(exc) from exc
-
-    def _advance(self, conn: Connection, records: Sequence[Record]) -> dict[TopicPartition, int]:
-        """Store next offsets, fenced on the value we last read or wrote."""
-        advanced: dict[TopicPartition, int] = {}
-        for (topic, partition), run in groupby(records, key=_PARTITION):
-            tp = TopicPartition(topic, partition)
-            advanced[tp] = max(advanced.get(tp, 0), max(map(_OFFSET, run)) + 1)
-        for tp, next_offset in advanced.items():
-            key = {"group_id": self.group_id, "topic": tp.topic, "partition": tp.partition}
-            previous = self._positions.get(tp)
-            if previous is None:
-                try:
-                    with conn.begin_nested():
-                        conn.execute(insert(POSITIONS).values(**key, next_offset=next_offset))
-                except IntegrityError as exc:
-                    raise _Fenced() from exc
-                continue
-            result = conn.execute(_MOVE_POSITION, {"b_group": self.group_id, "b_topic": tp.topic,
-                                                   "b_partition": tp.partition, "b_previous": previous,
-                                                   "b_next": next_offset})
-            if result.rowcount != 1:
-                raise _Fenced()
-        return advanced
 
     # -- loops ---------------------------------------------------------------------------------------------
     def end_targets(self) -> dict[TopicPartition, int]:
@@ -357,7 +345,7 @@ class ProjectionRunner:
 
     def caught_up(self, targets: dict[TopicPartition, int]) -> bool:
         """Whether the group's stored positions (any member's) reached `targets`."""
-        stored = self._load_positions(targets)
+        stored = load_positions(self.engine, self.group_id, targets)
         return all((stored[tp] or 0) >= end for tp, end in targets.items())
 
     def run(
@@ -395,4 +383,5 @@ class ProjectionRunner:
                 raise TimeoutError(f"group {self.group_id} did not finish within {timeout_s}s: {self.stats}, "
                                    f"assignment {sorted(self.consumer.assignment(), key=str)}, "
                                    f"positions {self._positions}")
+        self.relay_emitted()
         return self.stats
