@@ -187,3 +187,16 @@ def test_spec_parsing_and_keys(monkeypatch: pytest.MonkeyPatch) -> None:
             create(bad)
     assert openai_chat.RetryPolicy().delay(0, "2") == 2.0
     assert 0 < openai_chat.RetryPolicy(base_delay_s=1).delay(3, None) <= 8.0
+
+
+def test_the_prompt_names_the_patient_clock_and_language(sandbox: Sandbox) -> None:
+    zh = openai_chat.opening_messages(
+        sandbox.request("肌酐多少？", language="zh", now="2150-01-02T08:00:00Z")
+    )
+    assert "Chinese" in zh[0]["content"] and "2150-01-02T08:00:00Z" in zh[0]["content"]
+    assert f"Patient/{sandbox.record.patient}" in zh[0]["content"] and zh[-1] == {
+        "role": "user",
+        "content": "肌酐多少？",
+    }
+    en = openai_chat.system_prompt(sandbox.request("x"))
+    assert "Reply in English." in en and "{" not in en
