@@ -139,6 +139,8 @@ def test_turn_by_turn_comparison(baseline, replay):
     assert float(after) > float(before) and delta.startswith("+")
     assert "FAIL → PASS" in row.get_text()
     assert len(soup.select("section.sessions")) == 2  # both runs' sessions
+    excluded = [tr.get_text(" ") for tr in soup.select("#compare tr.excluded")]
+    assert excluded == ["k-replacement-002 #2 (en explicit) excluded: infrastructure_error"]
 
 
 def test_odd_names_are_escaped_in_tables_and_charts(baseline):

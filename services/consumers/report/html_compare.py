@@ -8,6 +8,7 @@ from __future__ import annotations
 from html import escape
 
 from services.consumers.report.comparison_model import CheckChange, Comparison, TurnDelta
+from services.consumers.report.stats import is_excluded
 from services.consumers.report.summary import fmt, fmt_delta
 
 STATUS_LABELS = {
@@ -52,9 +53,11 @@ def compare_section(comparison: Comparison) -> str:
     rows = []
     for pair in comparison.pairs:
         span = max(1, len(pair.turns))
-        label = f'<td rowspan="{span}">{escape(pair.label)}</td>'
+        label = f'<td class="session-label" rowspan="{span}">{escape(pair.label)}</td>'
         if not pair.turns:
-            rows.append(f'<tr class="excluded">{label}<td colspan="6" class="meta">no turns</td></tr>')
+            ended = sorted({s.reason for s in (pair.before, pair.after) if s is not None and is_excluded(s)})
+            note = f"excluded: {', '.join(ended)}" if ended else "no turns"
+            rows.append(f'<tr class="excluded">{label}<td colspan="6" class="meta">{escape(note)}</td></tr>')
             continue
         for i, t in enumerate(pair.turns):
             status = STATUS_LABELS[t.status].format(before=comparison.before_run, after=comparison.after_run)
@@ -68,7 +71,7 @@ def compare_section(comparison: Comparison) -> str:
             )
     table = (
         '<table class="compare"><thead><tr><th>session</th><th>turn</th>'
-        f"<th>{before}</th><th>{after}</th><th>Δ</th><th>turn</th><th>checks that changed</th></tr></thead>"
+        f"<th>{before}</th><th>{after}</th><th>Δ</th><th>change</th><th>checks that changed</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
     return f'<section id="compare"><h2>Turn by turn: {before} vs {after}</h2>{header}{table}</section>'

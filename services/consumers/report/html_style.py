@@ -48,6 +48,7 @@ details.session[data-excluded="true"] > summary { background: #fffbea; }
 .x-ehr { background: #f5f5f5; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; }
 .status-ok { color: var(--ok); } .status-err { color: var(--bad); }
 tr.improved td { background: #eef8ee; } tr.regressed td { background: #fdecec; }
+td.session-label { background: #fff !important; }
 td.evidence { max-width: 520px; white-space: pre-wrap; overflow-wrap: anywhere; }
 """
 

@@ -13,7 +13,7 @@ from html import escape
 from services.consumers.report.stats import Histogram
 
 WIDTH, HEIGHT = 520, 280
-LEFT, RIGHT, TOP, BOTTOM = 48, 16, 34, 72
+LEFT, RIGHT, TOP, BOTTOM = 48, 16, 44, 72  # the title and the legend sit above TOP
 COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759")
 
 
@@ -45,12 +45,11 @@ def _legend(names: Sequence[str]) -> list[str]:
     if len(names) < 2:
         return []
     out = []
-    x = WIDTH - RIGHT - 150 * len(names)
-    for i, name in enumerate(names):
-        color = COLORS[i % len(COLORS)]
+    for i, name in enumerate(names):  # one line under the title
+        color, x = COLORS[i % len(COLORS)], LEFT + 150 * i
         out.append(
-            f'<rect class="legend" x="{x + 150 * i}" y="8" width="10" height="10" fill="{color}"/>'
-            f'<text x="{x + 150 * i + 14}" y="17" class="legend-label">{escape(name[:20])}</text>'
+            f'<rect class="legend" x="{x}" y="24" width="10" height="10" fill="{color}"/>'
+            f'<text x="{x + 14}" y="33" class="legend-label">{escape(name[:20])}</text>'
         )
     return out
 
