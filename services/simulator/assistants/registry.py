@@ -1,0 +1,51 @@
+"""Assistant specs → assistants: `baseline`, `oracle`, `weak`, `python:<module>:<callable>`, `http:<url>`,
+`openai:<model>[@<base_url>]`, `mcp[:...]`.
+
+Each kind is a factory `create(arg: str) -> Assistant` named by its module path, imported only when that
+kind is asked for (the `openai` and `mcp` SDKs load only for those specs). Adding a kind is one line here.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from services.simulator.data_model import Assistant
+
+# spec prefix (before the first ':') -> "module:factory"; the rest of the spec is the factory's argument.
+FACTORIES: dict[str, str] = {
+    "baseline": "services.simulator.assistants.baseline:create",
+    "oracle": "services.simulator.assistants.oracle:create",
+    "weak": "services.simulator.assistants.weak:create",
+    "python": "services.simulator.assistants.python_adapter:create",
+    "http": "services.simulator.assistants.http_adapter:create",
+    "https": "services.simulator.assistants.http_adapter:create_https",
+    "openai": "services.simulator.assistants.openai_chat:create",
+    "mcp": "services.simulator.assistants.mcp_agent:create",
+}
+
+
+class UnknownAssistant(ValueError):
+    """The spec names no known kind of assistant."""
+
+
+def create_assistant(spec: str) -> Assistant:
+    """The assistant a command-line spec names (its `spec` attribute is the spec as given)."""
+    kind, _, arg = spec.partition(":")
+    target = FACTORIES.get(kind)
+    if target is None:
+        raise UnknownAssistant(f"unknown assistant {spec!r}: expected one of {', '.join(sorted(FACTORIES))}")
+    module_name, _, factory = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            raise UnknownAssistant(f"assistant kind {kind!r} is not available yet ({module_name})") from None
+        raise
+    assistant = getattr(module, factory)(arg)
+    assistant.spec = spec
+    return assistant
+
+
+def needs_network(assistant: Assistant) -> bool:
+    """Whether the assistant runs in another process and so needs real URLs for FHIR and the patient."""
+    return bool(getattr(assistant, "needs_network", False))

@@ -1,0 +1,28 @@
+"""`weak` — a deliberately weak assistant: answers at once without looking anything up.
+
+It marks the floor of the scores (facts never cited, writes never made, the patient never asked) and checks
+that scorers really discriminate: a scorer that gives `weak` the marks of `baseline` is broken.
+"""
+
+from __future__ import annotations
+
+from services.simulator.data_model import SessionTools, TurnRequest
+
+ANSWER = {
+    "en": "Based on the usual picture, things look stable; I'd continue the current plan.",
+    "zh": "按一般情况看，病情稳定，建议继续目前的方案。",
+}
+
+
+class WeakAssistant:
+    spec = "weak"
+
+    async def respond(self, request: TurnRequest, tools: SessionTools) -> str:
+        return ANSWER[request.language]
+
+    async def aclose(self) -> None:
+        return None
+
+
+def create(arg: str = "") -> WeakAssistant:
+    return WeakAssistant()

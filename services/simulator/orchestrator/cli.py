@@ -1,0 +1,96 @@
+"""`rounds run` (and `rounds replay`): sessions of a scenario file against an assistant, with a progress bar
+and a one-screen summary (sessions by end reason; scores when the scorer is installed)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from services.simulator.orchestrator.run import RunSummary
+
+LANGUAGES = {"en": ("en",), "zh": ("zh",), "both": ("en", "zh")}
+
+
+def print_summary(summary: RunSummary) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"run {summary.run_id}", show_header=True)
+    table.add_column("end reason")
+    table.add_column("sessions", justify="right")
+    for reason, count in sorted(summary.by_reason.items()):
+        table.add_row(reason, str(count))
+    console.print(table)
+    rate = summary.events / summary.wall_s if summary.wall_s else 0.0
+    console.print(
+        f"{len(summary.outcomes)} sessions run, {summary.skipped} already ended (resumed), "
+        f"{summary.turns} turns, {summary.events} simulator events, {summary.wall_s:.1f} s "
+        f"({rate:,.0f} events/s)"
+    )
+    for outcome in [o for o in summary.outcomes if o.reason != "completed"][:5]:
+        console.print(f"  {outcome.session_id} {outcome.job.scenario.id} {outcome.reason}: {outcome.error}")
+    print_scores(summary, console)
+
+
+def print_scores(summary: RunSummary, console) -> None:
+    """Scores, when the scorer (services/consumers/scoring) offers `score_run(run_id) -> str` (a printable
+    summary); until then the run's log is ready for `rounds score`."""
+    try:
+        from services.consumers.scoring import score_run  # type: ignore[attr-defined]
+    except ImportError:
+        console.print(f"scores: not computed here (score the log of run {summary.run_id} with the scorer)")
+        return
+    console.print(score_run(summary.run_id))
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("run")
+    def run_cmd(
+        scenarios: Annotated[Path, typer.Option(exists=True, dir_okay=False, help="scenario JSONL file")],
+        assistant: Annotated[str, typer.Option(help="baseline | oracle | weak | python:mod:fn | http:URL | "
+                                                    "openai:MODEL[@BASE] | mcp:...")],
+        trials: Annotated[int, typer.Option(min=1, help="sessions per scenario and language (pass^k)")] = 1,
+        concurrency: Annotated[int, typer.Option(min=1, help="sessions at once")] = 8,
+        language: Annotated[str, typer.Option(help="en | zh | both")] = "en",
+        variant: Annotated[str, typer.Option(help="implicit | explicit physician phrasing")] = "implicit",
+        run_id: Annotated[str | None, typer.Option(help="resume this run (skips ended sessions)")] = None,
+        limit: Annotated[int | None, typer.Option(min=1, help="only the first N scenarios")] = None,
+        fhir_base: Annotated[str | None, typer.Option(help="a separate `rounds serve` (default: in-process)")]
+        = None,
+        turn_timeout: Annotated[float, typer.Option(help="seconds an assistant has per turn")] = 120.0,
+        max_steps: Annotated[int, typer.Option(min=1, help="tool steps per turn")] = 8,
+        seed: Annotated[int, typer.Option()] = 0,
+    ) -> None:
+        """Run sessions between the physician and patient agents and an assistant; every message an event."""
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from services.simulator.orchestrator.run import new_run_id, plan, read_scenarios
+        from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+
+        if language not in LANGUAGES or variant not in ("implicit", "explicit"):
+            raise typer.BadParameter("--language en|zh|both, --variant implicit|explicit")
+        try:
+            lines = read_scenarios(scenarios, limit)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        jobs = plan(lines, trials, LANGUAGES[language], variant)
+        run_id = run_id or new_run_id()
+        typer.echo(f"run {run_id}: {len(jobs)} sessions ({len(lines)} scenarios)")
+        options = RunOptions(run_id, concurrency, fhir_base, turn_timeout, max_steps, seed)
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("{task.fields[last]}"), TimeElapsedColumn()) as bar:
+            task = bar.add_task("sessions", total=len(jobs), last="")
+            summary = asyncio.run(run_scenarios(
+                jobs, assistant, options,
+                progress=lambda o: bar.update(task, advance=1, last=o.reason)))
+            bar.update(task, completed=len(jobs))
+        typer.echo(f"run id: {run_id}")
+        print_summary(summary)
+
+    from services.simulator.orchestrator.replay import register_replay
+
+    register_replay(app)

@@ -1,0 +1,132 @@
+"""Where the sessions' FHIR server is: in this process (the embedded default) or a separate `rounds serve`.
+
+Embedded: the FHIR app is built here with the event backbone on the run's bus (so its EHR calls land in the
+same log), and in-process assistants reach it through httpx's ASGI transport — no sockets, the fastest path.
+Assistants in another process (`http:`, MCP clients) need a real URL: `network=True` also serves the same app
+with uvicorn on a free loopback port, in this event loop. Remote (`--fhir-base`): sandboxes are opened on the
+given server over HTTP, and the patient endpoint is served by the simulator on its own port when needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+
+from events.bus import Bus
+from rounds.settings import Settings
+from services.simulator.data_model import InfrastructureFailure
+from services.simulator.orchestrator.live import LiveSession
+from services.simulator.orchestrator.patient_http import patient_app, sessions_of
+from services.simulator.orchestrator.patient_http import router as patient_router
+
+LOCAL_ROOT = "http://rounds.local"
+OPEN_ATTEMPTS = 3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def serve_in_loop(app: FastAPI) -> tuple[str, Any, asyncio.Task]:
+    """Serve `app` with uvicorn on a free loopback port inside the running event loop."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                           access_log=False, lifespan="off"))
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    task = asyncio.create_task(server.serve())
+    for _ in range(500):
+        if server.started:
+            break
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    else:
+        raise RuntimeError("uvicorn did not start")
+    return f"http://127.0.0.1:{port}", server, task
+
+
+@dataclass
+class FhirEnvironment:
+    """The FHIR server of a run and how sessions reach it."""
+
+    root: str  # where sessions are opened: <root>/sessions
+    transport: httpx.AsyncBaseTransport  # what in-process assistants send their requests through
+    app: FastAPI  # the app whose registry the patient endpoint answers from
+    patient_root: str  # <patient_root>/sessions/<id>/patient
+    _closers: list[Any] = field(default_factory=list)
+
+    @property
+    def sessions(self) -> dict[str, LiveSession]:
+        return sessions_of(self.app)
+
+    async def open_session(self, now: datetime) -> tuple[str, str]:
+        """(session id, FHIR base) of a fresh sandbox at `now`; retried, then an InfrastructureFailure."""
+        last: Exception | None = None
+        async with httpx.AsyncClient(transport=self.transport, base_url=self.root, timeout=60) as client:
+            for attempt in range(OPEN_ATTEMPTS):
+                try:
+                    response = await client.post("/sessions", json={"now": now.isoformat()})
+                    if response.status_code == 201:
+                        body = response.json()
+                        return body["id"], body["fhirBase"]
+                    last = RuntimeError(f"POST /sessions: HTTP {response.status_code} {response.text[:200]}")
+                except (httpx.TransportError, ValueError, KeyError) as exc:
+                    last = exc
+                await asyncio.sleep(0.2 * (attempt + 1))
+        raise InfrastructureFailure(f"could not open a sandbox: {last!r}")
+
+    async def close(self) -> None:
+        for closer in reversed(self._closers):
+            result = closer()
+            if asyncio.iscoroutine(result):
+                await result
+
+
+async def embedded(settings: Settings, bus: Bus, *, network: bool = False) -> FhirEnvironment:
+    """The FHIR app in this process on `settings.database_url`, recording into `bus`."""
+    from services.fhir_api.backbone import install_event_backbone
+    from rounds.migrate import upgrade
+    from services.fhir_api.app import create_app
+
+    await asyncio.to_thread(upgrade, settings.database_url)
+    app = create_app(settings)
+    backbone = install_event_backbone(app, settings, bus=bus)
+    app.include_router(patient_router)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # a crash is a 500, as over TCP
+    env = FhirEnvironment(LOCAL_ROOT, transport, app, LOCAL_ROOT)
+    env._closers += [backbone.close, app.state.store.close_async]
+    if network:
+        root, server, task = await serve_in_loop(app)
+        env.root = env.patient_root = root
+        env._closers.append(lambda: _stop(server, task))
+    return env
+
+
+async def remote(fhir_root: str, *, network: bool = False) -> FhirEnvironment:
+    """A separate FHIR server at `fhir_root` (its root, http://host:8080; a trailing /fhir is dropped)."""
+    root = fhir_root.rstrip("/").removesuffix("/fhir")
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    transport = httpx.AsyncHTTPTransport(limits=limits)
+    app = patient_app()
+    env = FhirEnvironment(root, transport, app, root)
+    env._closers.append(transport.aclose)
+    if network:
+        patient_root, server, task = await serve_in_loop(app)
+        env.patient_root = patient_root
+        env._closers.append(lambda: _stop(server, task))
+    return env
+
+
+async def _stop(server: Any, task: asyncio.Task) -> None:
+    server.should_exit = True
+    await asyncio.wait_for(task, timeout=10)

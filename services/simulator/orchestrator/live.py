@@ -1,0 +1,153 @@
+"""One session while it runs: the turn in progress, its step budget, the exchanges with patient and physician.
+
+Everything the assistant can do during a turn goes through here, so every path is counted and recorded the
+same way: in-process tools (`SessionTools`), FHIR requests through the session transport (transport.py), and
+the patient endpoint over HTTP (patient_http.py). Faults are noted where they happen (a 5xx or a broken
+connection from the FHIR server) so the orchestrator can charge a failed turn to the right party.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from events.payloads import ToolCall, ToolResult, communication
+from services.simulator.agents.patient import PatientAgent
+from services.simulator.agents.physician import Physician
+from services.simulator.data_model import (
+    TOOL_NAMES,
+    AssistantFailure,
+    PatientFailure,
+    Scenario,
+    StepLimitExceeded,
+)
+from services.simulator.orchestrator.log import SessionLog
+
+
+class SessionClosed(AssistantFailure):
+    """The assistant acted after its turn or session ended (e.g. a timed-out thread still calling)."""
+
+
+@dataclass
+class LiveSession:
+    session_id: str
+    fhir_base: str
+    patient_url: str
+    scenario: Scenario
+    language: str
+    log: SessionLog
+    physician: Physician
+    patient: PatientAgent
+    max_steps: int = 8
+    voice: Any = None  # agents.voice.PatientVoice | None
+    turn: int = -1
+    doctor_message: str | None = None  # Communication id of the turn's physician message
+    steps: int = 0
+    declared_steps: bool = False  # the assistant reports its tool calls (step): requests are not counted
+    over_limit: bool = False
+    faults: list[str] = field(default_factory=list)  # server-side failures seen during the turn
+    closed: bool = False
+    patient_questions: int = 0
+    pending_failure: Exception | None = None  # raised where the assistant could not see it (HTTP endpoints)
+
+    def begin_turn(self, turn: int, doctor_message: str) -> None:
+        self.turn, self.doctor_message = turn, doctor_message
+        self.steps, self.declared_steps, self.over_limit = 0, False, False
+        self.faults, self.pending_failure = [], None
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise SessionClosed(f"session {self.session_id} is over")
+
+    def _count(self, what: str) -> None:
+        self.steps += 1
+        if self.steps > self.max_steps:
+            failure = StepLimitExceeded(f"turn {self.turn}: step {self.steps} ({what}) is past the limit of "
+                                        f"{self.max_steps}")
+            if not self.over_limit:
+                self.over_limit, self.pending_failure = True, failure
+            raise failure
+
+    # -- what the transport and the endpoints call ---------------------------------------------------------
+    def count_request(self, method: str, url: str) -> None:
+        """A FHIR request of the assistant (counted unless it reports tool steps itself)."""
+        self.check_open()
+        if not self.declared_steps:
+            self._count(f"{method} {url}")
+
+    def fault(self, detail: str) -> None:
+        self.faults.append(detail)
+
+    # -- SessionTools ----------------------------------------------------------------------------------------
+    def step(self, name: str, arguments: dict) -> str:
+        """A model tool call: counted, checked against the tool set, recorded as rounds.tool.call."""
+        self.check_open()
+        self.declared_steps = True
+        call_id = uuid.uuid4().hex
+        args = arguments if isinstance(arguments, dict) else {"value": repr(arguments)}
+        self.log.emit(self.session_id, "rounds.tool.call",
+                      ToolCall(call_id=call_id, name=str(name) or "?", arguments=args, turn=self.turn),
+                      correlationid=call_id)
+        if name not in TOOL_NAMES:
+            raise AssistantFailure(f"turn {self.turn}: unknown tool {name!r}")
+        self._count(str(name))
+        return call_id
+
+    def result(
+        self,
+        call_id: str,
+        name: str,
+        output: Any = None,
+        error: str | None = None,
+        latency_ms: float | None = None,
+        usage: dict[str, int] | None = None,
+    ) -> None:
+        self.log.emit(self.session_id, "rounds.tool.result",
+                      ToolResult(call_id=call_id, name=name, output=output if error is None else None,
+                                 error=error, latency_ms=latency_ms, turn=self.turn, usage=usage),
+                      correlationid=call_id)
+
+    async def ask_patient(self, text: str) -> str:
+        """The assistant asks the patient: question and answer are both recorded (the answer with the ids of
+        the memory facts it disclosed, which the assistant never sees)."""
+        self.check_open()
+        if not isinstance(text, str) or not text.strip():
+            raise AssistantFailure(f"turn {self.turn}: empty question to the patient")
+        if not self.declared_steps:
+            self._count("ask_patient")
+        self.patient_questions += 1
+        question_id = uuid.uuid4().hex
+        self.log.emit(self.session_id, "rounds.message.assistant",
+                      communication(question_id, "assistant", ["patient"], text, language=self.language,
+                                    turn=self.turn, kind="question",
+                                    in_response_to=[self.doctor_message] if self.doctor_message else None))
+        try:
+            reply = self.patient.answer(text)
+            said = reply.text
+            if self.voice is not None and reply.matched:
+                said = await self.voice.speak(text, reply, self)
+        except Exception as exc:  # noqa: BLE001 - any patient-side bug is the patient's, never the assistant's
+            raise PatientFailure(f"turn {self.turn}: the patient agent failed: {exc!r}") from exc
+        self.log.emit(self.session_id, "rounds.message.patient",
+                      communication(uuid.uuid4().hex, "patient", ["assistant"], said, language=self.language,
+                                    turn=self.turn, kind="answer", disclosed=list(reply.disclosed),
+                                    in_response_to=[question_id]))
+        await self.log.flush(self.session_id)
+        return said
+
+    async def ask_physician(self, text: str) -> str:
+        """A clarifying question to the physician (answered from the turn's explicit phrasing, bounded)."""
+        self.check_open()
+        if not isinstance(text, str) or not text.strip():
+            raise AssistantFailure(f"turn {self.turn}: empty question to the physician")
+        question_id = uuid.uuid4().hex
+        self.log.emit(self.session_id, "rounds.message.assistant",
+                      communication(question_id, "assistant", ["doctor"], text, language=self.language,
+                                    turn=self.turn, kind="clarification"))
+        reply = self.physician.clarify(self.turn, text)
+        self.log.emit(self.session_id, "rounds.message.doctor",
+                      communication(uuid.uuid4().hex, "doctor", ["assistant"], reply, language=self.language,
+                                    turn=self.turn, kind="clarification", in_response_to=[question_id]))
+        await self.log.flush(self.session_id)
+        return reply

@@ -1,0 +1,89 @@
+"""The simulator's side of a session's log: its events on `rounds.sessions`, numbered per session.
+
+The FHIR server records the assistant's EHR calls into the same session (same key, same sequence counter), so
+both producers share `SessionSequences` (a counter row per session in the database). Events are queued
+(`emit`, cheap and synchronous, callable from an assistant's `step`) and written in order by `flush` —
+which the orchestrator awaits before anything the FHIR server will record (each proxied FHIR request) and
+before each message, so the log's order is the order things happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from events.bus import Bus
+from events.catalog import CATALOG
+from events.envelope import CloudEvent
+from events.sequences import SessionSequences
+from events.topics import SESSIONS
+
+SOURCE = "/rounds/simulator"
+
+
+@dataclass(frozen=True)
+class Pending:
+    type: str
+    data: BaseModel
+    id: str
+    correlationid: str | None
+    causationid: str | None
+
+
+class SessionLog:
+    """Queues and publishes one run's simulator events (any number of sessions at once)."""
+
+    def __init__(self, bus: Bus, sequences: SessionSequences, topic: str = SESSIONS) -> None:
+        self.bus, self.sequences, self.topic = bus, sequences, topic
+        self._pending: dict[str, list[Pending]] = defaultdict(list)
+        self._locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.published = 0
+
+    def emit(
+        self,
+        session_id: str,
+        type_: str,
+        data: BaseModel,
+        *,
+        correlationid: str | None = None,
+        causationid: str | None = None,
+    ) -> str:
+        """Queue an event; returns its id (known before it is written, so later events can point at it)."""
+        event_id = uuid.uuid4().hex
+        self._pending[session_id].append(Pending(type_, data, event_id, correlationid, causationid))
+        return event_id
+
+    async def flush(self, session_id: str) -> list[CloudEvent]:
+        """Write the session's queued events, in order, with consecutive sequence numbers."""
+        async with self._locks[session_id]:
+            items = self._pending.pop(session_id, None)
+            if not items:
+                return []
+            return await asyncio.to_thread(self._write, session_id, items)
+
+    async def publish(self, session_id: str, type_: str, data: BaseModel, **ids: str | None) -> str:
+        event_id = self.emit(session_id, type_, data, **ids)
+        await self.flush(session_id)
+        return event_id
+
+    def _write(self, session_id: str, items: list[Pending]) -> list[CloudEvent]:
+        numbers = self.sequences.allocate(session_id, len(items))
+        events = [
+            CATALOG.make(
+                item.type, item.data, source=SOURCE, subject=session_id, id=item.id, sequence=number,
+                correlationid=item.correlationid, causationid=item.causationid,
+            )
+            for item, number in zip(items, numbers, strict=True)
+        ]
+        self.bus.publish_many(self.topic, [(session_id, event) for event in events])
+        self.published += len(events)
+        return events
+
+    def forget(self, session_id: str) -> None:
+        """Drop a finished session's bookkeeping (its queue is empty once `flush` ran)."""
+        self._pending.pop(session_id, None)
+        self._locks.pop(session_id, None)

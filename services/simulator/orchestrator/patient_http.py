@@ -1,0 +1,57 @@
+"""`POST /sessions/<id>/patient {"text"}` → `{"text"}`: the patient over HTTP (assistants in another process).
+
+The router belongs to the simulator (the FHIR service never imports it): on the embedded default it is mounted
+on the in-process FHIR app, so the patient is reachable beside the session's FHIR base; against a separate
+`rounds serve` the simulator serves it on its own port. Either way the exchange goes through the running
+session (`LiveSession.ask_patient`), so it is counted and recorded exactly like an in-process question.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from services.simulator.data_model import SessionFailure
+from services.simulator.orchestrator.live import LiveSession
+
+router = APIRouter(tags=["simulator"])
+
+
+def sessions_of(app: FastAPI) -> dict[str, LiveSession]:
+    """The registry of running sessions the router answers for (created on first use)."""
+    registry = getattr(app.state, "simulator_sessions", None)
+    if registry is None:
+        registry = app.state.simulator_sessions = {}
+    return registry
+
+
+def _error(status: int, detail: str) -> JSONResponse:
+    return JSONResponse({"error": detail}, status_code=status)
+
+
+@router.post("/sessions/{session_id}/patient", summary='ask the session\'s patient: {"text"} -> {"text"}')
+async def ask_patient(session_id: str, request: Request) -> JSONResponse:
+    live = sessions_of(request.app).get(session_id)
+    if live is None or live.closed:
+        return _error(404, f"no running simulated session {session_id}")
+    try:
+        body = await request.json()
+    except ValueError:
+        return _error(400, "body must be JSON: {\"text\": ...}")
+    text = body.get("text") if isinstance(body, dict) else None
+    if not isinstance(text, str) or not text.strip():
+        return _error(400, "body must be {\"text\": <non-empty string>}")
+    try:
+        answer = await live.ask_patient(text)
+    except SessionFailure as failure:
+        live.pending_failure = failure  # the orchestrator ends the session with its reason after the turn
+        status = 429 if failure.reason == "max_steps" else 409 if failure.reason == "assistant_error" else 503
+        return _error(status, failure.detail)
+    return JSONResponse({"text": answer})
+
+
+def patient_app() -> FastAPI:
+    """The patient endpoint alone (served by the simulator next to a separate `rounds serve`)."""
+    app = FastAPI(title="Rounds simulated patient", docs_url="/docs")
+    app.include_router(router)
+    return app

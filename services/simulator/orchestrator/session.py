@@ -1,0 +1,184 @@
+"""One session, start to end: sandbox → session.started → per turn doctor / assistant's work / answer → ended.
+
+Who is charged for a failure is decided here, once: past the step limit → `max_steps` (even if the assistant
+caught the refusal and failed otherwise); the turn's deadline → `timeout`; a failure the assistant raised
+while the FHIR server was failing (5xx, broken connection) → `infrastructure_error`; a patient-agent bug →
+`patient_error`; anything else the assistant did wrong (raised, returned non-text, unknown tool) →
+`assistant_error`. A sandbox that cannot be opened never becomes a session (counted as infrastructure).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import httpx
+
+from events.payloads import SessionEnded, SessionStarted, communication
+from services.simulator.agents.patient import PatientAgent
+from services.simulator.agents.physician import Physician
+from services.simulator.data_model import (
+    AssistantFailure,
+    AssistantTimeout,
+    HistoryItem,
+    InfrastructureFailure,
+    Scenario,
+    SessionFailure,
+    SessionTools,
+    StepLimitExceeded,
+    TurnRequest,
+)
+from services.simulator.orchestrator.environment import FhirEnvironment
+from services.simulator.orchestrator.live import LiveSession
+from services.simulator.orchestrator.log import SessionLog
+from services.simulator.orchestrator.transport import SessionTransport
+
+
+@dataclass(frozen=True)
+class SessionJob:
+    """One session to run: a scenario line in a language and variant, as trial `trial`."""
+
+    scenario: Scenario
+    definition: dict  # the line as read (recorded on session.started)
+    digest: str
+    trial: int
+    language: str
+    variant: str
+
+    @property
+    def key(self) -> tuple[str, int, str, str]:
+        return (self.scenario.id, self.trial, self.language, self.variant)
+
+
+@dataclass
+class SessionOutcome:
+    job: SessionJob
+    session_id: str | None
+    reason: str
+    turns: int
+    error: str | None = None
+    duration_ms: float = 0.0
+    clarifications: int = 0
+    patient_questions: int = 0
+
+
+@dataclass
+class SessionSettings:
+    run_id: str
+    assistant_spec: str
+    seed: int = 0
+    max_steps: int = 8
+    turn_timeout_s: float = 120.0
+    replay_of: str | None = None
+    causation: dict[str, str] = field(default_factory=dict)  # job key -> original session.started event id
+    voice: object = None
+
+
+def charge(exc: BaseException, live: LiveSession) -> SessionFailure:
+    """The failure a turn ends with, attributed to whoever caused it."""
+    if live.over_limit and isinstance(live.pending_failure, StepLimitExceeded):
+        return live.pending_failure
+    if isinstance(exc, StepLimitExceeded):
+        return exc
+    if isinstance(exc, TimeoutError):
+        if live.faults:
+            return InfrastructureFailure(f"turn {live.turn}: timed out while the FHIR server failed: "
+                                         f"{live.faults[0]}")
+        return AssistantTimeout(f"turn {live.turn}: no answer within the deadline")
+    if isinstance(exc, SessionFailure) and exc.reason != "assistant_error":
+        return exc
+    if live.faults:
+        return InfrastructureFailure(f"turn {live.turn}: FHIR server failure {live.faults[0]} ({exc!r})")
+    if isinstance(exc, SessionFailure):
+        return exc
+    return AssistantFailure(f"turn {live.turn}: the assistant raised {exc!r}"[:2000])
+
+
+async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: SessionJob,
+                      settings: SessionSettings) -> SessionOutcome:
+    started = time.monotonic()
+    scenario = job.scenario
+    try:
+        session_id, fhir_base = await env.open_session(scenario.now)
+    except SessionFailure as failure:
+        return SessionOutcome(job, None, failure.reason, 0, failure.detail)
+    live = LiveSession(
+        session_id=session_id, fhir_base=fhir_base,
+        patient_url=f"{env.patient_root}/sessions/{session_id}/patient", scenario=scenario,
+        language=job.language, log=log, physician=Physician(scenario, job.language, job.variant),
+        patient=PatientAgent(scenario, job.language), max_steps=settings.max_steps, voice=settings.voice,
+    )
+    env.sessions[session_id] = live
+    if hasattr(assistant, "observe_scenario"):  # the oracle reads the truth; nothing else may
+        assistant.observe_scenario(session_id, scenario)
+    client = httpx.AsyncClient(transport=SessionTransport(env.transport, live), base_url=fhir_base,
+                               timeout=settings.turn_timeout_s,
+                               headers={"Accept": "application/fhir+json"})
+    turns, failure = 0, None
+    try:
+        log.emit(session_id, "rounds.session.started", SessionStarted(
+            assistant=settings.assistant_spec, patient=scenario.patient, encounter=scenario.encounter,
+            scenario=scenario.id, as_of=scenario.now, fhir_base=fhir_base, seed=settings.seed,
+            run_id=settings.run_id, trial=job.trial, language=job.language, variant=job.variant,
+            scenario_digest=job.digest, scenario_definition=job.definition, replay_of=settings.replay_of,
+        ), causationid=settings.causation.get("|".join(map(str, job.key))))
+        history: list[HistoryItem] = []
+        for turn in scenario.turns:
+            text = live.physician.say(turn.index)
+            doctor_id = uuid.uuid4().hex
+            log.emit(session_id, "rounds.message.doctor", communication(
+                doctor_id, "doctor", ["assistant"], text, language=job.language, turn=turn.index,
+                kind="request"))
+            await log.flush(session_id)
+            live.begin_turn(turn.index, doctor_id)
+            answer = await _turn(assistant, live, client, settings, TurnRequest(
+                session_id=session_id, run_id=settings.run_id, turn=turn.index, message=text,
+                language=job.language, history=tuple(history), fhir_base=fhir_base,
+                patient_url=live.patient_url, patient=scenario.patient, now=scenario.now.isoformat(),
+                max_steps=settings.max_steps))
+            log.emit(session_id, "rounds.message.assistant", communication(
+                uuid.uuid4().hex, "assistant", ["doctor"], answer, language=job.language, turn=turn.index,
+                kind="answer", in_response_to=[doctor_id]))
+            history += [HistoryItem("doctor", text, turn.index), HistoryItem("assistant", answer, turn.index)]
+            turns += 1
+    except SessionFailure as exc:
+        failure = exc
+    except Exception as exc:  # noqa: BLE001 - the bus or the orchestrator itself failed
+        failure = InfrastructureFailure(f"the simulator failed: {exc!r}"[:2000])
+    finally:
+        live.closed = True
+        await client.aclose()
+    outcome = SessionOutcome(job, session_id, failure.reason if failure else "completed", turns,
+                             failure.detail if failure else None, (time.monotonic() - started) * 1000,
+                             live.physician.clarifications, live.patient_questions)
+    try:
+        await log.flush(session_id)  # whatever the failed turn left queued, then the end
+        await log.publish(session_id, "rounds.session.ended", SessionEnded(
+            reason=outcome.reason, turns=turns, duration_ms=outcome.duration_ms, error=outcome.error,
+            run_id=settings.run_id))
+    except Exception as exc:  # noqa: BLE001 - the log is down: the run's summary still says what happened
+        outcome.reason, outcome.error = "infrastructure_error", f"could not record the end: {exc!r}"
+    finally:
+        env.sessions.pop(session_id, None)
+        log.forget(session_id)
+    return outcome
+
+
+async def _turn(assistant, live: LiveSession, client: httpx.AsyncClient, settings: SessionSettings,
+                request: TurnRequest) -> str:
+    tools = SessionTools(http=client, ask_patient=live.ask_patient, step=live.step, result=live.result,
+                         ask_physician=live.ask_physician)
+    try:
+        answer = await asyncio.wait_for(assistant.respond(request, tools), settings.turn_timeout_s)
+    except BaseException as exc:
+        if isinstance(exc, asyncio.CancelledError) and not isinstance(exc, TimeoutError):
+            raise
+        raise charge(exc, live) from exc
+    if live.pending_failure is not None:
+        raise charge(live.pending_failure, live)
+    if not isinstance(answer, str) or not answer.strip():
+        raise AssistantFailure(f"turn {live.turn}: the answer is not text: {type(answer).__name__} "
+                               f"{answer!r}"[:500])
+    return answer

@@ -1,0 +1,77 @@
+"""How an in-process assistant reaches the FHIR server: an httpx transport per session.
+
+It confines the assistant to its own session (requests outside the session's FHIR base and patient endpoint
+get a 403 OperationOutcome, so one session can neither read nor write another's sandbox or the shared
+record), counts each request as a step, writes the session's queued simulator events first (so the FHIR
+server's `rounds.ehr.*` land after them in the log), and notes server failures (5xx, broken connection) so
+a turn that fails because of them is charged to the infrastructure. `SyncBridge` gives synchronous `python:`
+assistants (run in a worker thread) the same transport through the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+
+from services.simulator.orchestrator.live import LiveSession
+
+
+def _refusal(detail: str) -> httpx.Response:
+    outcome = {
+        "resourceType": "OperationOutcome",
+        "issue": [{"severity": "error", "code": "forbidden", "diagnostics": detail}],
+    }
+    return httpx.Response(403, headers={"content-type": "application/fhir+json"},
+                          content=json.dumps(outcome).encode())
+
+
+class SessionTransport(httpx.AsyncBaseTransport):
+    def __init__(self, inner: httpx.AsyncBaseTransport, live: LiveSession) -> None:
+        self.inner, self.live = inner, live
+        self.allowed = (live.fhir_base.rstrip("/") + "/", live.fhir_base.rstrip("/") + "?")
+        self.fhir_base = live.fhir_base.rstrip("/")
+
+    def _inside(self, url: str) -> bool:
+        return url == self.fhir_base or url.startswith(self.allowed) or url == self.live.patient_url
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        live = self.live
+        url = str(request.url)
+        if not self._inside(url):
+            live.check_open()
+            return _refusal(f"outside this session's FHIR base {self.fhir_base}")
+        live.count_request(request.method, url)
+        await live.log.flush(live.session_id)
+        try:
+            response = await self.inner.handle_async_request(request)
+        except httpx.TransportError as exc:
+            live.fault(f"{request.method} {url}: {exc!r}")
+            raise
+        if response.status_code >= 500:
+            live.fault(f"{request.method} {url}: HTTP {response.status_code}")
+        return response
+
+    async def aclose(self) -> None:  # the inner transport is shared by every session
+        return None
+
+
+class SyncBridge(httpx.BaseTransport):
+    """A synchronous transport for code running in a worker thread: each request is sent by `client` (an
+    AsyncClient on the session transport) on `loop`, so it is confined, counted and recorded the same way."""
+
+    def __init__(self, client: httpx.AsyncClient, loop: asyncio.AbstractEventLoop) -> None:
+        self.client, self.loop = client, loop
+
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        body = request.read()
+        forwarded = httpx.Request(request.method, request.url, headers=request.headers, content=body)
+        response = await self.client.send(forwarded)
+        content = await response.aread()
+        await response.aclose()
+        return httpx.Response(response.status_code, headers=response.headers, content=content,
+                              request=request)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return asyncio.run_coroutine_threadsafe(self._send(request), self.loop).result()
