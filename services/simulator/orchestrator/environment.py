@@ -92,19 +92,27 @@ class FhirEnvironment:
                 await result
 
 
-async def embedded(settings: Settings, bus: Bus, *, network: bool = False) -> FhirEnvironment:
-    """The FHIR app in this process on `settings.database_url`, recording into `bus`."""
-    from services.fhir_api.backbone import install_event_backbone
+async def embedded(
+    settings: Settings, bus: Bus, *, network: bool = False, mcp: bool = False
+) -> FhirEnvironment:
+    """The FHIR app in this process on `settings.database_url`, recording into `bus`; with `mcp`, the
+    per-session MCP endpoint (`/sessions/<id>/mcp`, assistants/mcp_server.py) is mounted on it too."""
     from rounds.migrate import upgrade
     from services.fhir_api.app import create_app
+    from services.fhir_api.backbone.wiring import install_event_backbone
 
     await asyncio.to_thread(upgrade, settings.database_url)
     app = create_app(settings)
     backbone = install_event_backbone(app, settings, bus=bus)
     app.include_router(patient_router)
+    mount = None
+    if mcp:
+        from services.simulator.assistants.mcp_server import mount_mcp
+
+        mount = mount_mcp(app)
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # a crash is a 500, as over TCP
     env = FhirEnvironment(LOCAL_ROOT, transport, app, LOCAL_ROOT)
-    env._closers += [backbone.close, app.state.store.close_async]
+    env._closers += [backbone.close, app.state.store.close_async] + ([mount.aclose] if mount else [])
     if network:
         root, server, task = await serve_in_loop(app)
         env.root = env.patient_root = root

@@ -54,7 +54,8 @@ async def run_scenarios(jobs: list[SessionJob], assistant: Assistant | str, opti
         if options.fhir_base:
             env = await environment.remote(options.fhir_base, network=network)
         else:
-            env = await environment.embedded(settings, bus, network=network)
+            mcp = str(getattr(assistant, "spec", "")).startswith("mcp")
+            env = await environment.embedded(settings, bus, network=network, mcp=mcp)
         session_settings = SessionSettings(
             run_id=options.run_id, assistant_spec=getattr(assistant, "spec", type(assistant).__name__),
             seed=options.seed, max_steps=options.max_steps, turn_timeout_s=options.turn_timeout_s,
