@@ -27,6 +27,7 @@ COMMAND_MODULES: list[str] = [
     "services.fhir_api.reindex",
     "services.consumers.report.cli",
     "services.simulator.orchestrator.cli",
+    "services.consumers.scoring.cli",
 ]
 
 

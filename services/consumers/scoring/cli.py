@@ -1,0 +1,109 @@
+"""`rounds score` (re-score a run from the log) and `rounds consume scorer` (the long-lived scorer service).
+
+`python -m services.consumers.scoring.cli consume scorer ...` runs the same commands standalone (the fault
+tests start the service that way and SIGKILL it).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from pathlib import Path
+
+import typer
+
+from events.topics import DEADLETTER, SCORES
+from rounds.settings import Settings
+
+DATABASE_URL = typer.Option(None, "--database-url", help="default: ROUNDS_DATABASE_URL")
+
+
+def _settings(database_url: str | None) -> Settings:
+    settings = Settings()
+    return settings.model_copy(update={"database_url": database_url}) if database_url else settings
+
+
+def score_command(
+    run: str = typer.Option(..., "--run", help="the run to score (rounds.session.started runId)"),
+    scorer_version: str | None = typer.Option(None, "--scorer-version", help="label of these scores "
+                                              "(default: the code's SCORER_VERSION); replaces that version"),
+    scenarios: Path | None = typer.Option(None, "--scenarios", exists=True, dir_okay=False,
+                                          help="fresh scenario definitions (JSONL) by scenario id"),
+    topic: str | None = typer.Option(None, "--topic", help="read this sessions topic instead"),
+    scores_topic: str = typer.Option(SCORES, "--scores-topic"),
+    json_out: Path | None = typer.Option(None, "--json", help="also write the RunReport document here"),
+    database_url: str | None = DATABASE_URL,
+) -> None:
+    """Re-score a run from the log with a fresh consumer group; prints the summary as JSON."""
+    from services.consumers.scoring.api import score_run
+    from services.consumers.scoring.scenarios import ScenarioFileError
+
+    try:
+        report = score_run(_settings(database_url), run, scorer_version=scorer_version, scenarios=scenarios,
+                           topics=(topic,) if topic else None, scores_topic=scores_topic)
+    except ScenarioFileError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--scenarios") from None
+    if json_out is not None:
+        json_out.write_text(report.model_dump_json(indent=1), encoding="utf-8")
+    m = report.metrics
+    typer.echo(json.dumps({"run": run, "scorer_version": report.scorer_version, "sessions": m.sessions,
+                           "excluded_sessions": m.excluded_sessions, "turns": m.turns, "avg": m.avg,
+                           "pass_at_session": m.pass_at_session, "pass_hat_k": m.pass_hat_k}))
+    if not report.sessions:
+        typer.echo(f"rounds score: no ended session of run {run!r} in the log", err=True)
+        raise typer.Exit(1)
+
+
+def consume_scorer(
+    group: str = typer.Option("scorer", help="consumer group (its positions live in the database)"),
+    scorer_version: str | None = typer.Option(None, "--scorer-version"),
+    batch_size: int = typer.Option(200, min=1, max=100_000),
+    until_caught_up: bool = typer.Option(False, help="stop once the end offsets seen at start are applied"),
+    idle_exit: float | None = typer.Option(None, help="stop after this many seconds without records"),
+    topic: list[str] | None = typer.Option(None, help="read these topics instead of rounds.sessions"),
+    scores_topic: str = typer.Option(SCORES, "--scores-topic"),
+    deadletter_topic: str = typer.Option(DEADLETTER, "--deadletter-topic"),
+    database_url: str | None = DATABASE_URL,
+) -> None:
+    """Run the scorer as a long-lived consumer group (scales by partitions); SIGTERM finishes the batch."""
+    from events.factory import open_bus
+    from events.projections.runner import ProjectionRunner
+    from events.relay import Relay
+    from rounds.db import make_engine
+    from services.consumers.scoring.api import make_projection, run_service
+    from services.consumers.scoring.fhir_state import fhir_client
+    from services.consumers.scoring.scorer import SCORER_VERSION
+
+    settings = _settings(database_url)
+    bus, engine = open_bus(settings), make_engine(settings.database_url)
+    client = fhir_client(settings)
+    projection = make_projection(client, topics=tuple(topic) if topic else None,
+                                 scorer_version=scorer_version or SCORER_VERSION, scores_topic=scores_topic)
+    runner = ProjectionRunner(bus, engine, projection, group_id=group, batch_size=batch_size,
+                              deadletter_topic=deadletter_topic)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: (stop.set(), runner.request_stop()))
+    try:
+        run_service(runner, Relay(engine, bus), stop, idle_exit_s=idle_exit, until_caught_up=until_caught_up)
+    finally:
+        runner.close()
+        client.close()
+        bus.close()
+        engine.dispose()
+    typer.echo(json.dumps({"group": runner.group_id, "scored": len(projection.scored), **vars(runner.stats)}))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("score")(score_command)
+    consume = typer.Typer(help="Run a consumer service (a consumer group on the event log).",
+                          no_args_is_help=True)
+    consume.command("scorer")(consume_scorer)
+    app.add_typer(consume, name="consume")
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised by the fault tests in a subprocess
+    standalone = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    register(standalone)
+    standalone()
