@@ -209,3 +209,17 @@ def test_log_grouping_tolerates_missing_extensions() -> None:
     log = build_log("s", events)
     assert sorted(log.turns) == [0, 1] and log.turns[0].answer_text == "a0" and log.reason == "open"
     assert cited_numbers("on 2150-02-28 at 08:00 it was 7") [0].value == 7
+
+
+def test_string_facts_by_phrase_or_by_their_numbers_and_entity() -> None:
+    from services.simulator.data_model.scenario import Localized
+
+    dose = Fact(kind="exists", value="2.5 mg twice daily",
+                label=Localized(en="apixaban 2.5 mg twice daily", zh="阿哌沙班2.5毫克每日两次"))
+    assert fact_stated("Apixaban 2.5 mg, twice daily.", dose)[0]
+    assert fact_stated("阿哌沙班2.5毫克，每日两次。", dose)[0]
+    assert fact_stated("Eliquis 2.5 mg BID, i.e. twice a day", dose)[0]  # numbers + a synonym of the entity
+    assert not fact_stated("Warfarin 2.5 mg twice daily", dose)[0]  # the wrong drug
+    assert not fact_stated("Apixaban 5 mg twice daily", dose)[0]
+    culture = Fact(kind="latest", value="positive", label=Localized(en="blood culture", zh="血培养"))
+    assert fact_stated("Blood culture: POSITIVE", culture)[0] and not fact_stated("pending", culture)[0]

@@ -37,14 +37,13 @@ def print_summary(summary: RunSummary) -> None:
 
 
 def print_scores(summary: RunSummary, console) -> None:
-    """Scores, when the scorer (services/consumers/scoring) offers `score_run(run_id) -> str` (a printable
-    summary); until then the run's log is ready for `rounds score`."""
-    try:
-        from services.consumers.scoring import score_run  # type: ignore[attr-defined]
-    except ImportError:
-        console.print(f"scores: not computed here (score the log of run {summary.run_id} with the scorer)")
-        return
-    console.print(score_run(summary.run_id))
+    """Scores the run in process through the scorer's own code (services/consumers/scoring: a fresh consumer
+    group over the run's log, the sandboxes read over the FHIR API) and prints the report's summary table."""
+    from rounds.settings import get_settings
+    from services.consumers.report.terminal import print_summary as print_report
+    from services.consumers.scoring.api import score_run
+
+    print_report(console, score_run(get_settings(), summary.run_id))
 
 
 def register(app: typer.Typer) -> None:
