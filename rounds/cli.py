@@ -16,7 +16,8 @@ app = typer.Typer(
 )
 
 # Modules exposing `register(app: typer.Typer) -> None`; order is the order in --help.
-COMMAND_MODULES: list[str] = [
+COMMAND_MODULES: list[str    "services.simulator.scenarios.cli",
+] = [
     "rounds.db_cli",
     "rounds.demo",
     "events.cli",

@@ -17,7 +17,14 @@ import pytest
 from sqlalchemy import create_engine, text
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
+# ../shared/data beside the checkout; a git worktree one level deeper finds it one level up; or set the path.
+SHARED_DATA = Path(
+    os.environ.get("ROUNDS_SHARED_DATA")
+    or next(
+        (p for p in (REPO.parent / "shared" / "data", REPO.parent.parent / "shared" / "data") if p.exists()),
+        REPO.parent / "shared" / "data",
+    )
+)
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 

@@ -1,0 +1,339 @@
+"""Evaluating a definition's bindings for one candidate moment: each binding kind is one function over the
+chart as of `now` (truth.py does the arithmetic). The families name kinds; they never carry code."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import cache
+from typing import Any
+
+from services.simulator.scenarios import truth as T
+from services.simulator.scenarios import vocabulary as vocab
+from services.simulator.scenarios.chart import Chart, Isolate, Med
+from services.simulator.scenarios.families import Binding, Require
+
+# What a decision outcome concludes, for `conclusion` rubric items (yes/no, or a trend's direction).
+CONCLUSION = {
+    "order": "yes",
+    "no_order": "no",
+    "adjust": "yes",
+    "no_adjust": "no",
+    "duplicate": "yes",
+    "no_duplicate": "no",
+    "conflict": "yes",
+    "no_conflict": "no",
+    "covered": "yes",
+    "not_covered": "no",
+    "up": "up",
+    "down": "down",
+    "unchanged": "unchanged",
+    "improved": "yes",
+    "not_improved": "no",
+}
+
+
+@cache
+def rules() -> dict[str, Any]:
+    return json.loads((vocab.DATA / "rules.json").read_text(encoding="utf-8"))
+
+
+@dataclass
+class Moment:
+    """A candidate: a patient, the clock, and what the anchor picked (a lab key, an order, an isolate...)."""
+
+    chart: Chart
+    now: datetime
+    lab: str | None = None
+    med: Med | None = None
+    isolate: Isolate | None = None
+    encounter: str | None = None
+    anchor_value: float | None = None
+    values: dict[str, T.Truth] = field(default_factory=dict)
+
+
+def _lab_of(b: Binding, m: Moment) -> str:
+    key = b.lab or m.lab
+    if key is None:
+        raise ValueError(f"binding {b.name}: no lab (the anchor has none)")
+    return key
+
+
+def _time_of(truth: T.Truth) -> datetime | None:
+    return truth.time
+
+
+def _latest(b: Binding, m: Moment) -> T.Truth:
+    key = _lab_of(b, m)
+    if b.of:
+        after = _time_of(m.values[b.of])
+        series = [x for x in T.known(m.chart, key, m.now) if after is not None and x.effective > after]
+        pick = max(series, key=lambda x: (x.known, x.effective, x.ref)) if series else None
+        return T.lab_truth("latest", pick, key)
+    return T.lab_truth("latest", T.latest(m.chart, key, m.now, b.hours), key)
+
+
+def _previous(b: Binding, m: Moment) -> T.Truth:
+    ref_truth = m.values[b.of or ""]
+    key = _lab_of(b, m)
+    lab = ref_truth.extra.get("_lab")
+    if lab is None:
+        return T.lab_truth("value_at", None, key)
+    marker = (lab.known, lab.effective, lab.ref)
+    series = [x for x in T.known(m.chart, key, m.now) if (x.known, x.effective, x.ref) < marker]
+    return T.lab_truth("value_at", series[-1] if series else None, key)
+
+
+def _value_at(b: Binding, m: Moment) -> T.Truth:
+    key = _lab_of(b, m)
+    when = _time_of(m.values[b.of or ""])
+    pick = T.latest(m.chart, key, when) if when else None
+    return T.lab_truth("value_at", pick, key)
+
+
+def _aggregate(b: Binding, m: Moment) -> T.Truth:
+    return T.aggregate(b.kind, m.chart, _lab_of(b, m), m.now, b.hours or 24)
+
+
+def _exists(b: Binding, m: Moment) -> T.Truth:
+    key = _lab_of(b, m)
+    hours = b.hours if b.hours is not None else (b.days or 0) * 24 or None
+    pick = T.latest(m.chart, key, m.now, hours)
+    found = T.lab_truth("exists", pick, key)
+    if pick is None:
+        return found
+    found.value = True
+    return found
+
+
+def _decision(b: Binding, m: Moment) -> T.Truth:
+    rule = rules()[b.rule or ""]
+    source = m.values[b.input or ""]
+    number = float(source.value) if source.present and isinstance(source.value, int | float) else None
+    if rule["type"] == "tiers":
+        out = T.tiers(rule, number)
+    elif rule["type"] == "linear":
+        out = T.linear(rule, number)
+    elif rule["type"] == "age":
+        out = T.age_rule(rule, source.time if source.present else None, m.now)
+    elif rule["type"] == "egfr":
+        threshold = vocab.drug(m.med.key)["renal"] if m.med and m.med.key else None
+        if number is None or threshold is None:
+            out = {"outcome": "no_adjust"}
+        else:
+            out = {
+                "outcome": rule["outcome_below"] if number < threshold else rule["outcome_else"],
+                "threshold": threshold,
+            }
+    else:
+        raise ValueError(f"rule {b.rule}: unknown type {rule['type']}")
+    outcome = out.pop("outcome")
+    if "dose" in out and "hours" in out:
+        out["rate"] = round(out["dose"] / out["hours"], 3)
+    return T.Truth(
+        kind="decision",
+        value=outcome,
+        refs=list(source.refs),
+        code=f"urn:rounds:rule|{b.rule}",
+        unit=out.pop("unit", None),
+        label={"en": b.rule.replace("_", " "), "zh": b.rule.replace("_", " ")},
+        extra={**out, "rule": b.rule},
+    )
+
+
+def _egfr(b: Binding, m: Moment) -> T.Truth:
+    return T.egfr_truth(m.chart, m.values[b.input or ""], m.now)
+
+
+def _age(b: Binding, m: Moment) -> T.Truth:
+    age = m.chart.age_at(m.now)
+    return T.Truth(
+        kind="value_at",
+        value=age,
+        unit="years",
+        time=m.now,
+        refs=[m.chart.patient],
+        code="urn:rounds:derived|age",
+        label={"en": "age", "zh": "年龄"},
+        present=age is not None,
+    )
+
+
+def _demographics(b: Binding, m: Moment) -> T.Truth:
+    c = m.chart
+    return T.Truth(
+        kind="value_at",
+        value=c.mrn,
+        refs=[c.patient],
+        code="http://mimic.mit.edu/fhir/mimic/identifier/patient",
+        label={"en": "MRN", "zh": "病历号"},
+        present=bool(c.mrn and c.birth_date),
+        extra={"name": c.name, "birth_date": c.birth_date.isoformat() if c.birth_date else None},
+    )
+
+
+def _med_truth(med: Med) -> T.Truth:
+    entry = vocab.drug(med.key) if med.key else {"en": med.name, "zh": med.name}
+    return T.Truth(
+        kind="exists",
+        value=True,
+        time=med.start,
+        refs=[med.ref],
+        code=f"urn:rounds:drug|{med.key}",
+        label={"en": entry["en"], "zh": entry["zh"]},
+        extra={"name": med.name, "dose": med.dose, "dose_unit": med.dose_unit, "route": med.route},
+    )
+
+
+def _anchor_med(b: Binding, m: Moment) -> T.Truth:
+    if m.med is None:
+        raise ValueError(f"binding {b.name}: the anchor picked no order")
+    return _med_truth(m.med)
+
+
+def _active(m: Moment) -> list[Med]:
+    return [x for x in m.chart.meds if x.key and x.active_at(m.now)]
+
+
+def _class_duplicates(b: Binding, m: Moment) -> T.Truth:
+    mine = vocab.drug(m.med.key)["class"]  # type: ignore[union-attr]
+    others = sorted(
+        {x.key: x for x in _active(m) if x.key != m.med.key and vocab.drug(x.key)["class"] == mine}.items()
+    )  # type: ignore[union-attr]
+    names = [vocab.drug(k) for k, _ in others]
+    return T.Truth(
+        kind="decision",
+        value="duplicate" if others else "no_duplicate",
+        refs=[m.med.ref, *(x.ref for _, x in others)],
+        code="urn:rounds:rule|duplicate_therapy",  # type: ignore[union-attr]
+        label={"en": "duplicate therapy", "zh": "重复用药"},
+        extra={
+            "class": mine,
+            "others_en": ", ".join(n["en"] for n in names) or "none",
+            "others_zh": "、".join(n["zh"] for n in names) or "无",
+        },
+    )
+
+
+def _allergy(b: Binding, m: Moment) -> T.Truth:
+    drug_class = vocab.drug(m.med.key)["class"]  # type: ignore[union-attr]
+    hits = [
+        c
+        for c in m.chart.conditions
+        if c.known is not None
+        and c.known <= m.now
+        and drug_class in vocab.condition(c.key).get("allergy_class", ())
+    ]
+    entry = vocab.condition(hits[-1].key) if hits else None
+    return T.Truth(
+        kind="decision",
+        value="conflict" if hits else "no_conflict",
+        refs=[m.med.ref, *(c.ref for c in hits[-1:])],
+        code="urn:rounds:rule|allergy_conflict",  # type: ignore[union-attr]
+        label={"en": "allergy check", "zh": "过敏核查"},
+        extra={"allergy_en": entry["en"] if entry else "none", "allergy_zh": entry["zh"] if entry else "无"},
+    )
+
+
+def _isolate(b: Binding, m: Moment) -> T.Truth:
+    iso = m.isolate
+    if iso is None:
+        raise ValueError(f"binding {b.name}: the anchor picked no isolate")
+    names = vocab.organism_names(iso.organism)
+    return T.Truth(
+        kind="exists",
+        value=True,
+        time=iso.collected,
+        refs=[iso.ref],
+        code="urn:rounds:organism|" + iso.organism,
+        label=names,
+        extra={"organism_en": names["en"], "organism_zh": names["zh"], "specimen": iso.specimen or ""},
+    )
+
+
+def _susceptibility(b: Binding, m: Moment) -> T.Truth:
+    iso = m.isolate
+    want = "S" if b.kind == "susceptible" else "R"
+    hits = [s for s in iso.susceptibilities if s.interpretation == want and s.known <= m.now]  # type: ignore[union-attr]
+    names = [vocab.antibiotic_names(s.antibiotic) for s in hits]
+    return T.Truth(
+        kind="count",
+        value=len(hits),
+        refs=[s.ref for s in hits],
+        code=f"urn:rounds:susceptibility|{want}",
+        label={"en": "susceptible" if want == "S" else "resistant", "zh": "敏感" if want == "S" else "耐药"},
+        present=bool(hits),
+        extra={
+            "list_en": ", ".join(n["en"] for n in names) or "none",
+            "list_zh": "、".join(n["zh"] for n in names) or "无",
+            "antibiotics": [s.antibiotic for s in hits],
+        },
+    )
+
+
+def _constant(b: Binding, m: Moment) -> T.Truth:
+    return T.Truth(kind="value_at", value=b.value, time=m.now, refs=[m.chart.patient], present=True)
+
+
+KINDS: dict[str, Callable[[Binding, Moment], T.Truth]] = {
+    "latest": _latest,
+    "previous": _previous,
+    "value_at": _value_at,
+    "mean": _aggregate,
+    "min": _aggregate,
+    "max": _aggregate,
+    "count": _aggregate,
+    "trend": _aggregate,
+    "exists": _exists,
+    "decision": _decision,
+    "egfr": _egfr,
+    "age": _age,
+    "demographics": _demographics,
+    "anchor_med": _anchor_med,
+    "class_duplicates": _class_duplicates,
+    "allergy": _allergy,
+    "isolate": _isolate,
+    "susceptible": _susceptibility,
+    "resistant": _susceptibility,
+    "constant": _constant,
+}
+
+
+def _holds(req: Require, truth: T.Truth) -> bool:
+    if req.op == "present":
+        return truth.present
+    if req.op == "absent":
+        return not truth.present
+    value = truth.extra.get(req.field) if req.field != "value" else truth.value
+    if req.op == "in":
+        return value in req.value
+    if req.op in ("==", "!="):
+        return (value == req.value) == (req.op == "==")
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    return {
+        ">=": value >= req.value,
+        "<=": value <= req.value,
+        ">": value > req.value,
+        "<": value < req.value,
+    }[req.op]
+
+
+def evaluate(bindings: list[Binding], requires: list[Require], m: Moment) -> bool:
+    """Fill m.values binding by binding; False as soon as a requirement (checked once its binding exists)
+    fails."""
+    pending = list(requires)
+    for b in bindings:
+        m.values[b.name] = KINDS[b.kind](b, m)
+        for req in [r for r in pending if r.name == b.name]:
+            if not _holds(req, m.values[b.name]):
+                return False
+            pending.remove(req)
+    return True
+
+
+def next_morning(now: datetime, hour: int = 8) -> datetime:
+    """08:00 on the day after `now`, in `now`'s offset."""
+    return (now + timedelta(days=1)).replace(hour=hour, minute=0, second=0, microsecond=0)

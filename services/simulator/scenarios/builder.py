@@ -1,0 +1,232 @@
+"""Building a scenario set from a FHIR record: read every chart through the REST API, let each family's
+definitions propose moments, keep the qualifying ones in a seeded order that spreads sessions over patients,
+assemble the sessions and count what was built, dropped and skipped. Same record + seed -> same sessions."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from services.simulator.data_model import SCENARIO_FORMAT_VERSION, Scenario
+from services.simulator.scenarios import memory as mem
+from services.simulator.scenarios.bindings import Moment, evaluate
+from services.simulator.scenarios.chart import Chart
+from services.simulator.scenarios.engine import BUILDER, Infeasible, assemble, moments, session_rng
+from services.simulator.scenarios.families import Definition, families
+from services.simulator.scenarios.reader import RecordError, list_patients, read_chart
+
+SINGLE_TURN = "medagentbench"
+READ_CONCURRENCY = 4
+
+
+class BuildError(RuntimeError):
+    """The record cannot yield scenarios (unreadable, empty); the message says why."""
+
+
+@dataclass
+class Stats:
+    facts_kept: int = 0
+    facts_dropped: int = 0
+    sources_removed: int = 0
+    rejected: Counter = field(default_factory=Counter)  # definition -> moments failing requirements
+
+
+async def read_record(client: httpx.AsyncClient) -> tuple[list[Chart], list[dict[str, str]]]:
+    """Every patient's chart; patients whose reads fail are skipped with the reason."""
+    try:
+        patients = await list_patients(client)
+    except RecordError as exc:
+        raise BuildError(f"cannot list patients: {exc}") from exc
+    if not patients:
+        raise BuildError(f"the FHIR server at {client.base_url} holds no Patient resources")
+    medications: dict[str, dict] = {}
+    lock, gate = asyncio.Lock(), asyncio.Semaphore(READ_CONCURRENCY)
+    skipped: list[dict[str, str]] = []
+
+    async def one(patient: dict) -> Chart | None:
+        async with gate:
+            try:
+                return await read_chart(client, patient, medications, lock)
+            except RecordError as exc:
+                skipped.append({"patient": f"Patient/{patient['id']}", "reason": str(exc)})
+                return None
+
+    charts = [c for c in await asyncio.gather(*(one(p) for p in patients)) if c is not None]
+    if not charts:
+        raise BuildError(f"every patient's chart failed to read; first: {skipped[0]['reason']}")
+    for chart in charts:
+        if not any(chart.labs.values()):
+            skipped.append({"patient": chart.patient, "reason": "no lab results the vocabulary knows"})
+    return charts, sorted(skipped, key=lambda s: s["patient"])
+
+
+def _spread(cands: list[Moment], rng) -> list[Moment]:
+    """Shuffle, then take patients in turn, so that sessions spread over patients."""
+    rng.shuffle(cands)
+    by_patient: dict[str, list[Moment]] = {}
+    for m in cands:
+        by_patient.setdefault(m.chart.patient, []).append(m)
+    queues = list(by_patient.values())
+    out: list[Moment] = []
+    depth = 0
+    while len(out) < len(cands):
+        out.extend(q[depth] for q in queues if depth < len(q))
+        depth += 1
+    return out
+
+
+def _ordered(defn: Definition, charts: list[Chart], seed: int) -> list[Moment]:
+    rng = session_rng(seed, defn.id)
+    cands = [m for chart in charts for m in moments(defn, chart)]
+    prefer = defn.anchor.prefer
+    if not prefer:
+        return _spread(cands, rng)
+    low = _spread([m for m in cands if m.anchor_value is not None and m.anchor_value < prefer["below"]], rng)
+    rest = _spread(
+        [m for m in cands if not (m.anchor_value is not None and m.anchor_value < prefer["below"])], rng
+    )
+    out, share, taken_low = [], prefer["share"], 0
+    while low or rest:
+        if low and (not rest or taken_low <= share * len(out)):
+            out.append(low.pop(0))
+            taken_low += 1
+        else:
+            out.append(rest.pop(0))
+    return out
+
+
+def sessions_of(
+    family: str, defn: Definition, charts: list[Chart], seed: int, stats: Stats
+) -> Iterator[Scenario]:
+    """The definition's sessions, best spread first, lazily (the builder takes as many as it needs)."""
+    seen: set[str] = set()
+    for m in _ordered(defn, charts, seed):
+        if not evaluate(defn.bindings, defn.require, m):
+            stats.rejected[defn.id] += 1
+            continue
+        rng = session_rng(seed, f"{defn.id}|{m.chart.patient}|{m.now.isoformat()}")
+        persona = mem.persona(rng)
+        facts, dropped, removed = mem.verify(mem.propose(m.chart, persona.adherence, m.now), m.chart, m.now)
+        start = rng.randrange(len(defn.arcs))
+        for k in range(len(defn.arcs)):
+            arc = defn.arcs[(start + k) % len(defn.arcs)]
+            try:
+                scenario = assemble(family, defn, m, arc, facts, persona, seed)
+            except Infeasible:
+                continue
+            if scenario.id in seen:
+                break
+            seen.add(scenario.id)
+            stats.facts_kept += len(facts)
+            stats.facts_dropped += dropped
+            stats.sources_removed += removed
+            yield scenario
+            break
+
+
+def split(total: int, weights: list[float]) -> list[int]:
+    """Integer shares of `total` proportional to weights (largest remainders; ties to the first)."""
+    raw = [total * w / sum(weights) for w in weights]
+    shares = [int(r) for r in raw]
+    for i in sorted(range(len(raw)), key=lambda i: (shares[i] - raw[i], i))[: total - sum(shares)]:
+        shares[i] += 1
+    return shares
+
+
+def select(
+    charts: list[Chart], seed: int, sessions: int, names: list[str] | None, per_category: int
+) -> tuple[list[Scenario], Stats, dict[str, int]]:
+    """The sessions: `sessions` multi-turn ones shared equally by the multi-turn families (a definition's
+    shortfall goes to the others), plus `per_category` single-turn tasks per MedAgentBench category."""
+    known = families()
+    chosen = names or list(known)
+    unknown = sorted(set(chosen) - set(known))
+    if unknown:
+        raise BuildError(f"unknown families {unknown}; known: {sorted(known)}")
+    stats = Stats()
+    out: list[Scenario] = []
+    shortfall: dict[str, int] = {}
+    multi = [f for f in chosen if f != SINGLE_TURN]
+    streams: list[tuple[str, Iterator[Scenario]]] = []
+    owed = 0
+    for family, quota in zip(multi, split(sessions, [1.0] * len(multi)) if multi else [], strict=True):
+        defs = known[family].definitions
+        for defn, share in zip(defs, split(quota, [d.weight for d in defs]), strict=True):
+            stream = sessions_of(family, defn, charts, seed, stats)
+            got = [s for _, s in zip(range(share), stream, strict=False)]
+            out.extend(got)
+            owed += share - len(got)
+            streams.append((family, stream))
+    while owed and streams:  # round-robin the shortfall over definitions with moments left
+        for family, stream in list(streams):
+            if not owed:
+                break
+            extra = next(stream, None)
+            if extra is None:
+                streams.remove((family, stream))
+                continue
+            out.append(extra)
+            owed -= 1
+    if owed:
+        shortfall["multi_turn"] = owed
+    if SINGLE_TURN in chosen:
+        for defn in known[SINGLE_TURN].definitions:
+            got = list(
+                zip(range(per_category), sessions_of(SINGLE_TURN, defn, charts, seed, stats), strict=False)
+            )
+            out.extend(s for _, s in got)
+            if len(got) < per_category:
+                shortfall[defn.id] = per_category - len(got)
+    return out, stats, shortfall
+
+
+def summarize(
+    scenarios: list[Scenario],
+    stats: Stats,
+    shortfall: dict,
+    charts: list[Chart],
+    skipped: list,
+    seed: int,
+    base: str,
+) -> dict[str, Any]:
+    turns = [t for s in scenarios for t in s.turns]
+    count = lambda values: dict(sorted(Counter(values).items()))  # noqa: E731
+    return {
+        "version": SCENARIO_FORMAT_VERSION,
+        "builder": BUILDER,
+        "seed": seed,
+        "fhir_base": base,
+        "patients": {
+            "read": len(charts),
+            "skipped": skipped,
+            "in_sessions": len({s.patient for s in scenarios}),
+        },
+        "sessions": len(scenarios),
+        "turns": len(turns),
+        "by_family": count(s.family for s in scenarios),
+        "by_definition": count(s.source["definition"] for s in scenarios),
+        "by_difficulty": count(s.difficulty for s in scenarios),
+        "by_turn_count": count(str(len(s.turns)) for s in scenarios),
+        "by_task_type": count(t.task_type for t in turns),
+        "by_tool_source": count(t.tool_source for t in turns),
+        "by_subtype": count(t.subtype or "none" for t in turns),
+        "by_language": {lang: len(turns) for lang in ("en", "zh")},
+        "by_variant": {v: len(turns) for v in ("explicit", "implicit")},
+        "by_persona_completeness": count(s.persona.completeness for s in scenarios),
+        "writes": {
+            "expected": sum(len(t.writes) for t in turns),
+            "forbidden_turns": sum(t.forbid_writes for t in turns),
+        },
+        "memory": {
+            "facts_kept": stats.facts_kept,
+            "facts_dropped": stats.facts_dropped,
+            "sources_removed": stats.sources_removed,
+        },
+        "moments_rejected": dict(sorted(stats.rejected.items())),
+        "shortfall": shortfall,
+    }

@@ -1,0 +1,120 @@
+"""One patient's record as the scenario builder sees it: the resources read through FHIR, reduced to the
+fields
+the families compute truth from. Data only (the reader fills it, truth/engine/memory read it).
+
+Every item keeps its FHIR reference, so each fact derived from it can name its source. `known` is when the
+item became visible to a session clock (the latest of its clinical times, as the FHIR store's as-of rule has
+it: a lab is known once it is issued)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime
+
+
+@dataclass(frozen=True)
+class Lab:
+    ref: str  # "Observation/<id>"
+    key: str  # vocabulary key ("creatinine")
+    code: str  # "system|code" as the record carries it
+    value: float
+    unit: str | None
+    effective: datetime
+    known: datetime
+    encounter: str | None
+
+
+@dataclass(frozen=True)
+class Med:
+    ref: str  # "MedicationRequest/<id>"
+    key: str | None  # vocabulary drug key, None when the drug is not in the vocabulary
+    name: str
+    route: str | None
+    dose: float | None
+    dose_unit: str | None
+    authored: datetime
+    start: datetime | None
+    end: datetime | None
+    encounter: str | None
+
+    def active_at(self, now: datetime) -> bool:
+        return (
+            self.authored <= now
+            and self.start is not None
+            and self.start <= now
+            and (self.end is None or now < self.end)
+        )
+
+
+@dataclass(frozen=True)
+class Condition:
+    ref: str
+    key: str  # vocabulary condition key
+    code: str
+    display: str
+    encounter: str | None
+    known: datetime | None  # the encounter's start (conditions carry no time of their own)
+
+
+@dataclass(frozen=True)
+class Encounter:
+    ref: str
+    start: datetime
+    end: datetime | None
+    klass: str | None
+
+
+@dataclass(frozen=True)
+class Susceptibility:
+    ref: str
+    antibiotic: str  # MIMIC name, upper case
+    interpretation: str  # S | I | R
+    known: datetime
+
+
+@dataclass(frozen=True)
+class Isolate:
+    ref: str  # the organism Observation
+    organism: str
+    test_ref: str | None
+    specimen: str | None  # specimen type, e.g. "URINE"
+    collected: datetime
+    known: datetime  # the latest of its susceptibilities' times (the full report)
+    susceptibilities: tuple[Susceptibility, ...]
+    encounter: str | None
+
+
+@dataclass(frozen=True)
+class Note:
+    ref: str
+    known: datetime
+    text: str
+
+
+@dataclass
+class Chart:
+    patient: str  # "Patient/<id>"
+    mrn: str | None
+    name: str
+    birth_date: date | None
+    gender: str | None
+    labs: dict[str, list[Lab]] = field(default_factory=dict)  # by vocabulary key, ordered by `known`
+    meds: list[Med] = field(default_factory=list)
+    conditions: list[Condition] = field(default_factory=list)
+    encounters: list[Encounter] = field(default_factory=list)
+    isolates: list[Isolate] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    references: dict[str, datetime | None] = field(default_factory=dict)  # every source -> when known
+
+    def encounter_at(self, now: datetime) -> Encounter | None:
+        """The admission in progress at `now`, if any."""
+        for enc in self.encounters:
+            if enc.start <= now and (enc.end is None or now <= enc.end):
+                return enc
+        return None
+
+    def age_at(self, now: datetime) -> int | None:
+        if self.birth_date is None:
+            return None
+        years = now.year - self.birth_date.year
+        return years - ((now.month, now.day) < (self.birth_date.month, self.birth_date.day))

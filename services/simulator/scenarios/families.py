@@ -1,0 +1,146 @@
+"""The family file format (data/families/*.json), validated on load: a family is data the engine interprets,
+never code. Each file holds one family and one or more definitions (sub-scenarios sharing the family label,
+e.g. medication safety's renal / duplicate / allergy checks).
+
+A definition declares its anchor (which moments of which patients qualify and where the clock stops), its
+bindings (truth computed at `now`, by kind), the requirements a candidate must meet, its turn templates
+(EN+ZH,
+explicit+implicit, facts, expected writes, rubric, reference answer) and its arcs (sequences of turn names;
+the difficulty follows from the arc)."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from services.simulator.data_model.scenario import TaskType, ToolSource
+
+FAMILY_DIR = Path(__file__).parent / "data" / "families"
+
+
+class Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Anchor(Spec):
+    type: Literal["lab", "med", "isolate", "discharge", "patient"]
+    labs: list[str] = Field(default_factory=list)
+    drugs: list[str] = Field(default_factory=list)  # vocabulary drug keys (med anchors)
+    drug_classes: list[str] = Field(default_factory=list)
+    offset_minutes: int | list[int] = 0  # a list: candidates cycle through the offsets
+    in_encounter: bool = False
+    prefer: dict[str, float] | None = None  # {"below": x, "share": 0.5}: that share of picks has value < x
+    min_stay_hours: float = 0
+
+
+class Binding(Spec):
+    name: str
+    kind: Literal[
+        "latest",
+        "previous",
+        "value_at",
+        "first_after",
+        "mean",
+        "min",
+        "max",
+        "count",
+        "trend",
+        "exists",
+        "absent",
+        "decision",
+        "egfr",
+        "age",
+        "anchor_med",
+        "class_duplicates",
+        "allergy",
+        "isolate",
+        "susceptible",
+        "resistant",
+        "demographics",
+        "constant",
+    ]
+    lab: str | None = None  # default: the anchor's lab
+    hours: float | None = None
+    days: float | None = None
+    of: str | None = None  # another binding (previous: strictly before it; value_at: at its time)
+    rule: str | None = None
+    input: str | None = None
+    value: Any = None
+
+
+class Require(Spec):
+    name: str
+    op: Literal["present", "absent", ">=", "<=", ">", "<", "==", "!=", "in"]
+    value: Any = None
+    field: str = "value"
+
+
+Bilingual = dict[Literal["en", "zh"], list[str]]
+
+
+class TurnSpec(Spec):
+    task_type: TaskType
+    tool_source: ToolSource
+    subtype: Literal["NA", "PE", "AE"] | None = None
+    text: Bilingual  # per language: [explicit, implicit]
+    facts: list[str] = Field(default_factory=list)
+    writes: list[str] | dict[str, Any] = Field(default_factory=list)
+    patient: dict[str, Any] | None = None  # {"categories": [...], "max": n}
+    rubric: list[dict[str, Any]] = Field(default_factory=list)
+    answer: dict[str, Any]
+    judge: dict[str, str] | None = None  # optional LLM-judge criterion {en, zh}
+
+    @model_validator(mode="after")
+    def _two_phrasings(self) -> TurnSpec:
+        for lang in ("en", "zh"):
+            if len(self.text.get(lang, [])) != 2:
+                raise ValueError(f"text.{lang} must be [explicit, implicit]")
+        return self
+
+
+class Definition(Spec):
+    id: str
+    weight: float = 1.0
+    single_turn: bool = False
+    anchor: Anchor
+    bindings: list[Binding]
+    require: list[Require] = Field(default_factory=list)
+    turns: dict[str, TurnSpec]
+    arcs: list[list[str]]
+    context: dict[str, Any] = Field(default_factory=dict)  # constants the templates may use
+
+    @model_validator(mode="after")
+    def _arcs_resolve(self) -> Definition:
+        names = {b.name for b in self.bindings}
+        for arc in self.arcs:
+            unknown = set(arc) - set(self.turns)
+            if unknown:
+                raise ValueError(f"{self.id}: arc names unknown turns {sorted(unknown)}")
+            if not self.single_turn and (len(arc) != 4 or self.turns[arc[0]].task_type != "lookup"):
+                raise ValueError(f"{self.id}: an arc is four turns starting with a lookup")
+        for name, turn in self.turns.items():
+            missing = set(turn.facts) - names
+            if missing:
+                raise ValueError(f"{self.id}.{name}: facts name unknown bindings {sorted(missing)}")
+        return self
+
+
+class Family(Spec):
+    family: str
+    doc: str = Field(default="", alias="_doc")
+    definitions: list[Definition] = Field(min_length=1)
+
+
+def load_family(path: Path) -> Family:
+    return Family.model_validate(json.loads(path.read_text(encoding="utf-8")))
+
+
+@cache
+def families() -> dict[str, Family]:
+    """Every family file, by family name (file order is name order)."""
+    found = [load_family(path) for path in sorted(FAMILY_DIR.glob("*.json"))]
+    return {f.family: f for f in found}

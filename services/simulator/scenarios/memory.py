@@ -1,0 +1,212 @@
+"""Patient memory and persona for one session: what the patient knows, in their words (EN, ZH), each fact
+traced to the FHIR resources it was derived from, and how they tell it (persona).
+
+Facts are proposed from the whole chart (diagnoses -> conditions, symptoms, social history, allergies;
+orders ->
+medications, over-the-counter drugs, adherence; discharge notes -> social history) and then checked by
+`verify`: a source must be a resource of this chart known at `now`; sources that are not are removed and a
+fact left with none is dropped (the count goes into the build summary). Nothing the patient says is invented
+beyond the record: symptoms are the curated symptom wording of a recorded diagnosis."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from datetime import datetime
+
+from services.simulator.data_model import MemoryFact, Persona
+from services.simulator.scenarios import vocabulary as vocab
+from services.simulator.scenarios.chart import Chart
+
+MED_TOPICS = {
+    "en": ["medicine", "medicines", "medication", "medications", "pills", "drugs"],
+    "zh": ["药", "用药", "吃药"],
+}
+ADHERENCE = {
+    "good": ("I take my {en} every day as prescribed.", "我每天都按时吃{zh}。"),
+    "partial": ("I sometimes forget my {en}.", "我有时候会忘记吃{zh}。"),
+    "poor": ("Honestly, I stopped taking my {en} a while ago.", "说实话，我{zh}停了有一阵子了。"),
+}
+MAX_MEDS = 6
+MAX_SOURCES = 3  # the most recent sources a fact keeps (a diagnosis coded at every admission)
+
+
+def persona(rng: random.Random) -> Persona:
+    return Persona(
+        health_literacy=rng.choice(["high", "medium", "medium", "low"]),
+        adherence=rng.choice(["good", "good", "partial", "poor"]),
+        anxiety=rng.choice(["low", "low", "medium", "high"]),
+        completeness=rng.choice(["complete", "complete", "partial", "critical_withheld"]),
+    )
+
+
+def _topics(*groups: Iterable[str]) -> list[str]:
+    seen: list[str] = []
+    for group in groups:
+        for word in group:
+            if word and word not in seen:
+                seen.append(word)
+    return seen
+
+
+def _fact(fid: str, category: str, en: str, zh: str, topics_en, topics_zh, sources, lay=None) -> dict:
+    fact = {
+        "id": fid,
+        "category": category,
+        "topics": {"en": _topics(topics_en), "zh": _topics(topics_zh)},
+        "text": {"en": en, "zh": zh},
+        "sources": list(sources),
+    }
+    if lay:
+        fact["lay"] = {"en": lay[0], "zh": lay[1]}
+    return fact
+
+
+def propose(chart: Chart, adherence: str, now: datetime) -> list[dict]:
+    """Candidate facts from the whole chart (diagnoses and notes of any time; the most recent orders placed
+    by `now`), in a stable order, before verification."""
+    out: list[dict] = []
+    by_key: dict[str, list[str]] = {}
+    for cond in chart.conditions:
+        by_key.setdefault(cond.key, []).append(cond.ref)
+    for key in sorted(by_key):
+        entry, refs = vocab.condition(key), by_key[key]
+        topics_en = [entry["en"], entry["lay_en"], *entry["topics_en"]]
+        topics_zh = [entry["zh"], entry["lay_zh"], *entry["topics_zh"]]
+        if entry.get("social"):
+            out.append(
+                _fact(
+                    f"social-{key}",
+                    "social",
+                    entry["social_en"],
+                    entry["social_zh"],
+                    topics_en,
+                    topics_zh,
+                    refs,
+                )
+            )
+        elif entry.get("allergy_class"):
+            out.append(
+                _fact(
+                    f"allergy-{key}",
+                    "allergy",
+                    entry["allergy_en"],
+                    entry["allergy_zh"],
+                    topics_en,
+                    topics_zh,
+                    refs,
+                )
+            )
+        else:
+            out.append(
+                _fact(
+                    f"condition-{key}",
+                    "condition",
+                    f"I have {entry['en']}.",
+                    f"我有{entry['zh']}。",
+                    topics_en,
+                    topics_zh,
+                    refs,
+                    lay=(f"They told me I have {entry['lay_en']}.", f"医生说我{entry['lay_zh']}。"),
+                )
+            )
+            if entry.get("symptom_en"):
+                out.append(
+                    _fact(
+                        f"symptom-{key}",
+                        "symptom",
+                        entry["symptom_en"],
+                        entry["symptom_zh"],
+                        entry["topics_en"],
+                        entry["topics_zh"],
+                        refs,
+                    )
+                )
+    meds: dict[str, list[str]] = {}
+    for med in sorted(chart.meds, key=lambda m: (m.authored, m.ref), reverse=True):
+        home = med.key and not vocab.drug(med.key).get("inpatient")
+        if home and med.authored <= now and (med.key in meds or len(meds) < MAX_MEDS):
+            meds.setdefault(med.key, []).append(med.ref)
+    adherence_done = False
+    for key in sorted(meds):
+        entry, refs = vocab.drug(key), sorted(meds[key])
+        otc = entry.get("otc", False)
+        topics_en = [entry["en"], entry["lay_en"], *MED_TOPICS["en"]]
+        topics_zh = [entry["zh"], entry["lay_zh"], *MED_TOPICS["zh"]]
+        if otc:
+            en, zh = f"I take {entry['lay_en']} ({entry['en']}) on my own.", f"我自己会吃{entry['lay_zh']}。"
+        else:
+            en, zh = (
+                f"I take {entry['en']}, my {entry['lay_en']}.",
+                f"我在吃{entry['zh']}（{entry['lay_zh']}）。",
+            )
+        out.append(
+            _fact(
+                f"{'otc' if otc else 'medication'}-{key}",
+                "otc" if otc else "medication",
+                en,
+                zh,
+                topics_en,
+                topics_zh,
+                refs,
+            )
+        )
+        if not otc and not adherence_done:
+            adherence_done = True
+            en, zh = ADHERENCE[adherence]
+            out.append(
+                _fact(
+                    f"adherence-{key}",
+                    "adherence",
+                    en.format(en=entry["en"]),
+                    zh.format(zh=entry["zh"]),
+                    [entry["en"], entry["lay_en"], "take", "miss", "forget", "adherence"],
+                    [entry["zh"], entry["lay_zh"], "按时", "忘", "漏服"],
+                    refs,
+                )
+            )
+    social = {k: v for k, v in vocab.vocabulary()["social_history"].items() if k != "_doc"}
+    for note in chart.notes:
+        section = note.text.lower().split("social history:", 1)
+        if len(section) < 2:
+            continue
+        body = section[1].split("\n\n", 1)[0]
+        for phrase in sorted(social):
+            if phrase in body:
+                out.append(
+                    _fact(
+                        f"social-note-{phrase.replace(' ', '_')}",
+                        "social",
+                        social[phrase]["en"],
+                        social[phrase]["zh"],
+                        ["live", "home", "family", "alone", "living"],
+                        ["住", "家", "家人", "一个人"],
+                        [note.ref],
+                    )
+                )
+    return out
+
+
+def verify(candidates: list[dict], chart: Chart, now: datetime) -> tuple[list[dict], int, int]:
+    """Keep the sources that are this chart's resources known at `now`; drop facts left without any.
+    Returns (kept, facts dropped, sources removed). The first fact with a given id wins; a fact keeps its
+    MAX_SOURCES most recent sources."""
+    kept, dropped, removed, ids = [], 0, 0, set()
+    for fact in candidates:
+        sources = [
+            s
+            for s in fact["sources"]
+            if s in chart.references and (t := chart.references[s]) is not None and t <= now
+        ]
+        removed += len(fact["sources"]) - len(sources)
+        if not sources or fact["id"] in ids:
+            dropped += 1
+            continue
+        ids.add(fact["id"])
+        latest = sorted(sources, key=lambda s: (chart.references[s], s))[-MAX_SOURCES:]
+        kept.append({**fact, "sources": sorted(latest)})
+    return kept, dropped, removed
+
+
+def finalize(facts: list[dict], critical_ids: set[str]) -> list[MemoryFact]:
+    return [MemoryFact.model_validate({**f, "critical": f["id"] in critical_ids}) for f in facts]

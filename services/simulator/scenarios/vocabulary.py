@@ -1,0 +1,78 @@
+"""The curated EN<->ZH clinical vocabulary (data/vocabulary.json): which record codes a family speaks about
+and
+how a clinician and a patient name them in each language. Loaded once; lookups are pure."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).parent / "data"
+LABITEMS = "http://mimic.mit.edu/fhir/mimic/CodeSystem/mimic-d-labitems"
+LOINC = "http://loinc.org"
+
+
+@cache
+def vocabulary() -> dict[str, Any]:
+    return json.loads((DATA / "vocabulary.json").read_text(encoding="utf-8"))
+
+
+@cache
+def lab_keys_by_itemid() -> dict[str, str]:
+    return {lab["itemid"]: key for key, lab in vocabulary()["labs"].items()}
+
+
+def lab(key: str) -> dict[str, Any]:
+    return vocabulary()["labs"][key]
+
+
+def drug(key: str) -> dict[str, Any]:
+    return vocabulary()["drugs"][key]
+
+
+def condition(key: str) -> dict[str, Any]:
+    return vocabulary()["conditions"][key]
+
+
+def lab_code(key: str) -> str:
+    return f"{LABITEMS}|{lab(key)['itemid']}"
+
+
+def drug_key(name: str) -> str | None:
+    """The vocabulary drug a MIMIC drug name is (first match in file order), or None."""
+    low = name.lower()
+    for key, entry in vocabulary()["drugs"].items():
+        if any(m in low for m in entry["match"]) and not any(x in low for x in entry.get("exclude", ())):
+            return key
+    return None
+
+
+def condition_key(system: str, code: str) -> str | None:
+    """The vocabulary condition an ICD code (MIMIC form, no dots) belongs to, or None."""
+    field = "icd10" if "icd10" in system else "icd9"
+    for key, entry in vocabulary()["conditions"].items():
+        if any(code.startswith(prefix) for prefix in entry[field]):
+            return key
+    return None
+
+
+def _named(table: str, name: str) -> dict[str, str]:
+    """EN/ZH for an organism or antibiotic name; the longest known fragment wins, else the record's own
+    name."""
+    entries = {k: v for k, v in vocabulary()[table].items() if k != "_doc"}
+    upper = name.upper()
+    hits = sorted((k for k in entries if k in upper), key=len, reverse=True)
+    if hits:
+        return entries[hits[0]]
+    plain = name.strip().lower()
+    return {"en": plain, "zh": plain}
+
+
+def organism_names(name: str) -> dict[str, str]:
+    return _named("organisms", name)
+
+
+def antibiotic_names(name: str) -> dict[str, str]:
+    return _named("antibiotics", name)

@@ -1,0 +1,101 @@
+"""The real MIMIC-IV demo mapped and loaded once per test session for the scenario builder, and one build
+of it.
+
+To keep the session cost low the fixture maps only the tables the builder reads (patients, admissions,
+transfers, diagnoses, labs, microbiology, prescriptions/pharmacy) and the lab rows of the items the
+vocabulary names (the builder asks the server for those codes only, so the other rows could not change a
+session). Everything is read in place from ../shared/data; nothing is copied into the repository."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import gzip
+import io
+from pathlib import Path
+
+import pytest
+
+from services.simulator.scenarios import Build, build_async
+from services.simulator.scenarios.vocabulary import vocabulary
+
+TABLES = (
+    "patients",
+    "admissions",
+    "transfers",
+    "diagnoses_icd",
+    "d_icd_diagnoses",
+    "d_labitems",
+    "microbiologyevents",
+    "prescriptions",
+    "pharmacy",
+)
+UNUSED = ("MimicSpecimenLab.ndjson", "MimicMedicationDispense.ndjson", "MimicMedicationMix.ndjson")
+SEED = 7
+
+
+def lab_subset(src: Path, dst: Path) -> None:
+    wanted = {lab["itemid"] for lab in vocabulary()["labs"].values()}
+    with gzip.open(src, "rt", newline="") as fh:
+        reader = csv.DictReader(fh)
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=reader.fieldnames, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(r for r in reader if r["itemid"] in wanted)
+    dst.write_bytes(gzip.compress(buf.getvalue().encode(), compresslevel=1))
+
+
+def load_mimic(mimic: Path, work: Path) -> str:
+    """Map a MIMIC-IV folder with the project's mapper and bulk-load it into a fresh SQLite store."""
+    from fhir_mapper.pipeline import run_map
+    from rounds.migrate import upgrade
+    from services.fhir_api.load import load_ndjson
+
+    out = work / "fhir"
+    run_map(mimic, out, workers=2)
+    for name in UNUSED:
+        (out / name).unlink(missing_ok=True)
+    url = f"sqlite:///{work / 'rounds.sqlite'}"
+    upgrade(url)
+    report = load_ndjson(url, out, workers=2)
+    assert report.errors == 0
+    return url
+
+
+@pytest.fixture(scope="session")
+def demo_raw(shared_data: Path) -> Path:
+    demo = shared_data / "mimic-iv-demo"
+    if not (demo / "hosp" / "labevents.csv.gz").exists():
+        pytest.skip(f"MIMIC-IV demo not found at {demo}")
+    return demo
+
+
+@pytest.fixture(scope="session")
+def demo_url(demo_raw: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    work = tmp_path_factory.mktemp("scenario-demo")
+    hosp = work / "mimic" / "hosp"
+    hosp.mkdir(parents=True)
+    for table in TABLES:
+        (hosp / f"{table}.csv.gz").symlink_to(demo_raw / "hosp" / f"{table}.csv.gz")
+    lab_subset(demo_raw / "hosp" / "labevents.csv.gz", hosp / "labevents.csv.gz")
+    return load_mimic(work / "mimic", work)
+
+
+def app_for(url: str):
+    from rounds.settings import get_settings
+    from services.fhir_api.app import create_app
+
+    return create_app(get_settings().model_copy(update={"database_url": url}))
+
+
+@pytest.fixture(scope="session")
+def demo_app(demo_url: str):
+    app = app_for(demo_url)
+    yield app
+    app.state.store.engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def demo_build(demo_app) -> Build:
+    """The default build of the demo: 324 multi-turn sessions + 30 tasks per MedAgentBench category."""
+    return asyncio.run(build_async(demo_app, seed=SEED))
