@@ -16,8 +16,7 @@ app = typer.Typer(
 )
 
 # Modules exposing `register(app: typer.Typer) -> None`; order is the order in --help.
-COMMAND_MODULES: list[str    "services.simulator.scenarios.cli",
-] = [
+COMMAND_MODULES: list[str] = [
     "rounds.db_cli",
     "rounds.demo",
     "events.cli",
@@ -29,6 +28,7 @@ COMMAND_MODULES: list[str    "services.simulator.scenarios.cli",
     "services.consumers.report.cli",
     "services.simulator.orchestrator.cli",
     "services.consumers.scoring.cli",
+    "services.simulator.scenarios.cli",
 ]
 
 
