@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import subprocess
@@ -86,6 +87,31 @@ def test_interaction_listeners_see_every_request(api, tag):
     read = next(e for e in seen if e.method == "GET")
     assert read.session_id is None and read.status == 404 and read.resource_id == f"none-{tag}"
     assert [e.path for e in picky] == [write.path]  # asked first: the /fhir read, POST /sessions pass by
+
+
+def test_an_exchange_is_recorded_before_its_client_has_the_response(api, tag):
+    """A slow listener delays the end of the response it wants, not the other way round."""
+    finished: list[str] = []
+
+    class Slow:
+        async def __call__(self, event) -> None:
+            await asyncio.sleep(0.2)  # a recorder waiting on its database
+            finished.append(event.path)
+
+        def wants(self, method: str, path: str) -> bool:
+            return path.startswith("/sessions/")
+
+    api.app.state.interaction_listeners.append(Slow())
+    try:
+        session = httpx.post(f"{api.root}/sessions", json={"now": "2150-01-01"}).json()
+        response = httpx.get(f"{session['fhirBase']}/Patient", params={"identifier": tag})
+        done_when_answered = list(finished)
+        shared = httpx.get(f"{api.fhir}/Patient", params={"identifier": tag})
+    finally:
+        api.app.state.interaction_listeners.clear()
+    assert response.status_code == 200 and response.json()["resourceType"] == "Bundle"
+    assert done_when_answered == [f"/sessions/{session['id']}/fhir/Patient"]
+    assert shared.status_code == 200 and len(finished) == 1  # /fhir: not wanted, never held
 
 
 def test_openapi_docs(api):

@@ -1,6 +1,10 @@
 """The interaction hook: after every request, each callable in `app.state.interaction_listeners` receives an
 `Interaction` (the event backbone records the ones made through a session base, and every write).
 
+For the exchanges a listener wants, the response's last body chunk is held until the listeners have run, so
+an exchange is recorded before its client has the whole answer (the simulator relies on it: an assistant in
+another process cannot answer the physician before its EHR calls are on the log).
+
 Implemented as plain ASGI middleware: body chunks are kept by reference as they stream (never copied) and
 hashed only when a listener reads a digest (most exchanges are not recorded; a search Bundle is tens of KB).
 """
@@ -106,6 +110,8 @@ class InteractionMiddleware:
                 request_body.append(message.get("body", b""))
             return message
 
+        held: list[Message] = []  # the response's last body message, sent once the listeners are done
+
         async def tee_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 seen["status"] = message["status"]
@@ -114,12 +120,19 @@ class InteractionMiddleware:
                         seen["location"] = value.decode("latin-1")
             elif message["type"] == "http.response.body":
                 response_body.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    held.append(message)
+                    return
             await send(message)
 
         try:
             await self.app(scope, tee_receive, tee_send)
         finally:
+            # Recorded before answered: a client that has the whole response knows its exchange is on the
+            # log, so whatever it does next (the assistant's answer, say) is logged after it.
             await self._notify(listeners, scope, started, request_body, response_body, seen)
+            for message in held:
+                await send(message)
 
     async def _notify(
         self,

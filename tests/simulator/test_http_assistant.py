@@ -1,0 +1,75 @@
+"""`http:` — an assistant in another process (a webhook) works the session over real HTTP: its EHR calls are
+recorded by the FHIR server, its patient questions through the patient endpoint, all inside their turns."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from services.simulator.data_model import Scenario
+from services.simulator.orchestrator.environment import free_port
+from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+from tests.simulator.conftest import assert_session_order, jobs, session_events
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def webhook() -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(HERE / "webhook_assistant.py"), str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+                break
+            except httpx.TransportError:
+                if proc.poll() is not None:
+                    raise RuntimeError(proc.stderr.read()) from None
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/answer"
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_a_webhook_assistant_in_another_process_runs_the_session_end_to_end(settings, scenarios, webhook):
+    summary = asyncio.run(run_scenarios(jobs(scenarios, languages=("en", "zh")), f"http:{webhook[5:]}",
+                                        RunOptions("run-webhook"), settings))
+    assert summary.by_reason == {"completed": 2}, [o.error for o in summary.outcomes]
+    for outcome in summary.outcomes:
+        events = session_events(settings, outcome.session_id)
+        assert_session_order(events, turns=4)
+        assert events[0].data["fhirBase"].startswith("http://127.0.0.1:")  # a real URL for another process
+        kinds = [e.type for e in events]
+        assert kinds.count("rounds.ehr.request") == 4 and kinds.count("rounds.message.patient") == 1
+        answers = [e.data["payload"][0]["contentString"] for e in events
+                   if e.type == "rounds.message.assistant" and "answer" in str(e.data["extension"])]
+        assert answers[0] == f"Creatinine 1.6 mg/dL (turn 0, 0 earlier messages, {outcome.job.language})"
+        assert answers[2].startswith("Creatinine 1.6 mg/dL (turn 2, 4 earlier messages")
+        assert "ibuprofen" in answers[1] or "布洛芬" in answers[1]
+
+
+def test_a_webhook_answer_without_text_is_the_assistants_fault_and_an_unreachable_one_is_not(
+    settings, scenarios, webhook
+):
+    words = {"implicit": "garbage", "explicit": "garbage"}
+    line = {**scenarios[0][1]}
+    line["turns"] = [dict(line["turns"][0], text={"en": words, "zh": words})]
+    garbage = Scenario.model_validate(line)
+    (bad,) = asyncio.run(run_scenarios(jobs([(garbage, line)]), f"http:{webhook[5:]}",
+                                       RunOptions("run-bad-hook"), settings)).outcomes
+    assert bad.reason == "assistant_error" and "no text" in bad.error
+    closed = f"http://127.0.0.1:{free_port()}/answer"
+    (down,) = asyncio.run(run_scenarios(jobs(scenarios), f"http:{closed[5:]}", RunOptions("run-down-hook"),
+                                        settings)).outcomes
+    assert down.reason == "infrastructure_error" and "unreachable" in down.error
