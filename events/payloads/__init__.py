@@ -3,6 +3,7 @@
 from events.payloads.interaction import EhrRequest, EhrResponse, ToolCall, ToolResult
 from events.payloads.messages import Communication, communication
 from events.payloads.outcome import DeadLetter, FhirResourceChange, ScoreSession, ScoreTurn
+from events.payloads.sandbox import SandboxState
 from events.payloads.session import (
     END_REASONS,
     SessionEnded,
@@ -20,6 +21,7 @@ __all__ = [
     "EhrRequest",
     "EhrResponse",
     "FhirResourceChange",
+    "SandboxState",
     "ScoreSession",
     "ScoreTurn",
     "SessionEnded",

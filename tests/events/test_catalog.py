@@ -31,6 +31,8 @@ SAMPLES: dict[str, BaseModel] = {
     "rounds.ehr.response": p.EhrResponse(request_id="r", status=201, latency_ms=3),
     "rounds.tool.call": p.ToolCall(call_id="c", name="n"),
     "rounds.tool.result": p.ToolResult(call_id="c", name="n", error="boom"),
+    "rounds.sandbox.state": p.SandboxState(writes=[{"resource_type": "MedicationRequest", "id": "m1",
+                                                    "version_id": 2, "resource": {"status": "active"}}]),
     "rounds.score.turn": p.ScoreTurn(scorer="s", metric="m", value=0.5, message_id="m-assistant", turn=2),
     "rounds.score.session": p.ScoreSession(scorer="s", metrics={"m": 0.5}, passed=True),
     "rounds.fhir.resource.created": CHANGE,

@@ -5,65 +5,41 @@
   return the report. The same version twice gives identical score rows.
 - `load_report(engine, run_id, scorer_version=None) -> RunReport`: the stored scores (latest version by
   default) as the report document.
-- `scorer_runner(...)`: the live group (`rounds consume scorer`).
+- `make_projection(client, engine, ...)`: the scorer projection (`rounds consume scorer` runs it live).
 """
 
 from __future__ import annotations
 
-import threading
 from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
+import orjson
 from sqlalchemy import Engine, inspect, select
 
 from events.bus import Bus
 from events.projections.replay import new_suffix
 from events.projections.runner import ProjectionRunner
-from events.relay import Relay
 from events.topics import SCORES
 from rounds.db import make_engine
 from rounds.settings import Settings
 from services.consumers.report.model import RunReport, SessionScore
 from services.consumers.scoring.fhir_state import fhir_client, read_state
 from services.consumers.scoring.metrics import build_report
-from services.consumers.scoring.projection import ScorerProjection
-from services.consumers.scoring.scenarios import load_scenarios
-from services.consumers.scoring.scorer import SCORER_VERSION, Judge
+from services.consumers.scoring.projection import ScorerProjection, store_score
+from services.consumers.scoring.scenarios import load_scenarios, scenario_of
+from services.consumers.scoring.scorer import SCORER_VERSION, Judge, score_session
 
 LIVE_GROUP = "scorer"
 
 
-def make_projection(client: httpx.Client, **kwargs) -> ScorerProjection:
+def make_projection(client: httpx.Client, engine: Engine | None = None, **kwargs) -> ScorerProjection:
+    """The scorer projection reading sandboxes through `client` (and its buffer through `engine`)."""
+
     def state(session: str, scenario):
         return read_state(client, session, scenario)
 
-    return ScorerProjection(read_state=state, **kwargs)
-
-
-def scorer_runner(bus: Bus, engine: Engine, client: httpx.Client, *, group_id: str = LIVE_GROUP,
-                  batch_size: int = 200, **kwargs) -> ProjectionRunner:
-    projection = make_projection(client, **kwargs)
-    return ProjectionRunner(bus, engine, projection, group_id=group_id, batch_size=batch_size)
-
-
-def run_service(runner: ProjectionRunner, relay: Relay, stop: threading.Event | None = None,
-                idle_exit_s: float | None = None, until_caught_up: bool = False) -> None:
-    """Poll and apply batches; after each, publish what the batch queued (the relay)."""
-    import time
-
-    runner.open()
-    targets = runner.end_targets() if until_caught_up else None
-    last = time.monotonic()
-    while not (stop and stop.is_set()) and not runner._stop.is_set():
-        if targets is not None and runner.caught_up(targets):
-            break
-        if runner.poll_once().batches:
-            last = time.monotonic()
-        relay.drain()
-        if idle_exit_s is not None and time.monotonic() - last >= idle_exit_s:
-            break
-    relay.drain()
+    return ScorerProjection(read_state=state, engine=engine, **kwargs)
 
 
 def score_run(
@@ -92,7 +68,7 @@ def score_run(
         if client is None:
             client = stack.enter_context(fhir_client(settings))
         suffix = new_suffix()
-        projection = make_projection(client, suffix=suffix, topics=topics, run_id=run_id,
+        projection = make_projection(client, engine, suffix=suffix, topics=topics, run_id=run_id,
                                      scorer_version=version, scenarios=fresh, judge=judge,
                                      scores_topic=scores_topic)
         runner = ProjectionRunner(bus, engine, projection, group_id=f"scorer.rescore.{suffix}",
@@ -100,11 +76,33 @@ def score_run(
         try:
             with runner:
                 runner.run(until_caught_up=True, timeout_s=timeout_s)
+            _finalize_waiting(engine, projection)
         finally:
             for base in ("scoring_events", "scoring_open"):  # the group's buffers; scores stay
                 projection.tables[base].drop(engine, checkfirst=True)
-        Relay(engine, bus).drain()
         return load_report(engine, run_id, version)
+
+
+def _finalize_waiting(engine: Engine, projection: ScorerProjection) -> None:
+    """A re-score ends where the log ends: sessions still waiting for a sandbox state that the log does not
+    hold are stored as unscorable (counted in the report, never scored 0) rather than left out."""
+    from services.consumers.scoring.session_log import LoggedEvent, build_log
+
+    open_, events = projection.tables["scoring_open"], projection.tables["scoring_events"]
+    with engine.begin() as conn:
+        waiting = conn.execute(select(open_.c.session_id).where(open_.c.status == "waiting")).scalars().all()
+        for session_id in waiting:
+            rows = conn.execute(select(events.c.type, events.c.data, events.c.time).where(
+                events.c.session_id == session_id).order_by(events.c.position)).all()
+            log = build_log(session_id, [LoggedEvent(t, orjson.loads(d), tm) for t, d, tm in rows])
+            score = score_session(log, None, None)
+            score = score.model_copy(update={"excluded": "unscorable", "error": "sandbox state not found",
+                                             "family": None})
+            scenario = scenario_of(log.started, projection.scenarios)
+            if scenario is not None:
+                score = score.model_copy(update={"scenario": scenario.id, "family": scenario.family,
+                                                 "difficulty": scenario.difficulty})
+            store_score(conn, projection, score)
 
 
 def versions(engine: Engine, run_id: str) -> list[str]:

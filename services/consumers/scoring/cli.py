@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
 from pathlib import Path
 
 import typer
@@ -69,24 +68,23 @@ def consume_scorer(
     """Run the scorer as a long-lived consumer group (scales by partitions); SIGTERM finishes the batch."""
     from events.factory import open_bus
     from events.projections.runner import ProjectionRunner
-    from events.relay import Relay
     from rounds.db import make_engine
-    from services.consumers.scoring.api import make_projection, run_service
+    from services.consumers.scoring.api import make_projection
     from services.consumers.scoring.fhir_state import fhir_client
     from services.consumers.scoring.scorer import SCORER_VERSION
 
     settings = _settings(database_url)
     bus, engine = open_bus(settings), make_engine(settings.database_url)
     client = fhir_client(settings)
-    projection = make_projection(client, topics=tuple(topic) if topic else None,
+    projection = make_projection(client, engine, topics=tuple(topic) if topic else None,
                                  scorer_version=scorer_version or SCORER_VERSION, scores_topic=scores_topic)
     runner = ProjectionRunner(bus, engine, projection, group_id=group, batch_size=batch_size,
                               deadletter_topic=deadletter_topic)
-    stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: (stop.set(), runner.request_stop()))
+        signal.signal(sig, lambda *_: runner.request_stop())
     try:
-        run_service(runner, Relay(engine, bus), stop, idle_exit_s=idle_exit, until_caught_up=until_caught_up)
+        with runner:
+            runner.run(until_caught_up=until_caught_up, idle_exit_s=idle_exit)
     finally:
         runner.close()
         client.close()

@@ -1,14 +1,16 @@
 """The scorer as a consumer group on rounds.sessions (the exactly-once projection runner).
 
-It buffers each open session's events in its own tables; when `rounds.session.ended` arrives it reads the
-sandbox's final state over the FHIR API, scores every turn (scorer.py) and, in the batch's ONE transaction,
-replaces that (run, scorer version, session)'s score rows, queues `rounds.score.turn|session` in the outbox
-(published to rounds.scores by the relay after commit) and moves the group's positions. A crash anywhere
-repeats the batch or nothing: scores are never lost or doubled; a repeated publish has the same event ids.
+It buffers each open session's events in its own tables. For a batch holding `rounds.session.ended`, its
+`prefetch` reads the ended sandboxes' final state over the FHIR API OUTSIDE the database transaction (an
+unreachable FHIR API is `RetryLater`, never poison); then, in the batch's ONE transaction, it scores every
+turn (scorer.py), replaces that (run, scorer version, session)'s score rows, emits `rounds.score.turn|session`
+(the outbox: published if and only if the transaction commits) and the `rounds.sandbox.state` it read, and the
+runner moves the group's positions. A crash repeats the batch or nothing: scores are never lost or doubled,
+and a repeated publish has the same event ids.
 
-Tables: `proj_score_sessions`, `proj_score_turns`, `proj_score_versions` are shared by every group (versions
-sit beside each other, keyed by run and scorer version); the buffers `proj_scoring_events[_suffix]` and
-`proj_scoring_open[_suffix]` belong to one group (a re-score uses a fresh suffix)."""
+A log loaded where the sandbox does not exist is scored from its `rounds.sandbox.state` (appended after the
+session's end by the first scorer that read it): the session waits for it.
+"""
 
 from __future__ import annotations
 
@@ -16,32 +18,34 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 import orjson
-from sqlalchemy import Column, Float, Integer, PrimaryKeyConstraint, String, Text, delete, insert, select
+from sqlalchemy import Connection, Engine, delete, insert, select
 from sqlalchemy.schema import SchemaItem
 
 from events.bus import Record
 from events.envelope import CloudEvent
-from events.outbox import OutboxEntry
+from events.outbox import OUTBOX
 from events.projections.projection import Projection, ProjectionTx, bulk_insert, bulk_update
+from events.projections.retry import RetryLater
 from events.topics import SCORES, SESSIONS
 from services.consumers.report.model import SessionScore
+from services.consumers.scoring import snapshot, tables
 from services.consumers.scoring.events_out import session_event, turn_event
 from services.consumers.scoring.fhir_state import SandboxMissing
 from services.consumers.scoring.model import FinalState
 from services.consumers.scoring.scenarios import scenario_of
-from services.consumers.scoring.scorer import SCORER, SCORER_VERSION, Judge, score_session
+from services.consumers.scoring.scorer import EXCLUDED_REASONS, SCORER, SCORER_VERSION, Judge, score_session
 from services.consumers.scoring.session_log import LoggedEvent, build_log
 from services.simulator.data_model.scenario import Scenario
 
-SHARED_TABLES = ("score_sessions", "score_turns", "score_versions")
+ENDED, STARTED, SNAPSHOT = "rounds.session.ended", "rounds.session.started", "rounds.sandbox.state"
 SESSION_TYPES = frozenset({
-    "rounds.session.started", "rounds.session.ended", "rounds.message.doctor", "rounds.message.patient",
-    "rounds.message.assistant", "rounds.ehr.request", "rounds.ehr.response", "rounds.tool.call",
-    "rounds.tool.result",
+    STARTED, ENDED, SNAPSHOT, "rounds.message.doctor", "rounds.message.patient", "rounds.message.assistant",
+    "rounds.ehr.request", "rounds.ehr.response", "rounds.tool.call", "rounds.tool.result",
 })
-OUTBOX = OutboxEntry.__table__
 StateReader = Callable[[str, Scenario], FinalState]
+MISSING = object()  # prefetched: the sandbox does not exist here
 
 
 class ScorerProjection(Projection):
@@ -55,6 +59,7 @@ class ScorerProjection(Projection):
         topics: tuple[str, ...] | None = None,
         *,
         read_state: StateReader | None = None,
+        engine: Engine | None = None,
         run_id: str | None = None,
         scorer_version: str = SCORER_VERSION,
         scenarios: dict[str, Scenario] | None = None,
@@ -62,50 +67,49 @@ class ScorerProjection(Projection):
         scores_topic: str = SCORES,
     ) -> None:
         super().__init__(suffix, topics)
-        self.read_state, self.run_id, self.version = read_state, run_id, scorer_version
+        self.read_state, self.engine, self.run_id, self.version = read_state, engine, run_id, scorer_version
         self.scenarios, self.judge, self.scores_topic = scenarios, judge, scores_topic
         self.scored: list[SessionScore] = []  # this process's results, newest last (for callers and tests)
 
     def table_name(self, base: str) -> str:
-        return f"proj_{base}" if base in SHARED_TABLES else super().table_name(base)
+        return f"proj_{base}" if base in tables.SHARED_TABLES else super().table_name(base)
 
     def schema(self) -> dict[str, list[SchemaItem]]:
-        def key() -> list[Column]:
-            return [Column("run_id", String(200), nullable=False),
-                    Column("scorer_version", String(64), nullable=False),
-                    Column("session_id", String(200), nullable=False)]
+        return tables.schema()
 
-        return {
-            "score_sessions": [
-                *key(), Column("scenario", String(200)), Column("trial", Integer),
-                Column("language", String(8)),
-                Column("variant", String(16)), Column("family", String(100)), Column("difficulty", String(8)),
-                Column("persona", String(100)), Column("reason", String(40)), Column("excluded", String(40)),
-                Column("score", Float), Column("document", Text, nullable=False),
-                PrimaryKeyConstraint("run_id", "scorer_version", "session_id"),
-            ],
-            "score_turns": [
-                *key(), Column("turn", Integer, nullable=False), Column("task_type", String(20)),
-                Column("score", Float, nullable=False), Column("checks", Text, nullable=False),
-                PrimaryKeyConstraint("run_id", "scorer_version", "session_id", "turn"),
-            ],
-            "score_versions": [
-                Column("run_id", String(200), primary_key=True),
-                Column("scorer_version", String(64), primary_key=True),
-                Column("first_scored", String(40), nullable=False),
-            ],
-            "scoring_events": [
-                Column("session_id", String(200), nullable=False),
-                Column("position", Integer, nullable=False),
-                Column("type", String(100), nullable=False), Column("data", Text, nullable=False),
-                Column("time", String(40)), PrimaryKeyConstraint("session_id", "position"),
-            ],
-            "scoring_open": [
-                Column("session_id", String(200), primary_key=True),
-                Column("status", String(10), nullable=False),  # open | ignored | scored
-                Column("next_position", Integer, nullable=False),
-            ],
-        }
+    # -- slow I/O, outside the transaction -----------------------------------------------------------------
+    def _mine(self, data: dict[str, Any]) -> bool:
+        return self.run_id is None or data.get("runId") == self.run_id
+
+    def _started(self, records: Sequence[Record], ended: list[str]) -> dict[str, dict[str, Any]]:
+        """session.started data of the ended sessions: from the batch, else from this group's buffer."""
+        found = {r.key: r.event.data for r in records if r.event.type == STARTED and r.key in ended}
+        wanted = [sid for sid in ended if sid not in found]
+        if wanted and self.engine is not None:
+            table = self.tables["scoring_events"]
+            with self.engine.connect() as conn:
+                rows = conn.execute(select(table.c.session_id, table.c.data).where(
+                    table.c.session_id.in_(wanted), table.c.type == STARTED))
+                found.update({sid: orjson.loads(data) for sid, data in rows})
+        return found
+
+    def prefetch(self, records: Sequence[Record]) -> dict[str, Any]:
+        """The final state of each sandbox whose session ends in this batch (MISSING: not on this server)."""
+        ended = [r.key for r in records if r.event.type == ENDED and self._mine(r.event.data or {})
+                 and (r.event.data or {}).get("reason") not in EXCLUDED_REASONS]
+        if not ended or self.read_state is None:
+            return {}
+        starts = self._started(records, ended)
+        return {sid: self._read(sid, scenario) for sid in ended
+                if sid in starts and (scenario := scenario_of(starts[sid], self.scenarios)) is not None}
+
+    def _read(self, session_id: str, scenario: Scenario) -> FinalState | object:
+        try:
+            return self.read_state(session_id, scenario)
+        except SandboxMissing:
+            return MISSING
+        except (httpx.TransportError, httpx.HTTPStatusError) as exc:
+            raise RetryLater(f"FHIR API unavailable reading session {session_id}: {exc}") from exc
 
     # -- batch -------------------------------------------------------------------------------------------
     def prepare(self, tx: ProjectionTx, records: Sequence[Record]) -> None:
@@ -120,22 +124,29 @@ class ScorerProjection(Projection):
     def handle(self, tx: ProjectionTx, record: Record) -> None:
         event = record.event
         session_id = record.key or event.subject
-        sessions = tx.state["open"]
-        session = sessions.setdefault(session_id, {"session_id": session_id, "status": "open",
-                                                   "next_position": 0})
+        session = tx.state["open"].setdefault(session_id, {"session_id": session_id, "status": "open",
+                                                           "next_position": 0})
+        data = event.data if isinstance(event.data, dict) else {}
+        if event.type == SNAPSHOT:
+            if session["status"] == "waiting":
+                self._score(tx, session_id, snapshot.from_data(data), live=False)
+                self._forget(tx, session, "scored")
+            return
         if session["status"] != "open":
             return  # another run's session, or events after the end
-        data = event.data if isinstance(event.data, dict) else {}
-        if self.run_id is not None and event.type in ("rounds.session.started", "rounds.session.ended") \
-                and data.get("runId") != self.run_id:
+        if event.type in (STARTED, ENDED) and not self._mine(data):
             self._forget(tx, session, "ignored")
             return
         row = {"session_id": session_id, "position": session["next_position"], "type": event.type,
                "data": orjson.dumps(data).decode(), "time": event.time}
         session["next_position"] += 1
         tx.state["buffered"].setdefault(session_id, []).append(row)
-        if event.type == "rounds.session.ended":
-            self._score(tx, session_id)
+        if event.type == ENDED:
+            state = (tx.prefetched or {}).get(session_id)
+            if state is MISSING:
+                session["status"] = "waiting"  # until the log's rounds.sandbox.state for it
+                return
+            self._score(tx, session_id, state, live=True)
             self._forget(tx, session, "scored")
 
     def finish(self, tx: ProjectionTx) -> None:
@@ -161,49 +172,57 @@ class ScorerProjection(Projection):
             (r["type"], r["data"], r["time"]) for r in tx.state["buffered"].get(session_id, [])]
         return [LoggedEvent(kind, orjson.loads(data), time) for kind, data, time in rows]
 
-    def _score(self, tx: ProjectionTx, session_id: str) -> None:
+    def _score(self, tx: ProjectionTx, session_id: str, state: FinalState | None, live: bool) -> None:
         log = build_log(session_id, self._events(tx, session_id))
         scenario = scenario_of(log.started, self.scenarios)
-        state = None
-        if scenario is not None and self.read_state is not None and log.reason not in (
-                "infrastructure_error", "patient_error"):
-            try:
-                state = self.read_state(session_id, scenario)
-            except SandboxMissing:
-                state = None
-        score = score_session(log, scenario, state, self.judge)
+        if state is None and live and scenario is not None and self.read_state is not None \
+                and log.reason not in EXCLUDED_REASONS:
+            state = self._read(session_id, scenario)  # not prefetched (no engine to find its start)
+            state = None if state is MISSING else state
+        score = score_session(log, scenario, state, self.judge)  # type: ignore[arg-type]
         self._store(tx, score)
-        self._emit(tx, [*(turn_event(score, t, log, self.version, SCORER) for t in score.turns if t.reached
-                          is not False), session_event(score, log, self.version, SCORER)], session_id)
+        reached = [t for t in score.turns if t.reached is not False]
+        events = [turn_event(score, t, log, self.version, SCORER) for t in reached]
+        events.append(session_event(score, log, self.version, SCORER))
+        self._emit(tx, events, session_id, self.scores_topic)
+        if live and isinstance(state, FinalState):
+            recorded = snapshot.to_event(session_id, state, log.ended_time)
+            if recorded is not None:
+                self._emit(tx, [recorded], session_id, self.topics[0])
         self.scored.append(score)
 
     def _store(self, tx: ProjectionTx, score: SessionScore) -> None:
-        sessions, turns = self.tables["score_sessions"], self.tables["score_turns"]
-        key = {"run_id": score.run, "scorer_version": self.version, "session_id": score.session}
-        for table in (sessions, turns):
-            tx.conn.execute(delete(table).where(*(table.c[k] == v for k, v in key.items())))
-        tx.conn.execute(insert(sessions).values(
-            **key, scenario=score.scenario, trial=score.trial, language=score.language, variant=score.variant,
-            family=score.family, difficulty=score.difficulty, persona=getattr(score, "persona", None),
-            reason=score.reason, excluded=getattr(score, "excluded", None), score=score.score,
-            document=score.model_dump_json()))
-        rows = [{**key, "turn": t.index, "task_type": t.task_type, "score": t.score,
-                 "checks": orjson.dumps([c.model_dump() for c in t.checks]).decode()} for t in score.turns]
-        bulk_insert(tx.conn, turns, rows)
-        versions = self.tables["score_versions"]
-        seen = tx.conn.execute(select(versions.c.run_id).where(
-            versions.c.run_id == score.run, versions.c.scorer_version == self.version)).first()
-        if seen is None:
-            tx.conn.execute(insert(versions).values(run_id=score.run, scorer_version=self.version,
-                                                    first_scored=datetime.now(UTC).isoformat()))
+        store_score(tx.conn, self, score)
 
-    def _emit(self, tx: ProjectionTx, events: list[CloudEvent], key: str) -> None:
-        """Queue the events in the outbox in this transaction; an id already queued (same version scored
-        again) is the same event and is not queued twice."""
+    def _emit(self, tx: ProjectionTx, events: list[CloudEvent], key: str, topic: str) -> None:
+        """Emit in this transaction (outbox); an id already queued (the same version scored again, or the same
+        sandbox state) is the same event and is not queued twice."""
         ids = [e.id for e in events]
         queued = set(tx.conn.execute(select(OUTBOX.c.event_id).where(OUTBOX.c.event_id.in_(ids))).scalars())
-        now = datetime.now(UTC)
-        rows = [{"event_id": e.id, "topic": self.scores_topic, "key": key, "payload": e.to_bytes(),
-                 "created_at": now} for e in events if e.id not in queued]
-        if rows:
-            tx.conn.execute(insert(OUTBOX), rows)
+        queued |= tx.state.setdefault("emitted_ids", set())
+        for event in events:
+            if event.id not in queued:
+                tx.state["emitted_ids"].add(event.id)
+                tx.emit(event, topic=topic, key=key)
+
+
+def store_score(conn: Connection, projection: ScorerProjection, score: SessionScore) -> None:
+    """Replace the score rows of (run, the projection's scorer version, session) with `score`."""
+    sessions, turns = projection.tables["score_sessions"], projection.tables["score_turns"]
+    key = {"run_id": score.run, "scorer_version": projection.version, "session_id": score.session}
+    for table in (sessions, turns):
+        conn.execute(delete(table).where(*(table.c[k] == v for k, v in key.items())))
+    conn.execute(insert(sessions).values(
+        **key, scenario=score.scenario, trial=score.trial, language=score.language, variant=score.variant,
+        family=score.family, difficulty=score.difficulty, persona=getattr(score, "persona", None),
+        reason=score.reason, excluded=getattr(score, "excluded", None), score=score.score,
+        document=score.model_dump_json()))
+    rows = [{**key, "turn": t.index, "task_type": t.task_type, "score": t.score,
+             "checks": orjson.dumps([c.model_dump() for c in t.checks]).decode()} for t in score.turns]
+    bulk_insert(conn, turns, rows)
+    versions = projection.tables["score_versions"]
+    seen = conn.execute(select(versions.c.run_id).where(
+        versions.c.run_id == score.run, versions.c.scorer_version == projection.version)).first()
+    if seen is None:
+        conn.execute(insert(versions).values(run_id=score.run, scorer_version=projection.version,
+                                                first_scored=datetime.now(UTC).isoformat()))

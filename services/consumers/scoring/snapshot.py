@@ -1,0 +1,47 @@
+"""FinalState <-> the `rounds.sandbox.state` event: the sandbox as the scorer read it, kept in the log."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+import orjson
+
+from events.catalog import CATALOG
+from events.envelope import CloudEvent
+from events.payloads import SandboxState
+from services.consumers.scoring.constraints import parse_time
+from services.consumers.scoring.model import FinalState, RecordValue, Written
+
+SOURCE = "/rounds/scoring"
+MAX_BYTES = 200 * 1024  # inside the 256 KiB event limit; a larger state is not recorded (re-read it instead)
+_NAMESPACE = uuid.UUID("0b7a3f3e-54a9-5c2e-9a61-8d4f2b7c1e55")
+
+
+def to_event(session_id: str, state: FinalState, time: str | None) -> CloudEvent | None:
+    payload = SandboxState.model_validate({
+        "writes": [{"resource_type": w.resource_type, "id": w.id, "version_id": w.version,
+                    "deleted": w.deleted, "method": w.method, "resource": w.resource} for w in state.writes],
+        "record_values": [{"code": v.code, "value": v.value, "unit": v.unit, "time": v.time,
+                           "reference": v.reference} for v in state.record_values],
+    })
+    body = orjson.dumps(payload.to_data(), option=orjson.OPT_SORT_KEYS)
+    if len(body) > MAX_BYTES:
+        return None
+    digest = hashlib.sha256(body).hexdigest()
+    return CATALOG.make("rounds.sandbox.state", payload, source=SOURCE, subject=session_id,
+                        id=uuid.uuid5(_NAMESPACE, f"{session_id}|{digest}").hex, time=time)
+
+
+def _aware(moment):
+    return parse_time(moment.isoformat()) if moment is not None else None
+
+
+def from_data(data: dict) -> FinalState:
+    state = SandboxState.model_validate(data)
+    return FinalState(
+        writes=[Written(w.resource_type, w.id, w.version_id, w.deleted, w.method, w.resource)
+                for w in state.writes],
+        record_values=[RecordValue(v.code, v.value, v.unit, _aware(v.time), v.reference)
+                       for v in state.record_values],
+    )

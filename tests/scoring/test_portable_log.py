@@ -1,0 +1,80 @@
+"""Re-scoring a log exported with `rounds events dump` and loaded elsewhere with `rounds events load`, where
+no sandbox exists: the log's `rounds.sandbox.state` (appended by the first scorer) is all it needs."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from events.archive import dump, load
+from events.factory import open_bus
+from events.topics import topic_specs
+from rounds.migrate import upgrade
+from rounds.settings import Settings
+from services.consumers.scoring.api import score_run
+from services.consumers.scoring.fhir_state import fhir_client
+from tests.scoring import world
+from tests.scoring.conftest import World
+
+
+def _strip(report) -> list:
+    return [(s.session, s.score, s.excluded if hasattr(s, "excluded") else None,
+             [(t.index, t.score, [(c.id, c.passed, c.evidence) for c in t.checks]) for t in s.turns])
+            for s in report.sessions]
+
+
+def test_a_dumped_and_loaded_log_rescored_elsewhere_gives_the_same_scores(scoring_world: World,
+                                                                           tmp_path: Path) -> None:
+    w = scoring_world
+    for trial, style in enumerate(["oracle", "wrong_dose", "leaky", "nothing"]):
+        language = "zh" if trial == 2 else "en"
+        session = w.session().start(w.scenario, "portable", trial=trial, language=language)
+        world.play(session, w.scenario, style, language)
+        session.end(run="portable")
+    here = score_run(w.settings, "portable", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
+                     client=w.client, timeout_s=120)
+    assert here.metrics.sessions == 4
+
+    archive = io.BytesIO()
+    written, _ = dump(w.bus, [w.sessions], archive)
+    lines = archive.getvalue().splitlines()
+    assert sum(b'"rounds.sandbox.state"' in line for line in lines) == 4  # one per scored session
+    assert written == len(lines)
+
+    elsewhere = Settings(database_url=f"sqlite:///{tmp_path / 'elsewhere.sqlite'}")
+    upgrade(elsewhere.database_url)
+    bus = open_bus(elsewhere)
+    bus.ensure_topics(topic_specs(3))
+    try:
+        report = load(bus, lines)
+        assert report.rejected == [] and report.published == written
+        with fhir_client(elsewhere) as empty:  # a FHIR API without the sandboxes or the record
+            assert empty.get("/fhir/Patient").json().get("total", 0) == 0
+            there = score_run(elsewhere, "portable", bus=bus, client=empty, timeout_s=120)
+    finally:
+        bus.close()
+    assert _strip(there) == _strip(here)
+    assert there.metrics.model_dump() == here.metrics.model_dump()
+
+
+def test_without_a_recorded_state_the_sessions_are_counted_unscorable(scoring_world: World,
+                                                                       tmp_path: Path) -> None:
+    w = scoring_world
+    session = w.session().start(w.scenario, "unscored")
+    world.play(session, w.scenario, "oracle")
+    session.end(run="unscored")
+    archive = io.BytesIO()
+    dump(w.bus, [w.sessions], archive)  # never scored here: no sandbox state in the log
+    elsewhere = Settings(database_url=f"sqlite:///{tmp_path / 'elsewhere.sqlite'}")
+    upgrade(elsewhere.database_url)
+    bus = open_bus(elsewhere)
+    bus.ensure_topics(topic_specs(3))
+    try:
+        load(bus, archive.getvalue().splitlines())
+        with fhir_client(elsewhere) as empty:
+            report = score_run(elsewhere, "unscored", bus=bus, client=empty, timeout_s=120)
+    finally:
+        bus.close()
+    (only,) = report.sessions
+    assert only.score is None and only.excluded == "unscorable" and only.scenario == w.scenario.id
+    assert report.metrics.excluded_sessions == 1 and report.metrics.sessions == 0
