@@ -18,7 +18,7 @@ app = typer.Typer(
 # Modules exposing `register(app: typer.Typer) -> None`; order is the order in --help.
 COMMAND_MODULES: list[str] = [
     "rounds.db_cli",
-    "rounds.demo",
+    "rounds.demo_view",
     "events.cli",
     "fhir_mapper.synth.cli",
     "fhir_mapper.cli",

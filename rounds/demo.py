@@ -1,116 +1,135 @@
-"""`rounds demo`: the main job end to end on the embedded default.
+"""`rounds demo`: the whole loop once, on the embedded default (SQLite + SQL event log, no broker, no server).
 
-synthetic (or given) MIMIC-IV → FHIR NDJSON → FHIR store → a session sandbox with an as-of clock, queried
-the way an assistant would, every interaction recorded as events. Proves a fresh clone works with no broker
-and no database server.
+synthesize (or read a MIMIC-IV folder) → map to FHIR R4 → load → build record-grounded scenarios → run each
+demo assistant (`baseline`, `oracle`, `weak`) through physician/patient sessions against the FHIR sandbox →
+score every session from the log → `report.html` + `report.json` → a results table. Every stage is the real
+component a user would run by hand (`rounds synth|map|load|scenarios build|run|score|report`); the demo only
+strings them together, so it proves a fresh clone does the job Rounds exists for.
 """
 
 from __future__ import annotations
 
-import tempfile
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-import typer
+from rounds.settings import Settings, get_settings
 
-from rounds.settings import get_settings
-
-
-def _first_lab_time(fhir_dir: Path) -> tuple[str, str, str]:
-    """(patient id, a lab's code, when it became known) from the mapped labs, to pick a session clock.
-
-    A result is known once it is issued (the store's clock uses the latest of a resource's clinical times)."""
-    with (fhir_dir / "MimicObservationLabevents.ndjson").open("rb") as fh:
-        for line in fh:
-            obs = orjson.loads(line)
-            if obs.get("effectiveDateTime") and obs.get("subject"):
-                code = obs["code"]["coding"][0]
-                return (
-                    obs["subject"]["reference"].split("/")[-1],
-                    f"{code['system']}|{code['code']}",
-                    obs.get("issued") or obs["effectiveDateTime"],
-                )
-    raise RuntimeError("no lab observation with a time was mapped")
+DEMO_ASSISTANTS = ("baseline", "oracle", "weak")
+LANGUAGES = ("en", "zh")
 
 
-def run_demo(patients: int, seed: int, mimic: Path | None, workdir: Path, database_url: str) -> dict:
-    """Run every stage; return the figures printed by the command (also used by the tests)."""
-    from fastapi.testclient import TestClient
+@dataclass
+class DemoResult:
+    """What the demo did: counts per stage, the scored run of each assistant, where the report is."""
 
+    figures: dict = field(default_factory=dict)
+    reports: dict = field(default_factory=dict)  # assistant spec -> RunReport
+    seconds: dict[str, float] = field(default_factory=dict)  # stage -> wall seconds
+    html: Path | None = None
+    json: dict[str, Path] = field(default_factory=dict)  # assistant spec -> its report.json
+
+
+@contextmanager
+def _timed(result: DemoResult, name: str, step: Callable[[str], None]) -> Iterator[None]:
+    step(name)
+    started = time.perf_counter()
+    yield
+    result.seconds[name] = round(time.perf_counter() - started, 2)
+
+
+def _build_scenarios(settings: Settings, out: Path, seed: int, sessions: int, per_category: int):
+    from services.fhir_api.app import create_app
+    from services.simulator.scenarios import build_async, output
+
+    app = create_app(settings)
+    try:
+        build = asyncio.run(build_async(app, seed, sessions, None, per_category))
+    finally:
+        app.state.store.engine.dispose()
+    output.write(out, build.scenarios, build.summary)
+    return build
+
+
+def _run_and_score(
+    settings: Settings,
+    scenarios: Path,
+    assistant: str,
+    run_id: str,
+    concurrency: int,
+    on_session: Callable[[], None],
+):
+    from services.consumers.scoring.api import score_run
+    from services.simulator.orchestrator.run import plan, read_scenarios
+    from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+
+    jobs = plan(read_scenarios(scenarios), 1, LANGUAGES, "implicit")
+    options = RunOptions(run_id, concurrency=concurrency, resume=False)
+    summary = asyncio.run(
+        run_scenarios(jobs, assistant, options, settings, progress=lambda _outcome: on_session())
+    )
+    return summary, score_run(settings, run_id)
+
+
+def run_demo(
+    patients: int,
+    seed: int,
+    mimic: Path | None,
+    workdir: Path,
+    database_url: str,
+    *,
+    out: Path | None = None,
+    sessions: int = 16,
+    per_category: int = 1,
+    assistants: tuple[str, ...] = DEMO_ASSISTANTS,
+    concurrency: int = 8,
+    step: Callable[[str], None] = lambda _name: None,
+    on_session: Callable[[], None] = lambda: None,
+) -> DemoResult:
+    """Run every stage; the CLI prints the result and the tests read it."""
     from fhir_mapper.pipeline import run_map
     from fhir_mapper.synth.generate import generate
     from rounds.migrate import upgrade
-    from services.fhir_api.app import create_app
-    from services.fhir_api.backbone.wiring import install_event_backbone
+    from services.consumers.report.html_page import render_html
+    from services.consumers.report.json_io import to_json
     from services.fhir_api.load import load_ndjson
 
-    figures: dict = {}
+    settings = get_settings().model_copy(update={"database_url": database_url, "bus": "sql"})
+    out = out or workdir
+    out.mkdir(parents=True, exist_ok=True)
+    result = DemoResult()
     if mimic is None:
-        mimic = workdir / "mimic"
-        counts = generate(mimic, patients, seed)
-        figures["synthetic_rows"] = sum(counts.values())
-    fhir_dir = workdir / "fhir"
-    summary, _ = run_map(mimic, fhir_dir)
-    figures["mapped_resources"] = summary["total_resources"]
-    figures["rejected_rows"] = summary["rejected_rows"]
-    upgrade(database_url)
-    report = load_ndjson(database_url, fhir_dir, workers=1)
-    figures["loaded_resources"] = report.resources
-
-    patient_id, lab_code, lab_time = _first_lab_time(fhir_dir)
-    settings = get_settings().model_copy(update={"database_url": database_url})
-    app = create_app(settings)
-    install_event_backbone(app, settings)
-    with TestClient(app, base_url="http://rounds.local") as client:
-        # A sandbox whose clock stops at that lab: the assistant sees the past, never the future.
-        session = client.post("/sessions", json={"now": lab_time}).json()
-        base = session["fhirBase"].removeprefix("http://rounds.local")
-        patient = client.get(f"{base}/Patient/{patient_id}").json()
-        labs = client.get(
-            f"{base}/Observation", params={"patient": patient_id, "code": lab_code, "_sort": "-date"}
-        ).json()
-        latest = labs.get("entry", [{}])[0].get("resource", {})
-        shared = client.get(
-            "/fhir/Observation", params={"patient": patient_id, "code": lab_code, "_total": "accurate"}
-        ).json()
-        visible = client.get(
-            f"{base}/Observation", params={"patient": patient_id, "code": lab_code, "_total": "accurate"}
-        ).json()
-        note = {
-            "resourceType": "Communication",
-            "status": "completed",
-            "subject": {"reference": f"Patient/{patient_id}"},
-            "payload": [{"contentString": "Rounds demo: lab reviewed."}],
-        }
-        written = client.post(f"{base}/Communication", json=note)
-        leaked = client.get("/fhir/Communication", params={"subject": f"Patient/{patient_id}"}).json()
-        events = client.get(f"/sessions/{session['id']}").status_code
-    figures.update(
-        session=session["id"],
-        now=lab_time,
-        patient=patient.get("name", [{}])[0].get("family"),
-        latest_lab=latest.get("valueQuantity") or latest.get("valueString"),
-        labs_in_record=shared.get("total"),
-        labs_visible_at_now=visible.get("total"),
-        session_write_status=written.status_code,
-        session_write_visible_in_shared=len(leaked.get("entry", [])),
-        session_status=events,
-    )
-    return figures
-
-
-def register(app: typer.Typer) -> None:
-    @app.command("demo")
-    def demo_cmd(
-        patients: int = typer.Option(5, "--patients", min=1, help="Synthetic patients to generate."),
-        seed: int = typer.Option(1, "--seed"),
-        mimic: Path | None = typer.Option(None, "--mimic", help="MIMIC-IV folder to use."),
-        workdir: Path | None = typer.Option(None, "--workdir", help="Where to write tables and NDJSON."),
-        database_url: str | None = typer.Option(None, help="Default: ROUNDS_DATABASE_URL (SQLite file)."),
-    ) -> None:
-        """Synthesize → map → load → query a session sandbox as an assistant would (embedded default)."""
-        url = database_url or get_settings().database_url
-        with tempfile.TemporaryDirectory(prefix="rounds-demo-") as tmp:
-            figures = run_demo(patients, seed, mimic, workdir or Path(tmp), url)
-        for key, value in figures.items():
-            typer.echo(f"{key:34s} {value}")
+        with _timed(result, "synthesize", step):
+            mimic = workdir / "mimic"
+            result.figures["synthetic_rows"] = sum(generate(mimic, patients, seed).values())
+    with _timed(result, "map", step):
+        fhir_dir = workdir / "fhir"
+        summary, _ = run_map(mimic, fhir_dir)
+        result.figures["mapped_resources"] = summary["total_resources"]
+        result.figures["rejected_rows"] = summary["rejected_rows"]
+    with _timed(result, "load", step):
+        upgrade(database_url)
+        result.figures["loaded_resources"] = load_ndjson(database_url, fhir_dir, workers=1).resources
+    with _timed(result, "scenarios", step):
+        scenario_file = out / "scenarios.jsonl"
+        build = _build_scenarios(settings, scenario_file, seed, sessions, per_category)
+        result.figures["scenarios"] = len(build.scenarios)
+        result.figures["turns"] = sum(len(s.turns) for s in build.scenarios)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for spec in assistants:
+        with _timed(result, f"run {spec}", step):
+            run_id = f"demo-{spec}-{stamp}"
+            _summary, report = _run_and_score(settings, scenario_file, spec, run_id, concurrency, on_session)
+            result.reports[spec] = report
+    with _timed(result, "report", step):
+        ordered = list(result.reports.values())
+        result.html = out / "report.html"
+        result.html.write_text(render_html(ordered[0], *ordered[1:2]), encoding="utf-8")
+        for spec, report in result.reports.items():
+            result.json[spec] = out / f"report-{spec}.json"
+            result.json[spec].write_text(to_json(report), encoding="utf-8")
+    result.figures["sessions"] = sum(r.metrics.sessions + r.metrics.excluded_sessions for r in ordered)
+    return result

@@ -1,0 +1,121 @@
+"""What `rounds demo` shows: stage progress on a terminal, then one results table and where the report is."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rounds.demo import DEMO_ASSISTANTS, DemoResult, run_demo
+from rounds.settings import get_settings
+
+COLUMNS = (
+    ("Avg", lambda m: m.avg),
+    ("P@Turn", lambda m: m.pass_at_turn.get("0.75")),
+    ("P@Sess", lambda m: m.pass_at_session.get("0.75")),
+)
+BREAKDOWNS = (("difficulty", ("L1", "L2", "L3")), ("language", ("en", "zh")))
+
+
+def _fmt(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def results_table(result: DemoResult) -> Table:
+    """One row per assistant: the headline metrics, then Avg by difficulty and by language."""
+    table = Table(
+        title="Rounds demo: scored sessions per assistant",
+        caption="P@Turn, P@Sess: Pass@Turn, Pass@Session at τ = 0.75; L1–L3, en, zh: Avg; n: sessions scored",
+    )
+    table.add_column("assistant", style="bold", no_wrap=True)
+    for name, _ in COLUMNS:
+        table.add_column(name, justify="right", no_wrap=True)
+    for _dimension, values in BREAKDOWNS:
+        for value in values:
+            table.add_column(value, justify="right")
+    table.add_column("n", justify="right", no_wrap=True)
+    for spec, report in result.reports.items():
+        cells = [_fmt(get(report.metrics)) for _, get in COLUMNS]
+        for dimension, values in BREAKDOWNS:
+            by = report.by.get(dimension, {})
+            cells += [_fmt(by[v].avg) if v in by else "–" for v in values]
+        excluded = report.metrics.excluded_sessions
+        cells.append(f"{report.metrics.sessions}" + (f" (+{excluded} excluded)" if excluded else ""))
+        table.add_row(spec, *cells)
+    return table
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Library warnings and info logs are not the user's business during the demo."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            yield
+        finally:
+            root.setLevel(level)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("demo")
+    def demo_cmd(
+        patients: int = typer.Option(8, "--patients", min=1, help="Synthetic patients to generate."),
+        seed: int = typer.Option(1, "--seed"),
+        mimic: Path | None = typer.Option(None, "--mimic", help="A MIMIC-IV folder (e.g. the demo) to use."),
+        out: Path = typer.Option(Path("rounds-demo"), "--out", help="Where report.html and the files go."),
+        sessions: int = typer.Option(16, "--sessions", min=1, help="Multi-turn scenarios to build."),
+        workdir: Path | None = typer.Option(None, "--workdir", help="Where to write tables and NDJSON."),
+        database_url: str | None = typer.Option(None, help="Default: ROUNDS_DATABASE_URL (SQLite file)."),
+    ) -> None:
+        """The whole loop: synthesize → map → load → scenarios → baseline/oracle/weak sessions → score →
+        report.html."""
+        console = Console()
+        url = database_url or get_settings().database_url
+        progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        with _quiet(), progress, tempfile.TemporaryDirectory(prefix="rounds-demo-") as tmp:
+            stage = progress.add_task("starting", total=None)
+            runs = progress.add_task("sessions", total=None, visible=False)
+
+            def step(name: str) -> None:
+                progress.update(stage, description=name)
+                if name.startswith("run "):
+                    progress.update(runs, visible=True, completed=0, total=None, description=name)
+
+            result = run_demo(
+                patients,
+                seed,
+                mimic,
+                workdir or Path(tmp),
+                url,
+                out=out,
+                sessions=sessions,
+                assistants=DEMO_ASSISTANTS,
+                step=step,
+                on_session=lambda: progress.advance(runs),
+            )
+        console.print(results_table(result))
+        total = sum(result.seconds.values())
+        figures = result.figures
+        console.print(
+            f"{figures['loaded_resources']:,} FHIR resources, {figures['scenarios']} scenarios "
+            f"({figures['turns']} turns) x EN+ZH, {figures['sessions']} sessions in {total:.0f} s"
+        )
+        console.print(f"report: {result.html.resolve()}")
