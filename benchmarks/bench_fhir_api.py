@@ -86,6 +86,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl
 
 import httpx
+from fhir_kinds import FIGURES, check_extra, extra_work
 from loadgen import Connection, CpuMeter
 from sqlalchemy import create_engine, text
 
@@ -149,8 +150,13 @@ def free_port() -> int:
 
 
 def start_server(
-    database_url: str, workers: int, threads: int | None = None, concurrency: int | None = None
+    database_url: str,
+    workers: int,
+    threads: int | None = None,
+    concurrency: int | None = None,
+    code: Path = REPO,
 ) -> tuple[subprocess.Popen, str]:
+    """`rounds serve` from the checkout `code` (another one times that code against the same database)."""
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -168,10 +174,10 @@ def start_server(
             *(["--concurrency", str(concurrency)] if concurrency is not None else []),
             "--no-migrate",
         ],
-        cwd=REPO,
+        cwd=code,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env={**os.environ, "ROUNDS_BASE_URL": ""},
+        env={**os.environ, "ROUNDS_BASE_URL": "", "PYTHONPATH": str(code)},
     )
     base = f"http://127.0.0.1:{port}/fhir"
     deadline = time.monotonic() + 300  # generous: imports are slow on a busy 2-core machine
@@ -191,9 +197,7 @@ def start_server(
 def workload(base: str, kinds: list[str], size: int = 400) -> list[tuple[str, str]]:
     """A fixed, seeded list of (kind, request path) drawn from the loaded data."""
     with httpx.Client(base_url=base, timeout=120) as c:
-        patients = [
-            e["resource"]["id"] for e in c.get("/Patient", params={"_count": 100}).json().get("entry", [])
-        ]
+        patients = all_patients(base)
         labs = []
         for pid in patients[:40]:
             page = c.get("/Observation", params={"patient": pid, "_count": 20}).json()
@@ -212,8 +216,14 @@ def workload(base: str, kinds: list[str], size: int = 400) -> list[tuple[str, st
         pid, oid, code, day = rng.choice(labs)
         kind = rng.choice(weighted)
         pid = rng.choice(patients) if kind == "read-patient" else pid
-        out.append((kind, MIX[kind][1].format(pid=pid, oid=oid, code=code, day=day)))
+        out.append((kind, "/fhir" + MIX[kind][1].format(pid=pid, oid=oid, code=code, day=day)))
     return out
+
+
+def all_patients(base: str) -> list[str]:
+    with httpx.Client(base_url=base, timeout=120) as c:
+        found = c.get("/Patient", params={"_count": 1000}).json().get("entry", [])
+    return [e["resource"]["id"] for e in found]
 
 
 async def drive(
@@ -222,7 +232,6 @@ async def drive(
     """Each client walks the fixed list from its own offset until time is up; transport errors, non-200
     answers and bodies that are not a FHIR JSON resource count as errors."""
     url = httpx.URL(base)
-    prefix = url.raw_path.decode().rstrip("/")
     latencies: dict[str, list[float]] = {}
     errors = 0
     stop = time.perf_counter() + seconds
@@ -235,7 +244,7 @@ async def drive(
             kind, path = work[i % len(work)]
             started = time.perf_counter()
             try:
-                status, _, body = await asyncio.wait_for(conn.get(prefix + path), REQUEST_TIMEOUT)
+                status, _, body = await asyncio.wait_for(conn.get(path), REQUEST_TIMEOUT)
                 ok = status == 200 and body.startswith(b'{"resourceType":')
             except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError):
                 conn.close()
@@ -252,7 +261,9 @@ async def drive(
 
 def _check(kind: str, path: str, doc: dict) -> str | None:
     """Why a response to one request of the mix is wrong (None when it is right)."""
-    route, _, query = path.partition("?")
+    if kind in FIGURES:
+        return check_extra(kind, path, doc)
+    route, _, query = path.removeprefix("/fhir").partition("?")
     if kind.startswith("read-"):
         rtype, rid = route.strip("/").split("/")
         return None if (doc.get("resourceType"), doc.get("id")) == (rtype, rid) else "wrong resource"
@@ -281,7 +292,7 @@ def _check(kind: str, path: str, doc: dict) -> str | None:
 
 def verify(base: str, work: list[tuple[str, str]]) -> int:
     """Check every distinct request of the mix once against what it asked for; exit on a wrong answer."""
-    with httpx.Client(base_url=base, timeout=120) as c:
+    with httpx.Client(base_url=str(httpx.URL(base).copy_with(path="/")), timeout=600) as c:
         distinct = dict.fromkeys(work)
         for kind, path in distinct:
             response = c.get(path)
@@ -319,6 +330,14 @@ def main() -> None:
     )
     parser.add_argument("--loaded", metavar="URL", help="a database already loaded: skip map and load")
     parser.add_argument("--kinds", default=",".join(MIX), help=f"subset of the mix: {', '.join(MIX)}")
+    parser.add_argument(
+        "--figures",
+        default=",".join(("mix", *FIGURES)),
+        help=f"timed phases, each its own figure: mix (the kinds above), {', '.join(FIGURES)}",
+    )
+    parser.add_argument(
+        "--server-code", type=Path, default=REPO, help="serve from this checkout (before/after in one window)"
+    )
     args = parser.parse_args()
     if args.loaded:
         run_api(args, args.loaded)
@@ -346,27 +365,38 @@ def main() -> None:
 
 
 def run_api(args: argparse.Namespace, database_url: str) -> None:
-    server, base = start_server(database_url, args.workers, args.threads, args.concurrency)
-    try:
-        work = workload(base, args.kinds.split(","))
-        checked = verify(base, work)
-        asyncio.run(drive(base, work, args.clients, 3))  # warm-up: connections, caches
-        meter = CpuMeter(server.pid, database_url)
-        before = meter.sample()
-        latencies, errors, elapsed = asyncio.run(drive(base, work, args.clients, args.seconds))
-        cpu = CpuMeter.spent(before, meter.sample())
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    every = [v for values in latencies.values() for v in values]
+    server, base = start_server(database_url, args.workers, args.threads, args.concurrency, args.server_code)
+    root = str(httpx.URL(base).copy_with(path="/"))
     workers = f"{args.workers} uvicorn workers" + (f", {args.threads} threads each" if args.threads else "")
     if args.concurrency is not None:
         workers += f", {args.concurrency or 'unlimited'} requests at once each"
-    print(f"api: {args.clients} clients, {workers}, {elapsed:.1f} s, errors {errors}")
-    print(f"  answers checked: {checked} distinct requests of the mix")
+    print(f"api: {args.clients} clients, {workers}, serving {args.server_code}, {database_url.split(':')[0]}")
+    try:
+        for figure in args.figures.split(","):
+            if figure == "mix":
+                work = workload(base, args.kinds.split(","))
+            else:
+                work = extra_work(root, figure, all_patients(base))
+            timed(args, server, base, database_url, figure, work)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def timed(args: argparse.Namespace, server, base: str, database_url: str, figure: str, work: list) -> None:
+    """One figure: every distinct request answered once and checked, a warm-up, then the timed run."""
+    checked = verify(base, work)
+    asyncio.run(drive(base, work, args.clients, 3))  # warm-up: connections, caches
+    meter = CpuMeter(server.pid, database_url)
+    before = meter.sample()
+    latencies, errors, elapsed = asyncio.run(drive(base, work, args.clients, args.seconds))
+    cpu = CpuMeter.spent(before, meter.sample())
+    every = [v for values in latencies.values() for v in values]
+    print(f"{figure}: {elapsed:.1f} s, errors {errors}, answers checked: {checked} distinct requests")
     print(f"  {'all':17} {summary(every, elapsed)}")
     for kind, values in sorted(latencies.items()):
-        print(f"  {kind:17} {summary(values, elapsed)}")
+        if len(latencies) > 1:
+            print(f"  {kind:17} {summary(values, elapsed)}")
     total = sum(user + kernel for user, kernel in cpu.values())
     per = ", ".join(
         f"{part} {(user + kernel) / len(every) * 1e6:,.0f} (kernel {kernel / len(every) * 1e6:,.0f})"

@@ -65,6 +65,8 @@ class CpuMeter:
         self.database_url = database_url
 
     def _backends(self) -> list[psutil.Process]:
+        if not self.database_url.startswith("postgresql"):
+            return []  # SQLite runs inside the server's processes
         engine = create_engine(self.database_url)
         with engine.connect() as conn:
             pids = conn.execute(

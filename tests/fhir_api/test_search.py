@@ -196,10 +196,26 @@ def test_everything_is_paged_and_filtered(client, api, tag):
     ids = {e["resource"]["id"] for e in first["entry"] + rest["entry"]}
     assert len(ids) == 4
     only_obs = client.get(f"/Patient/{pid}/$everything", params={"_type": "Observation"}).json()
-    assert {e["resource"]["resourceType"] for e in only_obs["entry"]} == {"Observation"}
+    modes = {(e["resource"]["resourceType"], e["search"]["mode"]) for e in only_obs["entry"]}
+    assert modes == {("Observation", "match"), ("Patient", "include")}  # what the matches refer to
     assert_outcome(client.get(f"/Patient/{pid}/$everything", params={"_type": "Nope"}), 404)
     assert_outcome(client.get(f"/Patient/{pid}/$everything", params={"_since": "soon"}), 400)
     assert_outcome(client.get(f"/Observation/{pid}/$everything"), 404)
+
+
+def test_everything_counts_its_total_only_when_asked(client, tag):
+    pid = client.post("/Patient", json=patient(tag)).json()["id"]
+    for i in range(3):
+        client.post("/Observation", json=observation(pid, f"t-{tag}", f"2150-03-0{i + 1}T00:00:00Z"))
+    plain = client.get(f"/Patient/{pid}/$everything", params={"_count": 2}).json()
+    assert "total" not in plain and len(plain["entry"]) == 2
+    assert "_snapshot=" in links(plain)["next"]  # later pages walk the first page's record
+    counted = client.get(f"/Patient/{pid}/$everything", params={"_count": 2, "_total": "accurate"}).json()
+    assert counted["total"] == 4 and "_total=accurate" in links(counted)["next"]
+    assert httpx.get(links(counted)["next"]).json()["total"] == 4
+    summary = client.get(f"/Patient/{pid}/$everything", params={"_summary": "count"}).json()
+    assert summary.get("total") == 4
+    assert_outcome(client.get(f"/Patient/{pid}/$everything", params={"_total": "lots"}), 400)
 
 
 def test_everything_pages_skip_nothing_when_resources_are_deleted_between_pages(client, tag):

@@ -64,7 +64,7 @@ def test_clock_hides_the_future_everywhere(store, record) -> None:
     store.read(ctx, "Observation", early.id)
     found = store.search(ctx, SearchRequest("Observation", [("patient", pat.id)], total="accurate"))
     assert ids(found) == {early.id} and found.total == 1
-    everything = store.everything(ctx, pat.id)
+    everything = store.everything(ctx, pat.id, total="accurate")
     assert {r.id for r in everything.matches} == {pat.id, early.id, enc.id} and everything.total == 3
     rev = store.search(
         ctx, SearchRequest("Patient", [("_id", pat.id), ("_revinclude", "Observation:subject")])

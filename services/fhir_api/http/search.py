@@ -159,14 +159,22 @@ def search_outcome(
 def everything(call: Call, patient_id: str, params: list[tuple[str, str]]) -> Outcome:
     own, rest = split_params(params)
     values = dict(rest)
-    count = parse_count(own.get("_count"), default=100)
+    count = 0 if own.get("_summary") == "count" else parse_count(own.get("_count"), default=100)
     offset = parse_int(own.get("_offset", "0"), "_offset")
     since = parse_instant(values["_since"], "_since") if "_since" in values else None
     types = None
     if "_type" in values:
         types = [check_type(t.strip()) for t in values["_type"].split(",") if t.strip()]
     result = call.store.everything(
-        call.ctx, patient_id, since=since, types=types, count=count, offset=offset, cursor=_cursor(own)
+        call.ctx,
+        patient_id,
+        since=since,
+        types=types,
+        count=count,
+        offset=offset,
+        cursor=_cursor(own),
+        total=_total_mode(own, count),
+        snapshot=_snapshot(own),
     )
     result.used_params = [(k, values[k]) for k in ("_since", "_type") if k in values]
     return Outcome(

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from psycopg.rows import namedtuple_row
-from sqlalchemy import BigInteger, Connection, Integer, Select, and_, bindparam, func, or_, select
+from sqlalchemy import BigInteger, Connection, Integer, Select, and_, bindparam, func, or_, select, union_all
 
 from services.fhir_api.search import cursor
 from services.fhir_api.search import query as q
@@ -303,19 +303,32 @@ def _by_type(pool: list[StoredResource]) -> dict[str, list[str]]:
 
 
 def _key_rids(conn: Connection, ctx: Context, pool: list[StoredResource]) -> list[int]:
+    """The rows the context sees of the pool's resources: one select per type, so each reads the key index
+    (an OR over the types made SQLite read every row of the session)."""
     r = q.R
-    keys = [and_(r.c.res_type == t, r.c.res_id.in_(ids)) for t, ids in _by_type(pool).items()]
-    return list(conn.execute(select(r.c.rid).where(q.visible(r, ctx), or_(*keys))).scalars())
+    by_type = [
+        select(r.c.rid).where(q.visible(r, ctx), r.c.res_type == t, r.c.res_id.in_(ids))
+        for t, ids in _by_type(pool).items()
+    ]
+    return list(conn.execute(by_type[0] if len(by_type) == 1 else union_all(*by_type)).scalars())
 
 
 def forward_rids(conn, ctx, pool, src_type, pname, target) -> list[int]:
     """Resources the pool refers to through src_type:pname (or every reference param for '*')."""
+    return referenced_rids(conn, ctx, _key_rids(conn, ctx, pool), src_type, pname, target)
+
+
+def referenced_rids(
+    conn: Connection, ctx: Context, rids: list[int], src_type: str = "*", pname: str = "*", target=None
+) -> list[int]:
+    """The rows the context sees of what the rows `rids` refer to through src_type:pname ('*': every
+    reference parameter)."""
     ref, t = m.reference, q.T
     stmt = (
         select(t.c.rid)
         .select_from(ref)
         .join(t, and_(t.c.res_type == ref.c.target_type, t.c.res_id == ref.c.target_id))
-        .where(ref.c.rid.in_(_key_rids(conn, ctx, pool)), q.visible(t, ctx))
+        .where(ref.c.rid.in_(rids), q.visible(t, ctx))
     )
     if pname != "*":
         stmt = stmt.where(q.in_param(ref, None if src_type == "*" else src_type, pname))

@@ -202,7 +202,13 @@ class ResourceStore(Protocol):
         count: int = 100,
         offset: int = 0,
         cursor: Cursor | None = None,
-    ) -> SearchResult: ...
+        total: Literal["none", "estimate", "accurate"] = "none",
+        snapshot: int | None = None,
+    ) -> SearchResult:
+        """The Patient, then its compartment; `includes` = what the page refers to outside what the walk
+        delivers (followed on), so every reference resolves within the walk. `total` counted only when
+        asked; pass `SearchResult.snapshot` back on later pages."""
+        ...
 
     def session_writes(self, session_id: str) -> list[StoredResource]:
         """The current version of every resource the session created, updated or deleted (tombstones

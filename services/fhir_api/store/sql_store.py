@@ -274,10 +274,11 @@ class SqlResourceStore(LoopReads):
         count: int = 100,
         offset: int = 0,
         cursor: Cursor | None = None,
+        total: str = "none",
+        snapshot: int | None = None,
     ) -> SearchResult:
-        return self._reading(
-            lambda conn: everything(conn, ctx, patient_id, since, types, count, offset, cursor)
-        )
+        walk = (since, types, count, offset, cursor, total, snapshot)
+        return self._reading(lambda conn: everything(conn, ctx, patient_id, *walk))
 
     # -- writes ------------------------------------------------------------------------------------------
     def create(self, ctx: Context, resource: dict, *, id: str | None = None) -> StoredResource:
