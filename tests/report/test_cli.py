@@ -50,6 +50,18 @@ def test_compare_json_puts_both_runs_in_the_table_and_the_page(files, tmp_path):
     assert 'id="compare"' in html.read_text()
 
 
+def test_html_sessions_caps_the_listed_sessions(files, tmp_path, baseline):
+    b, _ = files
+    for cap, listed in (("3", 3), ("0", len(baseline.sessions))):
+        html = tmp_path / f"cap{cap}.html"
+        result = runner.invoke(
+            app, ["report", "--from-json", str(b), "--html", str(html), "--html-sessions", cap]
+        )
+        assert result.exit_code == 0, result.output
+        assert html.read_text().count('<details class="session"') == listed
+    assert runner.invoke(app, ["report", "--from-json", str(b), "--html-sessions", "-1"]).exit_code == 2
+
+
 def test_scorer_version_must_match_the_document(files):
     b, _ = files
     ok = runner.invoke(app, ["report", "--from-json", str(b), "--scorer-version", "v2"])

@@ -15,8 +15,8 @@ from services.consumers.report.stats import ehr_latencies, scored_sessions
 from tests.report.sample import INJECTION
 
 
-def _soup(*reports: RunReport) -> BeautifulSoup:
-    return BeautifulSoup(render_html(*reports), "html.parser")
+def _soup(*args) -> BeautifulSoup:
+    return BeautifulSoup(render_html(*args), "html.parser")
 
 
 def test_nothing_is_loaded_from_anywhere(baseline, replay):
@@ -181,5 +181,38 @@ def test_unreached_turns_judge_verdicts_and_extra_metrics(baseline):
     )  # not judged there
     judge = [tuple(td.get_text() for td in tr.select("td")) for tr in soup.select("table.judge tr")]
     assert ("model", "judge-model-1") in judge and ("agreement", "0.83") in judge
+    turns = [t for s in baseline.sessions for t in s.turns]
+    entries = [e for t in turns for e in getattr(t, "judge_agreement", None) or []]
+    agree = sum(e["judge"] == e["check"] for e in entries)
+    counted = soup.select_one("tr.judge-agreement")
+    assert (int(counted["data-agree"]), int(counted["data-total"])) == (agree, len(entries))
+    assert 0 < agree < len(entries) and f"({agree}/{len(entries)})" in counted.get_text()
     row = soup.select_one('table.metrics tr[data-metric="safety failures"]')
     assert row.td.get_text() == str(baseline.metrics.safety_failures) and baseline.metrics.safety_failures > 0
+
+
+def test_a_large_run_lists_the_sessions_worth_a_look_first(baseline, replay):
+    soup = _soup(baseline, replay, 5)
+    listed = soup.select('section.sessions[data-run="run-baseline"] details.session')
+    assert len(listed) == 5
+    notable = [
+        s.session
+        for s in baseline.sessions
+        if s.reason == "infrastructure_error" or min((t.score for t in s.turns), default=0) < 0.75
+    ]
+    assert len(notable) > 5 and [d["data-session"] for d in listed] == notable[:5]  # in the run's order
+    note = soup.select_one('section.sessions[data-run="run-baseline"] p.capped')
+    assert (note["data-shown"], note["data-total"]) == ("5", str(len(baseline.sessions)))
+    # the replay passes everything: only its excluded session is notable, the rest fill up in order
+    replay_listed = [
+        d["data-session"] for d in soup.select('section.sessions[data-run="run-replay"] details')
+    ]
+    assert replay_listed == [s.session for s in replay.sessions[:4]] + [replay.sessions[-1].session]
+    pairs = {r["data-session"] for r in soup.select("#compare tr.turn-delta")}
+    assert len(pairs) == 5 and soup.select_one("#compare p.capped")["data-total"] == str(
+        len(baseline.sessions)
+    )
+    assert all(soup.select(f'#compare tr.improved[data-session="{p}"]') for p in pairs)
+    counts = soup.select_one('#compare [data-count="improved"]').get_text()
+    assert counts == f"{compare_runs(baseline, replay).turn_counts['improved']} improved"  # over every pair
+    assert not _soup(baseline, replay).select("p.capped")

@@ -20,6 +20,10 @@ from services.consumers.report.model import RunReport
 from services.consumers.report.source import ReportUnavailable, load_report
 from services.consumers.report.terminal import print_summary
 
+# a 1,000-session page is ~10 MiB and opens in a browser in seconds; 10,000 would be ~100 MiB
+# (benchmarks/bench_report.py)
+HTML_SESSIONS = 1000
+
 
 def _from_file(path: Path, version: str | None, hint: str) -> RunReport:
     try:
@@ -67,6 +71,10 @@ def register(app: typer.Typer) -> None:
         compare_json: Path | None = typer.Option(
             None, "--compare-json", help="the compared run as a JSON document"
         ),
+        html_sessions: int = typer.Option(
+            HTML_SESSIONS, "--html-sessions", min=0,
+            help="sessions listed per run in the HTML page, failing/excluded first (0: all)",
+        ),
         database_url: str | None = typer.Option(None, "--database-url", help="default: ROUNDS_DATABASE_URL"),
     ) -> None:
         """Summary table on the terminal; --html/--json write the page and the document."""
@@ -90,7 +98,7 @@ def register(app: typer.Typer) -> None:
         comparison = compare_runs(report, other) if other is not None else None
         print_summary(Console(), report, other, comparison)
         if html is not None:
-            _write(html, render_html(report, other))
+            _write(html, render_html(report, other, html_sessions or None, comparison))
             typer.echo(f"wrote {html}")
         if json_out is not None:
             _write(json_out, to_json(report))

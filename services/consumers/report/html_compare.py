@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from html import escape
 
-from services.consumers.report.comparison_model import CheckChange, Comparison, TurnDelta
+from services.consumers.report.comparison_model import CheckChange, Comparison, SessionPair, TurnDelta
 from services.consumers.report.stats import is_excluded
 from services.consumers.report.summary import fmt, fmt_delta
 
@@ -40,7 +40,22 @@ def _delta_class(t: TurnDelta) -> str:
     return "delta-up" if t.delta > 0 else "delta-down"
 
 
-def compare_section(comparison: Comparison) -> str:
+def pick_pairs(pairs: list[SessionPair], limit: int | None) -> list[SessionPair]:
+    """At most `limit` pairs in their order, those with a turn that changed (or in one run only) first."""
+    if limit is None or len(pairs) <= limit:
+        return pairs
+
+    def changed(p: SessionPair) -> bool:
+        return any(t.status not in ("unchanged", "excluded") for t in p.turns)
+
+    first = [p for p in pairs if changed(p)][: max(0, limit)]
+    rest = [p for p in pairs if not changed(p)][: max(0, limit - len(first))]
+    chosen = {id(p) for p in first + rest}
+    return [p for p in pairs if id(p) in chosen]
+
+
+def compare_section(comparison: Comparison, limit: int | None = None) -> str:
+    """The comparison table; with `limit`, at most that many session pairs (pick_pairs), and a note."""
     before, after = escape(comparison.before_run), escape(comparison.after_run)
     counts = comparison.turn_counts
     header = (
@@ -50,8 +65,15 @@ def compare_section(comparison: Comparison) -> str:
         f'<span data-count="unchanged">{counts["unchanged"]} unchanged</span>, '
         f"{counts['only_before'] + counts['only_after']} in one run only, {counts['excluded']} excluded.</p>"
     )
+    pairs = pick_pairs(comparison.pairs, limit)
+    if len(pairs) < len(comparison.pairs):
+        header += (
+            f'<p class="meta capped" data-shown="{len(pairs)}" data-total="{len(comparison.pairs)}">'
+            f"{len(pairs):,} of {len(comparison.pairs):,} sessions listed, those with a changed turn first "
+            "(rounds report --html-sessions N to change); the counts above are over all of them.</p>"
+        )
     rows = []
-    for pair in comparison.pairs:
+    for pair in pairs:
         span = max(1, len(pair.turns))
         label = f'<td class="session-label" rowspan="{span}">{escape(pair.label)}</td>'
         if not pair.turns:

@@ -12,12 +12,13 @@ from hashlib import sha256
 from html import escape
 
 from services.consumers.report.compare import compare_runs
+from services.consumers.report.comparison_model import Comparison
 from services.consumers.report.html_charts import charts_section
 from services.consumers.report.html_compare import compare_section
 from services.consumers.report.html_sessions import sessions_section
 from services.consumers.report.html_style import CSS, SCRIPT
 from services.consumers.report.model import DIMENSIONS, RunReport
-from services.consumers.report.stats import reason_counts
+from services.consumers.report.stats import judge_agreement, reason_counts
 from services.consumers.report.summary import DIMENSION_COLUMNS, dimension_table, fmt, fmt_delta, metric_rows
 
 # the page's own script is the only one the browser may run: markup that slipped past escaping cannot run
@@ -83,20 +84,25 @@ def tools_table(reports: Sequence[RunReport]) -> str:
 
 
 def judge_table(reports: Sequence[RunReport]) -> str:
-    rows = "".join(
-        f"<tr><th>{escape(r.run)}</th><td>{escape(str(k))}</td><td>{escape(str(v))}</td></tr>"
-        for r in reports
-        if r.judge
-        for k, v in r.judge.items()
-    )
+    """What the scorer says about its LLM judge (model, prompt version…) and, counted from the turns, how
+    often the judge agreed with the deterministic checks it was run beside."""
+    rows = []
+    for r in reports:
+        for k, v in (r.judge or {}).items():
+            rows.append(f"<tr><th>{escape(r.run)}</th><td>{escape(str(k))}</td><td>{escape(str(v))}</td></tr>")
+        counted = judge_agreement(r)
+        if counted is not None:
+            agree, total = counted
+            rows.append(
+                f'<tr class="judge-agreement" data-agree="{agree}" data-total="{total}">'
+                f"<th>{escape(r.run)}</th><td>agreement with the checks (counted)</td>"
+                f"<td>{agree / total:.3f} ({agree}/{total})</td></tr>"
+            )
+    if not rows:
+        return ""
     return (
-        (
-            f'<table class="judge"><caption>LLM judge (model, prompt version, agreement with the '
-            f"deterministic "
-            f"checks)</caption><tbody>{rows}</tbody></table>"
-        )
-        if rows
-        else ""
+        '<table class="judge"><caption>LLM judge (model, prompt version, agreement with the deterministic '
+        f"checks)</caption><tbody>{''.join(rows)}</tbody></table>"
     )
 
 
@@ -147,8 +153,15 @@ def _header(report: RunReport, other: RunReport | None) -> str:
     return f'<h1>Rounds report: {escape(report.run)}</h1><p class="meta">{runs}</p>'
 
 
-def render_html(report: RunReport, other: RunReport | None = None) -> str:
-    """The whole page as one string; `other` adds the side-by-side columns and the turn-by-turn comparison."""
+def render_html(
+    report: RunReport,
+    other: RunReport | None = None,
+    max_sessions: int | None = None,
+    comparison: Comparison | None = None,
+) -> str:
+    """The whole page as one string; `other` adds the side-by-side columns and the turn-by-turn comparison
+    (`comparison`, computed when not given); `max_sessions` caps the sessions listed per run and the pairs
+    compared (tables, plots and counts use them all)."""
     reports = [report] + ([other] if other is not None else [])
     summary = (
         '<section id="summary"><h2>Summary</h2><div class="tables">'
@@ -163,8 +176,10 @@ def render_html(report: RunReport, other: RunReport | None = None) -> str:
         + "</div>"
         + "</section>"
     )
-    compare = compare_section(compare_runs(report, other)) if other is not None else ""
-    sessions = "".join(sessions_section(r) for r in reports)
+    compare = ""
+    if other is not None:
+        compare = compare_section(comparison or compare_runs(report, other), max_sessions)
+    sessions = "".join(sessions_section(r, max_sessions) for r in reports)
     title = f"Rounds report: {report.run}" + (f" vs {other.run}" if other is not None else "")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

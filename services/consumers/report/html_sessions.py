@@ -127,11 +127,35 @@ def session_html(s: SessionScore, open_: bool = False) -> str:
     )
 
 
-def sessions_section(report: RunReport) -> str:
-    """One run's sessions with their own filter controls (a compared run gets a second section)."""
+def pick_sessions(sessions: list[SessionScore], limit: int | None) -> list[SessionScore]:
+    """At most `limit` sessions in their order, those worth a look first: excluded ones and those failing at
+    FAILING_TAU, then the rest. A large run's page stays small enough for a browser; the JSON has them all."""
+    if limit is None or len(sessions) <= limit:
+        return sessions
+
+    def notable(s: SessionScore) -> bool:
+        return is_excluded(s) or not session_passes(s, FAILING_TAU)
+
+    first = [s for s in sessions if notable(s)][: max(0, limit)]
+    rest = [s for s in sessions if not notable(s)][: max(0, limit - len(first))]
+    chosen = {id(s) for s in first + rest}
+    return [s for s in sessions if id(s) in chosen]
+
+
+def sessions_section(report: RunReport, limit: int | None = None) -> str:
+    """One run's sessions with their own filter controls (a compared run gets a second section); with `limit`,
+    at most that many (pick_sessions) and a note saying so."""
     scored, excluded = reason_counts(report)
     options = "".join(f'<option value="{escape(r)}">{escape(r)}</option>' for r in [*scored, *excluded])
-    n = len(report.sessions)
+    shown = pick_sessions(report.sessions, limit)
+    n = len(shown)
+    note = (
+        f'<p class="meta capped" data-shown="{n}" data-total="{len(report.sessions)}">{n:,} of '
+        f"{len(report.sessions):,} sessions listed: those excluded or failing at τ={FAILING_TAU} first "
+        "(rounds report --html-sessions N to change); the JSON document holds every session.</p>"
+        if n < len(report.sessions)
+        else ""
+    )
     controls = (
         '<div class="controls">'
         '<input class="session-filter" type="search" '
@@ -143,8 +167,8 @@ def sessions_section(report: RunReport) -> str:
         '<button class="collapse-all" type="button">collapse all</button>'
         f'<span><span class="session-count">{n}</span> of {n} shown</span></div>'
     )
-    items = "".join(session_html(s, open_=i == 0) for i, s in enumerate(report.sessions))  # one shown open
+    items = "".join(session_html(s, open_=i == 0) for i, s in enumerate(shown))  # one shown open
     return (
         f'<section class="sessions" data-run="{escape(report.run)}"><h2>Sessions of {escape(report.run)}</h2>'
-        f'{controls}<div class="session-list">{items}</div></section>'
+        f'{note}{controls}<div class="session-list">{items}</div></section>'
     )

@@ -9,6 +9,7 @@ enter a score; they are only counted.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -47,12 +48,18 @@ def session_passes(session: SessionScore, tau: float) -> bool:
 
 
 def pass_at_session_curve(report: RunReport, steps: int = TAU_STEPS) -> list[tuple[float, float]]:
-    """(τ, share of scored sessions passing at τ) for τ evenly spaced over [0, 1]; empty without sessions."""
+    """(τ, share of scored sessions passing at τ) for τ evenly spaced over [0, 1]; empty without sessions.
+
+    A session passes at τ while its lowest turn score is ≥ τ, so the sorted lowest scores answer every τ by
+    bisection (10,000 sessions: milliseconds, not a pass over every turn per τ).
+    """
     sessions = scored_sessions(report)
     if not sessions or steps < 2:
         return []
+    # a session without turns never passes: it stands below every τ
+    lowest = sorted(min(t.score for t in s.turns) if s.turns else -math.inf for s in sessions)
     taus = [i / (steps - 1) for i in range(steps)]
-    return [(tau, sum(session_passes(s, tau) for s in sessions) / len(sessions)) for tau in taus]
+    return [(tau, (len(lowest) - bisect_left(lowest, tau - EPSILON)) / len(lowest)) for tau in taus]
 
 
 def pass_hat_k_series(metrics: Metrics) -> list[tuple[int, float]]:
@@ -111,3 +118,18 @@ def percentile(values: Iterable[float], q: float) -> float | None:
 def dimension_values(report: RunReport, dimension: str) -> list[tuple[str, Metrics]]:
     """The breakdown of one dimension, values in a stable order (L1 < L2 < L3, en < zh, …)."""
     return sorted(report.by.get(dimension, {}).items())
+
+
+def judge_agreement(report: RunReport) -> tuple[int, int] | None:
+    """(verdicts where the LLM judge agreed with the deterministic check, verdicts both gave) over the scored
+    sessions, from the turns' `judge_agreement` entries ({id, judge, check}); None when nothing was judged."""
+    pairs = [
+        (bool(e["judge"]), bool(e["check"]))
+        for s in scored_sessions(report)
+        for t in s.turns
+        for e in (getattr(t, "judge_agreement", None) or [])
+        if isinstance(e, dict) and {"judge", "check"} <= e.keys()
+    ]
+    if not pairs:
+        return None
+    return sum(j == c for j, c in pairs), len(pairs)
