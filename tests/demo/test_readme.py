@@ -1,0 +1,134 @@
+"""The README's three jobs run as written, in a fresh folder after `rounds demo`, with a `rounds` on PATH that
+is this checkout; the OpenAI-compatible endpoint of job 1 is a local server this test starts (no model is ever
+contacted)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.simulator.adapters.conftest import Served, free_port
+from tests.simulator.adapters.fake_openai import FakeOpenAI, text, tool_call
+
+REPO = Path(__file__).resolve().parents[2]
+BLOCK = re.compile(r"<!-- readme-job: (?P<job>[a-z]+) -->\n```(?P<lang>\w+)\n(?P<code>.*?)```", re.S)
+
+
+def readme_jobs() -> dict[str, tuple[str, str]]:
+    return {m["job"]: (m["lang"], m["code"]) for m in BLOCK.finditer((REPO / "README.md").read_text())}
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A user's folder after `rounds demo`, and the environment of a user's shell (no ROUNDS_* set)."""
+    home = tmp_path_factory.mktemp("user")
+    bin_dir = home / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "rounds"
+    shim.write_text(f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m rounds.cli "$@"\n')
+    shim.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ROUNDS_", "OPENAI_"))}
+    env |= {"PATH": f"{bin_dir}:{env['PATH']}", "PYTHONPATH": str(REPO), "COLUMNS": "120"}
+    demo = subprocess.run(
+        ["rounds", "demo", "--patients", "2", "--sessions", "4"],
+        cwd=home,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert demo.returncode == 0, demo.stderr[-3000:]
+    assert (home / "rounds-demo" / "scenarios.jsonl").exists() and (home / "rounds.sqlite").exists()
+    return home, env
+
+
+def run_block(job: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    lang, code = readme_jobs()[job]
+    command = ["bash", "-euo", "pipefail", "-c", code] if lang == "bash" else [sys.executable, "-c", code]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_the_readme_names_the_three_jobs() -> None:
+    assert set(readme_jobs()) == {"assistant", "rescore", "connector"}
+
+
+def test_job_1_an_openai_compatible_assistant(folder) -> None:
+    home, env = folder
+    fake = FakeOpenAI()
+
+    def step(body: dict) -> tuple:  # look something up, then answer with what came back
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return text(fake, f"Here is what the record shows: {last['content'][:200]}")
+        return tool_call(fake, "fhir_search", {"resourceType": "Observation", "params": {"_count": "3"}})
+
+    fake.reset(step)
+    served = Served(fake.app)
+    try:
+        done = run_block(
+            "assistant",
+            home,
+            env
+            | {"MODEL": "fake-model", "OPENAI_BASE_URL": f"{served.root}/v1", "OPENAI_API_KEY": "test-key"},
+        )
+    finally:
+        served.stop()
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert fake.requests and fake.requests[0]["model"] == "fake-model"
+    assert any(m["role"] == "tool" for r in fake.requests for m in r["messages"])  # tool calls went through
+    page = (home / "my-model-1.html").read_text(encoding="utf-8")
+    assert "my-model-1" in page and "<svg" in page
+
+
+def test_job_2_replay_and_rescore(folder) -> None:
+    home, env = folder
+    done = run_block("rescore", home, env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    report = json.loads((home / "base-1.json").read_text(encoding="utf-8"))
+    assert report["run"] == "base-1" and report["sessions"]
+    assert "base-1-oracle" in (home / "compare.html").read_text(encoding="utf-8")
+    log = (home / "rounds-log.jsonl").read_text(encoding="utf-8").splitlines()
+    assert any('"rounds.session.started"' in line for line in log)
+
+
+def test_job_3_a_connector_with_fhirpy_against_a_session(folder) -> None:
+    home, env = folder
+    port = free_port()
+    server = subprocess.Popen(
+        ["rounds", "serve", "--port", str(port)],
+        cwd=home,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    root = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(f"{root}/fhir/metadata", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        else:
+            pytest.fail("rounds serve did not answer")
+        before = httpx.get(f"{root}/fhir/Observation", params={"code:text": "connector note"}).json()
+        lang, code = readme_jobs()["connector"]
+        code = code.replace('ROUNDS = "http://127.0.0.1:8080"', f'ROUNDS = "{root}"')
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=home, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        after = httpx.get(f"{root}/fhir/Observation", params={"code:text": "connector note"}).json()
+        assert len(after.get("entry", [])) == len(before.get("entry", []))  # the write stayed in its session
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
