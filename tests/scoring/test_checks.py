@@ -223,3 +223,28 @@ def test_string_facts_by_phrase_or_by_their_numbers_and_entity() -> None:
     assert not fact_stated("Apixaban 5 mg twice daily", dose)[0]
     culture = Fact(kind="latest", value="positive", label=Localized(en="blood culture", zh="血培养"))
     assert fact_stated("Blood culture: POSITIVE", culture)[0] and not fact_stated("pending", culture)[0]
+
+
+@pytest.mark.parametrize(("text", "values"), [
+    ("No: the potassium is 4.5 mEq/L, at or above 3.5, so no replacement.", ["4.5"]),
+    ("不需要：血钾4.5 mEq/L，不低于3.5，无需补钾。", ["4.5"]),
+    ("K 3.4, below 3.5; 3.5 or above is fine; 血钾3.5以上", ["3.4"]),
+    ("The average over the last 24 hours is 1.9 mg/dL (4 results).", ["1.9"]),
+    ("过去24小时平均1.9（2次结果）", ["1.9"]),
+    ("From 1.1 to 2.6 mg/dL", ["1.1", "2.6"]),
+])
+def test_thresholds_and_counts_are_not_cited_values(text: str, values: list[str]) -> None:
+    from services.consumers.scoring.numbers import is_threshold
+
+    assert [c.text for c in cited_numbers(text) if not is_threshold(text, c)] == values
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Yes, ordered: potassium chloride 20 mEq by mouth.", "yes"),
+    ("已开立：口服氯化钾40 mEq。", "yes"),
+    ("已下医嘱：硫酸镁1 g。", "yes"),
+    ("未开医嘱：血钾4.5 mEq/L，不低于3.5。", "no"),
+    ("No order: potassium 4.5 is normal.", "no"),
+])
+def test_order_confirmations_are_conclusions(text: str, expected: str) -> None:
+    assert conclusion_matches(text, expected)[0], conclusion_matches(text, expected)

@@ -82,3 +82,24 @@ def _zh_numeral(text: str, digits: dict[str, int]) -> int | None:
     tens, _, ones = text.partition("十")
     value = (digits.get(tens, 0) if tens else 1) * 10 + (digits.get(ones, 0) if ones else 0)
     return value
+
+
+def is_threshold(text: str, cited: Cited) -> bool:
+    """Whether `cited` (found in `text` by cited_numbers) is not a value but a bound the answer compares with
+    ("below 3.5", "3.5以上") or a count ("4 results", "24 hours", "2次"), by the cues of data/lexicon.json."""
+    cues = lexicon()["thresholds"]
+    norm = normalize(text)
+    before, after = norm[:cited.start], norm[cited.start + len(cited.text):]
+    en_before = " ".join(re.findall(r"[a-z]+|[<>≤≥]=?", before)[-cues["window"]["en"]:])
+    zh_before = before.rstrip()[-cues["window"]["zh"]:]
+    after = re.sub(r"^\s*[a-zµ/%]*\s*", "", after, count=1) if not after[:1].isspace() else after.lstrip()
+    if any(re.search(rf"(?<![a-z]){re.escape(cue)}$", en_before) for cue in cues["before"]["en"]):
+        return True
+    if any(zh_before.endswith(cue) for cue in cues["before"]["zh"]):
+        return True
+    tail = after[:16]
+    if any(tail.startswith(cue) for cue in cues["after"]["en"] + cues["after"]["zh"]):
+        return True
+    counted = re.match(r"[a-z]+", tail)
+    return (counted is not None and counted.group() in cues["counts_after"]["en"]) or any(
+        tail.startswith(cue) for cue in cues["counts_after"]["zh"])

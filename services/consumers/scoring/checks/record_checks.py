@@ -9,7 +9,7 @@ from services.consumers.scoring.checks.base import Check
 from services.consumers.scoring.checks.facts import number_matches
 from services.consumers.scoring.constraints import satisfied
 from services.consumers.scoring.model import CheckContext, CheckResult, EhrCall, RecordValue, Written
-from services.consumers.scoring.numbers import Cited, cited_numbers
+from services.consumers.scoring.numbers import Cited, cited_numbers, is_threshold
 from services.consumers.scoring.units import alternatives, analyte_of
 from services.simulator.data_model.scenario import ExpectedWrite, RubricItem
 
@@ -95,7 +95,8 @@ def _matches_value(cited: Cited, value: RecordValue) -> bool:
 
 class NoFutureValue(Check):
     """A number in the answer that equals a result of the record taken after `now` — and no result, and no
-    fact, known by `now` — was read from the future (the sandbox hides it; the assistant leaked it)."""
+    fact, known by `now` — was read from the future (the sandbox hides it; the assistant leaked it).
+    Thresholds the answer compares with ("below 3.5", "3.5以上") are not cited values."""
 
     kind = "no_future_value"
 
@@ -103,9 +104,13 @@ class NoFutureValue(Check):
         now = ctx.now if ctx.now.tzinfo else ctx.now.replace(tzinfo=UTC)
         future = [v for v in ctx.state.record_values if v.time is not None and v.time > now]
         known = [v for v in ctx.state.record_values if v.time is None or v.time <= now]
-        facts = [RecordValue(f.code or "", float(f.value), f.unit, None, "fact") for f in ctx.turn.facts
+        facts = [RecordValue(f.code or "", float(f.value), f.unit, None, "fact")
+                 for turn in ctx.scenario.turns for f in turn.facts
                  if isinstance(f.value, int | float) and not isinstance(f.value, bool)]
-        for cited in cited_numbers(ctx.log.answer_text):
+        text = ctx.log.answer_text
+        for cited in cited_numbers(text):
+            if is_threshold(text, cited):
+                continue
             leaked = next((v for v in future if _matches_value(cited, v)), None)
             if leaked and not any(_matches_value(cited, v) for v in known + facts):
                 where = f"{leaked.reference} at {leaked.time}"
