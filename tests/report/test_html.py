@@ -139,6 +139,14 @@ def test_turn_by_turn_comparison(baseline, replay):
     assert float(after) > float(before) and delta.startswith("+")
     assert "FAIL → PASS" in row.get_text()
     assert len(soup.select("section.sessions")) == 2  # both runs' sessions
+    chart = soup.select_one('#compare svg.chart[data-chart="bar"]')
+    bars = {(b["data-category"], b["data-series"]): float(b["data-value"]) for b in chart.select("rect.bar")}
+    for index in (0, 1, 2, 3):
+        improved = sum(
+            1 for p in comparison.pairs for t in p.turns if t.index == index and t.status == "improved"
+        )
+        assert bars[(f"turn {index}", "improved")] == improved and bars[(f"turn {index}", "regressed")] == 0
+    assert sum(v for (_, s), v in bars.items() if s == "improved") == comparison.turn_counts["improved"]
     excluded = [tr.get_text(" ") for tr in soup.select("#compare tr.excluded")]
     assert excluded == ["k-replacement-002 #2 (en explicit) excluded: infrastructure_error"]
 

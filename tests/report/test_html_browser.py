@@ -52,7 +52,7 @@ def dom(chromium, page, tmp_path_factory) -> BeautifulSoup:
 
 def test_plots_are_drawn(dom, baseline, replay):
     charts = {svg["aria-label"]: svg for svg in dom.select("svg.chart")}
-    assert len(charts) == 7
+    assert len(charts) == 8  # 7 plots and the turn changes of the comparison
     for dim in ("family", "difficulty", "language", "variant"):
         bars = charts[f"mean turn score by {dim}"].select("rect.bar")
         assert len(bars) == 2 * len(baseline.by[dim]) and all(float(b["height"]) > 0 for b in bars)

@@ -4,8 +4,10 @@ against k, and the distribution of EHR call latencies — one series per run whe
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
+from services.consumers.report.comparison_model import Comparison
 from services.consumers.report.model import DIMENSIONS, THRESHOLDS, RunReport
 from services.consumers.report.stats import ehr_latencies, histogram, pass_at_session_curve, pass_hat_k_series
 from services.consumers.report.svg import Curve, Series, bar_chart, histogram_chart, line_chart
@@ -82,3 +84,20 @@ def charts_section(reports: Sequence[RunReport]) -> str:
     charts = [dimension_chart(reports, d) for d in dimensions_to_plot(reports)]
     charts += [pass_at_session_chart(reports), pass_hat_k_chart(reports), latency_chart(reports)]
     return '<section id="plots"><h2>Plots</h2><div class="charts">' + "".join(charts) + "</div></section>"
+
+
+def turn_changes_chart(comparison: Comparison) -> str:
+    """How many turns improved and regressed at each turn index (turn 0 is the lookup, later turns build on
+    it), so a change that only helps late turns shows at a glance."""
+    indexes = sorted({t.index for p in comparison.pairs for t in p.turns})
+    counts = {
+        status: [sum(1 for p in comparison.pairs for t in p.turns if t.index == i and t.status == status)
+                 for i in indexes]
+        for status in ("improved", "regressed")
+    }
+    top = max((c for values in counts.values() for c in values), default=0)
+    y_max = float(4 * max(1, math.ceil(top * 1.15 / 4)))  # whole-number ticks, room for the labels
+    colors = {"improved": "#2e7d32", "regressed": "#c62828"}
+    series = [Series(status, [float(c) for c in values], colors[status]) for status, values in counts.items()]
+    return bar_chart(f"turns that changed, {comparison.before_run} → {comparison.after_run}",
+                     [f"turn {i}" for i in indexes], series, y_max=y_max, y_label="turns", number="{:.0f}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from html import escape
 
 from services.consumers.report.comparison_model import CheckChange, Comparison, SessionPair, TurnDelta
+from services.consumers.report.html_charts import turn_changes_chart
 from services.consumers.report.stats import is_excluded
 from services.consumers.report.summary import fmt, fmt_delta
 
@@ -96,4 +97,5 @@ def compare_section(comparison: Comparison, limit: int | None = None) -> str:
         f"<th>{before}</th><th>{after}</th><th>Δ</th><th>change</th><th>checks that changed</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
-    return f'<section id="compare"><h2>Turn by turn: {before} vs {after}</h2>{header}{table}</section>'
+    chart = f'<div class="charts">{turn_changes_chart(comparison)}</div>'
+    return f'<section id="compare"><h2>Turn by turn: {before} vs {after}</h2>{header}{chart}{table}</section>'

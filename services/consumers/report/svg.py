@@ -21,6 +21,7 @@ COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759")
 class Series:
     name: str
     values: Sequence[float | None]  # bar charts: one per category
+    color: str | None = None  # default: the palette in order
 
 
 @dataclass(frozen=True)
@@ -41,12 +42,12 @@ def _open(title: str, kind: str, height: int = HEIGHT) -> list[str]:
     ]
 
 
-def _legend(names: Sequence[str]) -> list[str]:
+def _legend(names: Sequence[str], colors: Sequence[str | None] = ()) -> list[str]:
     if len(names) < 2:
         return []
     out = []
     for i, name in enumerate(names):  # one line under the title
-        color, x = COLORS[i % len(COLORS)], LEFT + 150 * i
+        color, x = (colors[i] if i < len(colors) else None) or COLORS[i % len(COLORS)], LEFT + 150 * i
         out.append(
             f'<rect class="legend" x="{x}" y="24" width="10" height="10" fill="{color}"/>'
             f'<text x="{x + 14}" y="33" class="legend-label">{escape(name[:20])}</text>'
@@ -67,11 +68,17 @@ def _y_axis(y_max: float, plot_h: float, ticks: int = 4, fmt: str = "{:.2f}") ->
 
 
 def bar_chart(
-    title: str, categories: Sequence[str], series: Sequence[Series], y_max: float = 1.0, y_label: str = ""
+    title: str,
+    categories: Sequence[str],
+    series: Sequence[Series],
+    y_max: float = 1.0,
+    y_label: str = "",
+    number: str = "{:.2f}",  # how values and ticks are written ("{:.0f}" for counts)
 ) -> str:
     """Grouped vertical bars, one group per category and one bar per series; None is drawn as 'n/a'."""
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    out = _open(title, "bar") + _legend([s.name for s in series]) + _y_axis(y_max, plot_h)
+    out = _open(title, "bar") + _legend([s.name for s in series], [s.color for s in series])
+    out += _y_axis(y_max, plot_h, fmt=number)
     if y_label:
         out.append(
             f'<text class="axis-label" x="12" y="{TOP + plot_h / 2:.1f}" '
@@ -99,9 +106,10 @@ def bar_chart(
             out.append(
                 f'<rect class="bar" data-category="{escape(category)}" data-series="{escape(s.name)}" '
                 f'data-value="{value:.6f}" x="{x:.1f}" y="{TOP + plot_h - h:.1f}" width="{bar_w:.1f}" '
-                f'height="{h:.1f}" fill="{COLORS[si % len(COLORS)]}"><title>{escape(label)}</title></rect>'
+                f'height="{h:.1f}" fill="{s.color or COLORS[si % len(COLORS)]}">'
+                f"<title>{escape(label)}</title></rect>"
                 f'<text class="bar-value" x="{x + bar_w / 2:.1f}" y="{TOP + plot_h - h - 3:.1f}" '
-                f'text-anchor="middle">{value:.2f}</text>'
+                f'text-anchor="middle">{number.format(value)}</text>'
             )
         short = category if len(category) <= 18 else category[:17] + "…"
         cx, cy = LEFT + group_w * (ci + 0.5), TOP + plot_h + 14
