@@ -224,3 +224,25 @@ def test_a_large_run_lists_the_sessions_worth_a_look_first(baseline, replay):
     counts = soup.select_one('#compare [data-count="improved"]').get_text()
     assert counts == f"{compare_runs(baseline, replay).turn_counts['improved']} improved"  # over every pair
     assert not _soup(baseline, replay).select("p.capped")
+
+
+def test_more_runs_side_by_side(baseline, replay):
+    third = replay.model_copy(update={"run": "run-weak", "assistant": "weak"})
+    soup = _soup(baseline, replay, None, None, [third])
+    avg = soup.select_one('table.metrics tr[data-metric="Avg"]').select("td")
+    assert [td.get_text() for td in avg] == [f"{baseline.metrics.avg:.3f}", "1.000", "1.000"]  # no Δ with 3
+    assert [th.get_text() for th in soup.select("table.metrics thead th")][1:] == [
+        "run-baseline",
+        "run-replay",
+        "run-weak",
+    ]
+    family = soup.select_one('svg.chart[aria-label="mean turn score by family"]')
+    assert {b["data-series"] for b in family.select("rect.bar")} == {"run-baseline", "run-replay", "run-weak"}
+    assert [s["data-run"] for s in soup.select("section.sessions")] == [
+        "run-baseline",
+        "run-replay",
+        "run-weak",
+    ]
+    assert len(soup.select("#compare")) == 1  # the turn comparison stays between the first two
+    assert soup.title.get_text() == "Rounds report: run-baseline vs run-replay vs run-weak"
+    assert "also run-weak (scorer v2, assistant weak" in soup.select_one("p.meta").get_text()

@@ -136,7 +136,7 @@ def _dimensions(reports: Sequence[RunReport]) -> list[str]:
     return [d for d in DIMENSIONS if d in present] + sorted(present - set(DIMENSIONS))
 
 
-def _header(report: RunReport, other: RunReport | None) -> str:
+def _header(report: RunReport, other: RunReport | None, more: Sequence[RunReport] = ()) -> str:
     def describe(r: RunReport) -> str:
         parts = [f"scorer {r.scorer_version}"]
         if r.assistant:
@@ -150,6 +150,8 @@ def _header(report: RunReport, other: RunReport | None) -> str:
         if other is not None
         else ""
     )
+    if more:
+        runs += "; also " + ", ".join(describe(r) for r in more)
     return f'<h1>Rounds report: {escape(report.run)}</h1><p class="meta">{runs}</p>'
 
 
@@ -158,11 +160,13 @@ def render_html(
     other: RunReport | None = None,
     max_sessions: int | None = None,
     comparison: Comparison | None = None,
+    more: Sequence[RunReport] = (),
 ) -> str:
     """The whole page as one string; `other` adds the side-by-side columns and the turn-by-turn comparison
     (`comparison`, computed when not given); `max_sessions` caps the sessions listed per run and the pairs
-    compared (tables, plots and counts use them all)."""
-    reports = [report] + ([other] if other is not None else [])
+    compared (tables, plots and counts use them all). `more` adds further runs to the tables, plots and
+    session lists (e.g. several assistants on the same scenarios), without deltas or turn comparison."""
+    reports = [report] + ([other] if other is not None else []) + list(more)
     summary = (
         '<section id="summary"><h2>Summary</h2><div class="tables">'
         + metrics_table(reports)
@@ -180,7 +184,7 @@ def render_html(
     if other is not None:
         compare = compare_section(comparison or compare_runs(report, other), max_sessions)
     sessions = "".join(sessions_section(r, max_sessions) for r in reports)
-    title = f"Rounds report: {report.run}" + (f" vs {other.run}" if other is not None else "")
+    title = "Rounds report: " + " vs ".join(r.run for r in reports)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -189,6 +193,6 @@ def render_html(
         f"content=\"default-src 'none'; style-src 'unsafe-inline'; "
         f"script-src '{SCRIPT_HASH}'; img-src data:\">"
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
-        f"{_header(report, other)}{summary}{charts_section(reports)}{compare}{sessions}"
+        f"{_header(report, other, more)}{summary}{charts_section(reports)}{compare}{sessions}"
         f"<script>{SCRIPT}</script></body></html>\n"
     )
