@@ -14,7 +14,7 @@ from services.simulator.orchestrator.run import RunSummary
 LANGUAGES = {"en": ("en",), "zh": ("zh",), "both": ("en", "zh")}
 
 
-def print_summary(summary: RunSummary) -> None:
+def print_summary(summary: RunSummary, *, score: bool = False, fhir_base: str | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -33,17 +33,29 @@ def print_summary(summary: RunSummary) -> None:
     )
     for outcome in [o for o in summary.outcomes if o.reason != "completed"][:5]:
         console.print(f"  {outcome.session_id} {outcome.job.scenario.id} {outcome.reason}: {outcome.error}")
-    print_scores(summary, console)
+    if score:
+        print_scores(summary, console, fhir_base)
 
 
-def print_scores(summary: RunSummary, console) -> None:
-    """Scores the run in process through the scorer's own code (services/consumers/scoring: a fresh consumer
-    group over the run's log, the sandboxes read over the FHIR API) and prints the report's summary table."""
+def print_scores(summary: RunSummary, console, fhir_base: str | None = None) -> None:
+    """Score the run in-process with the scorer (services/consumers/scoring) and print its metrics table."""
+    import httpx
+
     from rounds.settings import get_settings
-    from services.consumers.report.terminal import print_summary as print_report
+    from services.consumers.report.terminal import metrics_table
     from services.consumers.scoring.api import score_run
 
-    print_report(console, score_run(get_settings(), summary.run_id))
+    root = fhir_base.rstrip("/").removesuffix("/fhir") if fhir_base else None
+    client = httpx.Client(base_url=root, timeout=60) if root else None
+    try:
+        report = score_run(get_settings(), summary.run_id, client=client)
+    except Exception as exc:  # noqa: BLE001 - the sessions are on the log whatever the scorer thinks
+        console.print(f"scores: the scorer failed ({exc!r}); score the run later (`rounds report`)")
+        return
+    finally:
+        if client is not None:
+            client.close()
+    console.print(metrics_table([report]))
 
 
 def register(app: typer.Typer) -> None:
@@ -63,6 +75,7 @@ def register(app: typer.Typer) -> None:
         turn_timeout: Annotated[float, typer.Option(help="seconds an assistant has per turn")] = 120.0,
         max_steps: Annotated[int, typer.Option(min=1, help="tool steps per turn")] = 8,
         seed: Annotated[int, typer.Option()] = 0,
+        score: Annotated[bool, typer.Option("--score/--no-score", help="score the run when it ends")] = True,
     ) -> None:
         """Run sessions between the physician and patient agents and an assistant; every message an event."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -72,10 +85,14 @@ def register(app: typer.Typer) -> None:
 
         if language not in LANGUAGES or variant not in ("implicit", "explicit"):
             raise typer.BadParameter("--language en|zh|both, --variant implicit|explicit")
+        from services.simulator.assistants.registry import create_assistant
+
         try:
             lines = read_scenarios(scenarios, limit)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
+            chosen = create_assistant(assistant)
+        except ValueError as exc:  # a bad line (file:line) or an unknown / malformed assistant spec
+            typer.echo(f"rounds run: {exc}", err=True)
+            raise typer.Exit(2) from None
         jobs = plan(lines, trials, LANGUAGES[language], variant)
         run_id = run_id or new_run_id()
         typer.echo(f"run {run_id}: {len(jobs)} sessions ({len(lines)} scenarios)")
@@ -84,11 +101,11 @@ def register(app: typer.Typer) -> None:
                       TextColumn("{task.fields[last]}"), TimeElapsedColumn()) as bar:
             task = bar.add_task("sessions", total=len(jobs), last="")
             summary = asyncio.run(run_scenarios(
-                jobs, assistant, options,
+                jobs, chosen, options,
                 progress=lambda o: bar.update(task, advance=1, last=o.reason)))
             bar.update(task, completed=len(jobs))
         typer.echo(f"run id: {run_id}")
-        print_summary(summary)
+        print_summary(summary, score=score, fhir_base=fhir_base)
 
     from services.simulator.orchestrator.replay import register_replay
 
