@@ -91,7 +91,8 @@ class LiveSession:
                       correlationid=call_id)
         if name not in TOOL_NAMES:
             raise AssistantFailure(f"turn {self.turn}: unknown tool {name!r}")
-        self._count(str(name))
+        if name != "answer":  # the final answer ends the turn; it is recorded (its usage) but not a tool step
+            self._count(str(name))
         return call_id
 
     def result(

@@ -139,3 +139,13 @@ def test_a_run_with_an_mcp_agent(settings, scenarios, agent) -> None:
     assert names == ["fhir_search", "ask_patient"] * 4
     patient = [Communication.model_validate(e.data) for e in events if e.type == "rounds.message.patient"]
     assert len(patient) == 4 and patient[0].disclosed_facts == ["m-ibu"]
+
+
+def test_the_answer_is_not_a_tool_step(settings, scenarios, model) -> None:
+    """A model that uses all of its `max_steps` tool steps and then answers completes the turn: the answer
+    (recorded as an `answer` call for its usage) is not counted against the budget."""
+    _, base = model
+    options = RunOptions("run-budget", max_steps=1)
+    summary = asyncio.run(run_scenarios(jobs(scenarios), f"openai:fake-model@{base}", options, settings))
+    (outcome,) = summary.outcomes
+    assert (outcome.reason, outcome.turns, outcome.error) == ("completed", 4, None)
