@@ -20,6 +20,7 @@ from services.fhir_api import json_numbers
 from services.fhir_api.search.registry import resource_types
 from services.fhir_api.store import models as m
 from services.fhir_api.store.indexing import index_resources, unindex
+from services.fhir_api.store.timing import settle_times
 
 
 @dataclass
@@ -37,7 +38,7 @@ def reindex(engine: Engine, types: Sequence[str] = (), *, batch: int = 2000) -> 
     started, done, after = time.perf_counter(), 0, 0
     while True:
         stmt = (
-            select(r.c.rid, v.c.raw)
+            select(r.c.rid, v.c.raw, r.c.session)
             .join(v, v.c.seq == r.c.seq)
             .where(r.c.rid > after, not_(r.c.deleted))
             .order_by(r.c.rid)
@@ -51,8 +52,11 @@ def reindex(engine: Engine, types: Sequence[str] = (), *, batch: int = 2000) -> 
             rows = conn.execute(stmt).all()
             if not rows:
                 break
-            unindex(conn, [rid for rid, _ in rows])
-            index_resources(conn, ((rid, json_numbers.loads(raw)) for rid, raw in rows))
+            unindex(conn, [row.rid for row in rows])
+            for shared in (True, False):  # shared resources get their as-of rows (store/views.py)
+                mine = [(x.rid, json_numbers.loads(x.raw)) for x in rows if (x.session == "") == shared]
+                index_resources(conn, mine, timed=shared)
+            settle_times(conn, [row.rid for row in rows if row.session == ""])
         done, after = done + len(rows), rows[-1][0]
     return ReindexReport(done, time.perf_counter() - started)
 

@@ -40,7 +40,8 @@ def fetch(conn: Connection, rids: list[int]) -> list[StoredResource]:
         return []
     r, v = m.resource, m.version
     rows = conn.execute(
-        select(r.c.rid, r.c.res_type, r.c.res_id, r.c.version, r.c.last_updated, v.c.raw, v.c.method)
+        select(r.c.rid, r.c.session, r.c.res_type, r.c.res_id, r.c.version, r.c.last_updated)
+        .add_columns(v.c.raw, v.c.method)
         .join(v, v.c.seq == r.c.seq)
         .where(r.c.rid.in_(rids))
     ).all()
@@ -185,7 +186,7 @@ def _template(dialect, ctx: Context, request: SearchRequest, plan: q.Plan, pinne
     cutoff = bindparam("snapshot", type_=BigInteger) if pinned else _snapshot_expr()
     filters = plan.where(r, postgres=dialect.name == "postgresql")
     stmt = q.base_select(request.resource_type, ctx, r).where(r.c.created_seq <= cutoff, *filters)
-    keys = q.sort_keys(request.resource_type, plan.sort, r)
+    keys = q.sort_keys(request.resource_type, plan.sort, r, ctx)
     page = _page(stmt, keys, cutoff, r, request.cursor)
     built = Template(page, _total(stmt, request.total), key is not None, (*(k for k, _ in keys), r.c.rid))
     if key is not None:
@@ -208,7 +209,7 @@ def _page(stmt: Select, keys: list, cutoff, r, at: Cursor | None) -> Select:
     raw JSON of just those rows, plus the snapshot it ran against. From a keyset cursor, if any: a page
     before it walks the order backwards (the outer query puts the rows back in forward order)."""
     labelled = [key.label(f"k{i}") for i, (key, _) in enumerate(keys)]
-    cols = (r.c.rid, r.c.seq, r.c.res_type, r.c.res_id, r.c.version, r.c.last_updated)
+    cols = (r.c.rid, r.c.seq, r.c.session, r.c.res_type, r.c.res_id, r.c.version, r.c.last_updated)
     inner = stmt.with_only_columns(*cols, *labelled, cutoff.label("snap"))
     if at is not None:
         inner = inner.where(cursor.beyond(keys, r.c.rid, at.direction, cursor.nulls(at)))
@@ -229,7 +230,14 @@ def _page(stmt: Select, keys: list, cutoff, r, at: Cursor | None) -> Select:
 
 def _stored(row) -> StoredResource:
     return StoredResource(
-        row.res_type, row.res_id, row.version, aware(row.last_updated), bytes(row.raw), False, row.method
+        row.res_type,
+        row.res_id,
+        row.version,
+        aware(row.last_updated),
+        bytes(row.raw),
+        False,
+        row.method,
+        row.session,
     )
 
 
@@ -331,7 +339,7 @@ def referenced_rids(
         .where(ref.c.rid.in_(rids), q.visible(t, ctx))
     )
     if pname != "*":
-        stmt = stmt.where(q.in_param(ref, None if src_type == "*" else src_type, pname))
+        stmt = stmt.where(q.in_param(ref, None if src_type == "*" else src_type, pname, ctx))
     if target:
         stmt = stmt.where(t.c.res_type == target)
     return list(conn.execute(stmt).scalars())
@@ -343,7 +351,7 @@ def _reverse(conn, ctx, pool, src_type, pname, target) -> list[int]:
     keys = [and_(ref.c.target_type == t, ref.c.target_id.in_(ids)) for t, ids in _by_type(pool).items()]
     stmt = select(s.c.rid).select_from(ref).join(s, s.c.rid == ref.c.rid).where(or_(*keys), q.visible(s, ctx))
     if pname != "*":  # by the search index's leading key
-        stmt = stmt.where(q.in_param(ref, None if src_type == "*" else src_type, pname))
+        stmt = stmt.where(q.in_param(ref, None if src_type == "*" else src_type, pname, ctx))
     elif src_type != "*":
         stmt = stmt.where(ref.c.param_key.in_(param_keys(src_type, "reference")))
     return list(conn.execute(stmt).scalars())

@@ -77,3 +77,12 @@ def patient_rows(resource_type: str) -> dict[int, str | None]:
     if "patient" not in params_for(resource_type) or params_for(resource_type)["patient"].type != "reference":
         return {}
     return dict(stored_keys(resource_type, "patient"))
+
+
+@lru_cache(maxsize=16384)
+def as_of_key(key: int) -> int:
+    """The key of a parameter's rows that hold only before some instant of a clocked session (an ongoing
+    Encounter's open period, its `in-progress` status: store/views.py `timed_views`). Searches of the shared
+    record never read these keys; clocked session searches read both (search/query.py `in_param`)."""
+    digest = blake2b(key.to_bytes(8, "big", signed=True), digest_size=8, person=b"rounds-asof").digest()
+    return int.from_bytes(digest, "big", signed=True)

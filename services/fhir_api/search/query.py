@@ -14,7 +14,6 @@ from sqlalchemy import (
     Select,
     and_,
     bindparam,
-    exists,
     false,
     func,
     literal,
@@ -28,11 +27,13 @@ from sqlalchemy.sql.elements import BindParameter, KeyedColumnElement
 from services.fhir_api.search import composite, conditions, modifiers, updated
 from services.fhir_api.search.conditions import rid_filters
 from services.fhir_api.search.filters import Binder, Filter
-from services.fhir_api.search.keys import NO_PATIENT, patient_key, patient_rows, stored_keys
+from services.fhir_api.search.keys import NO_PATIENT, as_of_key, patient_key, patient_rows, stored_keys
 from services.fhir_api.search.registry import ROW_COLUMNS, SearchParam, get_param, params_for
-from services.fhir_api.search.values import to_us
 from services.fhir_api.store import models as m
 from services.fhir_api.store.interface import Context, InvalidSearch
+from services.fhir_api.store.visibility import context_shape, context_values, row_clock, visible
+
+__all__ = ["context_shape", "context_values", "visible"]  # the visibility rule, as search uses it
 
 RESULT_PARAMS = {
     "_count",
@@ -57,46 +58,11 @@ RESULT_PARAMS = {
 }
 # Named aliases of fhir_resource, built once: an alias builds its column proxies on first use, which was a
 # good part of the Python cost of a search when every call made its own.
-R, T, S, OWN = (m.resource.alias(name) for name in ("r", "t", "s", "own"))
-for _alias in (R, T, S, OWN):
+R, T, S = (m.resource.alias(name) for name in ("r", "t", "s"))
+for _alias in (R, T, S):
     _alias.c  # noqa: B018 - build the proxies at import, not racing in the server's worker threads
 
 
-def context_values(ctx: Context) -> dict[str, Any]:
-    """The values visible() binds for a context (by name: a cached statement runs for any context)."""
-    values: dict[str, Any] = {}
-    if ctx.session_id:
-        values["ctx_session"] = ctx.session_id
-    if ctx.now is not None:
-        values["ctx_now"] = to_us(ctx.now)
-    return values
-
-
-def context_shape(ctx: Context) -> tuple[bool, bool]:
-    """What of a context changes visible()'s SQL (the rest is bound)."""
-    return bool(ctx.session_id), ctx.now is not None
-
-
-def visible(r, ctx: Context) -> ColumnElement[bool]:
-    """Rows of fhir_resource (alias r) the context sees: own writes over the shared record, clock applied."""
-    values = context_values(ctx)
-    clock = (
-        true()
-        if ctx.now is None
-        else or_(r.c.clinical_time.is_(None), r.c.clinical_time <= bindparam("ctx_now", values["ctx_now"]))
-    )
-    shared = and_(r.c.session == "", clock)
-    if not ctx.session_id:
-        return and_(shared, not_(r.c.deleted))
-    session = bindparam("ctx_session", values["ctx_session"])
-    own = OWN
-    shadowed = exists().where(
-        own.c.session == session, own.c.res_type == r.c.res_type, own.c.res_id == r.c.res_id
-    )
-    # `session IN (own, '')` repeats what the OR says, so the planner reads the (type, session, deleted) index
-    # by both keys for the rids another filter gives: without it SQLite scanned every row of the type.
-    mine_or_shared = r.c.session.in_([session, literal("")])
-    return and_(not_(r.c.deleted), mine_or_shared, or_(r.c.session == session, and_(shared, not_(shadowed))))
 
 
 def named(name: str, value: Any) -> BindParameter:
@@ -235,7 +201,7 @@ def param_filter(
         absent = modifiers.missing(value)
 
         def missing(r, bind: Binder) -> ColumnElement:
-            of_param = in_param(table, resource_type, param.name)
+            of_param = in_param(table, resource_type, param.name, ctx)
             has_any = r.c.rid.in_(select(table.c.rid).where(of_param))
             return not_(has_any) if absent else has_any
 
@@ -254,7 +220,7 @@ def param_filter(
 
     def hits(r, bind: Binder) -> ColumnElement | Select:
         conds = [conditions.build(kind, table, shape, [bind(n, bound[n]) for n in ns]) for shape, ns in slots]
-        of_param = in_param(table, resource_type, param_name)
+        of_param = in_param(table, resource_type, param_name, ctx)
         hit = select(table.c.rid).where(of_param, or_(*conds))
         if narrow:  # a resource whose one patient is another cannot match patient=<this one>
             owner = bind(f"{prefix}_patient", bound[f"{prefix}_patient"])
@@ -264,20 +230,27 @@ def param_filter(
     return Filter((name, tuple(shape for shape, _ in parsed), narrow), bound, hits)
 
 
-def in_param(table, resource_type: str | None, name: str, *, by_rid: bool = False) -> ColumnElement[bool]:
+def in_param(
+    table, resource_type: str | None, name: str, ctx: Context | None = None, *, by_rid: bool = False
+) -> ColumnElement[bool]:
     """Index rows answering parameter `name` of one type (or of every type defining it): by the index's
     leading key, and by target type where another parameter's reference rows serve it. `by_rid`: the caller
     reads one resource's rows by rid, so the key is compared as `param_key + 0`, which no index serves --
-    SQLite (no statistics) otherwise walked all of the parameter's rows for every row it looked up."""
+    SQLite (no statistics) otherwise walked all of the parameter's rows for every row it looked up. In a
+    clocked session `ctx`, the rows its as-of views have at its `now` (store/visibility.py `row_clock`)."""
+    clock = row_clock(table, ctx) if ctx is not None else None
     by_target: dict[str | None, list[int]] = {}
     for key, target in stored_keys(resource_type, name):
         by_target.setdefault(target, []).append(key)
+        if clock is not None:
+            by_target[target].append(as_of_key(key))
     column = table.c.param_key + 0 if by_rid else table.c.param_key
     conds = []
     for target, keys in by_target.items():
         cond = column == keys[0] if len(keys) == 1 else column.in_(keys)
         conds.append(and_(cond, table.c.target_type == target) if target else cond)
-    return or_(*conds) if len(conds) > 1 else conds[0] if conds else false()
+    found = or_(*conds) if len(conds) > 1 else conds[0] if conds else false()
+    return found if clock is None else and_(found, clock)
 
 
 def _of_type(column, resource_type: str | None) -> ColumnElement[bool]:
@@ -321,7 +294,7 @@ def _chain(param: SearchParam, modifier: str | None, chain: str, value: str, ctx
         )
     if not branches:
         raise InvalidSearch(f"cannot chain '{chain}' through '{param.name}'")
-    return select(ref.c.rid).where(in_param(ref, param.resource_type, param.name), or_(*branches))
+    return select(ref.c.rid).where(in_param(ref, param.resource_type, param.name, ctx), or_(*branches))
 
 
 def _has(resource_type: str | None, name: str, value: str, ctx: Context, r) -> ColumnElement:
@@ -341,7 +314,7 @@ def _has(resource_type: str | None, name: str, value: str, ctx: Context, r) -> C
         select(ref.c.target_id)
         .join(src, src.c.rid == ref.c.rid)
         .where(
-            in_param(ref, src_type, ref_name),
+            in_param(ref, src_type, ref_name, ctx),
             or_(_of_type(ref.c.target_type, resource_type), ref.c.target_type.is_(None)),
             visible(src, ctx),
             inner,
@@ -350,7 +323,9 @@ def _has(resource_type: str | None, name: str, value: str, ctx: Context, r) -> C
     return r.c.res_id.in_(ids)
 
 
-def sort_key(resource_type: str, name: str, desc: bool, r) -> KeyedColumnElement | ColumnElement:
+def sort_key(
+    resource_type: str, name: str, desc: bool, r, ctx: Context | None = None
+) -> KeyedColumnElement | ColumnElement:
     if name in ROW_COLUMNS:
         return r.c[ROW_COLUMNS[name]]
     param = get_param(resource_type, name)
@@ -364,14 +339,15 @@ def sort_key(resource_type: str, name: str, desc: bool, r) -> KeyedColumnElement
     }.get(param.type)
     col = col if col is not None else t.c.value
     agg = func.max(col) if desc else func.min(col)
-    return (
-        select(agg).where(t.c.rid == r.c.rid, in_param(t, resource_type, name, by_rid=True)).scalar_subquery()
-    )
+    of_param = in_param(t, resource_type, name, ctx, by_rid=True)
+    return select(agg).where(t.c.rid == r.c.rid, of_param).scalar_subquery()
 
 
-def sort_keys(resource_type: str | None, sort: list[tuple[str, bool]], r) -> list[tuple[ColumnElement, bool]]:
+def sort_keys(
+    resource_type: str | None, sort: list[tuple[str, bool]], r, ctx: Context | None = None
+) -> list[tuple[ColumnElement, bool]]:
     """(key, descending) per _sort key; callers append the insertion-order tie-break (rid)."""
-    return [(sort_key(resource_type or "", name, desc, r), desc) for name, desc in sort]
+    return [(sort_key(resource_type or "", name, desc, r, ctx), desc) for name, desc in sort]
 
 
 def ordering(keys: list[tuple[ColumnElement, bool]]) -> list:

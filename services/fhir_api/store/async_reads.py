@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import psycopg
@@ -31,7 +31,8 @@ from services.fhir_api.store.interface import (
     SearchResult,
     StoredResource,
 )
-from services.fhir_api.store.rows import CURRENT, SESSION, readable, session_context, visible_row
+from services.fhir_api.store.rows import CURRENT, SESSION, readable, session_context
+from services.fhir_api.store.visibility import visible_row
 
 NEEDS_THREAD = object()
 
@@ -118,6 +119,10 @@ class LoopReads:
 
     _async: AsyncReader | None
     engine: Engine
+    read: Callable[[Context, str, str], StoredResource]
+    search: Callable[[Context, SearchRequest], SearchResult]
+    present: Callable[[Context, list[StoredResource]], list[StoredResource]]
+    present_result: Callable[[Context, SearchResult], SearchResult]
 
     async def read_async(self, ctx: Context, resource_type: str, id: str) -> StoredResource:
         if self._async is None:
@@ -125,14 +130,17 @@ class LoopReads:
         session = ctx.session_id or ""
         values = {"rtype": resource_type, "rid": id, "session": session}
         rows = await self._async.rows(CURRENT[True, bool(session)], values)
-        return readable(visible_row(rows, ctx, True), resource_type, id)
+        found = readable(visible_row(rows, ctx, True), resource_type, id)
+        return (await to_thread.run_sync(self.present, ctx, [found]))[0] if session else found
 
     async def search_async(self, ctx: Context, request: SearchRequest) -> SearchResult:
         """With _include, or when a step needs SQLAlchemy (a statement that is not prebuilt), in a thread."""
         if self._async is not None and not includes_asked(request):
             result = await self._async.drive(search_steps(self.engine.dialect, ctx, request))
-            if result is not NEEDS_THREAD:
+            if result is not NEEDS_THREAD and not ctx.session_id:
                 return result
+            if result is not NEEDS_THREAD:  # as-of views need a lookup of the referenced resources
+                return await to_thread.run_sync(self.present_result, ctx, result)
         return await to_thread.run_sync(self.search, ctx, request)
 
     async def get_session_async(self, session_id: str) -> Context | None:

@@ -35,6 +35,7 @@ class StoredResource:
     raw: bytes  # the JSON as stored and served byte-for-byte (meta.versionId / meta.lastUpdated set on write)
     deleted: bool = False
     method: Literal["POST", "PUT", "DELETE", "PATCH"] = "PUT"  # how this version was made (for _history)
+    session: str = ""  # the session whose row this is ('' = the shared record; as-of views apply to those)
 
 
 @dataclass(frozen=True)

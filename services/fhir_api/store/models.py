@@ -85,8 +85,16 @@ def _index_table(
         Column("rid", BigInteger, nullable=False),
         Column("param_key", BigInteger, nullable=False),  # search/keys.py: hash of (resource type, parameter)
         *columns,
+        # µs: in clocked sessions the row holds from `since` until `until` (NULL: unbounded; store/views.py)
+        Column("since", BigInteger, nullable=True),
+        Column("until", BigInteger, nullable=True),
         Index(f"ix_fhir_idx_{name}_rid", "rid"),
-        Index(f"ix_fhir_idx_{name}_search", "param_key", *search, postgresql_include=[*carried, "rid"]),
+        Index(
+            f"ix_fhir_idx_{name}_search",
+            "param_key",
+            *search,
+            postgresql_include=[*carried, "rid", "since", "until"],
+        ),
     )
 
 

@@ -1,5 +1,5 @@
-"""Row-level helpers of SqlResourceStore: the prebuilt current-row statements, which current row a context
-sees, stored-row conversion and the millisecond clock stamped into meta.lastUpdated."""
+"""Row-level helpers of SqlResourceStore: the prebuilt current-row statements (which of their rows a context
+sees: store/visibility.py), stored-row conversion and the millisecond clock stamped into meta.lastUpdated."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from sqlalchemy import bindparam, select
 
 from services.fhir_api.search.engine import aware
-from services.fhir_api.search.values import to_us
 from services.fhir_api.store import models as m
 from services.fhir_api.store.interface import Context, Gone, NotFound, StoredResource
 
@@ -58,20 +57,8 @@ def stored_resource(row) -> StoredResource:
         bytes(row.raw or b""),
         row.deleted,
         row.method,
+        row.session,
     )
-
-
-def visible_row(rows: list, ctx: Context, with_deleted: bool):
-    """Of the current rows of one type/id, the one the context sees (its own session's first), clock applied
-    to shared rows."""
-    session = ctx.session_id or ""
-    row = next((x for x in rows if x.session == session), None) or next(iter(rows), None)
-    hidden = row is not None and row.session == "" and ctx.now is not None and row.clinical_time is not None
-    if hidden and row.clinical_time > to_us(ctx.now):
-        return None
-    if row is not None and row.deleted and not with_deleted:
-        return None
-    return row
 
 
 def readable(row, resource_type: str, id: str) -> StoredResource:

@@ -2,7 +2,8 @@
 
 Writes: one fhir_version row (raw JSON, meta.versionId/lastUpdated set here), the fhir_resource current row,
 and its index rows, in one transaction. Sessions write rows with their own session key (copy-on-write: the
-shared row is never copied, only shadowed). Reads and searches go through search.query.visible().
+shared row is never copied, only shadowed). What a context sees is store/visibility.py; what it is served of
+a shared resource in a clocked session is its as-of view (store/views.py), on every read path here.
 """
 
 from __future__ import annotations
@@ -21,9 +22,7 @@ from sqlalchemy import (
     delete,
     func,
     insert,
-    or_,
     select,
-    true,
     update,
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError
@@ -33,7 +32,6 @@ from services.fhir_api.search import engine as search_engine
 from services.fhir_api.search import registry
 from services.fhir_api.search.engine import rows_of
 from services.fhir_api.search.everything import everything
-from services.fhir_api.search.values import to_us
 from services.fhir_api.store import models as m
 from services.fhir_api.store.async_reads import AsyncReader, LoopReads
 from services.fhir_api.store.connections import bounded, connection_lost, prepare_engine
@@ -63,10 +61,12 @@ from services.fhir_api.store.rows import (
     readable,
     session_context,
     stored_resource,
-    visible_row,
 )
 from services.fhir_api.store.session_writes import session_writes
+from services.fhir_api.store.timing import settle_times
 from services.fhir_api.store.validation import validate_resource
+from services.fhir_api.store.views import present
+from services.fhir_api.store.visibility import hidden_keys, version_scope, visible_row
 
 T = TypeVar("T")
 
@@ -187,12 +187,25 @@ class SqlResourceStore(LoopReads):
         rows = rows_of(conn, CURRENT[raw, bool(session)], values, prepare=True)  # by key: one plan fits all
         return visible_row(rows, ctx, with_deleted)
 
+    def present(self, ctx: Context, items: list[StoredResource]) -> list[StoredResource]:
+        """What the context is served of these resources (views.present: as-of views, hidden references)."""
+        if not ctx.session_id or not items:
+            return items
+        return present(ctx, items, lambda keys: self._reading(lambda conn: hidden_keys(conn, ctx, keys)))
+
+    def present_result(self, ctx: Context, result: SearchResult) -> SearchResult:
+        if ctx.session_id and (result.matches or result.includes):
+            served = self.present(ctx, [*result.matches, *result.includes])
+            result.matches, result.includes = served[: len(result.matches)], served[len(result.matches) :]
+        return result
+
     def read(self, ctx: Context, resource_type: str, id: str) -> StoredResource:
         row = self._reading(lambda conn: self._current(conn, ctx, resource_type, id, raw=True))
-        return readable(row, resource_type, id)
+        return self.present(ctx, [readable(row, resource_type, id)])[0]
 
     def vread(self, ctx: Context, resource_type: str, id: str, version_id: int) -> StoredResource:
-        return self._reading(lambda conn: self._vread(conn, ctx, resource_type, id, version_id))
+        found = self._reading(lambda conn: self._vread(conn, ctx, resource_type, id, version_id))
+        return self.present(ctx, [found])[0]
 
     def _vread(
         self, conn: Connection, ctx: Context, resource_type: str, id: str, version_id: int
@@ -230,17 +243,10 @@ class SqlResourceStore(LoopReads):
         snapshot: int | None = None,
     ) -> tuple[list[StoredResource], int, int]:
         v, r = m.version, m.resource.alias("r")
-        session = ctx.session_id or ""
-        # own versions, plus shared versions of resources the clock lets this context see
-        clock = (
-            true()
-            if ctx.now is None
-            else or_(r.c.clinical_time.is_(None), r.c.clinical_time <= to_us(ctx.now))
-        )
         stmt = select(v).join(
             r, and_(r.c.res_type == v.c.res_type, r.c.res_id == v.c.res_id, r.c.session == v.c.session)
         )
-        stmt = stmt.where(or_(v.c.session == session, and_(v.c.session == "", clock)))
+        stmt = stmt.where(version_scope(v, r, ctx))
         if resource_type:
             stmt = stmt.where(v.c.res_type == resource_type)
         if id:
@@ -259,10 +265,12 @@ class SqlResourceStore(LoopReads):
             return total, newest or 0, rows
 
         total, newest, rows = self._reading(page)
-        return [stored_resource(x) for x in rows], total, snapshot if snapshot is not None else newest
+        served = self.present(ctx, [stored_resource(x) for x in rows])
+        return served, total, snapshot if snapshot is not None else newest
 
     def search(self, ctx: Context, request: SearchRequest) -> SearchResult:
-        return self._reading(lambda conn: search_engine.search(conn, ctx, request))
+        found = self._reading(lambda conn: search_engine.search(conn, ctx, request))
+        return self.present_result(ctx, found)
 
     def everything(
         self,
@@ -278,7 +286,8 @@ class SqlResourceStore(LoopReads):
         snapshot: int | None = None,
     ) -> SearchResult:
         walk = (since, types, count, offset, cursor, total, snapshot)
-        return self._reading(lambda conn: everything(conn, ctx, patient_id, *walk))
+        found = self._reading(lambda conn: everything(conn, ctx, patient_id, *walk))
+        return self.present_result(ctx, found)
 
     # -- writes ------------------------------------------------------------------------------------------
     def create(self, ctx: Context, resource: dict, *, id: str | None = None) -> StoredResource:
@@ -400,11 +409,13 @@ class SqlResourceStore(LoopReads):
                         .returning(m.resource.c.rid)
                     ).scalar_one()
                 if resource is not None:
-                    index_resource(conn, row_id, resource)
+                    index_resource(conn, row_id, resource, timed=not session)
+                    if not session:  # inherited clinical time, references dated by their targets
+                        settle_times(conn, [row_id])
         except IntegrityError as exc:
             raise Conflict(f"{rtype}/{rid} was changed concurrently; retry") from exc
         action = "deleted" if deleted else ("created" if current is None or current.deleted else "updated")
         change = ResourceChange(action, rtype, rid, version, ctx.session_id)
         for listener in self._listeners:
             listener(conn, change)
-        return StoredResource(rtype, rid, version, when, raw or b"", deleted, method)
+        return StoredResource(rtype, rid, version, when, raw or b"", deleted, method, session)

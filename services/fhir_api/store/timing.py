@@ -1,0 +1,59 @@
+"""Times the as-of clock needs beyond a resource's own: written with shared resources and after bulk loads.
+
+- Inherited clinical time (views.json `inherit`): a resource type with no clinical time of its own (a
+  Condition, a MedicationDispense without hand-over time) takes the latest clinical time of what its listed
+  reference parameters point at (its Encounter, its MedicationRequest), so a diagnosis of a later admission
+  is as hidden as the admission.
+- Dated references: a reference row to a resource with a later clinical time than its source holds only from
+  that time (`since`), as the as-of view removes the Reference until its target is visible.
+
+Both are one set-based statement over the index tables, for given rows (a write) or every shared row (a
+load). A target written after the resources that refer to it does not re-date them (README: known limits).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, and_, func, select, update
+
+from services.fhir_api.search.keys import stored_keys
+from services.fhir_api.store import models as m
+from services.fhir_api.store.views import INHERIT
+
+UNTIMED = ("Patient", "Organization", "Location", "Medication", "Practitioner", "PractitionerRole")
+
+
+def settle_times(conn: Connection, rids: list[int] | None = None) -> None:
+    """Inherited clinical times, then dated reference rows, of the given shared rows (None: all)."""
+    if rids is not None and not rids:
+        return
+    r, ref = m.resource, m.reference
+    for rtype, names in INHERIT.items():
+        keys = [key for name in names for key, _ in stored_keys(rtype, name)]
+        p = m.resource.alias("p")
+        parent = (
+            select(func.max(p.c.clinical_time))
+            .select_from(ref)
+            .join(p, and_(p.c.res_type == ref.c.target_type, p.c.res_id == ref.c.target_id))
+            .where(ref.c.rid == r.c.rid, ref.c.param_key.in_(keys), p.c.session == "")
+            .scalar_subquery()
+        )
+        stmt = update(r).where(r.c.res_type == rtype, r.c.session == "", r.c.clinical_time.is_(None))
+        if rids is not None:
+            stmt = stmt.where(r.c.rid.in_(rids))
+        conn.execute(stmt.values(clinical_time=parent))
+    t, s, u = m.resource.alias("t"), m.resource.alias("s"), m.resource.alias("u")
+    target = (
+        select(t.c.clinical_time)
+        .where(t.c.session == "", t.c.res_type == ref.c.target_type, t.c.res_id == ref.c.target_id)
+        .scalar_subquery()
+    )
+    source = select(s.c.clinical_time).where(s.c.rid == ref.c.rid).scalar_subquery()
+    floor = -(2**62)
+    stmt = update(ref).where(
+        ref.c.target_type.is_not(None),
+        ref.c.target_type.not_in(UNTIMED),
+        ref.c.rid.in_(select(u.c.rid).where(u.c.session == "", *([u.c.rid.in_(rids)] if rids else []))),
+        target > func.coalesce(source, floor),
+        target > func.coalesce(ref.c.since, floor),
+    )
+    conn.execute(stmt.values(since=target))
