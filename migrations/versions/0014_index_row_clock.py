@@ -7,8 +7,8 @@ holds from `since` (NULL: always); a row of an earlier view only (under the para
 from `since` until `until`. Searches of the shared record never read either column; clocked session
 searches filter on both, read from the search b-trees' INCLUDE columns on PostgreSQL (index-only scans).
 
-Revision ID: 0013_index_row_clock
-Revises: 0012_key_columns_bytewise
+Revision ID: 0014_index_row_clock
+Revises: 0013_merge_heads
 Create Date: 2026-12-01
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013_index_row_clock"
-down_revision = "0012_key_columns_bytewise"
+revision = "0014_index_row_clock"
+down_revision = "0013_merge_heads"
 branch_labels = None
 depends_on = None
 
