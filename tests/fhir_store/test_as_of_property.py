@@ -39,20 +39,43 @@ def _subject(resource: dict) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def demo_store(shared_data, tmp_path_factory):
-    """(store, {patient id: (first, last) clinical instant in µs}, the loaded resources by key)."""
+def demo_ndjson(shared_data, tmp_path_factory) -> tuple[object, list[dict], set[str]]:
+    """The mapped demo cut to PATIENTS patients (seeded) and everything without a patient."""
+    mapped = tmp_path_factory.mktemp("asof-mapped")
+    run_map(shared_data / "mimic-iv-demo", mapped, workers=2)
+    lines = (mapped / "MimicPatient.ndjson").read_bytes().splitlines()
+    patients = sorted(orjson.loads(x)["id"] for x in lines)
+    chosen = set(random.Random(13).sample(patients, PATIENTS))
+    kept = []
+    for path in sorted(mapped.glob("*.ndjson")):
+        for line in path.read_bytes().splitlines():
+            resource = orjson.loads(line)
+            if _subject(resource) in chosen or _subject(resource) is None:
+                kept.append(resource)
+    folder = tmp_path_factory.mktemp("asof-subset")
+    (folder / "subset.ndjson").write_bytes(b"\n".join(orjson.dumps(r) for r in kept) + b"\n")
+    return folder, kept, chosen
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def demo_store(request, demo_ndjson, tmp_path_factory):
+    """(store, {patient id: (first, last) clinical instant in µs}) on each backend."""
+    from sqlalchemy import create_engine, text
+
     from rounds.migrate import upgrade
     from services.fhir_api.store import open_store
 
-    mapped = tmp_path_factory.mktemp("asof-mapped")
-    run_map(shared_data / "mimic-iv-demo", mapped, workers=2)
-    lines = [orjson.loads(x) for f in sorted(mapped.glob("*.ndjson")) for x in f.read_bytes().splitlines()]
-    patients = sorted(r["id"] for r in lines if r["resourceType"] == "Patient")
-    chosen = set(random.Random(13).sample(patients, PATIENTS))
-    kept = [r for r in lines if _subject(r) in chosen or _subject(r) is None]
-    folder = tmp_path_factory.mktemp("asof-subset")
-    (folder / "subset.ndjson").write_bytes(b"\n".join(orjson.dumps(r) for r in kept) + b"\n")
-    url = f"sqlite:///{tmp_path_factory.mktemp('asof-db') / 'demo.sqlite'}"
+    folder, kept, chosen = demo_ndjson
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('asof-db') / 'demo.sqlite'}"
+    else:
+        server = request.getfixturevalue("postgres_server")
+        admin = create_engine(server, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text("DROP DATABASE IF EXISTS asof_property WITH (FORCE)"))
+            conn.execute(text("CREATE DATABASE asof_property"))
+        admin.dispose()
+        url = f"{server.rpartition('/')[0]}/asof_property"
     upgrade(url)
     report = load_ndjson(url, folder, workers=2)
     assert report.errors == 0 and report.resources == len(kept)
@@ -65,7 +88,7 @@ def demo_store(shared_data, tmp_path_factory):
             span = spans.setdefault(pid, [low, low])
             span[0], span[1] = min(span[0], low), max(span[1], low)
     store = open_store(url)
-    yield store, spans, {(r["resourceType"], r["id"]): r for r in kept}
+    yield store, spans
     store.engine.dispose()
 
 
@@ -132,7 +155,7 @@ def _check(store, ctx: Context, now: int, served: list, where: str, readable: di
 
 
 def test_no_path_serves_the_future_for_200_random_sessions(demo_store) -> None:
-    store, spans, _ = demo_store
+    store, spans = demo_store
     rng = random.Random(2026)
     checked = served_total = 0
     for _ in range(PAIRS):

@@ -247,7 +247,8 @@ def in_param(
     column = table.c.param_key + 0 if by_rid else table.c.param_key
     conds = []
     for target, keys in by_target.items():
-        cond = column == keys[0] if len(keys) == 1 else column.in_(keys)
+        # listed as separate values, not one expanding list: prebuilt statements run straight on the driver
+        cond = column == keys[0] if len(keys) == 1 else column.in_([literal(k, BigInteger) for k in keys])
         conds.append(and_(cond, table.c.target_type == target) if target else cond)
     found = or_(*conds) if len(conds) > 1 else conds[0] if conds else false()
     return found if clock is None else and_(found, clock)

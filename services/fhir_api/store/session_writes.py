@@ -20,7 +20,8 @@ def session_writes(conn: Connection, session_id: str, limit: int = 10_000) -> li
         return []
     r, v = m.resource, m.version
     stmt = (
-        select(r.c.res_type, r.c.res_id, r.c.version, r.c.last_updated, r.c.deleted, v.c.raw, v.c.method)
+        select(r.c.res_type, r.c.res_id, r.c.version, r.c.last_updated, r.c.deleted, r.c.session)
+        .add_columns(v.c.raw, v.c.method)
         .join(v, v.c.seq == r.c.seq)
         .where(r.c.session == session_id)
         .order_by(r.c.seq)
