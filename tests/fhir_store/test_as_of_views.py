@@ -33,27 +33,16 @@ def record(store) -> dict:
         c, {"resourceType": "Patient", "gender": "male", "deceasedDateTime": "2150-06-01T00:00:00Z"}
     ).id
     subject = {"reference": f"Patient/{pat}"}
-    ongoing = store.create(
-        c,
-        {
-            "resourceType": "Encounter",
-            "status": "finished",
-            "class": {"code": "IMP"},
-            "subject": subject,
-            "period": {"start": "2150-02-20T00:00:00Z", "end": "2150-03-10T00:00:00Z"},
-            "hospitalization": {"dischargeDisposition": {"coding": [{"code": "HOME"}]}},
-        },
-    ).id
-    later = store.create(
-        c,
-        {
-            "resourceType": "Encounter",
-            "status": "finished",
-            "class": {"code": "IMP"},
-            "subject": subject,
-            "period": {"start": "2150-04-01T00:00:00Z", "end": "2150-04-05T00:00:00Z"},
-        },
-    ).id
+
+    def encounter(start: str, end: str, **extra) -> str:
+        period = {"start": f"2150-{start}T00:00:00Z", "end": f"2150-{end}T00:00:00Z"}
+        body = {"resourceType": "Encounter", "status": "finished", "class": {"code": "IMP"}}
+        body["subject"] = subject
+        return store.create(c, {**body, "period": period, **extra}).id
+
+    disposition = {"dischargeDisposition": {"coding": [{"code": "HOME"}]}}
+    ongoing = encounter("02-20", "03-10", hospitalization=disposition)
+    later = encounter("04-01", "04-05")
 
     def condition(enc: str, code: str) -> str:
         body = {
