@@ -50,8 +50,11 @@ def find_lab(text: str) -> str | None:
 
 
 def intents(text: str) -> set[str]:
-    return {name for name, cues in vocabulary()["intents"].items()
-            if any(mentions(text, cue) for lang in ("en", "zh") for cue in cues[lang])}
+    return {
+        name
+        for name, cues in vocabulary()["intents"].items()
+        if any(mentions(text, cue) for lang in ("en", "zh") for cue in cues[lang])
+    }
 
 
 def _value(obs: dict) -> tuple[float | str | None, str]:
@@ -103,16 +106,19 @@ class Chart:
         if response.status_code >= 400:
             if response.status_code >= 500:
                 response.raise_for_status()
-            raise AssistantFailure(f"the FHIR server refused {response.request.method} "
-                                   f"{response.request.url}: {response.status_code} {response.text[:200]}")
+            raise AssistantFailure(
+                f"the FHIR server refused {response.request.method} "
+                f"{response.request.url}: {response.status_code} {response.text[:200]}"
+            )
         return response.json()
 
     async def search(self, type_: str, params: dict[str, str], pages: int = 1) -> list[dict]:
         bundle = await self._json(await self.http.get(type_, params=params))
         entries = list(bundle.get("entry", []))
         for _ in range(pages - 1):
-            following = next((link["url"] for link in bundle.get("link", []) if link["relation"] == "next"),
-                             None)
+            following = next(
+                (link["url"] for link in bundle.get("link", []) if link["relation"] == "next"), None
+            )
             if following is None:
                 break
             bundle = await self._json(await self.http.get(following))
@@ -125,9 +131,15 @@ class Chart:
         return await self.search("Observation", {"patient": self.patient, "code": codes, **params}, pages)
 
     async def medications(self) -> tuple[list[dict], dict[str, dict]]:
-        found = await self.search("MedicationRequest", {
-            "subject": self.patient, "_include": "MedicationRequest:medication", "_sort": "-authoredon",
-            "_count": "200"})
+        found = await self.search(
+            "MedicationRequest",
+            {
+                "subject": self.patient,
+                "_include": "MedicationRequest:medication",
+                "_sort": "-authoredon",
+                "_count": "200",
+            },
+        )
         requests = [r for r in found if r["resourceType"] == "MedicationRequest"]
         included = {f"Medication/{r['id']}": r for r in found if r["resourceType"] == "Medication"}
         return requests, included
@@ -199,9 +211,17 @@ class BaselineAssistant:
                 return await self._latest(chart, lab, label, lang)
             first, last = _value(series[0])[0], _value(series[-1])[0]
             direction = "up" if last > first else "down" if last < first else "unchanged"
-            return _say("trend", lang, label=label, first=first, first_when=_when(series[0]), last=last,
-                        last_when=_when(series[-1]), n=len(series),
-                        direction=vocabulary()["words"]["direction"][direction][lang])
+            return _say(
+                "trend",
+                lang,
+                label=label,
+                first=first,
+                first_when=_when(series[0]),
+                last=last,
+                last_when=_when(series[-1]),
+                n=len(series),
+                direction=vocabulary()["words"]["direction"][direction][lang],
+            )
         return await self._latest(chart, lab, label, lang)
 
     async def _latest(self, chart: Chart, lab: str, label: str, lang: str) -> str:
@@ -214,11 +234,18 @@ class BaselineAssistant:
     async def _order_lab(self, chart: Chart, lab: str, request: TurnRequest) -> str:
         entry = vocabulary()["labs"][lab]
         system, _, code = entry["codes"][0].partition("|")
-        await chart.write("POST", "ServiceRequest", {
-            "resourceType": "ServiceRequest", "status": "active", "intent": "order",
-            "code": {"coding": [{"system": system, "code": code}], "text": entry["label"]["en"]},
-            "subject": {"reference": request.patient}, "authoredOn": request.now,
-        })
+        await chart.write(
+            "POST",
+            "ServiceRequest",
+            {
+                "resourceType": "ServiceRequest",
+                "status": "active",
+                "intent": "order",
+                "code": {"coding": [{"system": system, "code": code}], "text": entry["label"]["en"]},
+                "subject": {"reference": request.patient},
+                "authoredOn": request.now,
+            },
+        )
         return _say("ordered", request.language, what=entry["label"][request.language])
 
     async def _replace(self, chart: Chart, lab: str, request: TurnRequest) -> str:
@@ -238,24 +265,41 @@ class BaselineAssistant:
         if dose is None:
             return _say("no_replacement", lang, label=label, value=value)
         drug = rule["drug"]
-        dosage: dict[str, Any] = {"route": {"text": "IV"}, "doseAndRate": [
-            {"doseQuantity": {"value": dose[0], "unit": dose[1]}}]}
+        dosage: dict[str, Any] = {
+            "route": {"text": "IV"},
+            "doseAndRate": [{"doseQuantity": {"value": dose[0], "unit": dose[1]}}],
+        }
         if dose[2]:
             dosage["doseAndRate"][0]["rateQuantity"] = {"value": dose[0], "unit": f"{dose[1]}/{dose[2]}"}
-        await chart.write("POST", "MedicationRequest", {
-            "resourceType": "MedicationRequest", "status": "active", "intent": "order",
-            "medicationCodeableConcept": {"coding": [{"system": drug["system"], "code": drug["code"]}],
-                                          "text": drug["en"]},
-            "subject": {"reference": request.patient}, "authoredOn": request.now,
-            "dosageInstruction": [dosage],
-        })
+        await chart.write(
+            "POST",
+            "MedicationRequest",
+            {
+                "resourceType": "MedicationRequest",
+                "status": "active",
+                "intent": "order",
+                "medicationCodeableConcept": {
+                    "coding": [{"system": drug["system"], "code": drug["code"]}],
+                    "text": drug["en"],
+                },
+                "subject": {"reference": request.patient},
+                "authoredOn": request.now,
+                "dosageInstruction": [dosage],
+            },
+        )
         said = _say("ordered", lang, what=f"{drug['en']} {dose[0]} {dose[1]} ({label} {value})")
         if rule.get("recheck"):
             said += " " + await self._order_lab(chart, rule["recheck"], request)
         return said
 
-    async def _drug(self, chart: Chart, name: str, cues: set[str], request: TurnRequest,
-                    medications: tuple[list[dict], dict[str, dict]] | None) -> str:
+    async def _drug(
+        self,
+        chart: Chart,
+        name: str,
+        cues: set[str],
+        request: TurnRequest,
+        medications: tuple[list[dict], dict[str, dict]] | None,
+    ) -> str:
         lang = request.language
         requests, included = medications or await chart.medications()
         matching = [m for m in requests if medication_name(m, included) == name]
@@ -267,8 +311,14 @@ class BaselineAssistant:
             await chart.write("PUT", f"MedicationRequest/{current['id']}", updated)
             return _say("updated", lang, name=name, dose=dosing)
         return " ".join(
-            _say("medication", lang, name=name, dose=dose_text(m), status=m.get("status", "?"),
-                 when=m.get("authoredOn", "?"))
+            _say(
+                "medication",
+                lang,
+                name=name,
+                dose=dose_text(m),
+                status=m.get("status", "?"),
+                when=m.get("authoredOn", "?"),
+            )
             for m in matching[:3]
         )
 

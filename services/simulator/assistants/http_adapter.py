@@ -42,15 +42,18 @@ class HttpAssistant:
             response = await self.client.post(self.url, json=payload)
         except httpx.TransportError as exc:
             raise InfrastructureFailure(
-                f"turn {request.turn}: webhook {self.url} unreachable: {exc!r}") from exc
+                f"turn {request.turn}: webhook {self.url} unreachable: {exc!r}"
+            ) from exc
         if response.status_code // 100 != 2:
-            raise AssistantFailure(f"turn {request.turn}: webhook answered HTTP {response.status_code}: "
-                                   f"{response.text[:300]}")
+            raise AssistantFailure(
+                f"turn {request.turn}: webhook answered HTTP {response.status_code}: {response.text[:300]}"
+            )
         try:
             body = response.json()
         except ValueError:
-            raise AssistantFailure(f"turn {request.turn}: webhook answer is not JSON: "
-                                   f"{response.text[:300]!r}") from None
+            raise AssistantFailure(
+                f"turn {request.turn}: webhook answer is not JSON: {response.text[:300]!r}"
+            ) from None
         text = body.get("text") if isinstance(body, dict) else None
         if not isinstance(text, str) or not text.strip():
             raise AssistantFailure(f"turn {request.turn}: webhook answer has no text: {str(body)[:300]}")

@@ -26,12 +26,15 @@ from services.simulator.data_model import (
 )
 
 
-def mcp_url(fhir_base: str) -> str:
-    """The session's MCP endpoint beside its FHIR base: …/sessions/<id>/fhir → …/sessions/<id>/mcp."""
-    base = fhir_base.rstrip("/")
-    if not base.endswith("/fhir"):
-        raise ValueError(f"not a session FHIR base: {fhir_base!r}")
-    return f"{base.removesuffix('/fhir')}/mcp"
+def mcp_url(session_url: str) -> str:
+    """The session's MCP endpoint beside its patient endpoint (…/sessions/<id>/patient → …/sessions/<id>/mcp),
+    which the simulator serves in both set-ups: on the in-process FHIR app, or on its own port next to a
+    separate `rounds serve`. A session FHIR base (…/sessions/<id>/fhir) is accepted too."""
+    base = session_url.rstrip("/")
+    for suffix in ("/patient", "/fhir"):
+        if base.endswith(suffix) and "/sessions/" in base:
+            return f"{base.removesuffix(suffix)}/mcp"
+    raise ValueError(f"not a session endpoint: {session_url!r}")
 
 
 class McpAgentAssistant:
@@ -47,7 +50,7 @@ class McpAgentAssistant:
             "turn": request.turn,
             "message": request.message,
             "language": request.language,
-            "mcpUrl": mcp_url(request.fhir_base),
+            "mcpUrl": mcp_url(request.patient_url),
             "fhirBase": request.fhir_base,
             "patient": request.patient,
             "now": request.now,

@@ -1,17 +1,18 @@
-"""The per-session MCP server: `/sessions/<id>/mcp` (streamable HTTP, the `mcp` SDK) on the FHIR app.
+"""The per-session MCP server: `/sessions/<id>/mcp` (streamable HTTP, `mcp` SDK) beside the patient endpoint.
 
 MCP-capable agents get the same tools as `openai:` (data/fhir_tools.json, run by the same `ToolExecutor`), so
 their EHR calls go over HTTP to the session's FHIR base and are recorded like anyone's. One low-level MCP
 server serves every session; the session is the one in the request path. The simulator mounts it
-(`mount_mcp(app)`); services/fhir_api knows nothing of it.
+(`mount_mcp(app)`) on the in-process FHIR app, or on its own patient app next to a separate `rounds serve`;
+services/fhir_api knows nothing of it.
 
 While an MCP assistant's turn is in progress, the orchestrator's `SessionTools` for that turn are registered
 in a `TurnRegistry` (mcp_agent.py does it around the webhook call): tool calls then count as the turn's steps,
 are recorded as `rounds.tool.call|result`, reach the patient through the orchestrator, and a call that ends
 the session (step limit, infrastructure, repeated garbage) is kept on the turn for the adapter to raise when
 the webhook returns. They run on the event loop of the turn, whichever loop serves the MCP request. Outside a
-registered turn (a separate `rounds serve`, an agent poking around) the calls still work: FHIR through the app
-itself, the patient at `POST /sessions/<id>/patient` — unrecorded as tool events, unbounded in steps.
+registered turn (an agent poking around between turns) the calls still work on the in-process FHIR app: FHIR
+through the app itself, the patient at `POST /sessions/<id>/patient` — unrecorded as tool events, unbounded.
 
 The MCP endpoint bypasses the app's admission limit (a held slot would deadlock the FHIR calls it makes), is
 stateless (each POST carries its own session id in the path; no GET stream), answers JSON, and starts the

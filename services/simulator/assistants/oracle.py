@@ -49,8 +49,10 @@ class OracleAssistant:
             if response.status_code >= 500:
                 response.raise_for_status()
             if response.status_code >= 400:
-                raise AssistantFailure(f"the expected {write.resource_type} was refused: "
-                                       f"HTTP {response.status_code} {response.text[:300]}")
+                raise AssistantFailure(
+                    f"the expected {write.resource_type} was refused: "
+                    f"HTTP {response.status_code} {response.text[:300]}"
+                )
         if request.turn == len(scenario.turns) - 1:
             self.truth.pop(request.session_id, None)
         if turn.answer is not None:

@@ -53,18 +53,37 @@ class PythonAssistant:
     def __init__(self, fn: Callable) -> None:
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn) or (
-            not inspect.isfunction(fn) and inspect.iscoroutinefunction(type(fn).__call__))
+            not inspect.isfunction(fn) and inspect.iscoroutinefunction(type(fn).__call__)
+        )
 
-    def _context(self, request: TurnRequest, tools: SessionTools, http: Any, ask_patient: Callable,
-                 ask_physician: Callable | None) -> AssistantContext:
-        return AssistantContext(request.message, request.language, request.history, request.fhir_base, http,
-                                ask_patient, ask_physician, request.session_id, request.turn, request.patient,
-                                request.now, request.patient_url)
+    def _context(
+        self,
+        request: TurnRequest,
+        tools: SessionTools,
+        http: Any,
+        ask_patient: Callable,
+        ask_physician: Callable | None,
+    ) -> AssistantContext:
+        return AssistantContext(
+            request.message,
+            request.language,
+            request.history,
+            request.fhir_base,
+            http,
+            ask_patient,
+            ask_physician,
+            request.session_id,
+            request.turn,
+            request.patient,
+            request.now,
+            request.patient_url,
+        )
 
     async def respond(self, request: TurnRequest, tools: SessionTools) -> Any:
         if self.is_async:
-            return await self.fn(self._context(request, tools, tools.http, tools.ask_patient,
-                                               tools.ask_physician))
+            return await self.fn(
+                self._context(request, tools, tools.http, tools.ask_patient, tools.ask_physician)
+            )
         loop = asyncio.get_running_loop()
 
         def blocking(coro_fn: Callable | None) -> Callable | None:
@@ -73,10 +92,16 @@ class PythonAssistant:
             return lambda text: asyncio.run_coroutine_threadsafe(coro_fn(text), loop).result()
 
         def run() -> Any:
-            with httpx.Client(transport=SyncBridge(tools.http, loop), base_url=request.fhir_base,
-                              headers={"Accept": "application/fhir+json"}) as http:
-                return self.fn(self._context(request, tools, http, blocking(tools.ask_patient),
-                                             blocking(tools.ask_physician)))
+            with httpx.Client(
+                transport=SyncBridge(tools.http, loop),
+                base_url=request.fhir_base,
+                headers={"Accept": "application/fhir+json"},
+            ) as http:
+                return self.fn(
+                    self._context(
+                        request, tools, http, blocking(tools.ask_patient), blocking(tools.ask_physician)
+                    )
+                )
 
         return await asyncio.to_thread(run)
 

@@ -120,14 +120,19 @@ async def embedded(
     return env
 
 
-async def remote(fhir_root: str, *, network: bool = False) -> FhirEnvironment:
-    """A separate FHIR server at `fhir_root` (its root, http://host:8080; a trailing /fhir is dropped)."""
+async def remote(fhir_root: str, *, network: bool = False, mcp: bool = False) -> FhirEnvironment:
+    """A separate FHIR server at `fhir_root` (its root, http://host:8080; a trailing /fhir is dropped); with
+    `mcp`, the per-session MCP endpoint is served beside the patient endpoint."""
     root = fhir_root.rstrip("/").removesuffix("/fhir")
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
     transport = httpx.AsyncHTTPTransport(limits=limits)
     app = patient_app()
     env = FhirEnvironment(root, transport, app, root)
     env._closers.append(transport.aclose)
+    if mcp:
+        from services.simulator.assistants.mcp_server import mount_mcp
+
+        env._closers.append(mount_mcp(app).aclose)
     if network:
         patient_root, server, task = await serve_in_loop(app)
         env.patient_root = patient_root

@@ -51,10 +51,10 @@ async def run_scenarios(jobs: list[SessionJob], assistant: Assistant | str, opti
     network = needs_network(assistant) if options.network is None else options.network
     env = None
     try:
+        mcp = str(getattr(assistant, "spec", "")).startswith("mcp")
         if options.fhir_base:
-            env = await environment.remote(options.fhir_base, network=network)
+            env = await environment.remote(options.fhir_base, network=network, mcp=mcp)
         else:
-            mcp = str(getattr(assistant, "spec", "")).startswith("mcp")
             env = await environment.embedded(settings, bus, network=network, mcp=mcp)
         session_settings = SessionSettings(
             run_id=options.run_id, assistant_spec=getattr(assistant, "spec", type(assistant).__name__),

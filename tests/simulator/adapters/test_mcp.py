@@ -202,8 +202,10 @@ def test_mcp_agent_failures(live: Live, agent: str) -> None:
 
 def test_spec_and_urls() -> None:
     assert mcp_agent.mcp_url("http://h:1/sessions/abc/fhir/") == "http://h:1/sessions/abc/mcp"
-    with pytest.raises(ValueError):
-        mcp_agent.mcp_url("http://h:1/fhir-nope")
+    assert mcp_agent.mcp_url("http://sim:2/sessions/abc/patient") == "http://sim:2/sessions/abc/mcp"
+    for bad in ["http://h:1/fhir-nope", "http://h:1/patient"]:
+        with pytest.raises(ValueError, match="not a session endpoint"):
+            mcp_agent.mcp_url(bad)
     with pytest.raises(ValueError, match="expected mcp:"):
         mcp_agent.create("ftp://agent")
     assistant = mcp_agent.create("http://127.0.0.1:1/agent")

@@ -149,3 +149,27 @@ def test_the_answer_is_not_a_tool_step(settings, scenarios, model) -> None:
     summary = asyncio.run(run_scenarios(jobs(scenarios), f"openai:fake-model@{base}", options, settings))
     (outcome,) = summary.outcomes
     assert (outcome.reason, outcome.turns, outcome.error) == ("completed", 4, None)
+
+
+def test_an_mcp_agent_against_a_separate_fhir_server(settings, scenarios, agent) -> None:
+    """With `--fhir-base` the simulator serves the MCP endpoint beside the patient endpoint on its own port;
+    the tools call the separate FHIR server over HTTP."""
+    from services.fhir_api.app import create_app
+
+    fhir = Served(create_app(settings))
+    try:
+        options = RunOptions("run-mcp-remote", fhir_base=f"{fhir.root}/fhir")
+        summary = asyncio.run(run_scenarios(jobs(scenarios), f"mcp:{agent}", options, settings))
+    finally:
+        fhir.stop()
+    (outcome,) = summary.outcomes
+    assert (outcome.reason, outcome.turns, outcome.error) == ("completed", 4, None)
+    events = session_events(settings, outcome.session_id)
+    assert [e.data["name"] for e in events if e.type == "rounds.tool.call"] == [
+        "fhir_search",
+        "ask_patient",
+    ] * 4
+    said = [Communication.model_validate(e.data) for e in events if e.type == "rounds.message.assistant"]
+    assert [m.text for m in said if m.kind == "answer"][0].startswith(
+        "creatinine values [1.6, 1.1]; patient: "
+    )
