@@ -127,7 +127,9 @@ def run_demo(
     with _timed(result, "report", step):
         ordered = list(result.reports.values())
         result.html = out / "report.html"
-        result.html.write_text(render_html(ordered[0], *ordered[1:2]), encoding="utf-8")
+        # baseline compared turn by turn with the oracle (the upper bound), the weak assistant beside them
+        html = render_html(ordered[0], *ordered[1:2], more=ordered[2:])
+        result.html.write_text(html, encoding="utf-8")
         for spec, report in result.reports.items():
             result.json[spec] = out / f"report-{spec}.json"
             result.json[spec].write_text(to_json(report), encoding="utf-8")
