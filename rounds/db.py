@@ -28,7 +28,7 @@ MODEL_MODULES: list[str] = [
     "rounds.models",
     "services.fhir_api.store.models",
     "events.sql_models",
-    "events.projections.tracking", "events.outbox", "events.sequences",
+    "events.projections.tracking", "events.outbox", "events.sequences", "events.blobs",
 ]
 
 

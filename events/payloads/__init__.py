@@ -1,6 +1,6 @@
 """Typed payload models (an event's `data`), one module per area; the catalog maps event types to them."""
 
-from events.payloads.interaction import EhrRequest, EhrResponse, ToolCall, ToolResult
+from events.payloads.interaction import EhrRequest, EhrResponse, ResourceVersion, ToolCall, ToolResult
 from events.payloads.messages import Communication, communication
 from events.payloads.outcome import DeadLetter, FhirResourceChange, ScoreSession, ScoreTurn
 from events.payloads.sandbox import SandboxState
@@ -21,6 +21,7 @@ __all__ = [
     "EhrRequest",
     "EhrResponse",
     "FhirResourceChange",
+    "ResourceVersion",
     "SandboxState",
     "ScoreSession",
     "ScoreTurn",

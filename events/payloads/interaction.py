@@ -12,11 +12,25 @@ DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
 
 
 class _BodyOrDigest(Payload):
-    """A body is kept inline when small; otherwise only its digest (the body stays in the FHIR store)."""
+    """A body as recorded: inline when it fits the event, else a stored copy (`body_ref`), always its digest.
+
+    The FHIR server's recorder puts in `body` the body exactly as sent, as text (FHIR JSON keeps the text of
+    its decimals, `1.50` is not `1.5`); when the event would exceed the size limit it stores the bytes
+    instead and sets `body_ref` (events/blobs.py: `BlobStore(engine).get(body_ref)`)."""
 
     body: Any = None
     body_digest: str | None = Field(default=None, pattern=DIGEST_PATTERN)
     content_type: str | None = None
+    body_ref: str | None = Field(default=None, pattern=DIGEST_PATTERN, description="stored copy of the body")
+    body_size: int | None = Field(default=None, ge=0, description="bytes of the body")
+
+
+class ResourceVersion(Payload):
+    """One resource in a response: what the client was given, by type, id and version."""
+
+    resource_type: str = Field(pattern=r"^[A-Z][A-Za-z]{1,63}$")
+    id: str = Field(min_length=1, max_length=64)
+    version_id: str | None = None
 
 
 class EhrRequest(_BodyOrDigest):
@@ -34,6 +48,9 @@ class EhrResponse(_BodyOrDigest):
     request_id: str = Field(min_length=1)
     status: int = Field(ge=100, le=599)
     latency_ms: float = Field(ge=0)
+    resources: list[ResourceVersion] | None = Field(
+        default=None, description="every resource the response returned (a Bundle's entries), as recorded"
+    )
 
 
 class ToolCall(Payload):

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from sqlalchemy.pool import QueuePool
 
 from rounds.settings import Settings, get_settings
-from services.fhir_api.http import routes, sessions
+from services.fhir_api.http import health, routes, sessions
 from services.fhir_api.http.admission import Admission
 from services.fhir_api.http.errors import install_error_handlers
 from services.fhir_api.http.fastlane import FastLane
@@ -76,12 +76,15 @@ def create_app(
     app.state.max_body_bytes = max_body_bytes
     listeners: list[InteractionListener] = []
     app.state.interaction_listeners = listeners
+    app.state.health_checks = {}  # name -> () -> (healthy, details): GET /health (http/health.py)
     install_error_handlers(app)
     app.include_router(routes.router, prefix="/fhir", tags=["FHIR (shared record)"])
     app.include_router(routes.router, prefix="/sessions/{session_id}/fhir", tags=["FHIR (session sandbox)"])
     app.include_router(sessions.router)
+    app.include_router(health.router)
     if fast_lane:
         app.add_middleware(FastLane)  # inside the interaction hook: it sees every exchange the same way
-    app.add_middleware(InteractionMiddleware, listeners=lambda: app.state.interaction_listeners)
     app.add_middleware(Admission, limit=settings.api_concurrency)
+    # Outermost: a response held for recording has left its admission slot (http/interactions.py).
+    app.add_middleware(InteractionMiddleware, listeners=lambda: app.state.interaction_listeners)
     return app

@@ -11,6 +11,7 @@ import pytest
 from rounds.settings import Settings
 from services.fhir_api.app import create_app
 from services.fhir_api.http.admission import Admission
+from services.fhir_api.http.interactions import InteractionMiddleware
 
 
 class Recorder:
@@ -66,7 +67,8 @@ def test_the_app_serves_through_the_gate(sqlite_url) -> None:
     app = create_app(Settings(database_url=sqlite_url, api_concurrency=1))
     gates = [m for m in app.user_middleware if m.cls is Admission]
     assert len(gates) == 1 and gates[0].kwargs["limit"] == 1
-    assert app.user_middleware[0].cls is Admission  # outermost: queued requests hold nothing else
+    # the interaction hook outside, admission right inside it: queued requests hold nothing else
+    assert [m.cls for m in app.user_middleware[:2]] == [InteractionMiddleware, Admission]
 
     async def many() -> list[int]:
         transport = httpx.ASGITransport(app=app)
@@ -75,6 +77,45 @@ def test_the_app_serves_through_the_gate(sqlite_url) -> None:
         return [a.status_code for a in answers]
 
     assert asyncio.run(many()) == [200] * 5
+
+
+class BlockingGate:
+    """A gate listener (like the event recorder) that holds the exchanges it wants until released."""
+
+    before_response = True
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    @staticmethod
+    def wants(method: str, path: str) -> bool:
+        return path == "/fhir/metadata"
+
+    async def __call__(self, interaction) -> None:
+        self.entered.set()
+        await self.release.wait()
+
+
+def test_a_response_held_for_recording_does_not_hold_an_admission_slot(sqlite_url) -> None:
+    from rounds.migrate import upgrade
+
+    upgrade(sqlite_url)
+    app = create_app(Settings(database_url=sqlite_url, api_concurrency=1))  # one request at a time
+    gate = BlockingGate()
+    app.state.interaction_listeners.append(gate)
+
+    async def scenario() -> tuple[int, int]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            held = asyncio.create_task(client.get("/fhir/metadata"))
+            await asyncio.wait_for(gate.entered.wait(), 30)  # its response is being "recorded"
+            other = await asyncio.wait_for(client.get("/health"), 30)  # the only slot is free
+            assert not held.done()
+            gate.release.set()
+            return (await held).status_code, other.status_code
+
+    assert asyncio.run(scenario()) == (200, 200)
 
 
 def test_negative_limit_is_rejected() -> None:

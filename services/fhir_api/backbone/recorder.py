@@ -6,6 +6,13 @@ through a session base (`/sessions/<id>/fhir`) into `rounds.ehr.request` then `r
 `rounds.sessions`, keyed by the session id, with per-session `sequence` numbers from `SessionSequences`
 (events/sequences.py: a counter row per session, so every producer and every API worker shares one sequence).
 The response's `causationid` is the request event's id; both carry the request id as `correlationid`.
+
+What the assistant saw is recorded whole: the response event lists the (type, id, versionId) of every
+resource returned and carries the body exactly as sent, inline when the event fits the size limit, else as a
+stored copy (events/blobs.py) it points to; request bodies likewise. The recorder is a *gate* listener: the
+FHIR app holds the response until it is recorded (after the request left its admission slot), and a failure
+to record answers 503 instead, counts in `RecorderHealth` and turns `GET /health` unhealthy until a
+recording succeeds.
 """
 
 from __future__ import annotations
@@ -14,13 +21,19 @@ import asyncio
 import logging
 import re
 import threading
+import time
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
+import orjson
+
+from events.blobs import BlobStore
 from events.bus import Bus
 from events.catalog import CATALOG
-from events.payloads import EhrRequest, EhrResponse
+from events.envelope import CloudEvent, EventTooLarge
+from events.payloads import EhrRequest, EhrResponse, ResourceVersion
 from events.sequences import SessionSequences
 from events.topics import SESSIONS
 from services.fhir_api.http.interactions import Interaction
@@ -50,35 +63,137 @@ def _query(value: Any) -> dict[str, list[str]]:
     return out
 
 
-class InteractionRecorder:
-    """Interaction listener: publishes request + response for interactions made through a session base."""
+def returned_resources(body: bytes) -> list[ResourceVersion]:
+    """(type, id, versionId) of what a response body gave the client: the resource itself, or each entry of a
+    Bundle (its resource, or for a transaction/batch response without one, its `response.location`)."""
+    try:
+        doc = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        return []
+    if not isinstance(doc, dict):
+        return []
+    if doc.get("resourceType") != "Bundle":
+        ref = _version_of(doc)
+        return [ref] if ref else []
+    out: list[ResourceVersion] = []
+    for entry in doc.get("entry") or ():
+        if not isinstance(entry, dict):
+            continue
+        ref = _version_of(entry.get("resource")) or _location_version(entry.get("response"))
+        if ref:
+            out.append(ref)
+    return out
 
-    def __init__(self, bus: Bus, sequences: SessionSequences, topic: str = SESSIONS) -> None:
-        self.bus, self.sequences, self.topic = bus, sequences, topic
+
+def _version_of(resource: Any) -> ResourceVersion | None:
+    if not isinstance(resource, dict) or not resource.get("resourceType") or not resource.get("id"):
+        return None
+    meta = resource.get("meta")
+    version = meta.get("versionId") if isinstance(meta, dict) else None
+    return ResourceVersion(resource_type=resource["resourceType"], id=resource["id"],
+                           version_id=str(version) if version is not None else None)
+
+
+def _location_version(response: Any) -> ResourceVersion | None:
+    location = response.get("location") if isinstance(response, dict) else None
+    if not location:
+        return None
+    parts = location.split("/fhir/", 1)[-1].split("/")
+    if len(parts) < 2 or not parts[0][:1].isupper():
+        return None
+    version = parts[3] if len(parts) >= 4 and parts[2] == "_history" else None
+    return ResourceVersion(resource_type=parts[0], id=parts[1], version_id=version)
+
+
+@dataclass
+class RecorderHealth:
+    """Counters behind `GET /health`: recordings that succeeded and failed, and the last failure. Unhealthy
+    while the latest attempt failed (a broker or database outage), healthy again once one succeeds."""
+
+    recorded: int = 0
+    failed: int = 0
+    last_error: str | None = None
+    last_failure_at: float | None = None
+    healthy: bool = True
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def success(self) -> None:
+        with self._lock:
+            self.recorded += 1
+            self.healthy = True
+
+    def failure(self, error: BaseException) -> None:
+        with self._lock:
+            self.failed += 1
+            self.last_error = f"{type(error).__name__}: {error}"[:500]
+            self.last_failure_at = time.time()
+            self.healthy = False
+
+    def check(self) -> tuple[bool, dict[str, Any]]:
+        """(healthy, details) for the health endpoint."""
+        with self._lock:
+            return self.healthy, {"recorded": self.recorded, "failed": self.failed,
+                                  "lastError": self.last_error, "lastFailureAt": self.last_failure_at}
+
+
+class InteractionRecorder:
+    """Gate listener: records request + response of every interaction made through a session base before the
+    client gets the response (services/fhir_api/http/interactions.py)."""
+
+    before_response = True  # the app holds the response until this returns; raising turns it into a 503
+
+    def __init__(self, bus: Bus, sequences: SessionSequences, blobs: BlobStore, topic: str = SESSIONS,
+                 ) -> None:
+        self.bus, self.sequences, self.blobs, self.topic = bus, sequences, blobs, topic
+        self.health = RecorderHealth()
         self._locks = [threading.Lock() for _ in range(64)]  # striped by session: bounded, no registry
 
-    def events_for(self, interaction: Interaction, sequences: list[int]) -> list:
+    def events_for(self, interaction: Interaction, sequences: list[int]) -> list[CloudEvent]:
         session_id = interaction.session_id
         request_id = uuid.uuid4().hex
         relative = _SESSION_BASE.sub("", interaction.path) or "/"
-        request = CATALOG.make(
-            "rounds.ehr.request",
-            EhrRequest(request_id=request_id, method=interaction.method.upper(), url=relative,
-                       query=_query(interaction.query), body_digest=_digest(interaction.request_digest)),
-            source=SOURCE, subject=session_id, sequence=sequences[0], correlationid=request_id,
-        )
-        response = CATALOG.make(
-            "rounds.ehr.response",
-            EhrResponse(request_id=request_id, status=interaction.status,
-                        latency_ms=max(0.0, interaction.latency_ms),
-                        body_digest=_digest(interaction.response_digest)),
-            source=SOURCE, subject=session_id, sequence=sequences[1], correlationid=request_id,
-            causationid=request.id,
-        )
-        return [request, response]
+        request_body = b"".join(interaction.request_body)
+        response_body = b"".join(interaction.response_body)
+
+        def request(**body: Any) -> CloudEvent:
+            return CATALOG.make(
+                "rounds.ehr.request",
+                EhrRequest(request_id=request_id, method=interaction.method.upper(), url=relative,
+                           query=_query(interaction.query), body_digest=_digest(interaction.request_digest),
+                           content_type=interaction.request_content_type, **body),
+                source=SOURCE, subject=session_id, sequence=sequences[0], correlationid=request_id,
+            )
+
+        first = self._fitted(request, request_body)
+
+        def response(**body: Any) -> CloudEvent:
+            return CATALOG.make(
+                "rounds.ehr.response",
+                EhrResponse(request_id=request_id, status=interaction.status,
+                            latency_ms=max(0.0, interaction.latency_ms),
+                            body_digest=_digest(interaction.response_digest),
+                            content_type=interaction.response_content_type,
+                            resources=returned_resources(response_body), **body),
+                source=SOURCE, subject=session_id, sequence=sequences[1], correlationid=request_id,
+                causationid=first.id,
+            )
+
+        return [first, self._fitted(response, response_body)]
+
+    def _fitted(self, make: Any, body: bytes) -> CloudEvent:
+        """The event with `body` inline when the serialised event fits the limit, else with a stored copy.
+        A body that is not UTF-8 text is always stored (an event carries text)."""
+        if not body:
+            return make()
+        try:
+            event = make(body=body.decode(), body_size=len(body))
+            event.to_bytes()  # serialised once and cached: publish reuses it; raises when too large
+            return event
+        except (EventTooLarge, UnicodeDecodeError):
+            return make(body_ref=self.blobs.put(body), body_size=len(body))
 
     async def __call__(self, interaction: Interaction) -> None:
-        """The listener the FHIR app awaits: records off the event loop (database and broker round trips)."""
+        """The gate the FHIR app awaits: records off the event loop (database and broker round trips)."""
         if self.recorded(interaction):  # /fhir traffic never pays for the thread hop
             await asyncio.to_thread(self.record, interaction)
 
@@ -97,6 +212,7 @@ class InteractionRecorder:
         )
 
     def record(self, interaction: Interaction) -> None:
+        """Publish the exchange's two events; raises when they could not be recorded (after counting it)."""
         if not self.recorded(interaction):
             return
         session_id = interaction.session_id
@@ -106,5 +222,8 @@ class InteractionRecorder:
             with lock:
                 events = self.events_for(interaction, self.sequences.allocate(session_id, 2))
                 self.bus.publish_many(self.topic, [(session_id, event) for event in events])
-        except Exception:  # noqa: BLE001 - recording must never fail the FHIR request itself
+        except Exception as exc:
+            self.health.failure(exc)
             log.exception("could not record interaction %s %s", interaction.method, interaction.path)
+            raise
+        self.health.success()

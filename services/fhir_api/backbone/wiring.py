@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import Engine
 
+from events.blobs import BlobStore
 from events.bus import Bus
 from events.relay import Relay, RelayThread
 from events.sequences import SessionSequences
@@ -73,11 +74,15 @@ def install_event_backbone(
     app.state.store.add_change_listener(OutboxListener(changes_topic))
     recorder = None
     if backbone.record_interactions:
-        recorder = InteractionRecorder(bus, SessionSequences(engine), sessions_topic)
+        recorder = InteractionRecorder(bus, SessionSequences(engine), BlobStore(engine), sessions_topic)
         listeners = getattr(app.state, "interaction_listeners", None)
         if listeners is None:
             listeners = app.state.interaction_listeners = []
         listeners.append(recorder)
+        checks = getattr(app.state, "health_checks", None)
+        if checks is None:
+            checks = app.state.health_checks = {}
+        checks["event-recorder"] = recorder.health.check
     relay = Relay(engine, bus)
     wired = EventBackbone(bus=bus, engine=engine, recorder=recorder, relay=relay)
     if backbone.outbox_relay == "in-process":
