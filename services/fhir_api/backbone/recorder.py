@@ -23,6 +23,8 @@ import re
 import threading
 import time
 import uuid
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
@@ -36,6 +38,7 @@ from events.envelope import CloudEvent, EventTooLarge
 from events.payloads import EhrRequest, EhrResponse, ResourceVersion
 from events.sequences import SessionSequences
 from events.topics import SESSIONS
+from services.fhir_api.backbone.group_commit import GroupCommit
 from services.fhir_api.http.interactions import Interaction
 
 log = logging.getLogger(__name__)
@@ -117,14 +120,14 @@ class RecorderHealth:
     healthy: bool = True
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def success(self) -> None:
+    def success(self, count: int = 1) -> None:
         with self._lock:
-            self.recorded += 1
+            self.recorded += count
             self.healthy = True
 
-    def failure(self, error: BaseException) -> None:
+    def failure(self, error: BaseException, count: int = 1) -> None:
         with self._lock:
-            self.failed += 1
+            self.failed += count
             self.last_error = f"{type(error).__name__}: {error}"[:500]
             self.last_failure_at = time.time()
             self.healthy = False
@@ -146,7 +149,9 @@ class InteractionRecorder:
                  ) -> None:
         self.bus, self.sequences, self.blobs, self.topic = bus, sequences, blobs, topic
         self.health = RecorderHealth()
-        self._locks = [threading.Lock() for _ in range(64)]  # striped by session: bounded, no registry
+        # One thread per process records what every request in flight queued, as one batch (group commit);
+        # batches run one at a time in queue order, so a session's exchanges keep their order.
+        self.queue: GroupCommit[Interaction] = GroupCommit(self.record_batch, name="interaction-recorder")
 
     def events_for(self, interaction: Interaction, sequences: list[int]) -> list[CloudEvent]:
         session_id = interaction.session_id
@@ -193,9 +198,14 @@ class InteractionRecorder:
             return make(body_ref=self.blobs.put(body), body_size=len(body))
 
     async def __call__(self, interaction: Interaction) -> None:
-        """The gate the FHIR app awaits: records off the event loop (database and broker round trips)."""
-        if self.recorded(interaction):  # /fhir traffic never pays for the thread hop
-            await asyncio.to_thread(self.record, interaction)
+        """The gate the FHIR app awaits: the exchange is recorded off the event loop, with the others queued
+        meanwhile, before the response goes out; raises when it could not be."""
+        if self.recorded(interaction):  # /fhir traffic never pays for the queue
+            await asyncio.wrap_future(self.queue.submit(interaction))
+
+    def close(self) -> None:
+        """Record what is queued and stop the recording thread (the app's shutdown)."""
+        self.queue.close()
 
     @staticmethod
     def wants(method: str, path: str) -> bool:
@@ -212,18 +222,31 @@ class InteractionRecorder:
         )
 
     def record(self, interaction: Interaction) -> None:
-        """Publish the exchange's two events; raises when they could not be recorded (after counting it)."""
-        if not self.recorded(interaction):
+        """Record one exchange now, on the caller's thread (tools, tests; the app goes through the queue)."""
+        self.record_batch([interaction])
+
+    def record_batch(self, interactions: Sequence[Interaction]) -> None:
+        """Publish each exchange's two events: the sessions' sequence numbers in one transaction, every event
+        in one publish. Raises when they could not be recorded (after counting it): all or nothing."""
+        todo = [one for one in interactions if self.recorded(one)]
+        if not todo:
             return
-        session_id = interaction.session_id
-        lock = self._locks[hash(session_id) % len(self._locks)]
         try:
-            # One session's interactions get sequence numbers and log positions in the same order.
-            with lock:
-                events = self.events_for(interaction, self.sequences.allocate(session_id, 2))
-                self.bus.publish_many(self.topic, [(session_id, event) for event in events])
+            counts: Counter[str] = Counter()
+            for one in todo:
+                counts[one.session_id] += 2  # a request and a response event
+            numbers = self.sequences.allocate_many(counts)
+            taken = dict.fromkeys(numbers, 0)
+            items: list[tuple[str, CloudEvent]] = []
+            for one in todo:
+                session_id, at = one.session_id, taken[one.session_id]
+                taken[session_id] = at + 2
+                items.extend((session_id, event)
+                             for event in self.events_for(one, numbers[session_id][at:at + 2]))
+            self.bus.publish_many(self.topic, items)
         except Exception as exc:
-            self.health.failure(exc)
-            log.exception("could not record interaction %s %s", interaction.method, interaction.path)
+            self.health.failure(exc, len(todo))
+            log.exception("could not record %d interaction(s), e.g. %s %s", len(todo), todo[0].method,
+                          todo[0].path)
             raise
-        self.health.success()
+        self.health.success(len(todo))

@@ -47,6 +47,8 @@ class EventBackbone:
         if self._closed:
             return
         self._closed = True
+        if self.recorder is not None:
+            self.recorder.close()
         if self.relay_thread is not None:
             self.relay_thread.stop()
         self.engine.dispose()

@@ -140,3 +140,32 @@ def test_a_failure_to_record_is_a_503_a_counter_and_unhealthy_until_it_recovers(
         health = client.get("/health").json()
         assert health["status"] == "ok" and health["checks"]["event-recorder"]["recorded"] == 1
     assert wired.recorder.health.failed == 1
+
+
+def test_concurrent_exchanges_are_recorded_in_pairs_with_dense_sequences(env: h.Env) -> None:
+    import asyncio
+
+    import httpx
+
+    app, wired = app_for(env)
+
+    async def traffic() -> dict[str, int]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            sids = [(await client.post("/sessions", json={})).json()["id"] for _ in range(3)]
+            calls = [client.get(f"/sessions/{sid}/fhir/Patient", params={"_count": str(n)})
+                     for n in range(1, 11) for sid in sids]
+            answers = await asyncio.gather(*calls)
+        assert {a.status_code for a in answers} == {200}
+        return {sid: 10 for sid in sids}
+
+    with TestClient(app):  # runs the lifespan; the traffic goes through the ASGI transport concurrently
+        expected = asyncio.run(traffic())
+    records = h.read_all(env, env.sessions, expected=60)
+    for sid, count in expected.items():
+        events = [r.event for r in records if r.key == sid]
+        assert [e.sequence for e in events] == list(range(1, 2 * count + 1))  # log order = sequence order
+        for request, response in zip(events[0::2], events[1::2], strict=True):
+            assert (request.type, response.type) == ("rounds.ehr.request", "rounds.ehr.response")
+            assert response.causationid == request.id
+    assert wired.recorder.health.recorded == 30
