@@ -14,7 +14,9 @@ The client is a lean keep-alive HTTP/1.1 client on asyncio streams (one connecti
 checks every status, reads every body in full and counts non-FHIR bodies as errors; before the timed run every
 distinct request of the mix is answered once and checked (right resource, right patient, right code, sorted,
 after the date). The mix is fixed and seeded: 3 patient reads, 2 observation reads, 3
-`Observation?patient&code&date=ge&_sort=-date`, 1 `Encounter?patient`, 1 `Condition?patient`.
+`Observation?patient&code&date=ge&_sort=-date`, 1 `Encounter?patient`, 1 `Condition?patient`. The `session`
+figure sends the same mix through one session per client (`/sessions/<id>/fhir`), so every exchange is
+recorded on the event log (ROUNDS_BUS; the SQL log in the same database by default) before its answer.
 
 Figures (2-core machine shared with three other engineers' work, load average 4–8, so CPU per request is the
 comparable figure; `rounds serve` at the session's start vs now, back to back, same client, 12 s each):
@@ -227,10 +229,11 @@ def all_patients(base: str) -> list[str]:
 
 
 async def drive(
-    base: str, work: list[tuple[str, str]], clients: int, seconds: float
+    base: str, work: list[tuple[str, str]], clients: int, seconds: float, sessions: list[str] | None = None
 ) -> tuple[dict[str, list[float]], int, float]:
     """Each client walks the fixed list from its own offset until time is up; transport errors, non-200
-    answers and bodies that are not a FHIR JSON resource count as errors."""
+    answers and bodies that are not a FHIR JSON resource count as errors. With `sessions` (FHIR base paths)
+    client i sends the same paths through sessions[i] instead of /fhir: recorded traffic."""
     url = httpx.URL(base)
     latencies: dict[str, list[float]] = {}
     errors = 0
@@ -240,8 +243,10 @@ async def drive(
         nonlocal errors
         conn = Connection(url.host, url.port)
         i = index
+        base_path = sessions[index % len(sessions)] if sessions else "/fhir"
         while time.perf_counter() < stop:
             kind, path = work[i % len(work)]
+            path = base_path + path.removeprefix("/fhir")
             started = time.perf_counter()
             try:
                 status, _, body = await asyncio.wait_for(conn.get(path), REQUEST_TIMEOUT)
@@ -332,8 +337,9 @@ def main() -> None:
     parser.add_argument("--kinds", default=",".join(MIX), help=f"subset of the mix: {', '.join(MIX)}")
     parser.add_argument(
         "--figures",
-        default=",".join(("mix", *FIGURES)),
-        help=f"timed phases, each its own figure: mix (the kinds above), {', '.join(FIGURES)}",
+        default=",".join(("mix", "session", *FIGURES)),
+        help="timed phases, each its own figure: mix (the kinds above), session (the mix through one "
+        f"session per client: every exchange recorded on the event log), {', '.join(FIGURES)}",
     )
     parser.add_argument(
         "--server-code", type=Path, default=REPO, help="serve from this checkout (before/after in one window)"
@@ -373,23 +379,32 @@ def run_api(args: argparse.Namespace, database_url: str) -> None:
     print(f"api: {args.clients} clients, {workers}, serving {args.server_code}, {database_url.split(':')[0]}")
     try:
         for figure in args.figures.split(","):
-            if figure == "mix":
+            sessions = None
+            if figure in ("mix", "session"):
                 work = workload(base, args.kinds.split(","))
+                sessions = session_bases(root, args.clients) if figure == "session" else None
             else:
                 work = extra_work(root, figure, all_patients(base))
-            timed(args, server, base, database_url, figure, work)
+            timed(args, server, base, database_url, figure, work, sessions)
     finally:
         server.terminate()
         server.wait(timeout=30)
 
 
-def timed(args: argparse.Namespace, server, base: str, database_url: str, figure: str, work: list) -> None:
+def session_bases(root: str, count: int) -> list[str]:
+    """The FHIR base paths of `count` new sessions (one per client)."""
+    with httpx.Client(base_url=root, timeout=60) as c:
+        return [f"/sessions/{c.post('/sessions', json={}).json()['id']}/fhir" for _ in range(count)]
+
+
+def timed(args: argparse.Namespace, server, base: str, database_url: str, figure: str, work: list,
+          sessions: list[str] | None = None) -> None:
     """One figure: every distinct request answered once and checked, a warm-up, then the timed run."""
     checked = verify(base, work)
-    asyncio.run(drive(base, work, args.clients, 3))  # warm-up: connections, caches
+    asyncio.run(drive(base, work, args.clients, 3, sessions))  # warm-up: connections, caches
     meter = CpuMeter(server.pid, database_url)
     before = meter.sample()
-    latencies, errors, elapsed = asyncio.run(drive(base, work, args.clients, args.seconds))
+    latencies, errors, elapsed = asyncio.run(drive(base, work, args.clients, args.seconds, sessions))
     cpu = CpuMeter.spent(before, meter.sample())
     every = [v for values in latencies.values() for v in values]
     print(f"{figure}: {elapsed:.1f} s, errors {errors}, answers checked: {checked} distinct requests")
