@@ -82,29 +82,33 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
-    """Dotted names an import statement refers to (for `from X import y`: X and X.y, y may be a module)."""
+Imported = tuple[str, str | None]  # (module, name imported from it)
+
+
+def _imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[Imported]:
+    """(module, name) pairs of an import statement: `import X.Y` -> (X.Y, None); `from X import y` -> (X, y),
+    y being a submodule of X or a name X defines (the caller decides, knowing the modules)."""
     if isinstance(node, ast.Import):
-        return [alias.name for alias in node.names]
+        return [(alias.name, None) for alias in node.names]
     if node.level:
         base = module.split(".") if is_package else module.split(".")[:-1]
         base = base[: len(base) - (node.level - 1)]
         source = ".".join([*base, node.module] if node.module else base)
     else:
         source = node.module or ""
-    return [source, *(f"{source}.{alias.name}" for alias in node.names)]
+    return [(source, alias.name) for alias in node.names]
 
 
 def build(root: Path, packages: tuple[str, ...] = PACKAGES) -> ImportGraph:
     paths = [path for package in packages for path in sorted((root / package).rglob("*.py"))]
     graph = ImportGraph({_module_name(root, path): path for path in paths})
     for module, path in graph.modules.items():
-        eager: set[str] = set()
-        lazy: set[str] = set()
+        eager: set[tuple[str, str | None]] = set()
+        lazy: set[tuple[str, str | None]] = set()
         is_package = path.name == "__init__.py"
 
         def visit(nodes: list[ast.stmt], module: str = module, is_package: bool = is_package,
-                  eager: set[str] = eager, lazy: set[str] = lazy) -> None:
+                  eager: set = eager, lazy: set = lazy) -> None:
             for node in nodes:
                 if isinstance(node, ast.Import | ast.ImportFrom):
                     eager.update(_imported(node, module, is_package))
@@ -127,6 +131,16 @@ def build(root: Path, packages: tuple[str, ...] = PACKAGES) -> ImportGraph:
                     visit(node.body)
 
         visit(ast.parse(path.read_text(), str(path)).body)
-        graph.eager[module] = {r for name in eager if (r := graph.resolve(name)) and r != module}
-        graph.lazy[module] = {r for name in lazy if (r := graph.resolve(name)) and r != module}
+        graph.eager[module] = {r for pair in eager if (r := _target(graph, pair)) and r != module}
+        graph.lazy[module] = {r for pair in lazy if (r := _target(graph, pair)) and r != module}
     return graph
+
+
+def _target(graph: ImportGraph, pair: tuple[str, str | None]) -> str | None:
+    """The project module an imported (module, name) depends on: the submodule when the name is one (a
+    package's __init__ importing its submodules is no cycle with them), else the module defining the name.
+    The parent package a submodule's import always runs first is not an edge."""
+    source, name = pair
+    if name is not None and f"{source}.{name}" in graph.modules:
+        return f"{source}.{name}"
+    return graph.resolve(source)

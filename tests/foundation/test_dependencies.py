@@ -43,7 +43,18 @@ def test_a_type_checking_cycle_is_a_cycle_and_a_lazy_import_is_not(tmp_path: Pat
     })
     graph = build(root, ("pkg",))
     assert graph.cycles() == [["pkg.a", "pkg.b"]]
-    assert graph.lazy["pkg.c"] == {"pkg.d"} and graph.eager["pkg.d"] == {"pkg", "pkg.c"}
+    assert graph.lazy["pkg.c"] == {"pkg.d"} and graph.eager["pkg.d"] == {"pkg.c"}
+
+
+def test_a_package_importing_its_submodules_is_no_cycle_but_a_name_cycle_is(tmp_path: Path) -> None:
+    root = _package(tmp_path, {
+        "__init__.py": "from pkg.core import Thing\n",
+        "core.py": "from pkg import helpers\nThing = 1\n",
+        "helpers.py": "x = 1\n",
+    })
+    assert build(root, ("pkg",)).cycles() == []
+    (root / "pkg" / "helpers.py").write_text("from pkg import Thing\n")  # a name __init__ defines
+    assert build(root, ("pkg",)).cycles() == [["pkg", "pkg.core", "pkg.helpers"]]
 
 
 def test_an_import_of_services_under_events_is_seen(tmp_path: Path) -> None:
