@@ -1,7 +1,7 @@
 """Stored copies of bodies too large for an event (the 256 KiB limit), content-addressed by sha256.
 
 An event that cannot carry a body inline carries its digest as `bodyRef` instead ("sha256:<hex>"); the bytes
-are in `event_blobs` (revision `0014_event_blobs`) in the application database, written BEFORE the event is
+are in `event_blobs` (revision `0015_event_blobs`) in the application database, written BEFORE the event is
 published, so a reader never meets a reference it cannot resolve. The same bytes are stored once however often
 they are recorded. Readers: `BlobStore(engine).get(ref)`.
 """

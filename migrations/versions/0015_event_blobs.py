@@ -1,7 +1,7 @@
 """events: stored copies of recorded bodies too large for an event (content-addressed)
 
-Revision ID: 0014_event_blobs
-Revises: 0013_merge_heads
+Revision ID: 0015_event_blobs
+Revises: 0014_index_row_clock
 Create Date: 2026-12-01
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0014_event_blobs"
-down_revision = "0013_merge_heads"
+revision = "0015_event_blobs"
+down_revision = "0014_index_row_clock"
 branch_labels = None
 depends_on = None
 
