@@ -76,6 +76,9 @@ def register(app: typer.Typer) -> None:
         max_steps: Annotated[int, typer.Option(min=1, help="tool steps per turn")] = 8,
         seed: Annotated[int, typer.Option()] = 0,
         score: Annotated[bool, typer.Option("--score/--no-score", help="score the run when it ends")] = True,
+        patient_voice: Annotated[str | None, typer.Option(
+            help="openai:<model>[@<base_url>]: an LLM rephrases the patient's replies (verified, else the "
+                 "deterministic words)")] = None,
     ) -> None:
         """Run sessions between the physician and patient agents and an assistant; every message an event."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -90,13 +93,18 @@ def register(app: typer.Typer) -> None:
         try:
             lines = read_scenarios(scenarios, limit)
             chosen = create_assistant(assistant)
+            if patient_voice:
+                from services.simulator.agents.voice import create_voice
+
+                voice = create_voice(patient_voice)
         except ValueError as exc:  # a bad line (file:line) or an unknown / malformed assistant spec
             typer.echo(f"rounds run: {exc}", err=True)
             raise typer.Exit(2) from None
         jobs = plan(lines, trials, LANGUAGES[language], variant)
         run_id = run_id or new_run_id()
         typer.echo(f"run {run_id}: {len(jobs)} sessions ({len(lines)} scenarios)")
-        options = RunOptions(run_id, concurrency, fhir_base, turn_timeout, max_steps, seed)
+        options = RunOptions(run_id, concurrency, fhir_base, turn_timeout, max_steps, seed,
+                             voice=voice if patient_voice else None)
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.fields[last]}"), TimeElapsedColumn()) as bar:
             task = bar.add_task("sessions", total=len(jobs), last="")

@@ -10,6 +10,7 @@ given server over HTTP, and the patient endpoint is served by the simulator on i
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,12 +36,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-async def serve_in_loop(app: FastAPI) -> tuple[str, Any, asyncio.Task]:
-    """Serve `app` with uvicorn on a free loopback port inside the running event loop."""
+async def serve_in_loop(
+    app: FastAPI, host: str = "127.0.0.1", port: int = 0
+) -> tuple[str, Any, asyncio.Task]:
+    """Serve `app` with uvicorn inside the running event loop (a free port unless one is given)."""
     import uvicorn
 
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+    port = port or free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
                                            access_log=False, lifespan="off"))
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     task = asyncio.create_task(server.serve())
@@ -52,7 +55,7 @@ async def serve_in_loop(app: FastAPI) -> tuple[str, Any, asyncio.Task]:
         await asyncio.sleep(0.01)
     else:
         raise RuntimeError("uvicorn did not start")
-    return f"http://127.0.0.1:{port}", server, task
+    return f"http://{host}:{port}", server, task
 
 
 @dataclass
@@ -134,8 +137,12 @@ async def remote(fhir_root: str, *, network: bool = False, mcp: bool = False) ->
 
         env._closers.append(mount_mcp(app).aclose)
     if network:
-        patient_root, server, task = await serve_in_loop(app)
-        env.patient_root = patient_root
+        # In a container the webhook must reach the patient endpoint: ROUNDS_SIMULATOR_HOST/PORT say where to
+        # listen, ROUNDS_SIMULATOR_URL how others reach it (default: the loopback address it listens on).
+        host = os.environ.get("ROUNDS_SIMULATOR_HOST", "127.0.0.1")
+        port = int(os.environ.get("ROUNDS_SIMULATOR_PORT", "0"))
+        patient_root, server, task = await serve_in_loop(app, host, port)
+        env.patient_root = os.environ.get("ROUNDS_SIMULATOR_URL", patient_root).rstrip("/")
         env._closers.append(lambda: _stop(server, task))
     return env
 
