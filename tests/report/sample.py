@@ -58,7 +58,8 @@ def _turn(rng: random.Random, index: int, language: str, quality: float, inject:
             Exchange(
                 kind="ehr",
                 method="GET",
-                url=f"Observation?patient=p1&code=2160-0&_count={k + 1}",
+                url="Observation",
+                query={"patient": ["p1"], "code": ["2160-0"], "_count": [str(k + 1)]},
                 status=status,
                 latency_ms=round(rng.uniform(4, 180), 1),
             )

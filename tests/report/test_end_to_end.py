@@ -28,8 +28,15 @@ def scored(sqlite_url: str):
             world.play(session, w.scenario, style)
             session.end("completed", run=run)
         w.session().start(w.scenario, run, trial=len(styles)).end("infrastructure_error", run=run)
-        score_run(w.settings, run, bus=w.bus, topics=(w.sessions,), scores_topic=w.scores, client=w.client,
-                  timeout_s=120)
+        score_run(
+            w.settings,
+            run,
+            bus=w.bus,
+            topics=(w.sessions,),
+            scores_topic=w.scores,
+            client=w.client,
+            timeout_s=120,
+        )
     yield w
     gen.close()
 
@@ -37,8 +44,22 @@ def scored(sqlite_url: str):
 def test_report_of_a_scored_run_and_its_counterfactual(scored: World, tmp_path):
     html, out = tmp_path / "r.html", tmp_path / "r.json"
     url = scored.settings.database_url
-    result = CliRunner().invoke(app, ["report", "--run", "base", "--compare", "cf", "--html", str(html),
-                                      "--json", str(out), "--database-url", url])
+    result = CliRunner().invoke(
+        app,
+        [
+            "report",
+            "--run",
+            "base",
+            "--compare",
+            "cf",
+            "--html",
+            str(html),
+            "--json",
+            str(out),
+            "--database-url",
+            url,
+        ],
+    )
     assert result.exit_code == 0, result.output
     engine = make_engine(url)
     base, cf = load_report(engine, "base"), load_report(engine, "cf")
@@ -65,5 +86,15 @@ def test_report_of_a_scored_run_and_its_counterfactual(scored: World, tmp_path):
     calls = wrong.select('li[data-kind="ehr"]')
     assert calls and {c.select_one(".method").get_text() for c in calls} == {"GET", "POST"}
     assert {c.select_one(".status").get_text() for c in calls} <= {"200", "201"}
+    # who wrote each message comes through the scorer (a clarification goes both ways)
+    senders = {
+        (x.kind, x.sender) for s in base.sessions for t in s.turns for x in t.exchanges if x.kind != "ehr"
+    }
+    assert {
+        ("doctor", "doctor"),
+        ("question", "assistant"),
+        ("patient", "patient"),
+        ("assistant", "assistant"),
+    } <= senders
     excluded = soup.select('section.sessions[data-run="base"] details.session[data-excluded="true"]')
     assert len(excluded) == 1 and cf.metrics.excluded_sessions == 1

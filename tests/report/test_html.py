@@ -107,9 +107,10 @@ def test_per_session_view_lists_conversation_calls_and_checks(baseline):
     assert {"doctor", "ehr", "question", "patient", "assistant"} <= set(kinds)
     ehr = turn1.select_one('li[data-kind="ehr"]')
     call = doc.turns[1].exchanges[1]
+    assert ehr.select_one(".method").get_text() == call.method == "GET"
     assert (
-        ehr.select_one(".method").get_text() == call.method and ehr.select_one(".url").get_text() == call.url
-    )
+        ehr.select_one(".url").get_text() == "Observation?patient=p1&code=2160-0&_count=1"
+    )  # with its query
     assert (
         ehr.select_one(".status")["data-status"] == str(call.status)
         and f"{call.latency_ms:.1f} ms" in ehr.get_text()

@@ -31,6 +31,13 @@ def _status_class(status: int | None) -> str:
     return "status-ok" if status is not None and 200 <= status < 400 else "status-err"
 
 
+def call_url(x: Exchange) -> str:
+    """The call as it was made: the path and its search parameters (decoded, so they read as written)."""
+    params = "&".join(f"{k}={v}" for k, values in (x.query or {}).items() for v in values)
+    url = x.url or ""
+    return f"{url}{'&' if '?' in url else '?'}{params}" if params else url
+
+
 def exchange_html(x: Exchange) -> str:
     kind = escape(x.kind)
     if x.kind == "ehr":
@@ -39,7 +46,7 @@ def exchange_html(x: Exchange) -> str:
         return (
             f'<li class="x-ehr" data-kind="ehr"><span class="who">EHR</span>'
             f'<span class="method">{escape(x.method or "?")}</span> '
-            f'<span class="url">{escape(x.url or "")}</span> → '
+            f'<span class="url">{escape(call_url(x))}</span> → '
             f'<span class="status {_status_class(x.status)}" data-status="{escape(status)}">'
             f"{escape(status)}</span>"
             f'<span class="latency">{escape(latency)}</span></li>'

@@ -47,7 +47,8 @@ class Exchange(_Model):
     sender: str | None = None  # doctor | assistant | patient: who wrote it (a clarification goes both ways)
     text: str | None = None
     method: str | None = None
-    url: str | None = None
+    url: str | None = None  # relative to the session's FHIR base, without the query
+    query: dict[str, list[str]] | None = None  # the request's search parameters
     status: int | None = None
     latency_ms: float | None = None
 

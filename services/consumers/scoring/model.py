@@ -47,6 +47,7 @@ class Utterance:
     message_id: str
     time: str | None = None
     disclosed: tuple[str, ...] = ()
+    sender: str = ""  # doctor | assistant | patient (a clarification goes both ways)
 
 
 @dataclass

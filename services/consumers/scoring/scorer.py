@@ -53,12 +53,15 @@ def exchanges(log: TurnLog) -> list[Exchange]:
     """The turn as the per-session view shows it, in log order."""
     items: list[tuple[int, Exchange]] = []
     if log.doctor is not None:
-        items.append((log.doctor.position, Exchange(kind="doctor", text=log.doctor.text)))
+        items.append((log.doctor.position, Exchange(kind="doctor", text=log.doctor.text,
+                                                    sender=log.doctor.sender or None)))
     for m in log.messages:
-        items.append((m.position, Exchange(kind="assistant" if m.kind == "answer" else m.kind, text=m.text)))
+        items.append((m.position, Exchange(kind="assistant" if m.kind == "answer" else m.kind, text=m.text,
+                                           sender=m.sender or None)))
     for call in log.ehr:
         items.append((call.position, Exchange(kind="ehr", method=call.method, url=call.url,
-                                              status=call.status, latency_ms=call.latency_ms)))
+                                              query=call.query or None, status=call.status,
+                                              latency_ms=call.latency_ms)))
     return [exchange for _, exchange in sorted(items, key=lambda pair: pair[0])]
 
 

@@ -36,7 +36,7 @@ def _message(data: dict[str, Any], position: int, time: str | None) -> tuple[int
         kind = "clarification" if kind == "clarification" else "doctor"
     text = "\n".join(part.get("contentString", "") for part in data.get("payload") or ())
     disclosed = tuple(_extension(data, EXT_DISCLOSED, "valueString"))
-    return turn, kind, Utterance(kind, text, position, data.get("id", ""), time, disclosed)
+    return turn, kind, Utterance(kind, text, position, data.get("id", ""), time, disclosed, sender)
 
 
 def build_log(session_id: str, events: Iterable[LoggedEvent]) -> SessionLog:
