@@ -14,6 +14,7 @@ from services.consumers.report.stats import Histogram
 
 WIDTH, HEIGHT = 520, 280
 LEFT, RIGHT, TOP, BOTTOM = 48, 16, 44, 72  # the title and the legend sit above TOP
+LEGEND_CHAR_PX = 6.0  # width of a legend character at 10px, generously
 COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759")
 
 
@@ -46,11 +47,15 @@ def _legend(names: Sequence[str], colors: Sequence[str | None] = ()) -> list[str
     if len(names) < 2:
         return []
     out = []
-    for i, name in enumerate(names):  # one line under the title
-        color, x = (colors[i] if i < len(colors) else None) or COLORS[i % len(COLORS)], LEFT + 150 * i
+    per = (WIDTH - LEFT - RIGHT) / len(names)  # one line under the title, an equal share per name
+    fits = max(4, int((per - 24) / LEGEND_CHAR_PX))
+    for i, name in enumerate(names):
+        color, x = (colors[i] if i < len(colors) else None) or COLORS[i % len(COLORS)], LEFT + per * i
+        shown = name if len(name) <= fits else name[: fits - 1] + "…"
         out.append(
-            f'<rect class="legend" x="{x}" y="24" width="10" height="10" fill="{color}"/>'
-            f'<text x="{x + 14}" y="33" class="legend-label">{escape(name[:20])}</text>'
+            f'<rect class="legend" x="{x:.1f}" y="24" width="10" height="10" fill="{color}"/>'
+            f'<text x="{x + 14:.1f}" y="33" class="legend-label">{escape(shown)}<title>{escape(name)}</title>'
+            "</text>"
         )
     return out
 
