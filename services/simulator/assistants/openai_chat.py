@@ -31,7 +31,7 @@ from typing import Any
 import openai
 from openai import AsyncOpenAI
 
-from services.simulator.assistants.fhir_tools import ToolExecutor, call_recorded, toolset
+from services.simulator.assistants.fhir_tools import ToolExecutor, call_recorded, parse_arguments, toolset
 from services.simulator.data_model import (
     AssistantFailure,
     InfrastructureFailure,
@@ -130,6 +130,8 @@ class OpenAIChatAssistant:
                 if name != "answer":
                     steps += 1
                     if steps > request.max_steps:
+                        # On the log first (the orchestrator's `step` raises StepLimitExceeded itself).
+                        tools.step(name, parse_arguments(call.function.arguments)[0])
                         raise StepLimitExceeded(
                             f"more than {request.max_steps} tool steps in turn {request.turn}"
                         )

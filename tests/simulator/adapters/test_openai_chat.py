@@ -148,7 +148,8 @@ def test_looping_past_the_step_limit(fake, sandbox: Sandbox) -> None:
     recorder = Recorder()
     with pytest.raises(StepLimitExceeded, match="more than 2 tool steps"):
         respond(base, sandbox, recorder, "Hello?", max_steps=2)
-    assert len(server.requests) == 3 and len(recorder.calls) == 2
+    assert len(server.requests) == 3 and len(recorder.calls) == 3  # the call past the limit is on the log
+    assert len(recorder.results) == 2  # ...and was not run
 
 
 @pytest.mark.parametrize("content", [None, "   "])
