@@ -27,7 +27,7 @@ from sqlalchemy import (
     Select,
     and_,
     bindparam,
-    case,
+    false,
     func,
     literal,
     not_,
@@ -41,7 +41,14 @@ from services.fhir_api.search.engine import ESTIMATE_CAP, SNAPSHOT, aware, fetch
 from services.fhir_api.search.keys import stored_keys
 from services.fhir_api.search.registry import patient_compartment
 from services.fhir_api.store import models as m
-from services.fhir_api.store.interface import Context, Cursor, NotFound, SearchResult, StoredResource
+from services.fhir_api.store.interface import (
+    Context,
+    Cursor,
+    InvalidSearch,
+    NotFound,
+    SearchResult,
+    StoredResource,
+)
 
 WINDOW = 4  # members sorted per page: this many times the page (more only when most of them are hidden)
 UNCUT = 2**31 - 1
@@ -68,76 +75,90 @@ def type_numbers() -> dict[str, int]:
 _PAGES: dict[tuple, Select] = {}  # page statements by shape (values bound by name)
 
 
-def _walk(ctx: Context, types: tuple[str, ...] | None, since: bool, at: Cursor | None) -> tuple[Select, list]:
-    """The compartment walk for one request shape: (type number, rid) of the members, the Patient's own row
-    first, distinct, in walk order, in the session's view; and its (sort key, descending) list for the
-    cursor. The type number comes from the reference row's parameter key: no resource row is read to sort."""
+Position = tuple[str, int] | None  # a cursor's direction and type number (part of a statement's shape)
+
+
+def _covers(n: int, at: Position) -> str | None:
+    """How much of type number n a walk from `at` covers: "all", "beyond" (the rids past the cursor's) or
+    None (none of it)."""
+    if at is None:
+        return "all"
+    direction, at_type = at
+    if n == at_type:
+        return "beyond"
+    return "all" if (n > at_type) == (direction == "after") else None
+
+
+def _walk(ctx: Context, types: tuple[str, ...] | None, since: bool, at: Position) -> Select:
+    """The compartment walk for one request shape: (type number, rid) of the members from the cursor on, the
+    Patient's own row first, distinct, in walk order, joined to the session's view. One branch per type, each
+    reading its reference rows by the index (type number a constant, the cursor's type past the cursor's
+    rid): no resource row is read to sort, and a later page sorts only what is left."""
     ref, r = m.reference, q.R
-    wanted = [t for t in member_keys() if types is None or t in types]
-    numbers = type_numbers()
+    after = at is None or at[0] == "after"
+    past = bindparam("cursor_rid", type_=BigInteger)
     branches = []
-    if types is None or "Patient" in types:
-        branches.append(
-            select(
-                literal(0, Integer).label("type_no"),
-                bindparam("everything_patient_rid", type_=BigInteger).label("rid"),
-            )
+    if (types is None or "Patient" in types) and _covers(0, at) == "all":
+        patient = bindparam("everything_patient_rid", type_=BigInteger)
+        branches.append(select(literal(0, Integer).label("type_no"), patient.label("rid")))
+    for rtype, n in type_numbers().items():
+        covered = _covers(n, at)
+        if (types is not None and rtype not in types) or covered is None:
+            continue
+        keys = member_keys()[rtype]
+        of_type = ref.c.param_key.in_([literal(k, BigInteger) for k in keys])  # bound once: no expanding IN
+        branch = select(literal(n, Integer).label("type_no"), ref.c.rid.label("rid")).where(
+            of_type, ref.c.target_id == bindparam("everything_patient"), ref.c.target_type == "Patient"
         )
-    keys = {key: numbers[t] for t in wanted for key in member_keys()[t]}
-    if keys:
-        number = case(
-            {literal(k, BigInteger): literal(n, Integer) for k, n in keys.items()}, value=ref.c.param_key
-        )
+        if covered == "beyond":
+            branch = branch.where(ref.c.rid > past if after else ref.c.rid < past)
+        branches.append(branch)
+    if not branches:  # the cursor is at the walk's end
         branches.append(
-            select(number.label("type_no"), ref.c.rid.label("rid")).where(
-                ref.c.param_key.in_([literal(k, BigInteger) for k in keys]),
-                ref.c.target_id == bindparam("everything_patient"),
-                ref.c.target_type == "Patient",
-            )
+            select(literal(0, Integer).label("type_no"), literal(0, BigInteger).label("rid")).where(false())
         )
     every = (union_all(*branches) if len(branches) > 1 else branches[0]).subquery("every")
-    # distinct and sorted in one pass, before the join, and cut to `walk_cap` rows: the database reads
-    # resource rows only for those (a hidden or deleted one is skipped; `everything` asks again, uncut, when
-    # too many were). `walked`: the reference rows beyond the cursor, so a short page knows it is the last.
-    walk = select(every.c.type_no, every.c.rid, func.count().over().label("walked")).distinct()
-    if at is not None:  # only the members beyond the cursor are sorted
-        walk = walk.where(
-            cursor.beyond([(every.c.type_no, False)], every.c.rid, at.direction, cursor.nulls(at))
-        )
-    order = cursor.walk([(every.c.type_no, False)], every.c.rid, at)
-    members = walk.order_by(*order).limit(bindparam("walk_cap", type_=Integer)).subquery("members")
-    sort = [(members.c.type_no, False)]
+    # sorted before the join and cut to `walk_cap` rows (a top-N sort, not a sort of the whole compartment),
+    # then made distinct (a resource may refer to the patient twice): the database reads resource rows only
+    # for those; `everything` asks again, uncut, when too many of them are hidden or repeated
+    order = [every.c.type_no, every.c.rid] if after else [every.c.type_no.desc(), every.c.rid.desc()]
+    cut = select(every.c.type_no, every.c.rid).order_by(*order).limit(bindparam("walk_cap", type_=Integer))
+    members = select(cut.subquery("cut")).distinct().subquery("members")
     stmt = (
-        select(members.c.type_no, members.c.rid, members.c.walked)  # in the members' order
+        select(members.c.type_no, members.c.rid)
         .join(r, r.c.rid == members.c.rid)
         .where(q.visible(r, ctx), r.c.created_seq <= bindparam("snapshot", type_=BigInteger))
     )
     if since:
         stmt = stmt.where(r.c.last_updated >= bindparam("everything_since", type_=DateTime(timezone=True)))
-    return stmt, sort
+    return stmt
 
 
-def _page(ctx: Context, types: tuple[str, ...] | None, since: bool, at: Cursor | None, dialect) -> Select:
-    shape = (
-        q.context_shape(ctx),
-        types,
-        since,
-        (at.direction, cursor.nulls(at)) if at else None,
-        dialect.name,
-    )
+def _page(ctx: Context, types: tuple[str, ...] | None, since: bool, at: Position, dialect) -> Select:
+    shape = (q.context_shape(ctx), types, since, at, dialect.name)
     found = _PAGES.get(shape)
     if found is None:
-        stmt, sort = _walk(ctx, types, since, at)
-        members = stmt.selected_columns
-        found = stmt.order_by(*cursor.walk(sort, members.rid, at))
-        found = found.limit(bindparam("page_limit", type_=Integer)).offset(
-            bindparam("page_offset", type_=Integer)
-        )
+        stmt = _walk(ctx, types, since, at)
+        walked = stmt.selected_columns
+        after = at is None or at[0] == "after"
+        order = [walked.type_no, walked.rid] if after else [walked.type_no.desc(), walked.rid.desc()]
+        found = stmt.order_by(*order).limit(bindparam("page_limit", type_=Integer))
+        found = found.offset(bindparam("page_offset", type_=Integer))
         found.compile(dialect=dialect)  # settle lazily built parts before threads share it
         if len(_PAGES) > 256:
             _PAGES.clear()
         _PAGES[shape] = found
     return found
+
+
+def _position(at: Cursor | None) -> tuple[Position, dict]:
+    """The statement position of a cursor and its bound rid (a cursor of this walk holds two integers)."""
+    if at is None:
+        return None, {}
+    checked = cursor.bind_values(at, (literal(0, Integer), m.reference.c.rid))
+    if "cursor_0" not in checked or "cursor_rid" not in checked:
+        raise InvalidSearch(f"_{at.direction}: the cursor does not fit this walk")
+    return (at.direction, checked["cursor_0"]), {"cursor_rid": checked["cursor_rid"]}
 
 
 def everything(
@@ -177,21 +198,19 @@ def everything(
         values["everything_since"] = since
     result = SearchResult([], [], None, [], False, snapshot)
     if total != "none":
-        walk = _walk(ctx, wanted, since is not None, None)[0]
+        walk = _walk(ctx, wanted, since is not None, None)
         counted = walk.limit(ESTIMATE_CAP) if total == "estimate" else walk
         counting = {**values, "walk_cap": UNCUT}
         result.total = conn.execute(
             select(func.count()).select_from(counted.subquery()), counting
         ).scalar_one()
     if count > 0:
-        page_stmt = _page(ctx, wanted, since is not None, at, conn.dialect)
-        if at is not None:
-            values.update(
-                cursor.bind_values(at, (page_stmt.selected_columns.type_no, page_stmt.selected_columns.rid))
-            )
+        position, bound = _position(at)
+        page_stmt = _page(ctx, wanted, since is not None, position, conn.dialect)
+        values.update(bound)
         cap = WINDOW * (count + 1) + offset
         rows = rows_of(conn, page_stmt, {**values, "walk_cap": cap})
-        if len(rows) <= count and (not rows or rows[0].walked > cap):  # most of the cut hidden in this view
+        if len(rows) <= count:  # the walk's end (cheap to ask again), or too much of the cut hidden
             rows = rows_of(conn, page_stmt, {**values, "walk_cap": UNCUT})
         if at is not None and at.direction == "before":
             rows.reverse()  # walked backwards from the cursor
