@@ -24,9 +24,9 @@ from events.topics import SCORES
 from rounds.db import make_engine
 from rounds.settings import Settings
 from services.consumers.report.model import RunReport, SessionScore
-from services.consumers.scoring.fhir_state import fhir_client, read_state
+from services.consumers.scoring.fhir_state import StateReader, fhir_client
 from services.consumers.scoring.metrics import build_report
-from services.consumers.scoring.projection import ScorerProjection, store_score
+from services.consumers.scoring.projection import ScorerProjection, store_scores
 from services.consumers.scoring.scenarios import load_scenarios, scenario_of
 from services.consumers.scoring.scorer import SCORER_VERSION, Judge, score_session
 
@@ -36,10 +36,7 @@ LIVE_GROUP = "scorer"
 def make_projection(client: httpx.Client, engine: Engine | None = None, **kwargs) -> ScorerProjection:
     """The scorer projection reading sandboxes through `client` (and its buffer through `engine`)."""
 
-    def state(session: str, scenario):
-        return read_state(client, session, scenario)
-
-    return ScorerProjection(read_state=state, engine=engine, **kwargs)
+    return ScorerProjection(read_state=StateReader(client), engine=engine, **kwargs)
 
 
 def score_run(
@@ -102,7 +99,7 @@ def _finalize_waiting(engine: Engine, projection: ScorerProjection) -> None:
             if scenario is not None:
                 score = score.model_copy(update={"scenario": scenario.id, "family": scenario.family,
                                                  "difficulty": scenario.difficulty})
-            store_score(conn, projection, score)
+            store_scores(conn, projection, [score])
 
 
 def versions(engine: Engine, run_id: str) -> list[str]:

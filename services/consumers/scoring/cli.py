@@ -16,6 +16,19 @@ from events.topics import DEADLETTER, SCORES
 from rounds.settings import Settings
 
 DATABASE_URL = typer.Option(None, "--database-url", help="default: ROUNDS_DATABASE_URL")
+JUDGE = typer.Option(None, "--judge", help="optional LLM judge MODEL@BASE_URL (OpenAI-compatible; key in "
+                     "ROUNDS_JUDGE_API_KEY); off by default")
+
+
+def _judge(spec: str | None):
+    if spec is None:
+        return None
+    from services.consumers.scoring.judge import LlmJudge
+
+    try:
+        return LlmJudge.from_spec(spec)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--judge") from None
 
 
 def _settings(database_url: str | None) -> Settings:
@@ -32,6 +45,7 @@ def score_command(
     topic: str | None = typer.Option(None, "--topic", help="read this sessions topic instead"),
     scores_topic: str = typer.Option(SCORES, "--scores-topic"),
     json_out: Path | None = typer.Option(None, "--json", help="also write the RunReport document here"),
+    judge: str | None = JUDGE,
     database_url: str | None = DATABASE_URL,
 ) -> None:
     """Re-score a run from the log with a fresh consumer group; prints the summary as JSON."""
@@ -40,7 +54,8 @@ def score_command(
 
     try:
         report = score_run(_settings(database_url), run, scorer_version=scorer_version, scenarios=scenarios,
-                           topics=(topic,) if topic else None, scores_topic=scores_topic)
+                           topics=(topic,) if topic else None, scores_topic=scores_topic,
+                           judge=_judge(judge))
     except ScenarioFileError as exc:
         raise typer.BadParameter(str(exc), param_hint="--scenarios") from None
     if json_out is not None:
@@ -63,6 +78,7 @@ def consume_scorer(
     topic: list[str] | None = typer.Option(None, help="read these topics instead of rounds.sessions"),
     scores_topic: str = typer.Option(SCORES, "--scores-topic"),
     deadletter_topic: str = typer.Option(DEADLETTER, "--deadletter-topic"),
+    judge: str | None = JUDGE,
     database_url: str | None = DATABASE_URL,
 ) -> None:
     """Run the scorer as a long-lived consumer group (scales by partitions); SIGTERM finishes the batch."""
@@ -77,7 +93,8 @@ def consume_scorer(
     bus, engine = open_bus(settings), make_engine(settings.database_url)
     client = fhir_client(settings)
     projection = make_projection(client, engine, topics=tuple(topic) if topic else None,
-                                 scorer_version=scorer_version or SCORER_VERSION, scores_topic=scores_topic)
+                                 scorer_version=scorer_version or SCORER_VERSION, scores_topic=scores_topic,
+                                 judge=_judge(judge))
     runner = ProjectionRunner(bus, engine, projection, group_id=group, batch_size=batch_size,
                               deadletter_topic=deadletter_topic)
     for sig in (signal.SIGTERM, signal.SIGINT):

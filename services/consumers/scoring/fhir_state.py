@@ -9,6 +9,8 @@ to an in-process app on the configured database (the embedded default).
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import anyio.from_thread
@@ -60,7 +62,7 @@ def fhir_client(settings: Any) -> httpx.Client:
         return httpx.Client(base_url=base.rstrip("/"), timeout=60)
     from services.fhir_api.app import create_app
 
-    app = create_app(settings)
+    app = create_app(settings.model_copy(update={"api_concurrency": 0}))  # the scorer's own app: no queue
     return httpx.Client(transport=PortalTransport(app), base_url="http://rounds.local", timeout=60)
 
 
@@ -111,12 +113,39 @@ def read_record_values(client: httpx.Client, patient: str, code: str) -> list[Re
     return values
 
 
+class StateReader:
+    """Reads final states through one client. The shared record's values per (patient, code) are cached
+    (the sessions of a run repeat their scenarios over trials and languages; the shared record is the loaded
+    data set, not written by sessions), at most `cache_size` entries, least recently used out first."""
+
+    def __init__(self, client: httpx.Client, cache_size: int = 4096) -> None:
+        self.client, self.cache_size = client, cache_size
+        self._values: OrderedDict[tuple[str, str], list[RecordValue]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def record_values(self, patient: str, code: str) -> list[RecordValue]:
+        key = (patient, code)
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+        values = read_record_values(self.client, patient, code)
+        with self._lock:
+            self._values[key] = values
+            while len(self._values) > self.cache_size:
+                self._values.popitem(last=False)
+        return values
+
+    def __call__(self, session_id: str, scenario: Scenario) -> FinalState:
+        """The session's final writes and the record's values for the scenario's coded facts."""
+        state = FinalState(writes=read_writes(self.client, session_id))
+        if any(item.kind == "no_future_value" for turn in scenario.turns for item in turn.rubric):
+            codes = sorted({fact.code for turn in scenario.turns for fact in turn.facts if fact.code})
+            for code in codes:
+                state.record_values.extend(self.record_values(scenario.patient, code))
+        return state
+
+
 def read_state(client: httpx.Client, session_id: str, scenario: Scenario) -> FinalState:
-    """The session's final writes and the record's values for the scenario's coded facts."""
-    state = FinalState(writes=read_writes(client, session_id))
-    needs_record = any(item.kind == "no_future_value" for turn in scenario.turns for item in turn.rubric)
-    if needs_record:
-        codes = sorted({fact.code for turn in scenario.turns for fact in turn.facts if fact.code})
-        for code in codes:
-            state.record_values.extend(read_record_values(client, scenario.patient, code))
-    return state
+    """One session's final state (no cache): `StateReader(client)(session_id, scenario)`."""
+    return StateReader(client, cache_size=0)(session_id, scenario)

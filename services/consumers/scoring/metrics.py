@@ -119,6 +119,23 @@ def build_report(run: str, scorer_version: str, sessions: list[SessionScore]) ->
     for s in sessions:
         reasons[s.reason] += 1
     assistants = sorted({a for s in sessions if (a := getattr(s, "assistant", None))})
+    judge = judge_summary(sessions)
     return RunReport(run=run, scorer_version=scorer_version, assistant=", ".join(assistants) or None,
                      metrics=metrics(sessions), by=by, reasons=dict(sorted(reasons.items())),
-                     sessions=sessions)
+                     sessions=sessions, judge=judge)
+
+
+def judge_summary(sessions: list[SessionScore]) -> dict | None:
+    """The LLM judge's model and prompt version, its llm_judge items, and how often it agreed with the
+    deterministic check on the items both judged."""
+    judges = [j for s in sessions if (j := getattr(s, "judge", None))]
+    if not judges:
+        return None
+    pairs = [p for s in sessions for t in s.turns for p in (getattr(t, "judge_agreement", None) or [])]
+    judged = [c for s in sessions for t in s.turns for c in t.checks if c.kind == "llm_judge"]
+    return {
+        "model": judges[0]["model"], "prompt_version": judges[0]["prompt_version"],
+        "items": len(judged), "passed": sum(c.passed for c in judged),
+        "compared": len(pairs),
+        "agreement": round(sum(p["judge"] == p["check"] for p in pairs) / len(pairs), 6) if pairs else None,
+    }

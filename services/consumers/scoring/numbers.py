@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from services.consumers.scoring.lexicon import lexicon
 from services.consumers.scoring.text import normalize
@@ -32,8 +33,17 @@ class Cited:
     start: int
 
 
+@lru_cache(maxsize=256)
+def _cited(text: str) -> tuple[Cited, ...]:
+    return tuple(_parse(text))
+
+
 def cited_numbers(text: str) -> list[Cited]:
-    """Every number in `text` with its unit, left to right."""
+    """Every number in `text` with its unit, left to right (parsed once per text: several checks ask)."""
+    return list(_cited(text))
+
+
+def _parse(text: str) -> list[Cited]:
     norm = normalize(text)
     blanked = _DATE.sub(lambda m: " " * len(m.group()), norm)
     out: list[Cited] = []
@@ -65,14 +75,20 @@ def _number_words(text: str) -> list[Cited]:
     """Counts written as words: EN on word boundaries, ZH numerals followed by a measure word."""
     words = lexicon()["number_words"]
     found: list[Cited] = []
-    for word, value in words["en"].items():
-        for match in re.finditer(rf"(?<![a-z]){word}(?![a-z])", text):
-            found.append(Cited(float(value), 0, None, word, match.start()))
+    for match in _en_number_words().finditer(text):
+        word = match.group()
+        found.append(Cited(float(words["en"][word]), 0, None, word, match.start()))
     for match in re.finditer(r"([零一二两三四五六七八九十]{1,3})(?=次|个|项|种|天|日|周|片|粒)", text):
         value = _zh_numeral(match.group(1), words["zh"])
         if value is not None:
             found.append(Cited(float(value), 0, None, match.group(1), match.start()))
     return found
+
+
+@lru_cache(maxsize=1)
+def _en_number_words() -> re.Pattern[str]:
+    names = sorted(lexicon()["number_words"]["en"], key=len, reverse=True)
+    return re.compile(r"(?<![a-z])(?:" + "|".join(map(re.escape, names)) + r")(?![a-z])")
 
 
 def _zh_numeral(text: str, digits: dict[str, int]) -> int | None:

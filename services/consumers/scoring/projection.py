@@ -15,6 +15,7 @@ session's end by the first scorer that read it): the session waits for it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,7 +27,14 @@ from sqlalchemy.schema import SchemaItem
 from events.bus import Record
 from events.envelope import CloudEvent
 from events.outbox import OUTBOX
-from events.projections.projection import Projection, ProjectionTx, bulk_insert, bulk_update
+from events.projections.projection import (
+    Projection,
+    ProjectionTx,
+    bound_values,
+    bulk_insert,
+    bulk_update,
+    in_bound,
+)
 from events.projections.retry import RetryLater
 from events.topics import SCORES, SESSIONS
 from services.consumers.report.model import SessionScore
@@ -45,7 +53,8 @@ SESSION_TYPES = frozenset({
     "rounds.ehr.request", "rounds.ehr.response", "rounds.tool.call", "rounds.tool.result",
 })
 StateReader = Callable[[str, Scenario], FinalState]
-MISSING = object()  # prefetched: the sandbox does not exist here
+MISSING = object()
+READERS = 8  # sandboxes read at once by a batch's prefetch  # prefetched: the sandbox does not exist here
 
 
 class ScorerProjection(Projection):
@@ -100,8 +109,13 @@ class ScorerProjection(Projection):
         if not ended or self.read_state is None:
             return {}
         starts = self._started(records, ended)
-        return {sid: self._read(sid, scenario) for sid in ended
-                if sid in starts and (scenario := scenario_of(starts[sid], self.scenarios)) is not None}
+        jobs = [(sid, scenario) for sid in ended
+                if sid in starts and (scenario := scenario_of(starts[sid], self.scenarios)) is not None]
+        if len(jobs) <= 1:
+            return {sid: self._read(sid, scenario) for sid, scenario in jobs}
+        with ThreadPoolExecutor(min(READERS, len(jobs))) as pool:  # reads wait on the API, not the CPU
+            states = pool.map(lambda job: self._read(*job), jobs)
+            return dict(zip([sid for sid, _ in jobs], states, strict=True))
 
     def _read(self, session_id: str, scenario: Scenario) -> FinalState | object:
         try:
@@ -150,6 +164,7 @@ class ScorerProjection(Projection):
             self._forget(tx, session, "scored")
 
     def finish(self, tx: ProjectionTx) -> None:
+        self._flush_scores(tx)
         rows = [row for buffered in tx.state["buffered"].values() for row in buffered]
         bulk_insert(tx.conn, self.tables["scoring_events"], rows)
         table, existing = self.tables["scoring_open"], tx.state["existing"]
@@ -192,37 +207,52 @@ class ScorerProjection(Projection):
         self.scored.append(score)
 
     def _store(self, tx: ProjectionTx, score: SessionScore) -> None:
-        store_score(tx.conn, self, score)
+        tx.state.setdefault("scores", {})[score.session] = score  # written at finish, one statement per table
 
     def _emit(self, tx: ProjectionTx, events: list[CloudEvent], key: str, topic: str) -> None:
-        """Emit in this transaction (outbox); an id already queued (the same version scored again, or the same
-        sandbox state) is the same event and is not queued twice."""
-        ids = [e.id for e in events]
-        queued = set(tx.conn.execute(select(OUTBOX.c.event_id).where(OUTBOX.c.event_id.in_(ids))).scalars())
-        queued |= tx.state.setdefault("emitted_ids", set())
-        for event in events:
-            if event.id not in queued:
-                tx.state["emitted_ids"].add(event.id)
-                tx.emit(event, topic=topic, key=key)
+        tx.state.setdefault("emits", []).extend((event, key, topic) for event in events)
+
+    def _flush_scores(self, tx: ProjectionTx) -> None:
+        """Write the batch's scores, then emit its events in the transaction (outbox); an id already queued
+        (the same version scored again, or the same sandbox state) is the same event: not queued twice."""
+        scores = list(tx.state.pop("scores", {}).values())
+        if scores:
+            store_scores(tx.conn, self, scores)
+        emits = tx.state.pop("emits", [])
+        if emits:
+            ids = sorted({event.id for event, _, _ in emits})
+            queued = set(tx.conn.execute(select(OUTBOX.c.event_id).where(
+                in_bound(OUTBOX.c.event_id, tx.conn.dialect.name, "ids")),
+                {"ids": bound_values(tx.conn.dialect.name, ids)}).scalars())
+            for event, key, topic in emits:
+                if event.id not in queued:
+                    queued.add(event.id)
+                    tx.emit(event, topic=topic, key=key)
 
 
-def store_score(conn: Connection, projection: ScorerProjection, score: SessionScore) -> None:
-    """Replace the score rows of (run, the projection's scorer version, session) with `score`."""
-    sessions, turns = projection.tables["score_sessions"], projection.tables["score_turns"]
-    key = {"run_id": score.run, "scorer_version": projection.version, "session_id": score.session}
-    for table in (sessions, turns):
-        conn.execute(delete(table).where(*(table.c[k] == v for k, v in key.items())))
-    conn.execute(insert(sessions).values(
-        **key, scenario=score.scenario, trial=score.trial, language=score.language, variant=score.variant,
-        family=score.family, difficulty=score.difficulty, persona=getattr(score, "persona", None),
-        reason=score.reason, excluded=getattr(score, "excluded", None), score=score.score,
-        document=score.model_dump_json()))
-    rows = [{**key, "turn": t.index, "task_type": t.task_type, "score": t.score,
-             "checks": orjson.dumps([c.model_dump() for c in t.checks]).decode()} for t in score.turns]
-    bulk_insert(conn, turns, rows)
-    versions = projection.tables["score_versions"]
-    seen = conn.execute(select(versions.c.run_id).where(
-        versions.c.run_id == score.run, versions.c.scorer_version == projection.version)).first()
-    if seen is None:
-        conn.execute(insert(versions).values(run_id=score.run, scorer_version=projection.version,
-                                                first_scored=datetime.now(UTC).isoformat()))
+def store_scores(conn: Connection, projection: ScorerProjection, scores: list[SessionScore]) -> None:
+    """Replace the score rows of (run, the projection's scorer version, session) of each of `scores`."""
+    sessions, turns, versions = (projection.tables[name] for name in ("score_sessions", "score_turns",
+                                                                      "score_versions"))
+    version, dialect = projection.version, conn.dialect.name
+    for run in sorted({score.run for score in scores}):
+        ids = bound_values(dialect, sorted({s.session for s in scores if s.run == run}))
+        for table in (sessions, turns):
+            conn.execute(delete(table).where(table.c.run_id == run, table.c.scorer_version == version,
+                                             in_bound(table.c.session_id, dialect, "ids")), {"ids": ids})
+        seen = conn.execute(select(versions.c.run_id).where(
+            versions.c.run_id == run, versions.c.scorer_version == version)).first()
+        if seen is None:
+            conn.execute(insert(versions).values(run_id=run, scorer_version=version,
+                                                 first_scored=datetime.now(UTC).isoformat()))
+    bulk_insert(conn, sessions, [{
+        "run_id": s.run, "scorer_version": version, "session_id": s.session, "scenario": s.scenario,
+        "trial": s.trial, "language": s.language, "variant": s.variant, "family": s.family,
+        "difficulty": s.difficulty, "persona": getattr(s, "persona", None), "reason": s.reason,
+        "excluded": getattr(s, "excluded", None), "score": s.score, "document": s.model_dump_json(),
+    } for s in scores])
+    bulk_insert(conn, turns, [{
+        "run_id": s.run, "scorer_version": version, "session_id": s.session, "turn": t.index,
+        "task_type": t.task_type, "score": t.score,
+        "checks": orjson.dumps([c.model_dump() for c in t.checks]).decode(),
+    } for s in scores for t in s.turns])

@@ -3,10 +3,12 @@ of the same id from a scenario file (`rounds score --scenarios FILE`, τ²-bench
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from services.simulator.data_model.scenario import Scenario
@@ -38,7 +40,20 @@ def scenario_of(started: dict[str, Any], fresh: dict[str, Scenario] | None = Non
     definition = started.get("scenarioDefinition")
     if definition is None:
         return None
+    digest = started.get("scenarioDigest") or hashlib.sha256(
+        orjson.dumps(definition, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    key = (scenario_id, digest)
+    if key in _PARSED:
+        return _PARSED[key]
     try:
-        return Scenario.model_validate(definition)
+        scenario = Scenario.model_validate(definition)
     except ValidationError:
         return None
+    if len(_PARSED) >= 1024:
+        _PARSED.pop(next(iter(_PARSED)))
+    _PARSED[key] = scenario
+    return scenario
+
+
+# (scenario id, digest of its line) -> the validated definition: the sessions of a run repeat their scenarios
+_PARSED: dict[tuple[Any, str], Scenario] = {}

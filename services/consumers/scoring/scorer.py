@@ -31,6 +31,8 @@ class Judge(Protocol):
 
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult: ...
 
+    def describe(self) -> dict: ...
+
 
 def persona_label(scenario: Scenario) -> str:
     p = scenario.persona
@@ -137,5 +139,6 @@ def score_session(log: SessionLog, scenario: Scenario | None, state: FinalState 
         return SessionScore(**base, score=None, excluded="unscorable", error=why)
     turns = [score_turn(scenario, i, log, state, language, judge) for i in range(len(scenario.turns))]
     latencies = [ms for t in turns for ms in (getattr(t, "tools", None) or {}).get("ehr_latency_ms", [])]
+    extra = {"judge": judge.describe()} if judge is not None else {}
     return SessionScore(**base, score=round(sum(t.score for t in turns) / len(turns), 6), turns=turns,
-                        ehr_latency_p50_ms=median(latencies) if latencies else None)
+                        ehr_latency_p50_ms=median(latencies) if latencies else None, **extra)

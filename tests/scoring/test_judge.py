@@ -1,0 +1,114 @@
+"""The optional LLM judge against a local fake OpenAI-compatible server (never a real model): llm_judge items
+become checks with the model and prompt version in their evidence, the report shows the judge's agreement
+with the deterministic checks, and a judge that cannot answer is a retry, not a failed item."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from events.projections.retry import RetryLater
+from services.consumers.scoring.api import score_run
+from services.consumers.scoring.judge import PROMPT_VERSION, LlmJudge
+from services.simulator.data_model.scenario import Scenario
+from tests.scoring import world
+from tests.scoring.conftest import World
+
+CALLS: list[dict] = []
+
+
+async def completions(request: Request) -> JSONResponse:
+    body = await request.json()
+    CALLS.append(body)
+    user = body["messages"][-1]["content"]
+    answer = user.split("Assistant's answer:\n", 1)[1].split("\n\nCriterion:", 1)[0]
+    if "GARBLE" in user:
+        content = "I think so?"
+    else:
+        content = json.dumps({"passed": "1.8" in answer or "ibuprofen" in answer.lower(),
+                              "reason": "fake judge"})
+    return JSONResponse({"id": "x", "object": "chat.completion", "model": body["model"],
+                         "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                      "finish_reason": "stop"}]})
+
+
+@pytest.fixture(scope="module")
+def fake_openai() -> Iterator[str]:
+    app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}/v1"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def judged_scenario(sc: Scenario) -> Scenario:
+    data = sc.model_dump(mode="json")
+    turn0 = data["turns"][0]
+    criterion = {"en": "States the creatinine value.", "zh": "说出肌酐值。"}
+    turn0["rubric"].append({"id": "t0-judge", "kind": "llm_judge", "params": {"criterion": criterion}})
+    turn0["rubric"][0]["description"] = {"en": "Cites the latest creatinine.", "zh": "引用最近的肌酐。"}
+    data["turns"][2]["rubric"][1]["description"] = {"en": "Names ibuprofen.", "zh": "提到布洛芬。"}
+    return Scenario.model_validate(data)
+
+
+def test_judge_items_and_agreement_in_the_report(scoring_world: World, fake_openai: str) -> None:
+    w = scoring_world
+    sc = judged_scenario(w.scenario)
+    for trial, style in enumerate(["oracle", "nothing"]):
+        session = w.session().start(sc, "judged", trial=trial)
+        world.play(session, sc, style)
+        session.end(run="judged")
+    judge = LlmJudge.from_spec(f"fake-model@{fake_openai}")
+    report = score_run(w.settings, "judged", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
+                       client=w.client, judge=judge, timeout_s=120)
+    by_trial = {s.trial: s for s in report.sessions}
+    check = next(c for c in by_trial[0].turns[0].checks if c.id == "t0-judge")
+    assert check.passed and f"fake-model/{PROMPT_VERSION}" in check.evidence
+    assert not next(c for c in by_trial[1].turns[0].checks if c.id == "t0-judge").passed
+    assert report.judge["model"] == "fake-model" and report.judge["prompt_version"] == PROMPT_VERSION
+    assert report.judge["items"] == 2 and report.judge["passed"] == 1
+    # two described deterministic items per session, both judged the same way by the fake judge
+    assert report.judge["compared"] == 4 and report.judge["agreement"] == 1.0
+    assert all(call["model"] == "fake-model" and call["temperature"] == 0 for call in CALLS)
+    # without a judge the same scenario scores without its llm_judge item and reports no judge
+    plain = score_run(w.settings, "judged", scorer_version="nojudge", bus=w.bus, topics=(w.sessions,),
+                      scores_topic=w.scores, client=w.client, timeout_s=120)
+    assert plain.judge is None
+    assert all(c.kind != "llm_judge" for s in plain.sessions for t in s.turns for c in t.checks)
+
+
+def test_unreadable_verdicts_fail_the_item_and_an_unreachable_judge_is_a_retry(fake_openai: str) -> None:
+    from services.consumers.scoring.model import CheckContext, FinalState, SessionLog, TurnLog, Utterance
+    from services.simulator.data_model.scenario import RubricItem
+
+    sc = world.scenario({"patient": "p", "cr_old": "a", "cr": "b", "cr_future": "c", "glucose": "d"})
+    log = TurnLog(0, doctor=Utterance("doctor", "q", 0, "d"), messages=[Utterance("answer", "1.8", 1, "a")])
+    ctx = CheckContext(sc, sc.turns[0], log, SessionLog("s", turns={0: log}), FinalState(), "en")
+    garbled = RubricItem(id="g", kind="llm_judge", params={"criterion": {"en": "GARBLE", "zh": "GARBLE"}})
+    result = LlmJudge("m", fake_openai)(garbled, ctx)
+    assert not result.passed and "unreadable" in result.evidence
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    with pytest.raises(RetryLater):
+        LlmJudge("m", dead, timeout_s=2)(garbled, ctx)
+    with pytest.raises(ValueError):
+        LlmJudge.from_spec("no-base-url")
