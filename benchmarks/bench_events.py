@@ -57,6 +57,7 @@ from events.projections.replay import replay
 from events.projections.runner import ProjectionRunner
 from events.projections.transcript import TranscriptProjection
 from rounds.db import make_engine
+from rounds.gcpause import gc_paused
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 
@@ -123,8 +124,9 @@ def publish(bus: Bus, topic: str, start: int, count: int, sessions: int, tag: st
         make_events(offset, min(CHUNK, start + count - offset), sessions, tag)
         for offset in range(start, start + count, CHUNK)
     )
-    for _ in bus.publish_chunks(topic, chunks):
-        pass
+    with gc_paused():  # a batch job: the collector off while it builds and sends (rounds/gcpause.py)
+        for _ in bus.publish_chunks(topic, chunks):
+            pass
     return time.perf_counter() - began
 
 

@@ -21,6 +21,7 @@ from events.catalog import CATALOG, Catalog
 from events.codec import encode_raw
 from events.envelope import EventError
 from events.topics import SCORES, SESSIONS, partition_for
+from rounds.gcpause import gc_paused
 
 SESSION_TOPICS = (SESSIONS, SCORES)
 
@@ -107,7 +108,13 @@ def existing_ids(bus: Bus, topic: str) -> set[tuple[str, str]]:
 
 
 def load(bus: Bus, lines: Iterable[bytes], catalog: Catalog = CATALOG, batch: int = 500) -> LoadReport:
-    """Re-publish exported events idempotently, batched per topic; bad lines are reported, not published."""
+    """Re-publish exported events idempotently, batched per topic; bad lines are reported, not published.
+    A batch job (`rounds events load`): the cycle collector is paused while it runs (rounds/gcpause.py)."""
+    with gc_paused():
+        return _load(bus, lines, catalog, batch)
+
+
+def _load(bus: Bus, lines: Iterable[bytes], catalog: Catalog, batch: int) -> LoadReport:
     report = LoadReport()
     seen: dict[str, set[tuple[str, str]]] = {}
     pending: dict[str, list[tuple[str, bytes]]] = defaultdict(list)

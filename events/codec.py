@@ -13,7 +13,6 @@ from typing import Any
 from events.bus import Published, Record, TopicPartition
 from events.catalog import CATALOG, Catalog
 from events.envelope import CloudEvent, InvalidEvent
-from rounds.gcpause import gc_paused
 
 # What a backend appends: (key bytes, event bytes, the parsed event or None for bytes written unchecked).
 Row = tuple[bytes, bytes, CloudEvent | None]
@@ -88,9 +87,10 @@ class CheckedPublisher:
         return self.publish_many(topic, [(key, event)])[0]
 
     def publish_many(self, topic: str, items: Sequence[tuple[str, CloudEvent]]) -> list[Published]:
-        with gc_paused():  # a batch's futures and rows are acyclic garbage (rounds/gcpause.py)
-            rows = [(check_key(key), encode(event, self.catalog), event) for key, event in items]
-            return self._append(topic, rows) if rows else []
+        # No collector pause here: the FHIR API publishes through this (recorder, relay) and a served process
+        # keeps its collector on; batch jobs pause where they start (rounds/gcpause.py).
+        rows = [(check_key(key), encode(event, self.catalog), event) for key, event in items]
+        return self._append(topic, rows) if rows else []
 
     def publish_chunks(
         self, topic: str, chunks: Iterable[Sequence[tuple[str, CloudEvent]]]
@@ -104,19 +104,15 @@ class CheckedPublisher:
         iterator = iter(chunks)
         while True:
             failure = None
-            # The next chunk is also taken (built, when `chunks` is a generator) with the collector paused:
-            # building thousands of live events with it on cost a young pass every ~700 objects, and every
-            # few chunks a pass over the whole heap (~20 % of a streaming producer's CPU, gc.callbacks).
-            with gc_paused():
-                try:
-                    chunk = next(iterator)
-                except StopIteration:
-                    break
-                try:
-                    rows = [(check_key(key), encode(event, self.catalog), event) for key, event in chunk]
-                    sent = self._send(topic, rows) if rows else []
-                except Exception as exc:  # raised after the chunk before it is settled and yielded
-                    failure = exc
+            try:
+                chunk = next(iterator)
+            except StopIteration:
+                break
+            try:
+                rows = [(check_key(key), encode(event, self.catalog), event) for key, event in chunk]
+                sent = self._send(topic, rows) if rows else []
+            except Exception as exc:  # raised after the chunk before it is settled and yielded
+                failure = exc
             if pending is not None:
                 yield self._settle(pending) if pending else []
             if failure is not None:
@@ -129,6 +125,5 @@ class CheckedPublisher:
         return self.publish_raw_many(topic, [(key, raw)])[0]
 
     def publish_raw_many(self, topic: str, items: Sequence[tuple[str, bytes]]) -> list[Published]:
-        with gc_paused():
-            rows = [(check_key(key), bytes(raw), encode_raw(raw, self.catalog)) for key, raw in items]
-            return self._append(topic, rows) if rows else []
+        rows = [(check_key(key), bytes(raw), encode_raw(raw, self.catalog)) for key, raw in items]
+        return self._append(topic, rows) if rows else []

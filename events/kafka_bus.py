@@ -26,7 +26,6 @@ from events.catalog import CATALOG, Catalog
 from events.codec import CheckedPublisher, Row, to_record
 from events.envelope import MAX_EVENT_BYTES
 from events.topics import partition_for
-from rounds.gcpause import gc_paused
 
 PRODUCER_CONFIG = {
     "acks": "all",
@@ -214,12 +213,11 @@ class KafkaBusConsumer:
 
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Record]:
         batches = self.kafka.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
-        with gc_paused():  # decoding allocates tens of acyclic objects per record (rounds/gcpause.py)
-            return [
-                to_record(m.topic, m.partition, m.offset, m.key, m.value, m.timestamp, self.bus.catalog)
-                for ktp in sorted(batches, key=lambda k: (k.topic, k.partition))
-                for m in batches[ktp]
-            ]
+        return [  # decoded with the collector as the caller has it (a projection's batch pauses it)
+            to_record(m.topic, m.partition, m.offset, m.key, m.value, m.timestamp, self.bus.catalog)
+            for ktp in sorted(batches, key=lambda k: (k.topic, k.partition))
+            for m in batches[ktp]
+        ]
 
     def assignment(self) -> set[TopicPartition]:
         return {_tp(k) for k in self.kafka.assignment()}

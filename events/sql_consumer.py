@@ -24,7 +24,6 @@ from events.catalog import Catalog
 from events.codec import to_record
 from events.sql_models import GroupMember, GroupOffset, LogRecord, PartitionClaim
 from events.sql_ops import now_ms, retryable, upsert
-from rounds.gcpause import gc_paused
 
 
 class LogTables(Protocol):
@@ -185,10 +184,6 @@ class SqlConsumer:
             time.sleep(min(self.log.poll_interval_s, remaining))
 
     def _fetch(self, max_records: int) -> list[Record]:
-        with gc_paused():  # decoding allocates tens of acyclic objects per record (rounds/gcpause.py)
-            return self._fetch_records(max_records)
-
-    def _fetch_records(self, max_records: int) -> list[Record]:
         tps = sorted(self._assigned, key=lambda t: (t.topic, t.partition))
         if not tps:
             return []

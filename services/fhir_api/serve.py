@@ -74,6 +74,9 @@ def app_from_env():
     from rounds.gcpause import freeze_startup_heap
 
     freeze_startup_heap()  # last: everything built so far is long-lived
+    from services.fhir_api.http.health import collector_check
+
+    app.state.health_checks["collector"] = collector_check
     return app
 
 

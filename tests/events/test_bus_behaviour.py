@@ -92,11 +92,13 @@ def test_publish_chunks_is_publish_many_pipelined(bus: Bus, new_topic) -> None:
     assert list(bus.publish_chunks(topic, [])) == [] and list(bus.publish_chunks(topic, [[]])) == [[]]
 
 
-def test_publish_chunks_builds_each_chunk_with_the_collector_paused(bus: Bus, new_topic) -> None:
-    """A generator's chunks are built with the collector paused (thousands of live events with it on cost
-    a pass every ~700 objects); the caller's code between chunks runs with it on; a generator that raises
-    stops the stream with its own error, the chunks before it published."""
+def test_publish_chunks_leaves_the_collector_as_its_caller_has_it(bus: Bus, new_topic) -> None:
+    """Library publishing never touches the collector (a served process publishes through it and keeps the
+    collector on; a batch job pauses it where it starts: rounds/gcpause.py); a generator that raises stops the
+    stream with its own error, the chunks before it published."""
     import gc
+
+    from rounds.gcpause import gc_paused
 
     topic = new_topic(1)
     building: list[bool] = []
@@ -112,8 +114,12 @@ def test_publish_chunks_builds_each_chunk_with_the_collector_paused(bus: Bus, ne
     with pytest.raises(RuntimeError, match="the source failed"):
         for positions in stream:
             between.append((gc.isenabled(), [at.offset for at in positions]))
-    assert building == [False, False, False] and gc.isenabled()
+    assert building == [True, True, True] and gc.isenabled()
     assert between == [(True, [0]), (True, [1])]  # the third chunk was sent, not yet yielded
+    with gc_paused():  # a batch job: off throughout, by its own choice
+        one = [[("sess-g1", tool_call("sess-g1", 9))]]
+        statuses = [gc.isenabled() for _ in bus.publish_chunks(topic, one)]
+    assert statuses == [False] and gc.isenabled()
 
 
 def test_publish_chunks_rejects_a_bad_chunk_whole_after_the_earlier_ones(bus: Bus, new_topic) -> None:

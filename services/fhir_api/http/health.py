@@ -7,6 +7,7 @@ the log.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,13 @@ from fastapi.responses import JSONResponse
 
 HealthCheck = Callable[[], tuple[bool, dict[str, Any]]]
 router = APIRouter(tags=["operations"])
+
+
+def collector_check() -> tuple[bool, dict[str, Any]]:
+    """A served process keeps Python's cycle collector on (rounds/gcpause.py): off, garbage in cycles
+    would pile up for as long as it stays off."""
+    return gc.isenabled(), {"gcEnabled": gc.isenabled(), "gcFrozen": gc.get_freeze_count(),
+                            "gcCollections": [generation["collections"] for generation in gc.get_stats()]}
 
 
 @router.get("/health", summary="process health: 200 when every registered check passes, else 503")
