@@ -45,6 +45,7 @@ def register_replay(app: typer.Typer) -> None:
         run_id: Annotated[str | None, typer.Option(help="id of the new run (default: a fresh one)")] = None,
         concurrency: Annotated[int, typer.Option(min=1)] = 8,
         fhir_base: Annotated[str | None, typer.Option(help="a separate `rounds serve`")] = None,
+        score: Annotated[bool, typer.Option("--score/--no-score", help="score the new run")] = True,
     ) -> None:
         """Replay a run's sessions (same scenarios, clocks, trials, languages) against another assistant."""
         from events.factory import open_bus
@@ -69,4 +70,4 @@ def register_replay(app: typer.Typer) -> None:
         options = RunOptions(new_id, concurrency, fhir_base, replay_of=run, causation=causation)
         summary = asyncio.run(run_scenarios(jobs, assistant, options))
         typer.echo(f"run id: {new_id}")
-        print_summary(summary)
+        print_summary(summary, score=score, fhir_base=fhir_base)  # `rounds report --compare` reads the scores
