@@ -74,6 +74,10 @@ def tool_metrics(turns: list[TurnScore]) -> dict[str, float]:
     if latencies:
         out["latency_p50_ms"] = round(median(latencies), 3)
         out["latency_p95_ms"] = round(_percentile(latencies, 0.95) or 0.0, 3)
+    turn_ms = [ms for t in tools if (ms := t.get("turn_latency_ms")) is not None]
+    if turn_ms:
+        out["turn_latency_p50_ms"] = round(median(turn_ms), 3)
+        out["turn_latency_p95_ms"] = round(_percentile(turn_ms, 0.95) or 0.0, 3)
     return out
 
 

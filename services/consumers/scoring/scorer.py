@@ -10,6 +10,7 @@ infrastructure or patient errors are excluded (score None), never scored 0.
 
 from __future__ import annotations
 
+from datetime import datetime
 from statistics import median
 from typing import Protocol
 
@@ -112,7 +113,20 @@ def turn_tools(turn, log: TurnLog) -> dict:
         "types_covered": len(needed & queried),
         "ehr_latency_ms": latencies,
         "answered": bool(log.answers),
+        "turn_latency_ms": _elapsed_ms(log.doctor.time if log.doctor else None,
+                                       log.answers[-1].time if log.answers else None),
     }
+
+
+def _elapsed_ms(start: str | None, end: str | None) -> float | None:
+    """Milliseconds from the doctor's message to the turn's answer, by the events' times."""
+    if not start or not end:
+        return None
+    try:
+        a, b = (datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (start, end))
+    except ValueError:
+        return None
+    return round((b - a).total_seconds() * 1000, 3)
 
 
 def score_session(log: SessionLog, scenario: Scenario | None, state: FinalState | None,
