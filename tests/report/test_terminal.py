@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from services.consumers.report.compare import compare_runs
+from services.consumers.report.model import Metrics, RunReport
 from services.consumers.report.terminal import print_summary
 
 
@@ -70,3 +71,16 @@ def test_names_are_shown_as_text_not_rich_markup(baseline):
     odd = baseline.model_copy(update={"run": "[red]run[/red]", "reasons": {"[bold]x[/bold]": 1}})
     text = _text(odd)
     assert "[red]run[/red]" in text and "[bold]x[/bold]" in text
+
+
+def test_the_llm_judge_and_its_agreement(baseline, replay):
+    entries = [
+        e for s in baseline.sessions for t in s.turns for e in getattr(t, "judge_agreement", None) or []
+    ]
+    agree = sum(e["judge"] == e["check"] for e in entries)
+    text = " ".join(_text(baseline).split())
+    assert "LLM judge of run-baseline: model judge-model-1, prompt_version criteria-v3;" in text
+    assert f"agreed with the checks on {agree} of {len(entries)}" in text
+    # agreement entries without the scorer's description still count; no judge at all: no line
+    assert "LLM judge of run-replay: unnamed; agreed" in " ".join(_text(replay).split())
+    assert "LLM judge of" not in _text(RunReport(run="r", scorer_version="1", metrics=Metrics()))

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from services.consumers.report.comparison_model import Comparison
 from services.consumers.report.model import Metrics, RunReport
-from services.consumers.report.stats import reason_counts
+from services.consumers.report.stats import judge_agreement, reason_counts
 from services.consumers.report.summary import DIMENSION_COLUMNS, dimension_table, fmt, fmt_delta, metric_rows
 
 TERMINAL_DIMENSIONS = ("difficulty", "language")
@@ -93,6 +93,18 @@ def turn_changes_line(comparison: Comparison) -> Text:
     )
 
 
+def judge_line(report: RunReport) -> Text | None:
+    """The optional LLM judge: its model and prompt, and how often it agreed with the deterministic checks."""
+    counted = judge_agreement(report)
+    if not report.judge and counted is None:
+        return None
+    described = ", ".join(f"{k} {v}" for k, v in (report.judge or {}).items() if k != "agreement")
+    line = f"LLM judge of {report.run}: {described or 'unnamed'}"
+    if counted is not None:
+        line += f"; agreed with the checks on {counted[0]} of {counted[1]} ({counted[0] / counted[1]:.3f})"
+    return Text(line)
+
+
 def summary(report: RunReport, other: RunReport | None = None, comparison: Comparison | None = None) -> Group:
     reports = [report] + ([other] if other is not None else [])
     header = Text(f"run {report.run} · scorer {report.scorer_version}", style="bold")
@@ -107,6 +119,7 @@ def summary(report: RunReport, other: RunReport | None = None, comparison: Compa
         reasons_table(reports, excluded=True),
     ]
     parts += [dimension_table_view(reports, d) for d in TERMINAL_DIMENSIONS]
+    parts += [line for r in reports if (line := judge_line(r)) is not None]
     if comparison is not None:
         parts.append(turn_changes_line(comparison))
     return Group(*parts)
