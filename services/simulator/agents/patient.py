@@ -36,14 +36,21 @@ class PatientReply:
     matched: bool  # False: nothing the patient knows was asked about ("I don't know")
 
 
-def mentions(question: str, term: str) -> bool:
-    """Whether `question` names `term`: whole words for alphabetic terms, substring for CJK."""
+@cache
+def _pattern(term: str) -> re.Pattern[str] | None:
+    """How a term is found in text: whole words for alphabetic terms, substring for CJK (compiled once)."""
     term = term.strip().lower()
     if not term:
-        return False
+        return None
     if re.search(r"[\u3400-\u9fff]", term):
-        return term in question
-    return re.search(rf"(?<![a-z0-9]){re.escape(term)}(?![a-z0-9])", question) is not None
+        return re.compile(re.escape(term))
+    return re.compile(rf"(?<![a-z0-9]){re.escape(term)}(?![a-z0-9])")
+
+
+def mentions(question: str, term: str) -> bool:
+    """Whether `question` (lower case) names `term`: whole words for alphabetic terms, substring for CJK."""
+    pattern = _pattern(term)
+    return pattern is not None and pattern.search(question) is not None
 
 
 def names_topic(question: str, fact: MemoryFact) -> bool:

@@ -20,12 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 
 from services.simulator.agents.patient import mentions
 from services.simulator.data_model import AssistantFailure, SessionTools, TurnRequest
 
 VOCABULARY = Path(__file__).parent / "data" / "baseline_vocabulary.json"
 MAX_PAGES = 3
+# What the baseline reads of a medication list (the rest of each order stays on the server).
+MEDICATION_ELEMENTS = "status,intent,medicationCodeableConcept,medicationReference,subject,authoredOn," \
+    "dosageInstruction,code"
 
 
 @cache
@@ -110,7 +114,7 @@ class Chart:
                 f"the FHIR server refused {response.request.method} "
                 f"{response.request.url}: {response.status_code} {response.text[:200]}"
             )
-        return response.json()
+        return orjson.loads(response.content)
 
     async def search(self, type_: str, params: dict[str, str], pages: int = 1) -> list[dict]:
         bundle = await self._json(await self.http.get(type_, params=params))
@@ -126,9 +130,15 @@ class Chart:
         return [e["resource"] for e in entries if "resource" in e]
 
     async def labs(self, lab: str, **params: str) -> list[dict]:
-        codes = ",".join(vocabulary()["labs"][lab]["codes"])
+        """The lab's results by its MIMIC code, then (only if there are none) by its other codes: one code
+        per search is the index's fast path, and MIMIC-IV labs carry the MIMIC code."""
+        first, *others = vocabulary()["labs"][lab]["codes"]
         pages = int(params.pop("pages", "1"))
-        return await self.search("Observation", {"patient": self.patient, "code": codes, **params}, pages)
+        found = await self.search("Observation", {"patient": self.patient, "code": first, **params}, pages)
+        if found or not others:
+            return found
+        return await self.search("Observation", {"patient": self.patient, "code": ",".join(others), **params},
+                                 pages)
 
     async def medications(self) -> tuple[list[dict], dict[str, dict]]:
         found = await self.search(
@@ -137,7 +147,8 @@ class Chart:
                 "subject": self.patient,
                 "_include": "MedicationRequest:medication",
                 "_sort": "-authoredon",
-                "_count": "200",
+                "_count": "100",
+                "_elements": MEDICATION_ELEMENTS,
             },
         )
         requests = [r for r in found if r["resourceType"] == "MedicationRequest"]
@@ -307,7 +318,8 @@ class BaselineAssistant:
             return _say("no_medication", lang, name=name)
         current = matching[0]
         if "update" in cues and (dosing := new_dose(request.message)):
-            updated = {**current, "dosageInstruction": [{"text": dosing}], "status": "active"}
+            full = await chart._json(await chart.http.get(f"MedicationRequest/{current['id']}"))  # whole
+            updated = {**full, "dosageInstruction": [{"text": dosing}], "status": "active"}
             await chart.write("PUT", f"MedicationRequest/{current['id']}", updated)
             return _say("updated", lang, name=name, dose=dosing)
         return " ".join(

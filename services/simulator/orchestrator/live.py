@@ -8,7 +8,6 @@ connection from the FHIR server) so the orchestrator can charge a failed turn to
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +21,7 @@ from services.simulator.data_model import (
     Scenario,
     StepLimitExceeded,
 )
-from services.simulator.orchestrator.log import SessionLog
+from services.simulator.orchestrator.log import SessionLog, new_id
 
 
 class SessionClosed(AssistantFailure):
@@ -84,7 +83,7 @@ class LiveSession:
         """A model tool call: counted, checked against the tool set, recorded as rounds.tool.call."""
         self.check_open()
         self.declared_steps = True
-        call_id = uuid.uuid4().hex
+        call_id = new_id()
         args = arguments if isinstance(arguments, dict) else {"value": repr(arguments)}
         self.log.emit(self.session_id, "rounds.tool.call",
                       ToolCall(call_id=call_id, name=str(name) or "?", arguments=args, turn=self.turn),
@@ -118,7 +117,7 @@ class LiveSession:
         if not self.declared_steps:
             self._count("ask_patient")
         self.patient_questions += 1
-        question_id = uuid.uuid4().hex
+        question_id = new_id()
         self.log.emit(self.session_id, "rounds.message.assistant",
                       communication(question_id, "assistant", ["patient"], text, language=self.language,
                                     turn=self.turn, kind="question",
@@ -131,7 +130,7 @@ class LiveSession:
         except Exception as exc:  # noqa: BLE001 - any patient-side bug is the patient's, never the assistant's
             raise PatientFailure(f"turn {self.turn}: the patient agent failed: {exc!r}") from exc
         self.log.emit(self.session_id, "rounds.message.patient",
-                      communication(uuid.uuid4().hex, "patient", ["assistant"], said, language=self.language,
+                      communication(new_id(), "patient", ["assistant"], said, language=self.language,
                                     turn=self.turn, kind="answer", disclosed=list(reply.disclosed),
                                     in_response_to=[question_id]))
         await self.log.flush(self.session_id)
@@ -142,13 +141,13 @@ class LiveSession:
         self.check_open()
         if not isinstance(text, str) or not text.strip():
             raise AssistantFailure(f"turn {self.turn}: empty question to the physician")
-        question_id = uuid.uuid4().hex
+        question_id = new_id()
         self.log.emit(self.session_id, "rounds.message.assistant",
                       communication(question_id, "assistant", ["doctor"], text, language=self.language,
                                     turn=self.turn, kind="clarification"))
         reply = self.physician.clarify(self.turn, text)
         self.log.emit(self.session_id, "rounds.message.doctor",
-                      communication(uuid.uuid4().hex, "doctor", ["assistant"], reply, language=self.language,
+                      communication(new_id(), "doctor", ["assistant"], reply, language=self.language,
                                     turn=self.turn, kind="clarification", in_response_to=[question_id]))
         await self.log.flush(self.session_id)
         return reply

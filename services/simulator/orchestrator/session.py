@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from dataclasses import dataclass, field
 
 import httpx
@@ -32,7 +31,7 @@ from services.simulator.data_model import (
 )
 from services.simulator.orchestrator.environment import FhirEnvironment
 from services.simulator.orchestrator.live import LiveSession
-from services.simulator.orchestrator.log import SessionLog
+from services.simulator.orchestrator.log import SessionLog, new_id
 from services.simulator.orchestrator.transport import SessionTransport
 
 
@@ -127,7 +126,7 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
         history: list[HistoryItem] = []
         for turn in scenario.turns:
             text = live.physician.say(turn.index)
-            doctor_id = uuid.uuid4().hex
+            doctor_id = new_id()
             log.emit(session_id, "rounds.message.doctor", communication(
                 doctor_id, "doctor", ["assistant"], text, language=job.language, turn=turn.index,
                 kind="request"))
@@ -139,7 +138,7 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
                 patient_url=live.patient_url, patient=scenario.patient, now=scenario.now.isoformat(),
                 max_steps=settings.max_steps))
             log.emit(session_id, "rounds.message.assistant", communication(
-                uuid.uuid4().hex, "assistant", ["doctor"], answer, language=job.language, turn=turn.index,
+                new_id(), "assistant", ["doctor"], answer, language=job.language, turn=turn.index,
                 kind="answer", in_response_to=[doctor_id]))
             history += [HistoryItem("doctor", text, turn.index), HistoryItem("assistant", answer, turn.index)]
             turns += 1
