@@ -12,6 +12,7 @@ import asyncio
 import csv
 import gzip
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,9 @@ def demo_raw(shared_data: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_url(demo_raw: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A store holding the mapped demo (ROUNDS_TEST_DEMO_STORE: reuse one already loaded, quick reruns)."""
+    if os.environ.get("ROUNDS_TEST_DEMO_STORE"):
+        return os.environ["ROUNDS_TEST_DEMO_STORE"]
     work = tmp_path_factory.mktemp("scenario-demo")
     hosp = work / "mimic" / "hosp"
     hosp.mkdir(parents=True)

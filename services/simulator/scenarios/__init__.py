@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from services.simulator.data_model import Scenario
-from services.simulator.scenarios.builder import BuildError, read_record, select, summarize
+from services.simulator.scenarios.builder import BuildError, check_families, read_record, select, summarize
 
 LOCAL_BASE = "http://rounds.local/fhir"
 DEFAULT_SESSIONS = 324
@@ -53,6 +53,7 @@ async def build_async(
     families: list[str] | None = None,
     per_category: int = DEFAULT_PER_CATEGORY,
 ) -> Build:
+    check_families(families)  # before the (long) read
     async with fhir_client(source) as client:
         charts, skipped = await read_record(client)
         base = str(client.base_url)

@@ -15,29 +15,15 @@ from services.simulator.scenarios import vocabulary as vocab
 from services.simulator.scenarios.chart import Chart, Isolate, Med
 from services.simulator.scenarios.families import Binding, Require
 
-# What a decision outcome concludes, for `conclusion` rubric items (yes/no, or a trend's direction).
-CONCLUSION = {
-    "order": "yes",
-    "no_order": "no",
-    "adjust": "yes",
-    "no_adjust": "no",
-    "duplicate": "yes",
-    "no_duplicate": "no",
-    "conflict": "yes",
-    "no_conflict": "no",
-    "covered": "yes",
-    "not_covered": "no",
-    "up": "up",
-    "down": "down",
-    "unchanged": "unchanged",
-    "improved": "yes",
-    "not_improved": "no",
-}
-
 
 @cache
 def rules() -> dict[str, Any]:
     return json.loads((vocab.DATA / "rules.json").read_text(encoding="utf-8"))
+
+
+def conclusion(outcome: str) -> str:
+    """What an outcome concludes for `conclusion` rubric items: yes/no, or a trend's direction."""
+    return rules()["conclusions"][outcome]
 
 
 @dataclass
@@ -51,11 +37,14 @@ class Moment:
     isolate: Isolate | None = None
     encounter: str | None = None
     anchor_value: float | None = None
+    context: dict[str, Any] = field(default_factory=dict)  # the definition's constants
     values: dict[str, T.Truth] = field(default_factory=dict)
 
 
 def _lab_of(b: Binding, m: Moment) -> str:
     key = b.lab or m.lab
+    if key and key.startswith("$"):
+        key = m.context[key[1:]]
     if key is None:
         raise ValueError(f"binding {b.name}: no lab (the anchor has none)")
     return key
@@ -72,7 +61,8 @@ def _latest(b: Binding, m: Moment) -> T.Truth:
         series = [x for x in T.known(m.chart, key, m.now) if after is not None and x.effective > after]
         pick = max(series, key=lambda x: (x.known, x.effective, x.ref)) if series else None
         return T.lab_truth("latest", pick, key)
-    return T.lab_truth("latest", T.latest(m.chart, key, m.now, b.hours), key)
+    bounds = (m.now - timedelta(hours=b.hours), m.now) if b.hours is not None else None
+    return T.lab_truth("latest", T.latest(m.chart, key, m.now, b.hours), key, bounds)
 
 
 def _previous(b: Binding, m: Moment) -> T.Truth:
@@ -135,10 +125,12 @@ def _decision(b: Binding, m: Moment) -> T.Truth:
     return T.Truth(
         kind="decision",
         value=outcome,
-        refs=list(source.refs),
+        # no input value: the decision rests on the record holding none (over the input's window)
+        refs=list(source.refs) or [m.chart.patient],
         code=f"urn:rounds:rule|{b.rule}",
         unit=out.pop("unit", None),
-        label={"en": b.rule.replace("_", " "), "zh": b.rule.replace("_", " ")},
+        window=source.window,
+        label=rule["label"],
         extra={**out, "rule": b.rule},
     )
 

@@ -138,16 +138,22 @@ def split(total: int, weights: list[float]) -> list[int]:
     return shares
 
 
+def check_families(names: list[str] | None) -> list[str]:
+    """The families to build (all by default); BuildError naming the unknown ones."""
+    known = families()
+    unknown = sorted(set(names or ()) - set(known))
+    if unknown:
+        raise BuildError(f"unknown families {unknown}; known: {sorted(known)}")
+    return list(names or known)
+
+
 def select(
     charts: list[Chart], seed: int, sessions: int, names: list[str] | None, per_category: int
 ) -> tuple[list[Scenario], Stats, dict[str, int]]:
     """The sessions: `sessions` multi-turn ones shared equally by the multi-turn families (a definition's
     shortfall goes to the others), plus `per_category` single-turn tasks per MedAgentBench category."""
     known = families()
-    chosen = names or list(known)
-    unknown = sorted(set(chosen) - set(known))
-    if unknown:
-        raise BuildError(f"unknown families {unknown}; known: {sorted(known)}")
+    chosen = check_families(names)
     stats = Stats()
     out: list[Scenario] = []
     shortfall: dict[str, int] = {}

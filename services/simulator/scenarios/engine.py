@@ -10,9 +10,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from services.simulator.data_model import ExpectedWrite, FieldConstraint, Persona, RubricItem, Scenario, Turn
+from services.simulator.scenarios import bindings_more  # noqa: F401  (registers binding kinds)
 from services.simulator.scenarios import memory as mem
 from services.simulator.scenarios import vocabulary as vocab
-from services.simulator.scenarios.bindings import CONCLUSION, Moment, next_morning
+from services.simulator.scenarios.bindings import Moment, conclusion, next_morning
 from services.simulator.scenarios.chart import Chart
 from services.simulator.scenarios.families import Definition, TurnSpec
 from services.simulator.scenarios.templates import View, clock, fill, number, render, truth_view
@@ -32,42 +33,63 @@ def _offsets(anchor_offset: int | list[int]) -> list[int]:
 
 def moments(defn: Definition, chart: Chart) -> list[Moment]:
     """Every moment of this chart the definition's anchor qualifies (cheap; bindings come later)."""
-    a = defn.anchor
+    a, ctx = defn.anchor, defn.context
     out: list[Moment] = []
     offsets = _offsets(a.offset_minutes)
+    first_lab = a.labs[0] if a.labs else None
+
+    def at(i: int, when: datetime) -> datetime:
+        return when + timedelta(minutes=offsets[i % len(offsets)])
+
     if a.type == "lab":
         for key in a.labs:
             for i, lab in enumerate(chart.labs.get(key, ())):
-                if a.in_encounter and not lab.encounter:
-                    continue
-                now = lab.known + timedelta(minutes=offsets[i % len(offsets)])
-                out.append(Moment(chart, now, lab=key, encounter=lab.encounter, anchor_value=lab.value))
+                if not a.in_encounter or lab.encounter:
+                    out.append(
+                        Moment(
+                            chart,
+                            at(i, lab.known),
+                            key,
+                            encounter=lab.encounter,
+                            anchor_value=lab.value,
+                            context=ctx,
+                        )
+                    )
+    elif a.type == "patient":  # one moment: just after the patient's last result of the first anchor lab
+        series = [x for x in chart.labs.get(first_lab or "", ()) if not a.in_encounter or x.encounter]
+        if series:
+            last = series[-1]
+            out.append(
+                Moment(
+                    chart,
+                    at(sum(map(ord, chart.patient)), last.known),
+                    first_lab,
+                    encounter=last.encounter,
+                    anchor_value=last.value,
+                    context=ctx,
+                )
+            )
     elif a.type == "med":
         for i, med in enumerate(chart.meds):
             if not med.key or med.start is None or (a.in_encounter and not med.encounter):
                 continue
-            entry = vocab.drug(med.key)
-            if med.key not in a.drugs and entry["class"] not in a.drug_classes:
+            if med.key not in a.drugs and vocab.drug(med.key)["class"] not in a.drug_classes:
                 continue
-            now = max(med.start, med.authored) + timedelta(minutes=offsets[i % len(offsets)])
-            if med.active_at(now):
-                out.append(
-                    Moment(chart, now, lab=a.labs[0] if a.labs else None, med=med, encounter=med.encounter)
-                )
+            now = at(i, max(med.start, med.authored))
+            if med.active_at(now) or not a.require_active:
+                out.append(Moment(chart, now, first_lab, med=med, encounter=med.encounter, context=ctx))
     elif a.type == "isolate":
         for i, iso in enumerate(chart.isolates):
             if iso.susceptibilities:
-                now = iso.known + timedelta(minutes=offsets[i % len(offsets)])
                 out.append(
                     Moment(
-                        chart, now, lab=a.labs[0] if a.labs else None, isolate=iso, encounter=iso.encounter
+                        chart, at(i, iso.known), first_lab, isolate=iso, encounter=iso.encounter, context=ctx
                     )
                 )
     elif a.type == "discharge":
         for i, enc in enumerate(chart.encounters):
             if enc.end and (enc.end - enc.start) >= timedelta(hours=a.min_stay_hours):
-                now = enc.end + timedelta(minutes=offsets[i % len(offsets)])
-                out.append(Moment(chart, now, lab=a.labs[0] if a.labs else None, encounter=enc.ref))
+                out.append(Moment(chart, at(i, enc.end), first_lab, encounter=enc.ref, context=ctx))
     return out
 
 
@@ -86,7 +108,12 @@ def _views(m: Moment, defn: Definition) -> dict[str, Any]:
     views["patient_name"] = m.chart.name
     views["mrn"] = m.chart.mrn or ""
     views["birth_date"] = m.chart.birth_date.isoformat() if m.chart.birth_date else ""
-    views.update({k: v for k, v in defn.context.items() if not isinstance(v, dict)})
+    labs = vocab.vocabulary()["labs"]
+    for key, value in defn.context.items():
+        if isinstance(value, str) and value in labs:
+            views[key] = View({**labs[value], "key": value})
+        elif not isinstance(value, dict):
+            views[key] = value
     return views
 
 
@@ -104,8 +131,7 @@ def _write_values(m: Moment, views: dict[str, Any], defn: Definition) -> dict[st
         "next_morning": next_morning(m.now).isoformat(),
     }
     if m.lab:
-        entry = vocab.lab(m.lab)
-        values.update(lab_loinc=entry["loinc"], lab_itemid=entry["itemid"], lab_en=entry["en"])
+        values.update(_lab_values(m.lab))
     for name, truth in m.values.items():
         for key, extra in truth.extra.items():
             if not key.startswith("_") and isinstance(extra, int | float | str):
@@ -118,7 +144,14 @@ def _write_values(m: Moment, views: dict[str, Any], defn: Definition) -> dict[st
     return values
 
 
+def _lab_values(key: str) -> dict[str, Any]:
+    entry = vocab.lab(key)
+    return {"lab_loinc": entry["loinc"], "lab_itemid": entry["itemid"], "lab_en": entry["en"]}
+
+
 def _writes(spec: TurnSpec, m: Moment, values: dict[str, Any]) -> tuple[list[ExpectedWrite], bool]:
+    if spec.lab:
+        values = {**values, **_lab_values(m.context[spec.lab[1:]] if spec.lab.startswith("$") else spec.lab)}
     names: list[str] | str = spec.writes  # type: ignore[assignment]
     if isinstance(spec.writes, dict):
         names = spec.writes[_outcome(m.values[spec.writes["by"]])]
@@ -159,7 +192,7 @@ def _rubric(
         if kind == "fact_cited":
             params = {"fact": facts.index(item["fact"])}
         elif kind == "conclusion":
-            params = {"expected": CONCLUSION[_outcome(m.values[item["from"]])]}
+            params = {"expected": conclusion(_outcome(m.values[item["from"]]))}
         elif kind in ("entity_mentioned", "does_not_recommend"):
             params = {"terms": item["terms"] if isinstance(item["terms"], dict) else _terms(item["terms"], m)}
         elif kind == "asked_patient":
@@ -216,6 +249,8 @@ def assemble(
     turns, used_patient = [], []
     for index, name in enumerate(arc):
         spec = defn.turns[name]
+        if spec.needs and _outcome(m.values[spec.needs["binding"]]) not in spec.needs["in"]:
+            raise Infeasible(f"turn {name}: {spec.needs['binding']} is not one of {spec.needs['in']}")
         patient: list[str] = []
         if spec.patient:
             cats = spec.patient["categories"]

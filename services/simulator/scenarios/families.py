@@ -35,6 +35,7 @@ class Anchor(Spec):
     in_encounter: bool = False
     prefer: dict[str, float] | None = None  # {"below": x, "share": 0.5}: that share of picks has value < x
     min_stay_hours: float = 0
+    require_active: bool = True  # med anchors: the order is still running at `now`
 
 
 class Binding(Spec):
@@ -43,14 +44,12 @@ class Binding(Spec):
         "latest",
         "previous",
         "value_at",
-        "first_after",
         "mean",
         "min",
         "max",
         "count",
         "trend",
         "exists",
-        "absent",
         "decision",
         "egfr",
         "age",
@@ -62,8 +61,14 @@ class Binding(Spec):
         "resistant",
         "demographics",
         "constant",
+        "change",
+        "range",
+        "active_meds",
+        "coverage",
+        "vital_bp",
+        "referral",
     ]
-    lab: str | None = None  # default: the anchor's lab
+    lab: str | None = None  # default: the anchor's lab; "$name": the lab named by context[name]
     hours: float | None = None
     days: float | None = None
     of: str | None = None  # another binding (previous: strictly before it; value_at: at its time)
@@ -93,6 +98,8 @@ class TurnSpec(Spec):
     rubric: list[dict[str, Any]] = Field(default_factory=list)
     answer: dict[str, Any]
     judge: dict[str, str] | None = None  # optional LLM-judge criterion {en, zh}
+    lab: str | None = None  # the lab this turn's writes order, when not the anchor's ("$name": from context)
+    needs: dict[str, Any] | None = None  # {"binding": b, "in": [outcomes]}: the arc is infeasible otherwise
 
     @model_validator(mode="after")
     def _two_phrasings(self) -> TurnSpec:
@@ -122,7 +129,13 @@ class Definition(Spec):
                 raise ValueError(f"{self.id}: arc names unknown turns {sorted(unknown)}")
             if not self.single_turn and (len(arc) != 4 or self.turns[arc[0]].task_type != "lookup"):
                 raise ValueError(f"{self.id}: an arc is four turns starting with a lookup")
+            late = [name for name in arc[1:] if self.turns[name].subtype is None]
+            if late:
+                raise ValueError(f"{self.id}: turns after the first name their anaphora (subtype): {late}")
+        used = {name for arc in self.arcs for name in arc}
         for name, turn in self.turns.items():
+            if name not in used:
+                continue
             missing = set(turn.facts) - names
             if missing:
                 raise ValueError(f"{self.id}.{name}: facts name unknown bindings {sorted(missing)}")
@@ -136,7 +149,17 @@ class Family(Spec):
 
 
 def load_family(path: Path) -> Family:
-    return Family.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    """A family file; top-level `turns`, `arcs` and `context` are shared by its definitions (a definition's
+    own entries win)."""
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    shared = {key: raw.pop(key) for key in ("turns", "arcs", "context") if key in raw}
+    for definition in raw.get("definitions", ()):
+        for key, value in shared.items():
+            if key == "arcs":
+                definition.setdefault(key, value)
+            else:
+                definition[key] = {**value, **definition.get(key, {})}
+    return Family.model_validate(raw)
 
 
 @cache

@@ -10,9 +10,11 @@ beyond the record: symptoms are the curated symptom wording of a recorded diagno
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterable
 from datetime import datetime
+from functools import lru_cache
 
 from services.simulator.data_model import MemoryFact, Persona
 from services.simulator.scenarios import vocabulary as vocab
@@ -209,4 +211,12 @@ def verify(candidates: list[dict], chart: Chart, now: datetime) -> tuple[list[di
 
 
 def finalize(facts: list[dict], critical_ids: set[str]) -> list[MemoryFact]:
-    return [MemoryFact.model_validate({**f, "critical": f["id"] in critical_ids}) for f in facts]
+    return [
+        _validated(json.dumps(f, sort_keys=True, ensure_ascii=False), f["id"] in critical_ids) for f in facts
+    ]
+
+
+@lru_cache(maxsize=65536)
+def _validated(fact_json: str, critical: bool) -> MemoryFact:
+    """Sessions of one patient share most facts: each distinct fact is validated once (models are frozen)."""
+    return MemoryFact.model_validate({**json.loads(fact_json), "critical": critical})

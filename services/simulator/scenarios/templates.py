@@ -61,7 +61,7 @@ def truth_view(truth: Truth, decimals: int | None) -> View:
     }
     for key, extra in truth.extra.items():
         if not key.startswith("_"):
-            values[key] = number(extra) if isinstance(extra, int | float) else extra
+            values[key] = number(extra) if isinstance(extra, int | float) else "" if extra is None else extra
     return View(values)
 
 

@@ -92,9 +92,17 @@ def _label(key: str) -> dict[str, str]:
     return {"en": entry["en"], "zh": entry["zh"]}
 
 
-def lab_truth(kind: str, lab: Lab | None, key: str) -> Truth:
+def lab_truth(kind: str, lab: Lab | None, key: str, window: tuple[datetime, datetime] | None = None) -> Truth:
+    """A single result as truth (`absent` when there is none); `window` when the question bounded it."""
     if lab is None:
-        return Truth(kind="absent", value=True, code=vocab.lab_code(key), label=_label(key), present=False)
+        return Truth(
+            kind="absent",
+            value=True,
+            code=vocab.lab_code(key),
+            label=_label(key),
+            window=window,
+            present=False,
+        )
     return Truth(
         kind=kind,
         value=lab.value,
@@ -103,6 +111,7 @@ def lab_truth(kind: str, lab: Lab | None, key: str) -> Truth:
         refs=[lab.ref],
         code=lab.code,
         label=_label(key),
+        window=window,
         extra={"_lab": lab},
     )
 
@@ -126,9 +135,7 @@ def aggregate(kind: str, chart: Chart, key: str, now: datetime, hours: float) ->
     if kind == "mean":
         base.value, base.tolerance = round(sum(values) / len(values), 2), half
     elif kind in ("min", "max"):
-        pick = (min if kind == "min" else max)(
-            labs, key=lambda lab: lab.value if kind == "min" else -lab.value
-        )
+        pick = (min if kind == "min" else max)(labs, key=lambda lab: (lab.value, lab.effective, lab.ref))
         base.value, base.time, base.extra["at"] = pick.value, pick.effective, pick.ref
         base.extra["_lab"] = pick
     elif kind == "trend":

@@ -1,0 +1,152 @@
+"""Binding kinds that combine several record elements: a lab's change across a treatment, a value against its
+reference range, the active orders (all, or antibiotics against an isolate's susceptibilities), a stated
+vital sign, the specialty a referral goes to. Registered into bindings.KINDS."""
+
+from __future__ import annotations
+
+import hashlib
+
+from services.simulator.scenarios import truth as T
+from services.simulator.scenarios import vocabulary as vocab
+from services.simulator.scenarios.bindings import KINDS, Moment, _active, _lab_of
+from services.simulator.scenarios.families import Binding
+
+
+def _change(b: Binding, m: Moment) -> T.Truth:
+    """Direction from the `of` value to the `input` value (the lab's trend_delta decides)."""
+    before, after = m.values[b.of or ""], m.values[b.input or ""]
+    key = _lab_of(b, m)
+    if not (before.present and after.present):
+        return T.Truth(kind="trend", value=None, present=False, code=vocab.lab_code(key))
+    delta = float(after.value) - float(before.value)
+    step = vocab.lab(key)["trend_delta"]
+    value = "up" if delta >= step else "down" if delta <= -step else "unchanged"
+    return T.Truth(
+        kind="trend",
+        value=value,
+        unit=after.unit,
+        refs=[*before.refs, *after.refs],
+        code=after.code,
+        label=after.label,
+        window=(before.time, after.time) if before.time and after.time else None,
+        extra={"first": before.value, "last": after.value},
+    )
+
+
+def _range(b: Binding, m: Moment) -> T.Truth:
+    """`input` against the vocabulary's adult reference range for its lab."""
+    source = m.values[b.input or ""]
+    key = _lab_of(b, m)
+    entry = vocab.lab(key)
+    if not source.present:
+        return T.Truth(kind="decision", value=None, present=False)
+    value = float(source.value)
+    side = "high" if value > entry["high"] else "low" if value < entry["low"] else "normal"
+    return T.Truth(
+        kind="decision",
+        value="normal" if side == "normal" else "abnormal",
+        refs=list(source.refs),
+        code="urn:rounds:rule|reference_range",
+        label={"en": "reference range", "zh": "参考范围"},
+        extra={
+            "low": entry["low"],
+            "high": entry["high"],
+            "side": side,
+            "side_zh": {"high": "偏高", "low": "偏低", "normal": "正常"}[side],
+        },
+    )
+
+
+def _active_meds(b: Binding, m: Moment) -> T.Truth:
+    """The vocabulary drugs with an order running at `now` (optionally of the classes in `value`)."""
+    classes = set(b.value or ())
+    meds = {x.key: x for x in _active(m) if not classes or vocab.drug(x.key)["class"] in classes}
+    names = [vocab.drug(k) for k in sorted(meds)]
+    return T.Truth(
+        kind="count",
+        value=len(meds),
+        refs=sorted(x.ref for x in meds.values()),
+        code="urn:rounds:active-orders",
+        label={"en": "active medications", "zh": "当前用药"},
+        present=bool(meds),
+        extra={
+            "list_en": ", ".join(n["en"] for n in names) or "none",
+            "list_zh": "、".join(n["zh"] for n in names) or "无",
+        },
+    )
+
+
+def _coverage(b: Binding, m: Moment) -> T.Truth:
+    """Does an antibiotic running at `now` cover the isolate? covered: one tested susceptible; not_covered:
+    every tested one resistant/intermediate; untested: none of them was tested (or none runs)."""
+    iso = m.isolate
+    tested = {s.antibiotic.upper(): s for s in iso.susceptibilities if s.known <= m.now}  # type: ignore[union-attr]
+    running = [x for x in _active(m) if vocab.drug(x.key).get("susc") in tested]
+    hits = [(x, tested[vocab.drug(x.key)["susc"]]) for x in running]
+    covered = [x for x, s in hits if s.interpretation == "S"]
+    outcome = "covered" if covered else "not_covered" if hits else "untested"
+    pick = (covered or [x for x, _ in hits] or [None])[0]
+    drug = vocab.drug(pick.key) if pick else {"en": "none", "zh": "无"}
+    return T.Truth(
+        kind="decision",
+        value=outcome,
+        refs=[*(x.ref for x, _ in hits), *(s.ref for _, s in hits)],
+        code="urn:rounds:rule|antibiotic_coverage",
+        label={"en": "antibiotic coverage", "zh": "抗生素覆盖"},
+        extra={"drug_en": drug["en"], "drug_zh": drug["zh"]},
+    )
+
+
+def _vital_bp(b: Binding, m: Moment) -> T.Truth:
+    """A blood pressure the physician states (the record has no value to read; it is the task's input)."""
+    digest = hashlib.sha256(f"{m.chart.patient}|{m.now.isoformat()}".encode()).digest()
+    systolic, diastolic = 100 + digest[0] % 61, 60 + digest[1] % 36
+    bp = f"{systolic}/{diastolic}"
+    return T.Truth(
+        kind="value_at",
+        value=f"{bp} mmHg",
+        time=m.now,
+        refs=[m.chart.patient],
+        code="http://loinc.org|85354-9",
+        label={"en": "blood pressure", "zh": "血压"},
+        extra={"bp": bp, "text": f"{bp} mmHg"},
+    )
+
+
+def _referral(b: Binding, m: Moment) -> T.Truth:
+    """The specialty for the first of `value`'s conditions (vocabulary keys) diagnosed by `now`."""
+    services = m.context["services"]
+    known = {c.key: c for c in m.chart.conditions if c.known is not None and c.known <= m.now}
+    key = next((k for k in b.value or () if k in known), None)
+    if key is None:
+        return T.Truth(kind="exists", value=False, present=False)
+    cond, service = vocab.condition(key), services[key]
+    sbar = (
+        f"Situation: referral to {service['en']} for {cond['en']}. "
+        f"Background: {cond['en']} documented in the record. Assessment: needs specialist follow-up. "
+        f"Recommendation: {service['en']} to evaluate and advise."
+    )
+    return T.Truth(
+        kind="exists",
+        value=True,
+        refs=[known[key].ref],
+        code=f"urn:rounds:referral|{service['en']}",
+        label={"en": cond["en"], "zh": cond["zh"]},
+        extra={
+            "service": service["en"],
+            "service_zh": service["zh"],
+            "sbar": sbar,
+            "condition_en": cond["en"],
+            "condition_zh": cond["zh"],
+        },
+    )
+
+
+KINDS.update(
+    change=_change,
+    range=_range,
+    active_meds=_active_meds,
+    coverage=_coverage,
+    vital_bp=_vital_bp,
+    referral=_referral,
+)
