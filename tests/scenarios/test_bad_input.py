@@ -109,13 +109,18 @@ def test_same_record_and_seed_give_byte_identical_files_and_another_seed_differs
     assert [s.id for s in other.scenarios] != [s.id for s in demo_build.scenarios[: len(other.scenarios)]]
 
 
+def _rounds(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rounds.cli", "scenarios", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def test_cli_builds_and_shows_a_session(demo_url: str, tmp_path: Path) -> None:
     out = tmp_path / "cli.jsonl"
-    cmd = [
-        sys.executable,
-        "-m",
-        "rounds.cli",
-        "scenarios",
+    res = _rounds(
         "build",
         "--database-url",
         demo_url,
@@ -129,53 +134,17 @@ def test_cli_builds_and_shows_a_session(demo_url: str, tmp_path: Path) -> None:
         "lab_trend,medagentbench",
         "--seed",
         "3",
-    ]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    )
     assert res.returncode == 0, res.stderr
     summary = json.loads(output.summary_path(out).read_text())
     assert summary["by_family"] == {"lab_trend": 9, "medagentbench": 10}
     lines = out.read_text().splitlines()
     assert len(lines) == summary["sessions"] == 19
     first = json.loads(lines[0])
-    shown = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rounds.cli",
-            "scenarios",
-            "show",
-            str(out),
-            "--session",
-            first["id"],
-            "--language",
-            "zh",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert (
-        shown.returncode == 0
-        and first["id"] in shown.stdout
-        and "患者" in shown.stdout
-        or "：" in shown.stdout
-    )
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rounds.cli",
-            "scenarios",
-            "build",
-            "--database-url",
-            demo_url,
-            "--out",
-            str(tmp_path / "x.jsonl"),
-            "--families",
-            "nope",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    shown = _rounds("show", str(out), "--session", first["id"], "--language", "zh", timeout=120)
+    assert shown.returncode == 0 and first["id"] in shown.stdout and "turn 0" in shown.stdout
+    assert first["turns"][0]["text"]["zh"]["explicit"] in shown.stdout
+    bad = _rounds(
+        "build", "--database-url", demo_url, "--out", str(tmp_path / "x.jsonl"), "--families", "nope"
     )
     assert bad.returncode == 1 and "unknown families" in bad.stderr and not (tmp_path / "x.jsonl").exists()
