@@ -103,3 +103,27 @@ def demo_app(demo_url: str):
 def demo_build(demo_app) -> Build:
     """The default build of the demo: 324 multi-turn sessions + 30 tasks per MedAgentBench category."""
     return asyncio.run(build_async(demo_app, seed=SEED))
+
+
+@pytest.fixture(scope="session")
+def synthetic_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """`rounds synth --patients 200` data, mapped and loaded (ROUNDS_TEST_SYNTH_STORE: reuse one)."""
+    from fhir_mapper.synth import generate
+
+    if os.environ.get("ROUNDS_TEST_SYNTH_STORE"):
+        return os.environ["ROUNDS_TEST_SYNTH_STORE"]
+    work = tmp_path_factory.mktemp("scenario-synth")
+    generate(work / "mimic", 200, seed=5)
+    return load_mimic(work / "mimic", work)
+
+
+@pytest.fixture(scope="session")
+def synthetic_app(synthetic_url: str):
+    app = app_for(synthetic_url)
+    yield app
+    app.state.store.engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def synthetic_build(synthetic_app) -> Build:
+    return asyncio.run(build_async(synthetic_app, seed=11))

@@ -98,15 +98,17 @@ def test_an_interrupted_write_leaves_no_complete_looking_file(
 
 
 def test_same_record_and_seed_give_byte_identical_files_and_another_seed_differs(
-    demo_app, demo_build, tmp_path
+    synthetic_app, synthetic_build, tmp_path
 ) -> None:
-    again = asyncio.run(build_async(demo_app, seed=7))
-    output.write(tmp_path / "a.jsonl", demo_build.scenarios, demo_build.summary)
+    again = asyncio.run(build_async(synthetic_app, seed=11))
+    output.write(tmp_path / "a.jsonl", synthetic_build.scenarios, synthetic_build.summary)
     output.write(tmp_path / "b.jsonl", again.scenarios, again.summary)
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
     assert (tmp_path / "a.summary.json").read_bytes() == (tmp_path / "b.summary.json").read_bytes()
-    other = asyncio.run(build_async(demo_app, seed=8, sessions=20, per_category=1))
-    assert [s.id for s in other.scenarios] != [s.id for s in demo_build.scenarios[: len(other.scenarios)]]
+    other = asyncio.run(build_async(synthetic_app, seed=12, sessions=20, per_category=1))
+    assert [s.id for s in other.scenarios] != [
+        s.id for s in synthetic_build.scenarios[: len(other.scenarios)]
+    ]
 
 
 def _rounds(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -118,12 +120,12 @@ def _rounds(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     )
 
 
-def test_cli_builds_and_shows_a_session(demo_url: str, tmp_path: Path) -> None:
+def test_cli_builds_and_shows_a_session(synthetic_url: str, tmp_path: Path) -> None:
     out = tmp_path / "cli.jsonl"
     res = _rounds(
         "build",
         "--database-url",
-        demo_url,
+        synthetic_url,
         "--out",
         str(out),
         "--sessions",
@@ -145,6 +147,6 @@ def test_cli_builds_and_shows_a_session(demo_url: str, tmp_path: Path) -> None:
     assert shown.returncode == 0 and first["id"] in shown.stdout and "turn 0" in shown.stdout
     assert first["turns"][0]["text"]["zh"]["explicit"] in shown.stdout
     bad = _rounds(
-        "build", "--database-url", demo_url, "--out", str(tmp_path / "x.jsonl"), "--families", "nope"
+        "build", "--database-url", synthetic_url, "--out", str(tmp_path / "x.jsonl"), "--families", "nope"
     )
     assert bad.returncode == 1 and "unknown families" in bad.stderr and not (tmp_path / "x.jsonl").exists()
