@@ -92,11 +92,16 @@ def app_for(url: str):
     return create_app(get_settings().model_copy(update={"database_url": url}))
 
 
-@pytest.fixture(scope="session")
-def demo_app(demo_url: str):
-    app = app_for(demo_url)
+def served(url: str):
+    """Rounds' FHIR app over a store, its connections closed after the tests."""
+    app = app_for(url)
     yield app
     app.state.store.engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def demo_app(demo_url: str):
+    yield from served(demo_url)
 
 
 @pytest.fixture(scope="session")
@@ -119,9 +124,7 @@ def synthetic_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="session")
 def synthetic_app(synthetic_url: str):
-    app = app_for(synthetic_url)
-    yield app
-    app.state.store.engine.dispose()
+    yield from served(synthetic_url)
 
 
 @pytest.fixture(scope="session")
