@@ -15,7 +15,8 @@ events_app = typer.Typer(
     name="events", help="The event log: topics, export and import.", no_args_is_help=True
 )
 
-# Modules exposing `register_subcommands(events_app: typer.Typer) -> None` (relay, replay): one line each.
+# Modules exposing `register_subcommands(events_app: typer.Typer) -> None` (relay, replay): one line each
+# (tests/foundation/test_registrations.py checks the list is complete).
 SUBCOMMAND_MODULES: list[str] = ["events.projections.cli"]
 
 

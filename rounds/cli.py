@@ -15,7 +15,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Modules exposing `register(app: typer.Typer) -> None`; order is the order in --help.
+# Modules exposing `register(app: typer.Typer) -> None`; order is the order in --help. A new command module:
+# add one line here (tests/foundation/test_registrations.py fails until every such module is listed).
 COMMAND_MODULES: list[str] = [
     "rounds.db_cli",
     "rounds.demo_view",

@@ -20,6 +20,8 @@ from events.projections.projection import Projection
 from events.projections.runner import ProjectionRunner, RunStats
 from events.projections.transcript import TranscriptProjection
 
+# Replayable by name (`rounds events replay NAME`); tests/foundation/test_registrations.py checks that every
+# projection of events/ is here. Services replay their own (e.g. the scorer's re-score).
 PROJECTIONS: dict[str, type[Projection]] = {p.name: p for p in (TranscriptProjection, FhirChangesProjection)}
 
 
