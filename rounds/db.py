@@ -30,6 +30,7 @@ MODEL_MODULES: list[str] = [
     "services.fhir_api.store.models",
     "events.sql_models",
     "events.projections.tracking", "events.outbox", "events.sequences", "events.blobs",
+    "services.fhir_api.auth.models",
 ]
 
 

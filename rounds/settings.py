@@ -33,6 +33,13 @@ class Settings(BaseSettings):
     # Where services that read the record over HTTP (the scorer) find the FHIR API root, e.g.
     # http://fhir:8080; unset: an in-process app on database_url (the embedded default)
     fhir_base: str | None = None
+    # FHIR API access control (services/fhir_api/auth): off on the embedded default, on in the compose
+    # deployment (ROUNDS_AUTH=on). Tokens are HS256 JWTs signed with ROUNDS_AUTH_KEY (>= 32 bytes), or with a
+    # key generated and kept in the database on first use, so every process on that database agrees.
+    auth: bool = False
+    auth_key: str | None = None
+    auth_token_seconds: int = Field(3600, ge=1)  # lifetime of tokens from the token endpoint / CLI
+    auth_session_token_seconds: int = Field(86_400, ge=1)  # lifetime of a session's accessToken
 
 
 @lru_cache

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from sqlalchemy.pool import QueuePool
 
 from rounds.settings import Settings, get_settings
+from services.fhir_api.auth import install_auth
 from services.fhir_api.http import health, routes, sessions
 from services.fhir_api.http.admission import Admission
 from services.fhir_api.http.errors import install_error_handlers
@@ -84,6 +85,7 @@ def create_app(
     app.include_router(health.router)
     if fast_lane:
         app.add_middleware(FastLane)  # inside the interaction hook: it sees every exchange the same way
+    install_auth(app, settings, store, max_body_bytes)  # ROUNDS_AUTH=on: outside the fast lane
     app.add_middleware(Admission, limit=settings.api_concurrency)
     # Outermost: a response held for recording has left its admission slot (http/interactions.py).
     app.add_middleware(InteractionMiddleware, listeners=lambda: app.state.interaction_listeners)

@@ -57,13 +57,17 @@ class PortalTransport(httpx.BaseTransport):
 
 def fhir_client(settings: Any) -> httpx.Client:
     """An HTTP client on the FHIR API root (the scorer's only way to the record)."""
+    from services.fhir_api.auth import service_headers
+
+    headers = service_headers(settings, "system/*.rs")  # auth on: a read-only token of this deployment
     base = getattr(settings, "fhir_base", None)
     if base:
-        return httpx.Client(base_url=base.rstrip("/"), timeout=60)
+        return httpx.Client(base_url=base.rstrip("/"), timeout=60, headers=headers)
     from services.fhir_api.app import create_app
 
     app = create_app(settings.model_copy(update={"api_concurrency": 0}))  # the scorer's own app: no queue
-    return httpx.Client(transport=PortalTransport(app), base_url="http://rounds.local", timeout=60)
+    return httpx.Client(transport=PortalTransport(app), base_url="http://rounds.local", timeout=60,
+                        headers=headers)
 
 
 def _written(entry: dict[str, Any]) -> Written:

@@ -88,7 +88,10 @@ def _static() -> dict:
     }
 
 
-def capability_statement(base: str) -> bytes:
+def capability_statement(base: str, security: dict | None = None) -> bytes:
+    """The statement for `base`; `security` (services/fhir_api/auth/smart.py) when access control is on."""
     doc = dict(_static())
     doc["implementation"] = {"description": "Rounds FHIR R4 server", "url": base}
+    if security is not None:
+        doc["rest"] = [{**doc["rest"][0], "security": security}]
     return orjson.dumps(doc)

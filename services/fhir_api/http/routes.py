@@ -12,6 +12,7 @@ from urllib.parse import parse_qsl
 from fastapi import APIRouter, Depends, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from services.fhir_api.auth import smart
 from services.fhir_api.http import crud, search, transaction
 from services.fhir_api.http.capability import capability_statement
 from services.fhir_api.http.deps import call_of
@@ -26,6 +27,7 @@ from services.fhir_api.http.formats import (
     read_resource,
     request_media_type,
 )
+from services.fhir_api.http.links import external_root
 from services.fhir_api.http.outcome import Call, Outcome, to_response
 from services.fhir_api.http.params import check_id, parse_etag, parse_version
 from services.fhir_api.http.validation import check_type
@@ -53,7 +55,9 @@ def limit(request: Request) -> int:
 
 @router.get("/metadata", summary="CapabilityStatement")
 async def metadata(request: Request, call: Call = CallDep) -> Response:
-    body = await run_in_threadpool(capability_statement, call.base)
+    on = request.app.state.auth is not None
+    security = smart.security(external_root(request, request.app.state.settings.base_url)) if on else None
+    body = await run_in_threadpool(capability_statement, call.base, security)
     return Response(body, media_type=call.media_type)
 
 

@@ -13,8 +13,8 @@ from services.fhir_api.http.deps import session_context, store_of
 from services.fhir_api.http.errors import FhirHttpError
 from services.fhir_api.http.formats import parse_json, read_body, request_media_type
 from services.fhir_api.http.links import external_root
-from services.fhir_api.http.params import parse_instant
-from services.fhir_api.store.interface import Context
+from services.fhir_api.http.params import check_id, parse_instant
+from services.fhir_api.store.interface import Context, StoreError
 
 router = APIRouter(prefix="/sessions", tags=["sessions"])
 
@@ -24,6 +24,11 @@ class SessionOut(BaseModel):
     fhirBase: str = Field(description="absolute FHIR base of the sandbox: <root>/sessions/<id>/fhir")
     now: str | None = Field(
         None, description="the as-of clock; resources with a later clinical time are hidden"
+    )
+    patient: str | None = Field(None, description="Patient/<id> the session was opened for, if any")
+    accessToken: str | None = Field(
+        None, description="with access control on (ROUNDS_AUTH): a bearer token valid only on this session's "
+        "FHIR base (read + write; with a patient, only that patient's compartment). Given once, on creation."
     )
 
 
@@ -38,32 +43,48 @@ def _describe(request: Request, ctx: Context) -> SessionOut:
 
 def _json(model: SessionOut, status: int, **headers: str) -> Response:
     return Response(
-        model.model_dump_json(), status_code=status, media_type="application/json", headers=headers
+        model.model_dump_json(exclude={k for k in ("patient", "accessToken") if getattr(model, k) is None}),
+        status_code=status, media_type="application/json", headers=headers
     )
 
 
-async def _parse_now(request: Request) -> datetime | None:
+async def _parse_body(request: Request) -> tuple[datetime | None, str | None]:
+    """(now, patient id) from `{"now": dateTime, "patient": "Patient/<id>" | "<id>"}`, both optional."""
     body = await read_body(request, 64 * 1024)
     if not body.strip():
-        return None
+        return None, None
     request_media_type(request)
-    value = parse_json(body).get("now")
-    if value is None:
-        return None
-    if not isinstance(value, str):
+    doc = parse_json(body)
+    value, patient = doc.get("now"), doc.get("patient")
+    if value is not None and not isinstance(value, str):
         raise FhirHttpError(400, "now must be a FHIR dateTime string")
-    return parse_instant(value, "now")
+    if patient is not None:
+        if not isinstance(patient, str):
+            raise FhirHttpError(400, 'patient must be "Patient/<id>"')
+        patient = check_id(patient.removeprefix("Patient/"))
+    return (parse_instant(value, "now") if value is not None else None), patient
 
 
 @router.post(
-    "", status_code=201, response_model=SessionOut, summary='open a session (body: {"now": dateTime})'
+    "", status_code=201, response_model=SessionOut,
+    summary='open a session (body: {"now": dateTime, "patient": "Patient/<id>"}, both optional)',
 )
 async def create_session(request: Request) -> Response:
-    now = await _parse_now(request)
+    now, patient = await _parse_body(request)
     store = store_of(request)
+    if patient is not None:
+        try:
+            await store.read_async(Context(None, now), "Patient", patient)
+        except StoreError as exc:
+            raise FhirHttpError(400, f"patient: no Patient/{patient} in the record at {now}") from exc
     created = await run_in_threadpool(store.create_session, now)
     ctx = created if isinstance(created, Context) else Context(str(created), now)
     out = _describe(request, ctx)
+    if patient is not None:
+        out.patient = f"Patient/{patient}"
+    auth = request.app.state.auth
+    if auth is not None:
+        out.accessToken = auth.session_token(ctx.session_id, patient)
     return _json(out, 201, Location=out.fhirBase.rsplit("/fhir", 1)[0])
 
 

@@ -38,6 +38,8 @@ class HttpAssistant:
             "now": request.now,
             "history": [{"role": h.role, "text": h.text, "turn": h.turn} for h in request.history],
         }
+        if request.access_token:  # auth on: the session's bearer token for its FHIR base and endpoints
+            payload["accessToken"] = request.access_token
         try:
             response = await self.client.post(self.url, json=payload)
         except httpx.TransportError as exc:

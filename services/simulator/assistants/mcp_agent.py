@@ -55,7 +55,7 @@ class McpAgentAssistant:
             "patient": request.patient,
             "now": request.now,
             "history": [{"role": h.role, "text": h.text, "turn": h.turn} for h in request.history],
-        }
+        } | ({"accessToken": request.access_token} if request.access_token else {})
 
     async def respond(self, request: TurnRequest, tools: SessionTools) -> str:
         with self.registry.turn(request.session_id, tools) as active:

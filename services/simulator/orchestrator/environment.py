@@ -21,6 +21,7 @@ from fastapi import FastAPI
 
 from events.bus import Bus
 from rounds.settings import Settings
+from services.fhir_api.auth import service_headers
 from services.simulator.data_model import InfrastructureFailure
 from services.simulator.orchestrator.live import LiveSession
 from services.simulator.orchestrator.patient_http import patient_app, sessions_of
@@ -67,6 +68,8 @@ class FhirEnvironment:
     app: FastAPI  # the app whose registry the patient endpoint answers from
     patient_root: str  # <patient_root>/sessions/<id>/patient
     _closers: list[Any] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)  # the simulator's own credentials (auth on)
+    access_tokens: dict[str, str] = field(default_factory=dict)  # session id -> its token, until taken
 
     @property
     def sessions(self) -> dict[str, LiveSession]:
@@ -75,12 +78,15 @@ class FhirEnvironment:
     async def open_session(self, now: datetime) -> tuple[str, str]:
         """(session id, FHIR base) of a fresh sandbox at `now`; retried, then an InfrastructureFailure."""
         last: Exception | None = None
-        async with httpx.AsyncClient(transport=self.transport, base_url=self.root, timeout=60) as client:
+        async with httpx.AsyncClient(transport=self.transport, base_url=self.root, timeout=60,
+                                     headers=self.headers) as client:
             for attempt in range(OPEN_ATTEMPTS):
                 try:
                     response = await client.post("/sessions", json={"now": now.isoformat()})
                     if response.status_code == 201:
                         body = response.json()
+                        if body.get("accessToken"):
+                            self.access_tokens[body["id"]] = body["accessToken"]
                         return body["id"], body["fhirBase"]
                     last = RuntimeError(f"POST /sessions: HTTP {response.status_code} {response.text[:200]}")
                 except (httpx.TransportError, ValueError, KeyError) as exc:
@@ -114,7 +120,7 @@ async def embedded(
 
         mount = mount_mcp(app)
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # a crash is a 500, as over TCP
-    env = FhirEnvironment(LOCAL_ROOT, transport, app, LOCAL_ROOT)
+    env = FhirEnvironment(LOCAL_ROOT, transport, app, LOCAL_ROOT, headers=service_headers(settings))
     env._closers += [backbone.close, app.state.store.close_async] + ([mount.aclose] if mount else [])
     if network:
         root, server, task = await serve_in_loop(app)
@@ -123,14 +129,16 @@ async def embedded(
     return env
 
 
-async def remote(fhir_root: str, *, network: bool = False, mcp: bool = False) -> FhirEnvironment:
+async def remote(fhir_root: str, *, network: bool = False, mcp: bool = False,
+                 headers: dict[str, str] | None = None) -> FhirEnvironment:
     """A separate FHIR server at `fhir_root` (its root, http://host:8080; a trailing /fhir is dropped); with
-    `mcp`, the per-session MCP endpoint is served beside the patient endpoint."""
+    `mcp`, the per-session MCP endpoint is served beside the patient endpoint. `headers`: the simulator's
+    credentials for opening sessions when the server has auth on."""
     root = fhir_root.rstrip("/").removesuffix("/fhir")
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
     transport = httpx.AsyncHTTPTransport(limits=limits)
     app = patient_app()
-    env = FhirEnvironment(root, transport, app, root)
+    env = FhirEnvironment(root, transport, app, root, headers=dict(headers or {}))
     env._closers.append(transport.aclose)
     if mcp:
         from services.simulator.assistants.mcp_server import mount_mcp

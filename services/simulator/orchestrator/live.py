@@ -40,6 +40,7 @@ class LiveSession:
     patient: PatientAgent
     max_steps: int = 8
     voice: Any = None  # agents.voice.PatientVoice | None
+    access_token: str | None = None  # the session's bearer token when the FHIR API has auth on
     turn: int = -1
     doctor_message: str | None = None  # Communication id of the turn's physician message
     steps: int = 0

@@ -108,13 +108,16 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
         patient_url=f"{env.patient_root}/sessions/{session_id}/patient", scenario=scenario,
         language=job.language, log=log, physician=Physician(scenario, job.language, job.variant),
         patient=PatientAgent(scenario, job.language), max_steps=settings.max_steps, voice=settings.voice,
+        access_token=env.access_tokens.pop(session_id, None),  # exactly the session's token (auth on)
     )
     env.sessions[session_id] = live
     if hasattr(assistant, "observe_scenario"):  # the oracle reads the truth; nothing else may
         assistant.observe_scenario(session_id, scenario)
     client = httpx.AsyncClient(transport=SessionTransport(env.transport, live), base_url=fhir_base,
                                timeout=settings.turn_timeout_s,
-                               headers={"Accept": "application/fhir+json"})
+                               headers={"Accept": "application/fhir+json",
+                                        **({"Authorization": f"Bearer {live.access_token}"}
+                                           if live.access_token else {})})
     turns, failure = 0, None
     try:
         log.emit(session_id, "rounds.session.started", SessionStarted(
@@ -136,7 +139,7 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
                 session_id=session_id, run_id=settings.run_id, turn=turn.index, message=text,
                 language=job.language, history=tuple(history), fhir_base=fhir_base,
                 patient_url=live.patient_url, patient=scenario.patient, now=scenario.now.isoformat(),
-                max_steps=settings.max_steps))
+                max_steps=settings.max_steps, access_token=live.access_token))
             log.emit(session_id, "rounds.message.assistant", communication(
                 new_id(), "assistant", ["doctor"], answer, language=job.language, turn=turn.index,
                 kind="answer", in_response_to=[doctor_id]))

@@ -43,6 +43,8 @@ class SessionTransport(httpx.AsyncBaseTransport):
             live.check_open()
             return _refusal(f"outside this session's FHIR base {self.fhir_base}")
         live.count_request(request.method, url)
+        if live.access_token and "authorization" not in request.headers:  # also for SyncBridge's requests
+            request.headers["Authorization"] = f"Bearer {live.access_token}"
         await live.log.flush(live.session_id)
         try:
             response = await self.inner.handle_async_request(request)

@@ -1,0 +1,80 @@
+"""Access control for the FHIR API: SMART-style bearer tokens and scopes (issue 19). See README.md."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from joserfc.jwk import OctKey
+
+from rounds.settings import Settings
+from services.fhir_api.auth.scopes import Scope, parse_scopes
+from services.fhir_api.auth.tokens import issue, signing_key
+
+SESSION_SCOPES = "user/*.cruds"
+PATIENT_SESSION_SCOPES = "patient/*.cruds"
+
+
+@dataclass
+class Auth:
+    """What the middleware and the token-issuing routes share (app.state.auth; None when auth is off)."""
+
+    settings: Settings
+    key: OctKey
+    store: Any
+    max_body_bytes: int
+
+    def session_token(self, session_id: str, patient: str | None) -> str:
+        """The token handed out with a new session: read + write on its sandbox only, and with a patient
+        only in that patient's compartment."""
+        scopes = parse_scopes(PATIENT_SESSION_SCOPES if patient else SESSION_SCOPES)
+        return issue(self.key, scopes, expires_in=self.settings.auth_session_token_seconds,
+                     subject=f"session:{session_id}", session=session_id, patient=patient)
+
+    def token(self, scopes: tuple[Scope, ...], subject: str, expires_in: int | None = None) -> str:
+        return issue(self.key, scopes, expires_in=expires_in or self.settings.auth_token_seconds,
+                     subject=subject)
+
+
+def engine_of(store: Any, settings: Settings):
+    """The store's engine when it has one (the key lives beside the record), else one on database_url."""
+    engine = getattr(store, "engine", None)
+    if engine is not None:
+        return engine
+    from rounds.db import make_engine
+
+    return make_engine(settings.database_url)
+
+
+def install_auth(app: Any, settings: Settings, store: Any, max_body_bytes: int) -> Auth | None:
+    """Hook access control into `app` when settings.auth is on (the only place it is wired)."""
+    from services.fhir_api.auth import smart
+    from services.fhir_api.auth.middleware import AuthMiddleware
+
+    app.include_router(smart.router)  # discovery answers either way (capabilities: none when off)
+    if not settings.auth:
+        app.state.auth = None
+        return None
+    auth = Auth(settings, signing_key(engine_of(store, settings), settings.auth_key), store, max_body_bytes)
+    app.state.auth = auth
+    app.add_middleware(AuthMiddleware, auth=auth)
+    return auth
+
+
+def service_headers(settings: Any, scope: str = "system/*.cruds") -> dict[str, str]:
+    """Authorization for Rounds' own services (simulator, scorer) calling the API on the same database:
+    they sign their token with the deployment's key. Empty when auth is off."""
+    if not getattr(settings, "auth", False):
+        return {}
+    from rounds.db import make_engine
+
+    configured = getattr(settings, "auth_key", None)
+    engine = None if configured else make_engine(settings.database_url)
+    try:
+        key = signing_key(engine, configured)
+    finally:
+        if engine is not None:
+            engine.dispose()
+    token = issue(key, parse_scopes(scope), expires_in=settings.auth_session_token_seconds,
+                  subject="rounds-service")
+    return {"Authorization": f"Bearer {token}"}

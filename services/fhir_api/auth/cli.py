@@ -1,0 +1,79 @@
+"""`rounds token issue` (print a bearer token) and `rounds token client` (register a backend client).
+
+Both sign / store with the same key and tables `rounds serve` uses on that database, so what they print works
+against the server with no further set-up (the schema is upgraded first, as `rounds serve` does).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+token_app = typer.Typer(help="Bearer tokens for the FHIR API (access control: ROUNDS_AUTH=on).",
+                        no_args_is_help=True)
+
+DatabaseUrl = Annotated[str | None, typer.Option(help="SQLAlchemy URL (default ROUNDS_DATABASE_URL)")]
+
+
+def _engine(database_url: str | None):
+    from rounds.db import make_engine
+    from rounds.migrate import upgrade
+    from rounds.settings import Settings
+
+    settings = Settings(database_url=database_url) if database_url else Settings()
+    if settings.auth_key is None:
+        upgrade(settings.database_url)
+        return settings, make_engine(settings.database_url)
+    return settings, None
+
+
+@token_app.command("issue")
+def issue_token(
+    scope: Annotated[str, typer.Option(help='SMART scopes, space-separated, e.g. "system/*.cruds"')],
+    session: Annotated[str | None, typer.Option(help="valid only on this session's FHIR base")] = None,
+    patient: Annotated[str | None, typer.Option(help="the patient `patient/` scopes are confined to")] = None,
+    expires_in: Annotated[int, typer.Option(min=1, help="lifetime in seconds")] = 3600,
+    subject: Annotated[str, typer.Option(help="the token's sub claim")] = "cli",
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Print a signed token (HS256 JWT) carrying `scope`."""
+    from services.fhir_api.auth.scopes import ScopeError, parse_scopes
+    from services.fhir_api.auth.tokens import issue, signing_key
+
+    try:
+        scopes = parse_scopes(scope)
+    except ScopeError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--scope") from exc
+    if not scopes:
+        raise typer.BadParameter("no resource scope given", param_hint="--scope")
+    settings, engine = _engine(database_url)
+    key = signing_key(engine, settings.auth_key)
+    typer.echo(issue(key, scopes, expires_in=expires_in, subject=subject, session=session,
+                     patient=patient.removeprefix("Patient/") if patient else None))
+
+
+@token_app.command("client")
+def add_client(
+    client_id: Annotated[str, typer.Option("--id", help="the client id")],
+    scope: Annotated[str, typer.Option(help="the scopes the client may be granted")],
+    secret: Annotated[str | None, typer.Option(help="its shared secret (default: generated)")] = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Register a backend-service client for POST /auth/token (client_credentials); prints its secret."""
+    from rounds.db import make_engine
+    from rounds.migrate import upgrade
+    from rounds.settings import Settings
+    from services.fhir_api.auth.clients import register_client
+    from services.fhir_api.auth.scopes import ScopeError
+
+    settings = Settings(database_url=database_url) if database_url else Settings()
+    upgrade(settings.database_url)
+    try:
+        typer.echo(register_client(make_engine(settings.database_url), client_id, scope, secret))
+    except ScopeError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--scope") from exc
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(token_app, name="token")

@@ -1,0 +1,215 @@
+"""The one hook of access control: a pure ASGI middleware in front of the FHIR app (outside the fast lane).
+
+Off (ROUNDS_AUTH unset) it is not installed at all. On, every request but the public ones (`metadata`, SMART
+discovery, the token endpoint, `/docs`, `/health`) needs `Authorization: Bearer <token>`: none or an invalid
+one → 401, a valid one without the scopes → 403, both OperationOutcomes with `WWW-Authenticate`. A token bound
+to a session (`session` claim) is valid only under `/sessions/<that id>/` (its FHIR base, patient and MCP
+endpoints); managing the shared record and the sessions takes an unbound `user/` or `system/` token.
+`patient/` scopes are confined to the token's patient (compartment.py): searches narrowed, ids checked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+import orjson
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services.fhir_api.auth import compartment, smart
+from services.fhir_api.auth.policy import Target, classify
+from services.fhir_api.auth.scopes import Context, granting
+from services.fhir_api.auth.tokens import Grant, InvalidToken, verify
+from services.fhir_api.http.errors import outcome_response
+from services.fhir_api.http.links import external_root
+from services.fhir_api.store.interface import Context as StoreContext
+from services.fhir_api.store.interface import NotFound, SearchRequest, StoreError
+
+REALM = 'Bearer realm="rounds"'
+DISCOVERY = "/.well-known/smart-configuration"
+
+
+class Denied(Exception):
+    def __init__(self, status: int, message: str, error: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+        self.error = error or ("invalid_token" if status == 401 else "insufficient_scope")
+
+
+class AuthMiddleware:
+    def __init__(self, app: ASGIApp, auth: Any) -> None:
+        self.app, self.auth = app, auth  # auth: services.fhir_api.auth.Auth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        target = classify(scope["method"], scope["path"])
+        if target.kind == "public":
+            if scope["path"].endswith(DISCOVERY):
+                root = external_root(Request(scope), self.auth.settings.base_url)
+                await JSONResponse(smart.discovery(root))(scope, receive, send)
+                return
+            await self.app(scope, receive, send)
+            return
+        try:
+            grant = self._grant(scope)
+            scope.setdefault("state", {})["auth_grant"] = grant
+            receive = await self._authorize(scope, receive, grant, target)
+        except Denied as denied:
+            await _deny(denied, scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _grant(self, scope: Scope) -> Grant:
+        header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
+        if header is None:
+            raise Denied(401, "this server requires a bearer token (Authorization: Bearer ...)", error="")
+        kind, _, token = header.decode("latin-1").partition(" ")
+        if kind.lower() != "bearer" or not token.strip():
+            raise Denied(401, "the Authorization header must be 'Bearer <token>'", error="invalid_request")
+        try:
+            return verify(self.auth.key, token.strip())
+        except InvalidToken as exc:
+            raise Denied(401, f"invalid token: {exc}") from exc
+
+    async def _authorize(self, scope: Scope, receive: Receive, grant: Grant, target: Target) -> Receive:
+        if grant.session is not None and (target.session != grant.session
+                                          or target.kind not in ("fhir", "session_endpoint")):
+            raise Denied(403, "this token is valid only on its own session's FHIR base "
+                              f"(/sessions/{grant.session}/fhir)")
+        if target.kind == "session_endpoint":
+            if grant.session is None and not _unconfined(grant, "*", "c"):
+                raise Denied(403, "the session endpoints need the session's token or a managing token")
+            return receive
+        if target.kind in ("manage", "other"):
+            if not _unconfined(grant, "*", target.verb):
+                raise Denied(403, f"managing sessions needs user/*.{target.verb} or system/*.{target.verb}")
+            return receive
+        contexts = granting(grant.scopes, target.resource_type, target.verb)
+        if target.interaction == "batch":
+            if not all(_unconfined(grant, "*", verb) for verb in "cruds"):
+                raise Denied(403, "batch and transaction need user/*.cruds or system/*.cruds "
+                                  "(patient-confined tokens send their requests one by one)")
+            return receive
+        if contexts & {"user", "system"}:
+            return receive
+        if "patient" not in contexts or grant.patient is None:
+            raise Denied(403, f"the token's scopes do not allow {target.interaction or target.verb} on "
+                              f"{target.resource_type} (needs {target.resource_type}.{target.verb})")
+        return await self._confine(scope, receive, grant.patient, target)
+
+    async def _confine(self, scope: Scope, receive: Receive, patient: str, target: Target) -> Receive:
+        """Apply a `patient/` scope: narrow searches, check ids, check bodies."""
+        rtype = target.resource_type
+        outside = Denied(403, f"outside the compartment of Patient/{patient}")
+        if rtype != "Patient" and not compartment.in_compartment_types(rtype):
+            if rtype == "*" or target.verb not in "rs":
+                raise outside if rtype != "*" else Denied(403, "patient-confined tokens search one type")
+            return receive
+        if target.interaction == "everything":
+            if target.id != patient:
+                raise outside
+            return receive
+        if target.interaction in ("history", "operation"):
+            raise Denied(403, f"{target.interaction} is not available to patient-confined tokens")
+        if target.interaction == "search" or target.conditional:
+            _append_query(scope, compartment.narrowing(rtype, patient))
+        elif target.id is not None:
+            await self._check_stored(scope, rtype, target.id, patient, outside)
+        if target.interaction in ("create", "update", "patch"):
+            body, receive = await _buffer(receive, self.auth.max_body_bytes)
+            try:
+                document = orjson.loads(body) if body else None
+            except orjson.JSONDecodeError:
+                return receive  # the app answers the malformed body
+            if target.interaction == "patch":
+                if compartment.patch_touches(rtype, document):
+                    raise Denied(403, "a patient-confined token may not patch what puts a resource in a "
+                                      "compartment")
+            elif not (isinstance(document, dict) and compartment.refers_to_patient(document, patient)):
+                if rtype == "Patient" and target.interaction == "create":
+                    raise Denied(403, "a patient-confined token cannot create patients")
+                raise outside
+        return receive
+
+    async def _check_stored(self, scope: Scope, rtype: str, id: str, patient: str, outside: Denied) -> None:
+        store = self.auth.store
+        ctx = StoreContext()
+        session = scope.get("path_params", {}).get("session_id") or _session_of(scope["path"])
+        if session is not None:
+            ctx = await store.get_session_async(session)
+            if ctx is None:
+                return  # the app answers 404 for the session
+        if rtype == "Patient":
+            if id != patient:
+                raise outside
+            return
+        try:
+            found = await store.search_async(
+                ctx, SearchRequest(rtype, [("_id", id), compartment.narrowing(rtype, patient)], count=1))
+            if found.matches:
+                return
+            await store.read_async(ctx, rtype, id)
+        except (NotFound, StoreError):
+            return  # unknown, deleted or malformed: the app gives its own answer
+        raise outside
+
+
+def _unconfined(grant: Grant, resource_type: str, verb: str) -> bool:
+    """Allowed outside any patient compartment and any session."""
+    contexts: set[Context] = granting(grant.scopes, resource_type, verb)
+    return grant.session is None and bool(contexts & {"user", "system"})
+
+
+def _session_of(path: str) -> str | None:
+    if path.startswith("/sessions/"):
+        return path.split("/", 3)[2]
+    return None
+
+
+def _append_query(scope: Scope, param: tuple[str, str]) -> None:
+    extra = urlencode([param]).encode()
+    query = scope.get("query_string", b"")
+    scope["query_string"] = query + b"&" + extra if query else extra
+
+
+async def _buffer(receive: Receive, limit: int) -> tuple[bytes, Receive]:
+    """Read the whole body (up to `limit`; beyond it → 413) and a receive that replays it."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise Denied(413, f"request body larger than {limit} bytes", error="invalid_request")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, replay
+
+
+async def _deny(denied: Denied, scope: Scope, receive: Receive, send: Send) -> None:
+    challenge = REALM
+    if denied.error:
+        description = denied.message.replace('"', "'")[:300]
+        challenge += f', error="{denied.error}", error_description="{description}"'
+    headers = {"WWW-Authenticate": challenge} if denied.status in (401, 403) else {}
+    code = {401: "login", 403: "forbidden"}.get(denied.status, "too-costly")
+    response = outcome_response(denied.status, [denied.message], code, headers=headers)
+    await response(scope, receive, send)

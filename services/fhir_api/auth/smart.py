@@ -1,0 +1,104 @@
+"""SMART on FHIR discovery and the token endpoint (client-credentials grant with a shared secret).
+
+`/.well-known/smart-configuration` (at the root and under every FHIR base) is public and is answered by the
+auth middleware itself, ahead of the FHIR routes that would read `.well-known` as a resource type.
+`POST /auth/token` (form: grant_type=client_credentials, scope; the client's id and secret as HTTP Basic or
+`client_id` / `client_secret` form fields) answers an OAuth token response (RFC 6749 §5.1) or an OAuth error
+(§5.2) — these are OAuth documents, not OperationOutcomes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from urllib.parse import parse_qsl
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from services.fhir_api.auth.clients import authenticate
+from services.fhir_api.auth.scopes import ScopeError, format_scopes, narrow, parse_scopes
+
+router = APIRouter(tags=["auth"])
+SCOPES_SUPPORTED = ["system/*.cruds", "system/*.rs", "user/*.cruds", "user/*.rs", "patient/*.cruds",
+                    "patient/*.rs"]
+SECURITY_SERVICE = "http://terminology.hl7.org/CodeSystem/restful-security-service"
+CAPABILITIES = ["client-confidential-symmetric", "permission-v2", "permission-v1", "permission-patient",
+                "permission-user"]
+
+
+def discovery(root: str) -> dict:
+    return {
+        "issuer": root,
+        "token_endpoint": f"{root}/auth/token",
+        "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+        "grant_types_supported": ["client_credentials"],
+        "scopes_supported": SCOPES_SUPPORTED,
+        "response_types_supported": ["token"],
+        "capabilities": CAPABILITIES,
+    }
+
+
+def security(root: str) -> dict:
+    """The CapabilityStatement's rest.security when auth is on."""
+    return {
+        "cors": False,
+        "service": [{"coding": [{"system": SECURITY_SERVICE, "code": "SMART-on-FHIR"}],
+                     "text": "OAuth2 bearer tokens with SMART scopes"}],
+        "extension": [{"url": "http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris",
+                       "extension": [{"url": "token", "valueUri": f"{root}/auth/token"}]}],
+        "description": "Bearer tokens (HS256 JWT) with SMART v2 scopes; POST /sessions returns a token "
+                       "valid only on that session's FHIR base. Discovery: /.well-known/smart-configuration.",
+    }
+
+
+def _oauth_error(error: str, description: str, status: int = 400) -> JSONResponse:
+    headers = {"WWW-Authenticate": 'Basic realm="rounds"'} if status == 401 else None
+    return JSONResponse({"error": error, "error_description": description}, status, headers=headers,
+                        media_type="application/json")
+
+
+def _client_credentials(request: Request, form: dict[str, str]) -> tuple[str, str] | None:
+    header = request.headers.get("authorization", "")
+    if header.lower().startswith("basic "):
+        try:
+            client_id, _, secret = base64.b64decode(header[6:].strip(), validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        return client_id, secret
+    if "client_id" in form and "client_secret" in form:
+        return form["client_id"], form["client_secret"]
+    return None
+
+
+@router.post("/auth/token", summary="OAuth2 token endpoint (client_credentials)")
+async def token(request: Request) -> JSONResponse:
+    auth = request.app.state.auth
+    if auth is None:
+        return _oauth_error("unsupported_grant_type", "access control is off on this server (ROUNDS_AUTH)")
+    body = await request.body()
+    try:
+        form = dict(parse_qsl(body.decode(), keep_blank_values=True))
+    except (UnicodeDecodeError, ValueError):
+        return _oauth_error("invalid_request", "the body must be application/x-www-form-urlencoded")
+    if form.get("grant_type") != "client_credentials":
+        return _oauth_error("unsupported_grant_type", "only grant_type=client_credentials is supported")
+    credentials = _client_credentials(request, form)
+    if credentials is None:
+        return _oauth_error("invalid_client", "client authentication is required", 401)
+    engine = getattr(auth.store, "engine", None)
+    allowed = await run_in_threadpool(authenticate, engine, *credentials) if engine is not None else None
+    if allowed is None:
+        return _oauth_error("invalid_client", "unknown client or wrong secret", 401)
+    try:
+        requested = parse_scopes(form["scope"]) if form.get("scope") else allowed
+    except ScopeError as exc:
+        return _oauth_error("invalid_scope", str(exc))
+    granted = narrow(requested, allowed)
+    if not granted:
+        return _oauth_error("invalid_scope", "none of the requested scopes is allowed for this client")
+    lifetime = auth.settings.auth_token_seconds
+    return JSONResponse({"access_token": auth.token(granted, f"client:{credentials[0]}", lifetime),
+                         "token_type": "Bearer", "expires_in": lifetime, "scope": format_scopes(granted)},
+                        headers={"Cache-Control": "no-store", "Pragma": "no-cache"})
