@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from services.fhir_api.http.bundles import bundle, history_entry, search_entry
 from services.fhir_api.http.errors import FhirHttpError
+from services.fhir_api.http.lenient import lenient
 from services.fhir_api.http.links import encode_query
 from services.fhir_api.http.outcome import Call, Outcome
 from services.fhir_api.http.params import parse_count, parse_instant, parse_int
@@ -128,7 +129,7 @@ def search_request(call: Call, resource_type: str | None, params: list[tuple[str
     count = 0 if own.get("_summary") == "count" else parse_count(own.get("_count"))
     return SearchRequest(
         resource_type,
-        rest,
+        lenient(rest, call.prefer.strict),
         count=count,
         offset=parse_int(own.get("_offset", "0"), "_offset"),
         total=_total_mode(own, count),
