@@ -82,7 +82,7 @@ def test_sigkill_mid_log_then_restart_equals_clean_scores(backend: str,
             session = w.session().start(w.scenario, RUN, trial=trial, language=language)
             world.play(session, w.scenario, STYLES[trial % len(STYLES)], language)
             session.end("completed" if trial % 7 else "infrastructure_error", run=RUN)
-        service = _service(w, "--batch-size", "7")
+        service = _service(w, "--batch-size", "3")
         started.append(service)
         deadline = time.monotonic() + 180
         while _count(w) < 6:
@@ -128,7 +128,7 @@ def session_language(trial: int) -> str:
     return "zh" if trial % 5 == 0 else "en"
 
 
-def read_all(w: World, topic: str, expected: int, timeout_s: float = 60) -> list:
+def read_all(w: World, topic: str, expected: int, timeout_s: float = 120) -> list:
     """Every record of `topic` (waits until `expected` have arrived, then drains what is left)."""
     reader = w.bus.reader([topic])
     records: list = []
