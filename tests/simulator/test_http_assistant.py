@@ -62,13 +62,18 @@ def test_a_webhook_assistant_in_another_process_runs_the_session_end_to_end(sett
 def test_a_webhook_answer_without_text_is_the_assistants_fault_and_an_unreachable_one_is_not(
     settings, scenarios, webhook
 ):
-    words = {"implicit": "garbage", "explicit": "garbage"}
-    line = {**scenarios[0][1]}
-    line["turns"] = [dict(line["turns"][0], text={"en": words, "zh": words})]
-    garbage = Scenario.model_validate(line)
-    (bad,) = asyncio.run(run_scenarios(jobs([(garbage, line)]), f"http:{webhook[5:]}",
+    def saying(message: str):
+        words = {"implicit": message, "explicit": message}
+        line = {**scenarios[0][1]}
+        line["turns"] = [dict(line["turns"][0], text={"en": words, "zh": words})]
+        return jobs([(Scenario.model_validate(line), line)])
+
+    (bad,) = asyncio.run(run_scenarios(saying("garbage"), f"http:{webhook[5:]}",
                                        RunOptions("run-bad-hook"), settings)).outcomes
     assert bad.reason == "assistant_error" and "no text" in bad.error
+    (looped,) = asyncio.run(run_scenarios(saying("loop"), f"http:{webhook[5:]}",
+                                          RunOptions("run-loop-hook"), settings)).outcomes
+    assert looped.reason == "max_steps" and "past the limit of 8" in looped.error
     closed = f"http://127.0.0.1:{free_port()}/answer"
     (down,) = asyncio.run(run_scenarios(jobs(scenarios), f"http:{closed[5:]}", RunOptions("run-down-hook"),
                                         settings)).outcomes

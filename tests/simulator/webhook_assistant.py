@@ -19,6 +19,10 @@ async def answer(request: Request) -> JSONResponse:
     async with httpx.AsyncClient(base_url=base, timeout=30) as fhir:
         if turn["message"] == "garbage":
             return JSONResponse({"no": "text"})
+        if turn["message"] == "loop":
+            for _ in range(12):
+                await fhir.get("Observation", params={"patient": patient, "_count": "1"})
+            return JSONResponse({"text": "looked twelve times"})
         if turn["turn"] == 1:
             question = {"text": "Do you take any painkillers, ibuprofen?"}
             said = await fhir.post(turn["patientUrl"], json=question)

@@ -26,6 +26,7 @@ from services.simulator.data_model import InfrastructureFailure
 from services.simulator.orchestrator.live import LiveSession
 from services.simulator.orchestrator.patient_http import patient_app, sessions_of
 from services.simulator.orchestrator.patient_http import router as patient_router
+from services.simulator.orchestrator.transport import StepWatch
 
 LOCAL_ROOT = "http://rounds.local"
 OPEN_ATTEMPTS = 3
@@ -123,6 +124,8 @@ async def embedded(
     env = FhirEnvironment(LOCAL_ROOT, transport, app, LOCAL_ROOT, headers=service_headers(settings))
     env._closers += [backbone.close, app.state.store.close_async] + ([mount.aclose] if mount else [])
     if network:
+        # Assistants in another process: their requests are counted and their failures noted by a listener.
+        app.state.interaction_listeners.append(StepWatch(env.sessions))
         root, server, task = await serve_in_loop(app)
         env.root = env.patient_root = root
         env._closers.append(lambda: _stop(server, task))

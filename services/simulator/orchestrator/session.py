@@ -156,10 +156,10 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
                              failure.detail if failure else None, (time.monotonic() - started) * 1000,
                              live.physician.clarifications, live.patient_questions)
     try:
-        await log.flush(session_id)  # whatever the failed turn left queued, then the end
-        await log.publish(session_id, "rounds.session.ended", SessionEnded(
+        log.emit(session_id, "rounds.session.ended", SessionEnded(
             reason=outcome.reason, turns=turns, duration_ms=outcome.duration_ms, error=outcome.error,
             run_id=settings.run_id))
+        await log.flush(session_id)  # whatever the last turn left queued, then the end: one write
     except Exception as exc:  # noqa: BLE001 - the log is down: the run's summary still says what happened
         outcome.reason, outcome.error = "infrastructure_error", f"could not record the end: {exc!r}"
     finally:

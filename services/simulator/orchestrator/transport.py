@@ -11,10 +11,12 @@ assistants (run in a worker thread) the same transport through the event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import httpx
 
+from services.simulator.data_model import SessionFailure
 from services.simulator.orchestrator.live import LiveSession
 
 
@@ -77,3 +79,26 @@ class SyncBridge(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         return asyncio.run_coroutine_threadsafe(self._send(request), self.loop).result()
+
+
+class StepWatch:
+    """Interaction listener on the in-process FHIR app for assistants in another process (`http:`, MCP
+    agents): their requests reach the app over the loopback port, not through a SessionTransport, so each one
+    is counted and its failures noted here, after the fact (a turn past the limit ends with `max_steps`)."""
+
+    def __init__(self, sessions: dict[str, LiveSession]) -> None:
+        self.sessions = sessions
+
+    @staticmethod
+    def wants(method: str, path: str) -> bool:
+        parts = path.split("/")
+        return len(parts) > 3 and parts[1] == "sessions" and parts[3] == "fhir"
+
+    def __call__(self, interaction) -> None:
+        live = self.sessions.get(interaction.session_id or "")
+        if live is None or live.closed:
+            return
+        if interaction.status >= 500:
+            live.fault(f"{interaction.method} {interaction.path}: HTTP {interaction.status}")
+        with contextlib.suppress(SessionFailure):  # noted on the live session: the turn ends with its reason
+            live.count_request(interaction.method, interaction.path)
