@@ -100,3 +100,40 @@ def test_trials_run_in_separate_sandboxes_and_a_rerun_of_the_run_id_skips_ended_
     assert again.skipped == 3 and [o.job.trial for o in again.outcomes] == [3]
     other = run(settings, scenarios, "baseline", run_id="run-other", trials=1)
     assert other.skipped == 0 and len(other.outcomes) == 1
+
+
+class AsksThePhysician:
+    """Asks the physician to clarify every turn (three times on the first), then answers with the reply."""
+
+    spec = "asks-the-physician"
+
+    async def respond(self, request, tools) -> str:
+        replies = [await tools.ask_physician("Which value do you mean?")
+                   for _ in range(3 if request.turn == 0 else 1)]
+        return replies[-1]
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_clarifying_questions_get_the_explicit_phrasing_bounded_and_counted(settings, scenarios):
+    (outcome,) = asyncio.run(run_scenarios(jobs(scenarios), AsksThePhysician(), RunOptions("run-clarify"),
+                                           settings)).outcomes
+    assert outcome.reason == "completed" and outcome.clarifications == 6
+    events = session_events(settings, outcome.session_id)
+    assert_session_order(events, turns=4)
+    replies = [m.text for m in messages(events, "rounds.message.doctor") if m.kind == "clarification"]
+    explicit = scenarios[0][0].turns[0].text.en.explicit
+    assert replies[:2] == [explicit, explicit]
+    assert replies[2:] == ["Please answer with what you can find in the chart."] * 4  # bounded: 2 a session
+    questions = [m for m in messages(events, "rounds.message.assistant") if m.kind == "clarification"]
+    assert len(questions) == 6 and all(q.recipient[0].identifier.value == "doctor" for q in questions)
+
+
+def test_the_explicit_variant_speaks_the_explicit_phrasing(settings, scenarios):
+    plan = jobs(scenarios, variant="explicit")
+    (outcome,) = asyncio.run(run_scenarios(plan, "weak", RunOptions("run-explicit"), settings)).outcomes
+    events = session_events(settings, outcome.session_id)
+    said = [m.text for m in messages(events, "rounds.message.doctor")]
+    assert said == [t.text.en.explicit for t in scenarios[0][0].turns]
+    assert events[0].data["variant"] == "explicit"
