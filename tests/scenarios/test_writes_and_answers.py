@@ -3,9 +3,12 @@ reference answer (what the oracle assistant says) passes the scorer's text check
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from fhir.resources.R4B import get_fhir_model_class
 
 from services.consumers.scoring.checks.facts import conclusion_matches, fact_stated
+from services.consumers.scoring.checks.text_checks import DoesNotRecommend
 from services.consumers.scoring.constraints import satisfied
 
 
@@ -41,6 +44,11 @@ def test_reference_answers_pass_the_scorers_fact_and_conclusion_checks(demo_buil
                         ok, why = fact_stated(answer, turn.facts[item.params["fact"]])
                     elif item.kind == "conclusion":
                         ok, why = conclusion_matches(answer, item.params["expected"])
+                    elif item.kind == "does_not_recommend":
+                        result = DoesNotRecommend()(
+                            item, SimpleNamespace(log=SimpleNamespace(answer_text=answer))
+                        )
+                        ok, why = result.passed, result.evidence
                     else:
                         continue
                     assert ok, f"{scenario.id} turn {turn.index} {lang}: {why}: {answer}"

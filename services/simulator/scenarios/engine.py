@@ -187,6 +187,9 @@ def _rubric(
 ) -> list[RubricItem]:
     items: list[dict] = []
     for item in spec.rubric:
+        when = item.get("when")  # {"binding": b, "in": [outcomes]}: only for those outcomes
+        if when and _outcome(m.values[when["binding"]]) not in when["in"]:
+            continue
         kind = item["kind"]
         params: dict[str, Any] = {}
         if kind == "fact_cited":
