@@ -39,13 +39,13 @@ from events.payloads import EhrRequest, EhrResponse, ResourceVersion
 from events.sequences import SessionSequences
 from events.topics import SESSIONS
 from services.fhir_api.backbone.group_commit import GroupCommit
+from services.fhir_api.http import urls
 from services.fhir_api.http.interactions import Interaction
 
 log = logging.getLogger(__name__)
 SOURCE = "/rounds/fhir/sessions"
 RECORDED_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"})
 _HEX_DIGEST = re.compile(r"^(sha256:)?([0-9a-f]{64})$")
-_SESSION_BASE = re.compile(r"^/sessions/[^/]+/fhir/?")
 
 
 def _digest(value: Any) -> str | None:
@@ -64,6 +64,12 @@ def _query(value: Any) -> dict[str, list[str]]:
     for k, v in value:  # a list of (name, value) pairs
         out.setdefault(str(k), []).append(str(v))
     return out
+
+
+def _session_base(path: str) -> bool:
+    """Whether `path` is on a session's FHIR base (/sessions/<id>/fhir...), by the URL grammar (urls.py)."""
+    base = urls.on_base(path)
+    return base is not None and base.session_id is not None
 
 
 def returned_resources(body: bytes) -> list[ResourceVersion]:
@@ -156,7 +162,8 @@ class InteractionRecorder:
     def events_for(self, interaction: Interaction, sequences: list[int]) -> list[CloudEvent]:
         session_id = interaction.session_id
         request_id = uuid.uuid4().hex
-        relative = _SESSION_BASE.sub("", interaction.path) or "/"
+        base = urls.on_base(interaction.path)
+        relative = (base.relative if base else "") or "/"
         request_body = b"".join(interaction.request_body)
         response_body = b"".join(interaction.response_body)
 
@@ -210,7 +217,7 @@ class InteractionRecorder:
     @staticmethod
     def wants(method: str, path: str) -> bool:
         """Asked before the exchange (services/fhir_api/http/interactions.py): /fhir traffic is not teed."""
-        return method.upper() in RECORDED_METHODS and _SESSION_BASE.match(path) is not None
+        return method.upper() in RECORDED_METHODS and _session_base(path)
 
     @staticmethod
     def recorded(interaction: Interaction) -> bool:
@@ -218,7 +225,7 @@ class InteractionRecorder:
         return bool(
             interaction.session_id
             and interaction.method.upper() in RECORDED_METHODS
-            and _SESSION_BASE.match(interaction.path)  # e.g. GET /sessions/<id> itself: not an EHR call
+            and _session_base(interaction.path)  # e.g. GET /sessions/<id> itself: not an EHR call
         )
 
     def record(self, interaction: Interaction) -> None:

@@ -9,19 +9,13 @@ Unexpected exceptions propagate to the app's ServerErrorMiddleware, as they woul
 
 from __future__ import annotations
 
-import re
-
 from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.fhir_api.http import routes
+from services.fhir_api.http import routes, urls
 from services.fhir_api.http.deps import call_of, context_of
 from services.fhir_api.http.errors import FhirHttpError, fhir_error
 from services.fhir_api.store.interface import StoreError
-
-# routes.router's GET /{type} and GET /{type}/{id} under both prefixes, as Starlette matches them.
-_PATH = re.compile(r"^(?:/sessions/(?P<session_id>[^/]+))?/fhir/(?P<type>[^/]+)(?:/(?P<id>[^/]+))?$")
-_OTHER_ROUTES = {("metadata", None), ("_history", None)}  # GET /metadata and /_history precede /{type}
 
 
 class FastLane:
@@ -29,22 +23,20 @@ class FastLane:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        match = _PATH.match(scope["path"]) if scope["type"] == "http" and scope["method"] == "GET" else None
-        if (
-            match is None
-            or (match["type"], match["id"]) in _OTHER_ROUTES
-            or match["id"] == "_history"  # GET /{type}/_history precedes /{type}/{id}
-        ):
+        base = urls.on_base(scope["path"]) if scope["type"] == "http" and scope["method"] == "GET" else None
+        found = urls.match("GET", base.rest) if base is not None else None
+        if found is None or not found.route.fast or base.rest.endswith("/"):  # the router's own, as routed
             await self.app(scope, receive, send)
             return
-        scope["path_params"] = {k: v for k, v in match.groupdict().items() if v is not None}
+        params = found.params
+        scope["path_params"] = {**params, "session_id": base.session_id} if base.session_id else params
         request = Request(scope, receive)
         try:
             call = await call_of(request, await context_of(request))
-            if match["id"] is None:
-                response = await routes.search_type(match["type"], request, call)
+            if found.route.name == "search-type":
+                response = await routes.search_type(params["type"], request, call)
             else:
-                response = await routes.read(match["type"], match["id"], request, call)
+                response = await routes.read(params["type"], params["id"], request, call)
         except (FhirHttpError, StoreError) as exc:
             response = await fhir_error(request, exc)
         await response(scope, receive, send)

@@ -26,6 +26,8 @@ from functools import cached_property
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services.fhir_api.http import urls
+
 log = logging.getLogger(__name__)
 
 
@@ -92,25 +94,9 @@ def _wanted(listeners: list[InteractionListener], scope: Scope) -> list[Interact
     return [one for one in listeners if (wants := getattr(one, "wants", None)) is None or wants(method, path)]
 
 
-def _target(path: str, location: str | None) -> tuple[str | None, str | None, str | None]:
-    """(session_id, type, id) from /fhir/... or /sessions/<id>/fhir/... (id from Location on create)."""
-    parts = [p for p in path.split("/") if p]
-    session_id = None
-    if len(parts) >= 3 and parts[0] == "sessions" and parts[2] == "fhir":
-        session_id, parts = parts[1], parts[3:]
-    elif parts[:1] == ["fhir"]:
-        parts = parts[1:]
-    elif len(parts) >= 2 and parts[0] == "sessions":
-        return parts[1], None, None
-    else:
-        return None, None, None
-    type_ = parts[0] if parts and parts[0][:1].isupper() else None
-    id_ = parts[1] if type_ and len(parts) > 1 and not parts[1].startswith(("_", "$")) else None
-    if type_ and id_ is None and location:
-        loc = location.split("/fhir/", 1)[-1].split("/")
-        if len(loc) > 1 and loc[0] == type_:
-            id_ = loc[1]
-    return session_id, type_, id_
+def _target(method: str, path: str, location: str | None) -> tuple[str | None, str | None, str | None]:
+    """(session_id, type, id) of a request, by the FHIR URL grammar (urls.py; id from Location on create)."""
+    return (urls.session_of(path), *urls.target(method, path, location))
 
 
 class InteractionMiddleware:
@@ -185,7 +171,7 @@ class InteractionMiddleware:
     ) -> Interaction:
         path = scope.get("path", "")
         query = scope.get("query_string", b"").decode("latin-1")
-        session_id, type_, id_ = _target(path, seen["location"])
+        session_id, type_, id_ = _target(scope.get("method", ""), path, seen["location"])
         headers = scope.get("headers", ())
         request_type = next((v.decode("latin-1") for k, v in headers if k == b"content-type"), None)
         return Interaction(

@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
-from services.fhir_api.http import crud, search
+from services.fhir_api.http import crud, search, urls
 from services.fhir_api.http.bundles import bundle
 from services.fhir_api.http.errors import FhirHttpError, as_http_error
 from services.fhir_api.http.outcome import Call, Outcome, error_entry, to_entry
@@ -94,44 +94,42 @@ def _need_resource(entry: Entry) -> dict:
 
 
 def execute(call: Call, entry: Entry) -> Outcome:
-    """Run one entry through the same operations the REST routes use."""
+    """Run one entry through the same operations the REST routes use, chosen by the same URL grammar
+    (urls.py): an entry means in a Bundle what its method and URL mean on the REST API."""
     method, path, query = entry.method, entry.path, entry.query
-    type_ = path[0]
-    if method in ("GET", "HEAD"):
-        if path == ["_history"]:
-            return search.history(call, None, None, query)
-        check_type(type_)
-        if len(path) == 1:
-            return search.search(call, type_, query)
-        if path[1] == "_history":
-            return search.history(call, type_, None, query)
-        id = check_id(path[1])
-        if len(path) == 2:
-            return crud.read(call, type_, id)
-        if path[2] == "$everything" and type_ == "Patient" and len(path) == 3:
-            return search.everything(call, id, query)
-        if path[2] == "_history" and len(path) == 3:
-            return search.history(call, type_, id, query)
-        if path[2] == "_history" and len(path) == 4:
-            return crud.vread(call, type_, id, parse_version(path[3]))
-        raise FhirHttpError(400, f"unsupported GET {'/'.join(path)[:120]}")
-    check_type(type_)
-    if method == "POST" and len(path) == 1:
-        return crud.create(call, type_, _need_resource(entry), entry.if_none_exist, id=entry.assigned_id)
-    if method == "POST" and path[1:] == ["_search"]:
+    found = urls.match("GET" if method == "HEAD" else method, "/" + "/".join(path))
+    name = found.route.name if found else None
+    params = found.params if found else {}
+    if name == "history-system":
+        return search.history(call, None, None, query)
+    type_ = check_type(params["type"]) if "type" in params else None
+    id_ = check_id(params["id"]) if "id" in params else None
+    if name == "search-type" or name == "search-type-post":
         return search.search(call, type_, query)
-    if method == "PUT" and len(path) == 1:
+    if name == "history-type":
+        return search.history(call, type_, None, query)
+    if name == "read":
+        return crud.read(call, type_, id_)
+    if name == "everything" and type_ == "Patient":
+        return search.everything(call, id_, query)
+    if name == "history-instance":
+        return search.history(call, type_, id_, query)
+    if name == "vread":
+        return crud.vread(call, type_, id_, parse_version(params["version"]))
+    if name == "create":
+        return crud.create(call, type_, _need_resource(entry), entry.if_none_exist, id=entry.assigned_id)
+    if name == "conditional-update":
         return crud.conditional_update(call, type_, _need_resource(entry), query)
-    if method == "PUT" and len(path) == 2:
-        return crud.update(call, type_, check_id(path[1]), _need_resource(entry), entry.if_match)
-    if method == "PATCH" and len(path) == 1:
+    if name == "update":
+        return crud.update(call, type_, id_, _need_resource(entry), entry.if_match)
+    if name == "conditional-patch":
         return crud.conditional_patch(call, type_, query, _patch_document(entry.resource))
-    if method == "PATCH" and len(path) == 2:
-        return crud.patch(call, type_, check_id(path[1]), _patch_document(entry.resource), entry.if_match)
-    if method == "DELETE" and len(path) == 1:
+    if name == "patch":
+        return crud.patch(call, type_, id_, _patch_document(entry.resource), entry.if_match)
+    if name == "conditional-delete":
         return crud.conditional_delete(call, type_, query)
-    if method == "DELETE" and len(path) == 2:
-        return crud.delete(call, type_, check_id(path[1]))
+    if name == "delete":
+        return crud.delete(call, type_, id_)
     raise FhirHttpError(400, f"unsupported {method} {'/'.join(path)[:120]}")
 
 
