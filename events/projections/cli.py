@@ -48,6 +48,14 @@ def _projection(name: str):
     return PROJECTIONS[name]
 
 
+def serve(runner, *, until_caught_up: bool = False, idle_exit_s: float | None = None):
+    """Run a consumer service until SIGTERM/SIGINT (which finish the batch in progress) or the given end."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: runner.request_stop())
+    with runner:
+        return runner.run(until_caught_up=until_caught_up, idle_exit_s=idle_exit_s)
+
+
 def project(
     name: str = typer.Argument("transcript", help="projection to run"),
     group: str | None = typer.Option(None, help="consumer group (default projection.<name>)"),
@@ -65,11 +73,8 @@ def project(
 
     runner = ProjectionRunner(bus, engine, projection, group_id=group, batch_size=batch_size,
                               deadletter_topic=deadletter_topic)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: runner.request_stop())
     try:
-        with runner:
-            stats = runner.run(until_caught_up=until_caught_up, idle_exit_s=idle_exit)
+        stats = serve(runner, until_caught_up=until_caught_up, idle_exit_s=idle_exit)
     finally:
         bus.close()
         engine.dispose()

@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 from rounds.db import make_engine
 from services.consumers.scoring.api import score_run
 from services.consumers.scoring.projection import ScorerProjection
+from tests.events.projections.helpers import read_all
 from tests.scoring import world
 from tests.scoring.conftest import World, make_world
 
@@ -107,7 +108,7 @@ def test_sigkill_mid_log_then_restart_equals_clean_scores(backend: str,
         assert len(live) == sessions and live == _scored(w, "clean")  # nothing lost, nothing doubled
         assert clean.metrics.excluded_sessions == 4 and clean.metrics.sessions == sessions - 4
         # every score event of the live group reached rounds.scores; repeats carry the same id
-        records = read_all(w, w.scores, expected=2 * (sessions + (sessions - 4) * 4))
+        records = read_all(w, w.scores, expected=2 * (sessions + (sessions - 4) * 4), timeout_s=120)
         ids = {(r.event.type, r.event.data.get("scorerVersion"), r.event.subject, r.event.data.get("turn"))
                for r in records}
         live_ids = {key for key in ids if key[1] == "live"}
@@ -126,15 +127,3 @@ def test_sigkill_mid_log_then_restart_equals_clean_scores(backend: str,
 
 def session_language(trial: int) -> str:
     return "zh" if trial % 5 == 0 else "en"
-
-
-def read_all(w: World, topic: str, expected: int, timeout_s: float = 120) -> list:
-    """Every record of `topic` (waits until `expected` have arrived, then drains what is left)."""
-    reader = w.bus.reader([topic])
-    records: list = []
-    deadline = time.monotonic() + timeout_s
-    while len(records) < expected and time.monotonic() < deadline:
-        records.extend(reader.poll(timeout_s=0.5, max_records=1000))
-    records.extend(reader.poll(timeout_s=0.5, max_records=1000))
-    reader.close()
-    return records

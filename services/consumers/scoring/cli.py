@@ -7,7 +7,6 @@ tests start the service that way and SIGKILL it).
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 
 import typer
@@ -83,6 +82,7 @@ def consume_scorer(
 ) -> None:
     """Run the scorer as a long-lived consumer group (scales by partitions); SIGTERM finishes the batch."""
     from events.factory import open_bus
+    from events.projections.cli import serve
     from events.projections.runner import ProjectionRunner
     from rounds.db import make_engine
     from services.consumers.scoring.api import make_projection
@@ -97,11 +97,8 @@ def consume_scorer(
                                  judge=_judge(judge))
     runner = ProjectionRunner(bus, engine, projection, group_id=group, batch_size=batch_size,
                               deadletter_topic=deadletter_topic)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: runner.request_stop())
     try:
-        with runner:
-            runner.run(until_caught_up=until_caught_up, idle_exit_s=idle_exit)
+        serve(runner, until_caught_up=until_caught_up, idle_exit_s=idle_exit)
     finally:
         runner.close()
         client.close()
