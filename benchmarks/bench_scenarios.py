@@ -56,7 +56,8 @@ def build(url: str, label: str) -> None:
         summary = summarize(scenarios, stats, shortfall, charts, skipped, 0, "in-process")
         sel_wall, sel_cpu = time.perf_counter() - wall2, time.process_time() - cpu2
         labs = sum(len(s) for c in charts for s in c.labs.values())
-        print(f"{label}: {len(charts)} patients, {labs:,} lab results read, {summary['sessions']} sessions, "
+        print(f"{label}: {len(charts)} patients ({len(skipped)} skipped), {labs:,} lab results read, "
+              f"{summary['sessions']} sessions, "
               f"{summary['turns']} turns")
         print(f"  read   {read_wall:6.1f} s wall  {read_cpu:6.1f} s CPU (client + in-process server)")
         print(f"  select {sel_wall:6.1f} s wall  {sel_cpu:6.1f} s CPU")

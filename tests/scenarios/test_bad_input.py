@@ -77,6 +77,25 @@ def test_a_patient_whose_reads_fail_is_skipped_with_the_reason() -> None:
         asyncio.run(build_async(_server(handler), seed=1, sessions=4))
 
 
+def test_a_read_that_fails_once_is_retried() -> None:
+    """A busy server (one timeout, one 502) does not drop the patient: the read is tried again."""
+    seen: dict[str, int] = {}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen[request.url.path] = seen.get(request.url.path, 0) + 1
+        if request.url.path.endswith("/Patient"):
+            if seen[request.url.path] == 1:
+                raise httpx.ReadTimeout("slow", request=request)
+            return httpx.Response(200, json=_bundle([PATIENT]))
+        if request.url.path.endswith("/Encounter") and seen[request.url.path] == 1:
+            return httpx.Response(502, text="bad gateway")
+        return httpx.Response(200, json=_bundle([]))
+
+    with pytest.raises(BuildError, match="Patient/p-nolabs: no lab results"):
+        asyncio.run(build_async(_server(handler), seed=1, sessions=4))
+    assert seen["/fhir/Patient"] == 2 and seen["/fhir/Encounter"] == 2
+
+
 def test_an_interrupted_write_leaves_no_complete_looking_file(
     tmp_path: Path, demo_build, monkeypatch
 ) -> None:

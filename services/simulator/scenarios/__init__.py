@@ -21,6 +21,7 @@ from services.simulator.scenarios.builder import BuildError, check_families, rea
 LOCAL_BASE = "http://rounds.local/fhir"
 DEFAULT_SESSIONS = 324
 DEFAULT_PER_CATEGORY = 30
+DEFAULT_TIMEOUT = 120.0
 
 
 @dataclass
@@ -30,9 +31,10 @@ class Build:
 
 
 @asynccontextmanager
-async def fhir_client(source: Any, timeout: float = 30.0):
-    """An AsyncClient on a FHIR base: `source` is a base URL, an httpx.AsyncClient (used as is), an ASGI app
-    (Rounds' `create_app()`; served in-process) or a Starlette TestClient (its app)."""
+async def fhir_client(source: Any, timeout: float = DEFAULT_TIMEOUT):
+    """An AsyncClient on a FHIR base: `source` is a base URL (requests time out after `timeout` s), an
+    httpx.AsyncClient (used as is), an ASGI app (Rounds' `create_app()`, served in-process: no timeout, a busy
+    machine must not change what is built) or a Starlette TestClient (its app)."""
     if isinstance(source, httpx.AsyncClient):
         yield source
         return
@@ -42,7 +44,7 @@ async def fhir_client(source: Any, timeout: float = 30.0):
         return
     app = getattr(source, "app", source)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url=LOCAL_BASE + "/", timeout=timeout) as client:
+    async with httpx.AsyncClient(transport=transport, base_url=LOCAL_BASE + "/", timeout=None) as client:
         yield client
 
 
@@ -52,9 +54,10 @@ async def build_async(
     sessions: int = DEFAULT_SESSIONS,
     families: list[str] | None = None,
     per_category: int = DEFAULT_PER_CATEGORY,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> Build:
     check_families(families)  # before the (long) read
-    async with fhir_client(source) as client:
+    async with fhir_client(source, timeout) as client:
         charts, skipped = await read_record(client)
         base = str(client.base_url)
     scenarios, stats, shortfall = select(charts, seed, sessions, families, per_category)

@@ -42,6 +42,7 @@ def build_cmd(
     families: str | None = typer.Option(
         None, "--families", help="Comma-separated family names (default: all)."
     ),
+    timeout: float = typer.Option(120.0, "--timeout", min=1, help="Seconds per request to --fhir-base."),
 ) -> None:
     """Build sessions from the record (read through the FHIR REST API) into FILE.jsonl + FILE.summary.json."""
     from services.simulator.scenarios import BuildError, build_async, output
@@ -51,7 +52,7 @@ def build_cmd(
     source, store = _source(fhir_base, database_url)
     names = [f.strip() for f in families.split(",") if f.strip()] if families else None
     try:
-        build = asyncio.run(build_async(source, seed, sessions, names, per_category))
+        build = asyncio.run(build_async(source, seed, sessions, names, per_category, timeout))
     except BuildError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc

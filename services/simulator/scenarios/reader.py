@@ -28,6 +28,7 @@ from services.simulator.scenarios.chart import (
 )
 
 PAGE = 1000
+RETRY_PAUSE = 1.0  # seconds before the one retry
 MICRO = "http://mimic.mit.edu/fhir/mimic/CodeSystem/mimic-microbiology-"
 MICRO_PROFILE = "http://mimic.mit.edu/fhir/mimic/StructureDefinition/mimic-observation-micro-"
 MEDICATION_NAME = "http://mimic.mit.edu/fhir/mimic/CodeSystem/mimic-medication-name"
@@ -44,12 +45,7 @@ async def search(client: httpx.AsyncClient, resource_type: str, params: dict[str
     found: list[dict] = []
     base = str(client.base_url).rstrip("/")
     while url:
-        try:
-            response = await client.get(url, params=query)
-        except httpx.TimeoutException as exc:
-            raise RecordError(f"FHIR server {base} timed out on GET {resource_type} ({exc!r})") from exc
-        except httpx.HTTPError as exc:
-            raise RecordError(f"FHIR server {base} unreachable on GET {resource_type}: {exc!r}") from exc
+        response = await _get(client, url, query, resource_type, base)
         if response.status_code != 200:
             raise RecordError(
                 f"FHIR server {base} answered {response.status_code} to GET {resource_type}"
@@ -63,6 +59,27 @@ async def search(client: httpx.AsyncClient, resource_type: str, params: dict[str
         nxt = [link["url"] for link in bundle.get("link", ()) if link.get("relation") == "next"]
         url, query = (nxt[0].removeprefix(base + "/") if nxt else None), None
     return found
+
+
+async def _get(
+    client: httpx.AsyncClient, url: str, query: dict | None, what: str, base: str
+) -> httpx.Response:
+    """One GET, tried again once (after RETRY_PAUSE s) on a timeout, a broken connection or a 5xx: a busy
+    server should not drop a patient, a failing one still does."""
+    for attempt in range(2):
+        try:
+            response = await client.get(url, params=query)
+        except httpx.TimeoutException as exc:
+            if attempt:
+                raise RecordError(f"FHIR server {base} timed out on GET {what} ({exc!r})") from exc
+        except httpx.HTTPError as exc:
+            if attempt:
+                raise RecordError(f"FHIR server {base} unreachable on GET {what}: {exc!r}") from exc
+        else:
+            if response.status_code < 500 or attempt:
+                return response
+        await asyncio.sleep(RETRY_PAUSE)
+    raise AssertionError("unreachable")
 
 
 async def list_patients(client: httpx.AsyncClient) -> list[dict]:
