@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sqlalchemy import BigInteger, Connection, Engine, String, insert, select, update
+from sqlalchemy import BigInteger, Connection, Engine, String, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -27,6 +27,15 @@ class SessionSequence(Base):
 
 
 SEQUENCES = SessionSequence.__table__
+# Built once (a statement constructed per call cost more Python than running it): bump a session's counter by
+# `b_count` and return the new last number; create the counter of a session seen for the first time.
+_BUMP = (
+    update(SEQUENCES)
+    .where(SEQUENCES.c.session_id == bindparam("b_session"))
+    .values(last_sequence=SEQUENCES.c.last_sequence + bindparam("b_count"))
+    .returning(SEQUENCES.c.last_sequence)
+)
+_CREATE = insert(SEQUENCES).values(session_id=bindparam("b_session"), last_sequence=bindparam("b_count"))
 
 
 class SessionSequences:
@@ -48,16 +57,12 @@ class SessionSequences:
     @staticmethod
     def _bump(conn: Connection, session_id: str, count: int) -> list[int]:
         for _attempt in range(5):
-            last = conn.execute(
-                update(SEQUENCES)
-                .where(SEQUENCES.c.session_id == session_id)
-                .values(last_sequence=SEQUENCES.c.last_sequence + count)
-                .returning(SEQUENCES.c.last_sequence)
-            ).scalar_one_or_none()
+            values = {"b_session": session_id, "b_count": count}
+            last = conn.execute(_BUMP, values).scalar_one_or_none()
             if last is None:
                 try:
                     with conn.begin_nested():
-                        conn.execute(insert(SEQUENCES).values(session_id=session_id, last_sequence=count))
+                        conn.execute(_CREATE, values)
                     last = count
                 except IntegrityError:  # another writer created the row first: its UPDATE path now
                     continue

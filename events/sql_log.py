@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from sqlalchemy import Engine, func, select, update
+from sqlalchemy import Engine, bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from events.bus import AssignCallback, Published, TopicPartition, TopicSpec, UnknownTopic
@@ -24,6 +24,16 @@ from events.sql_models import LogPartition, LogRecord
 from events.sql_ops import now_ms, upsert
 from events.topics import partition_for
 from rounds.db import make_engine
+
+# Built once: a statement constructed per publish cost more Python than its execution (cache key, clauses),
+# and the FHIR API publishes one small batch per recorded exchange.
+_CLAIM_OFFSETS = (
+    update(LogPartition)
+    .where(LogPartition.topic == bindparam("b_topic"), LogPartition.partition == bindparam("b_partition"))
+    .values(next_offset=LogPartition.next_offset + bindparam("b_count"))
+    .returning(LogPartition.next_offset)
+)
+_INSERT_RECORDS = LogRecord.__table__.insert()
 
 
 class SqlLog(CheckedPublisher):
@@ -93,10 +103,7 @@ class SqlLog(CheckedPublisher):
             for partition in sorted(by_partition):  # fixed lock order: no deadlock between producers
                 indexes = by_partition[partition]
                 end = conn.execute(
-                    update(LogPartition)
-                    .where(LogPartition.topic == topic, LogPartition.partition == partition)
-                    .values(next_offset=LogPartition.next_offset + len(indexes))
-                    .returning(LogPartition.next_offset)
+                    _CLAIM_OFFSETS, {"b_topic": topic, "b_partition": partition, "b_count": len(indexes)}
                 ).scalar_one()
                 values = []
                 for offset, i in enumerate(indexes, start=end - len(indexes)):
@@ -114,7 +121,7 @@ class SqlLog(CheckedPublisher):
                         }
                     )
                     published[i] = Published(topic, partition, offset)
-                conn.execute(LogRecord.__table__.insert(), values)
+                conn.execute(_INSERT_RECORDS, values)
         return published  # type: ignore[return-value]
 
     # -- consuming -----------------------------------------------------------------------------------------
