@@ -4,20 +4,22 @@
   Condition, a MedicationDispense without hand-over time) takes the latest clinical time of what its listed
   reference parameters point at (its Encounter, its MedicationRequest), so a diagnosis of a later admission
   is as hidden as the admission.
+- Known from its first use (views.json `inherit_from_referrers`): a resource still without one (a Specimen
+  without a collection time) takes the earliest clinical time of what refers to it (its first test).
 - Dated references: a reference row to a resource with a later clinical time than its source holds only from
   that time (`since`), as the as-of view removes the Reference until its target is visible.
 
-Both are one set-based statement over the index tables, for given rows (a write) or every shared row (a
+Each is one set-based statement over the index tables, for given rows (a write) or every shared row (a
 load). A target written after the resources that refer to it does not re-date them (README: known limits).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, and_, func, select, update
+from sqlalchemy import Connection, and_, func, or_, select, update
 
 from services.fhir_api.search.keys import stored_keys
 from services.fhir_api.store import models as m
-from services.fhir_api.store.views import INHERIT
+from services.fhir_api.store.views import INHERIT, INHERIT_FROM_REFERRERS
 
 UNTIMED = ("Patient", "Organization", "Location", "Medication", "Practitioner", "PractitionerRole")
 
@@ -41,6 +43,26 @@ def settle_times(conn: Connection, rids: list[int] | None = None) -> None:
         if rids is not None:
             stmt = stmt.where(r.c.rid.in_(rids))
         conn.execute(stmt.values(clinical_time=parent))
+    for rtype, pairs in INHERIT_FROM_REFERRERS.items():
+        keys = [key for src, name in pairs for key, _ in stored_keys(src, name)]
+        o = m.resource.alias("o")
+        first = (
+            select(func.min(o.c.clinical_time))
+            .select_from(ref)
+            .join(o, o.c.rid == ref.c.rid)
+            .where(
+                ref.c.param_key.in_(keys),
+                ref.c.target_type == rtype,
+                ref.c.target_id == r.c.res_id,
+                o.c.session == "",
+            )
+            .scalar_subquery()
+        )
+        stmt = update(r).where(r.c.res_type == rtype, r.c.session == "", r.c.clinical_time.is_(None))
+        if rids is not None:  # the written resource itself, or what it refers to
+            targets = select(ref.c.target_id).where(ref.c.rid.in_(rids), ref.c.param_key.in_(keys))
+            stmt = stmt.where(or_(r.c.rid.in_(rids), r.c.res_id.in_(targets)))
+        conn.execute(stmt.values(clinical_time=first))
     t, s, u = m.resource.alias("t"), m.resource.alias("s"), m.resource.alias("u")
     target = (
         select(t.c.clinical_time)

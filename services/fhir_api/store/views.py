@@ -24,6 +24,7 @@ from services.fhir_api.store.interface import Context, StoredResource
 _DATA = json.loads((Path(__file__).with_name("views.json")).read_text())
 RULES: dict[str, list[dict]] = _DATA["rules"]
 INHERIT: dict[str, list[str]] = _DATA["inherit"]
+INHERIT_FROM_REFERRERS: dict[str, list[list[str]]] = _DATA["inherit_from_referrers"]
 
 Key = tuple[str, str]  # (resource type, id)
 
