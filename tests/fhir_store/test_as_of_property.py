@@ -158,6 +158,7 @@ def _check(store, ctx: Context, now: int, served: list, where: str, readable: di
     return checked
 
 
+@pytest.mark.timeout(1800)  # 200 pairs of several reads each: ~4-7 min on a busy 2-core machine
 def test_no_path_serves_the_future_for_200_random_sessions(demo_store) -> None:
     store, spans = demo_store
     rng = random.Random(2026)

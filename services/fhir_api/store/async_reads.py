@@ -131,13 +131,13 @@ class LoopReads:
         values = {"rtype": resource_type, "rid": id, "session": session}
         rows = await self._async.rows(CURRENT[True, bool(session)], values)
         found = readable(visible_row(rows, ctx, True), resource_type, id)
-        return (await to_thread.run_sync(self.present, ctx, [found]))[0] if session else found
+        return (await to_thread.run_sync(self.present, ctx, [found]))[0] if ctx.now is not None else found
 
     async def search_async(self, ctx: Context, request: SearchRequest) -> SearchResult:
         """With _include, or when a step needs SQLAlchemy (a statement that is not prebuilt), in a thread."""
         if self._async is not None and not includes_asked(request):
             result = await self._async.drive(search_steps(self.engine.dialect, ctx, request))
-            if result is not NEEDS_THREAD and not ctx.session_id:
+            if result is not NEEDS_THREAD and ctx.now is None:
                 return result
             if result is not NEEDS_THREAD:  # as-of views need a lookup of the referenced resources
                 return await to_thread.run_sync(self.present_result, ctx, result)

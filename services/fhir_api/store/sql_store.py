@@ -189,12 +189,12 @@ class SqlResourceStore(LoopReads):
 
     def present(self, ctx: Context, items: list[StoredResource]) -> list[StoredResource]:
         """What the context is served of these resources (views.present: as-of views, hidden references)."""
-        if not ctx.session_id or not items:
+        if ctx.now is None or not items:
             return items
         return present(ctx, items, lambda keys: self._reading(lambda conn: hidden_keys(conn, ctx, keys)))
 
     def present_result(self, ctx: Context, result: SearchResult) -> SearchResult:
-        if ctx.session_id and (result.matches or result.includes):
+        if ctx.now is not None and (result.matches or result.includes):
             served = self.present(ctx, [*result.matches, *result.includes])
             result.matches, result.includes = served[: len(result.matches)], served[len(result.matches) :]
         return result

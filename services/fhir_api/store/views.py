@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 
 from services.fhir_api import json_numbers
-from services.fhir_api.search.values import date_range, parse_reference
+from services.fhir_api.search.values import date_range, parse_reference, to_us
 from services.fhir_api.store.interface import Context, StoredResource
 
 _DATA = json.loads((Path(__file__).with_name("views.json")).read_text())
@@ -167,20 +167,17 @@ Lookup = Callable[[set[Key]], set[Key]]  # referenced keys -> those the context 
 
 
 def present(ctx: Context, items: list[StoredResource], hidden_of: Lookup) -> list[StoredResource]:
-    """What a context is served of stored resources: shared ones as they stood at its clock, without
-    References to what it cannot see. The shared record (no session) gets them as stored."""
-    if not ctx.session_id:
+    """What a clocked session is served of stored resources: shared ones as they stood at its clock, without
+    References to what it cannot see. Without a clock (the shared record, a session without `now`) they are
+    served as stored. Parsed fast first; only what changes is parsed again keeping decimals as written."""
+    if ctx.now is None:
         return items
     shared = [(i, it) for i, it in enumerate(items) if it.session == "" and not it.deleted and it.raw]
     if not shared:
         return items
-    parsed = {i: json_numbers.loads(item.raw) for i, item in shared}
-    changed = set()
-    if ctx.now is not None:
-        from services.fhir_api.search.values import to_us
-
-        now = to_us(ctx.now)
-        changed = {i for i, body in parsed.items() if apply(body, now)}
+    now = to_us(ctx.now)
+    parsed = {i: orjson.loads(item.raw) for i, item in shared}
+    changed = {i for i, body in parsed.items() if apply(body, now)}
     wanted: set[Key] = set()
     for body in parsed.values():
         wanted.update(references(body))
@@ -191,7 +188,10 @@ def present(ctx: Context, items: list[StoredResource], hidden_of: Lookup) -> lis
         return items
     out = list(items)
     for i in changed:
-        out[i] = replace(items[i], raw=json_numbers.dumps(parsed[i]))
+        body = json_numbers.loads(items[i].raw)  # the same rewrite, decimals kept as written
+        apply(body, now)
+        strip(body, hidden)
+        out[i] = replace(items[i], raw=json_numbers.dumps(body))
     return out
 
 

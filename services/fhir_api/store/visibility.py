@@ -103,22 +103,31 @@ def version_scope(v, r, ctx: Context) -> ColumnElement[bool]:
     return or_(own, and_(v.c.session == "", _clock(r, ctx)))
 
 
+_SEEN_PG = (
+    "SELECT r.session, r.res_type, r.res_id, r.clinical_time, r.deleted"
+    " FROM unnest(%s::text[], %s::text[]) AS k(t, i)"
+    " JOIN fhir_resource r ON r.session IN ('', %s) AND r.res_type = k.t AND r.res_id = k.i"
+)
+
+
 def hidden_keys(conn: Connection, ctx: Context, keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
-    """Of referenced (type, id) keys, those stored but not visible to the context (clock or tombstone)."""
-    r = m.resource
-    by_type: dict[str, list[str]] = {}
-    for rtype, rid in keys:
-        by_type.setdefault(rtype, []).append(rid)
+    """Of referenced (type, id) keys, those stored but not visible to the context (clock or tombstone): one
+    statement (on PostgreSQL, probes of the resource key by arrays of keys)."""
+    session = ctx.session_id or ""
+    if conn.dialect.name == "postgresql":
+        types, ids = [k[0] for k in keys], [k[1] for k in keys]
+        rows = conn.exec_driver_sql(_SEEN_PG, (types, ids, session)).all()
+    else:
+        r = m.resource
+        by_type: dict[str, list[str]] = {}
+        for rtype, rid in keys:
+            by_type.setdefault(rtype, []).append(rid)
+        of_keys = or_(*(and_(r.c.res_type == t, r.c.res_id.in_(ids)) for t, ids in by_type.items()))
+        stmt = select(r.c.session, r.c.res_type, r.c.res_id, r.c.clinical_time, r.c.deleted)
+        rows = conn.execute(stmt.where(r.c.session.in_({session, ""}), of_keys)).all()
     found: dict[tuple[str, str], list] = {}
-    for rtype, ids in by_type.items():
-        for start in range(0, len(ids), 500):
-            stmt = select(r.c.session, r.c.res_type, r.c.res_id, r.c.clinical_time, r.c.deleted).where(
-                r.c.res_type == rtype,
-                r.c.res_id.in_(ids[start : start + 500]),
-                r.c.session.in_({ctx.session_id or "", ""}),
-            )
-            for row in conn.execute(stmt):
-                found.setdefault((row.res_type, row.res_id), []).append(row)
+    for row in rows:
+        found.setdefault((row.res_type, row.res_id), []).append(row)
     return {key for key, rows in found.items() if visible_row(rows, ctx, False) is None}
 
 
