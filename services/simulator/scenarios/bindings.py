@@ -240,8 +240,13 @@ def _isolate(b: Binding, m: Moment) -> T.Truth:
         time=iso.collected,
         refs=[iso.ref],
         code="urn:rounds:organism|" + iso.organism,
-        label=names,
-        extra={"organism_en": names["en"], "organism_zh": names["zh"], "specimen": iso.specimen or ""},
+        label={"en": names["en"], "zh": names["zh"]},
+        extra={
+            "organism_en": names["en"],
+            "organism_zh": names["zh"],
+            "organism_key": names["key"],
+            "specimen": iso.specimen or "",
+        },
     )
 
 

@@ -5,6 +5,7 @@ how a clinician and a patient name them in each language. Loaded once; lookups a
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,9 @@ def _named(table: str, name: str) -> dict[str, str]:
 
 
 def organism_names(name: str) -> dict[str, str]:
-    return _named("organisms", name)
+    names = dict(_named("organisms", name))
+    names.setdefault("key", max(re.findall(r"[a-z]+", name.lower()) or [name.lower()], key=len))
+    return names
 
 
 def antibiotic_names(name: str) -> dict[str, str]:
