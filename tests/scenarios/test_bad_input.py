@@ -139,7 +139,8 @@ def _rounds(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     )
 
 
-def test_cli_builds_and_shows_a_session(synthetic_url: str, tmp_path: Path) -> None:
+def test_cli_builds_and_shows_a_session(synthetic_url: str, synthetic_app, tmp_path: Path) -> None:
+    """Also: another process (another hash seed) builds the same bytes as this one."""
     out = tmp_path / "cli.jsonl"
     res = _rounds(
         "build",
@@ -161,6 +162,12 @@ def test_cli_builds_and_shows_a_session(synthetic_url: str, tmp_path: Path) -> N
     assert summary["by_family"] == {"lab_trend": 9, "medagentbench": 10}
     lines = out.read_text().splitlines()
     assert len(lines) == summary["sessions"] == 19
+    here = asyncio.run(
+        build_async(
+            synthetic_app, seed=3, sessions=9, families=["lab_trend", "medagentbench"], per_category=1
+        )
+    )
+    assert lines == [output.line(s) for s in here.scenarios]
     first = json.loads(lines[0])
     shown = _rounds("show", str(out), "--session", first["id"], "--language", "zh", timeout=120)
     assert shown.returncode == 0 and first["id"] in shown.stdout and "turn 0" in shown.stdout
