@@ -9,6 +9,7 @@ import jsonpointer
 
 from services.fhir_api import json_numbers
 from services.fhir_api.http.errors import FhirHttpError
+from services.fhir_api.http.hostile import check_document
 from services.fhir_api.http.outcome import Call, Outcome
 from services.fhir_api.http.validation import check_body_type
 from services.fhir_api.store.interface import (
@@ -110,11 +111,20 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def _apply(resource: dict, document: Any) -> dict:
+    """The patched resource, held to the same body rules as a PUT (http/hostile.py)."""
+    patched = _patched(resource, document)
+    if isinstance(patched, dict):
+        check_document(patched)
+    return patched
+
+
+def _patched(resource: dict, document: Any) -> Any:
     if isinstance(document, dict):
         return merge_patch(resource, document)
     try:
         patch = jsonpatch.JsonPatch(document)
-    except (jsonpatch.InvalidJsonPatch, TypeError, ValueError, AttributeError) as exc:
+    except (jsonpatch.InvalidJsonPatch, jsonpointer.JsonPointerException, TypeError, ValueError,
+            AttributeError) as exc:  # a path without its leading "/" is a JsonPointerException
         raise FhirHttpError(400, f"invalid JSON Patch document: {exc}") from exc
     try:
         return patch.apply(resource)

@@ -8,6 +8,7 @@ from fastapi import Request
 
 from services.fhir_api import json_numbers
 from services.fhir_api.http.errors import FHIR_JSON, FhirHttpError
+from services.fhir_api.http.hostile import check_document
 
 JSON_TYPES = frozenset({"application/fhir+json", "application/json", "application/json+fhir"})
 JSON_PATCH = "application/json-patch+json"
@@ -89,4 +90,6 @@ def parse_json(body: bytes, *, expect: type = dict) -> Any:
 
 async def read_resource(request: Request, limit: int) -> dict:
     request_media_type(request)
-    return parse_json(await read_body(request, limit))
+    document = parse_json(await read_body(request, limit))
+    check_document(document)  # control characters, empty elements: 400 (http/hostile.py)
+    return document

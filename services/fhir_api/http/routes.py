@@ -46,7 +46,7 @@ def query(request: Request) -> list[tuple[str, str]]:
 
 def criteria(request: Request) -> list[tuple[str, str]]:
     """Conditional criteria in the query string (what fhirpy sends), without format parameters."""
-    return search.split_params(query(request))[1]
+    return search.bounded(search.split_params(query(request))[1])
 
 
 def limit(request: Request) -> int:

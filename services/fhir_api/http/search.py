@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from services.fhir_api.http.bundles import bundle, history_entry, search_entry
 from services.fhir_api.http.errors import FhirHttpError
+from services.fhir_api.http.hostile import check_params
 from services.fhir_api.http.lenient import lenient
 from services.fhir_api.http.links import encode_query
 from services.fhir_api.http.outcome import Call, Outcome
@@ -129,7 +130,7 @@ def search_request(call: Call, resource_type: str | None, params: list[tuple[str
     count = 0 if own.get("_summary") == "count" else parse_count(own.get("_count"))
     return SearchRequest(
         resource_type,
-        lenient(rest, call.prefer.strict),
+        bounded(lenient(rest, call.prefer.strict)),
         count=count,
         offset=parse_int(own.get("_offset", "0"), "_offset"),
         total=_total_mode(own, count),
@@ -137,6 +138,11 @@ def search_request(call: Call, resource_type: str | None, params: list[tuple[str
         snapshot=_snapshot(own),
         cursor=_cursor(own),
     )
+
+
+def bounded(params: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    check_params(params)  # floods are a 400, not a statement too large for the database
+    return params
 
 
 def _cursor(own: dict[str, str]) -> Cursor | None:

@@ -205,4 +205,8 @@ def process(call: Call, doc: dict) -> Outcome:
     if kind == "batch":
         return Outcome(200, body=bundle("batch-response", _run_batch(call, raw_entries)))
     entries = [parse_entry(call, i, raw) for i, raw in enumerate(raw_entries)]
+    full_urls = [e.full_url for e in entries if e.full_url]
+    if len(set(full_urls)) != len(full_urls):  # bdl-7: fullUrl is unique within a Bundle
+        twice = next(u for u in full_urls if full_urls.count(u) > 1)
+        raise FhirHttpError(400, f"fullUrl {str(twice)[:120]!r} appears more than once in the transaction")
     return Outcome(200, body=bundle("transaction-response", _run_transaction(call, entries)))

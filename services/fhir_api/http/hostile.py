@@ -1,0 +1,59 @@
+"""Refusals of input no FHIR client should send, before it reaches the store (issue 19 item 4): each a 400
+OperationOutcome, never a 5xx (PostgreSQL refuses NUL in text; SQL statements have a bounded size).
+
+- Resource bodies: control characters other than tab, CR and LF in any string (FHIR `string` is
+  `[ \\r\\n\\t\\S]+`; a NUL cannot even be stored in PostgreSQL text), and empty elements — `{}` below the top
+  level, `[]`, `""` — which FHIR JSON forbids (ele-1: an element has a value or children); `null` stands only
+  inside arrays (primitive extensions' placeholders).
+- Searches and conditional criteria: at most `MAX_SEARCH_PARAMS` parameters and `MAX_SEARCH_VALUES` OR
+  alternatives in all (services/fhir_api/limits.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.fhir_api.http.errors import FhirHttpError
+from services.fhir_api.limits import MAX_SEARCH_PARAMS, MAX_SEARCH_VALUES
+
+_BAD = frozenset(chr(c) for c in range(32) if chr(c) not in "\t\r\n") | {"\x7f"}
+_BAD_TABLE = {ord(c): None for c in _BAD}
+
+
+def check_document(value: Any, where: str = "") -> None:
+    """400 at the first forbidden string or empty element of a parsed JSON body."""
+    if isinstance(value, dict):
+        if not value and where:
+            raise FhirHttpError(400, f"{where}: empty object (FHIR elements must have a value or children)")
+        for key, item in value.items():
+            _check_text(key, where)
+            path = f"{where}.{key}" if where else key
+            if item is None:
+                raise FhirHttpError(400, f"{path}: null is not a FHIR value")
+            check_document(item, path)
+    elif isinstance(value, list):
+        if not value:
+            raise FhirHttpError(400, f"{where}: empty array (leave the element out)")
+        for index, item in enumerate(value):
+            if item is not None:
+                check_document(item, f"{where}[{index}]")
+    elif isinstance(value, str):
+        if not value:
+            raise FhirHttpError(400, f"{where}: empty string (leave the element out)")
+        _check_text(value, where)
+
+
+def _check_text(text: str, where: str) -> None:
+    if len(text.translate(_BAD_TABLE)) != len(text):
+        raise FhirHttpError(400, f"{where or 'body'}: control characters are not allowed in FHIR strings")
+
+
+def check_params(params: list[tuple[str, str]]) -> None:
+    """400 when a search (or conditional criteria) is beyond the stated limits."""
+    if len(params) > MAX_SEARCH_PARAMS:
+        raise FhirHttpError(400, f"{len(params)} search parameters; at most {MAX_SEARCH_PARAMS} are accepted",
+                            code="too-costly")
+    values = sum(value.count(",") + 1 for _name, value in params)
+    if values > MAX_SEARCH_VALUES:
+        raise FhirHttpError(400, f"{values} search values; at most {MAX_SEARCH_VALUES} alternatives in all",
+                            code="too-costly")
