@@ -243,10 +243,11 @@ async def drive(
         nonlocal errors
         conn = Connection(url.host, url.port)
         i = index
-        base_path = sessions[index % len(sessions)] if sessions else "/fhir"
+        base_path = sessions[index % len(sessions)] if sessions else None
         while time.perf_counter() < stop:
             kind, path = work[i % len(work)]
-            path = base_path + path.removeprefix("/fhir")
+            if base_path is not None:  # the mix's /fhir paths through this client's session
+                path = base_path + path.removeprefix("/fhir")
             started = time.perf_counter()
             try:
                 status, _, body = await asyncio.wait_for(conn.get(path), REQUEST_TIMEOUT)
