@@ -4,6 +4,8 @@ patient-scoped searches with concurrent clients against `rounds serve`, and prin
     python benchmarks/bench_fhir_api.py [--ndjson DIR] [--database-url URL] [--clients 16] [--seconds 30]
                                         [--workers 2] [--kinds read-patient,labs,...]
     python benchmarks/bench_fhir_api.py --loaded postgresql+psycopg://…/bench_api   # skip map and load
+    python benchmarks/bench_fhir_api.py --loaded sqlite:///demo.sqlite --figures everything-first \
+                                        --server-code ../before   # some figures; another checkout
 
 Without --ndjson the demo is mapped first (`rounds map --mimic ../shared/data/mimic-iv-demo`); without
 --database-url a throwaway PostgreSQL is started with scripts/postgres.sh. Prints resources/s for the load
