@@ -178,3 +178,34 @@ def test_history_respects_the_clock(store, record) -> None:
     assert record["later"] not in {v.id for v in every} and record["dx_later"] not in {v.id for v in every}
     with pytest.raises(NotFound):
         store.vread(ctx, "Observation", record["late_lab"], 1)
+
+
+def test_sorts_chains_has_and_async_reads_answer_from_the_views(store, record) -> None:
+    import asyncio
+
+    ctx = store.get_session(store.create_session(NOW))
+    early = store.create(
+        SHARED, {"resourceType": "Patient", "gender": "female", "deceasedDateTime": "2150-01-01T00:00:00Z"}
+    ).id
+    both = [("_id", f"{record['patient']},{early}")]
+    by_death = store.search(SHARED, SearchRequest("Patient", [*both, ("_sort", "-death-date")])).matches
+    assert [s.id for s in by_death] == [record["patient"], early]
+    # in the session the later death is not there to sort by: that patient sorts last, as without a date
+    in_session = store.search(ctx, SearchRequest("Patient", [*both, ("_sort", "-death-date")])).matches
+    assert [s.id for s in in_session] == [early, record["patient"]]
+    # chains and _has read the views' rows of the resources they go through
+    chained = [("encounter.status", "in-progress")]
+    assert _ids(store, ctx, "Condition", chained) == {record["dx_ongoing"]}
+    assert _ids(store, SHARED, "Condition", chained) == set()
+    has = [("_has:Condition:encounter:code", "urn:t|a"), ("status", "in-progress")]
+    assert _ids(store, ctx, "Encounter", has) == {record["ongoing"]}
+    # the event loop's reads (PostgreSQL's async reader) serve the same views
+    async def on_the_loop():
+        try:
+            read = await store.read_async(ctx, "Encounter", record["ongoing"])
+            return read, await store.search_async(ctx, SearchRequest("Patient", [("_id", record["patient"])]))
+        finally:
+            await store.close_async()
+
+    read, found = asyncio.run(on_the_loop())
+    assert _body(read)["status"] == "in-progress" and "deceasedDateTime" not in _body(found.matches[0])
