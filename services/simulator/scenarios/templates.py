@@ -57,6 +57,7 @@ def truth_view(truth: Truth, decimals: int | None) -> View:
         "u": truth.unit or "",
         "vu": f"{shown} {truth.unit}".strip() if truth.unit else shown,
         "t": clock(truth.time),
+        "ref": truth.refs[0] if truth.refs else "",
         "text": shown,
     }
     for key, extra in truth.extra.items():
