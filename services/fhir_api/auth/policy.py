@@ -1,7 +1,7 @@
 """What a request asks for, read off its method and path: which base, which resource type, which SMART verb.
 
-This is the only place that knows the URL shapes auth cares about; it needs none of the router's details
-beyond the FHIR grammar (`[base]/[type]/[id]/_history/[vid]`, `[base]/[type]/_search`, `$operations`).
+Which FHIR base (and session) a path is on comes from the server's URL grammar
+(services/fhir_api/http/urls.py); the SMART verb and interaction of the path under the base are read here.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from services.fhir_api.http import urls
+
 Kind = Literal["public", "fhir", "manage", "session_endpoint", "other"]
 
-_BASE = re.compile(r"^(?:/sessions/(?P<session>[^/]+))?/fhir(?P<rest>/.*)?$")
 _SESSIONS = re.compile(r"^/sessions(?:/(?P<session>[^/]+)(?P<rest>/.*)?)?/?$")
 _PUBLIC = frozenset({
     "/.well-known/smart-configuration", "/auth/token", "/docs", "/docs/oauth2-redirect", "/openapi.json",
@@ -36,9 +37,9 @@ class Target:
 def classify(method: str, path: str) -> Target:
     if path in _PUBLIC:
         return Target("public")
-    match = _BASE.match(path)
-    if match:
-        return _fhir(method, match["session"], match["rest"] or "")
+    base = urls.on_base(path)
+    if base is not None:
+        return _fhir(method, base.session_id, base.rest)
     match = _SESSIONS.match(path)
     if match:
         session, rest = match["session"], (match["rest"] or "").rstrip("/")
