@@ -77,7 +77,7 @@ class ProjectionTx:
         """Queue a row (column -> value); queued rows are written at `flush` (end of batch), one executemany
         per table and set of columns. A column left out of `row` gets its default (NULL in projection
         tables): leave out the columns a kind of row never fills — sqlite3 adapts every None parameter
-        through its adapter registry (~3k instructions each, more than the row's insert into the index)."""
+        through its adapter registry, which costs more than the row's insert into the index."""
         self._pending.setdefault((table, tuple(row)), []).append(row)
 
     def flush(self) -> None:
