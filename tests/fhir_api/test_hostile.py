@@ -69,6 +69,12 @@ def check_hostile(api) -> None:
     assert_outcome(fhir.post("", json=tx), 400)
     assert_outcome(fhir.post("/Patient", content=b"[" * 20_000 + b"]" * 20_000,
                              headers={"Content-Type": "application/fhir+json"}), 400)
+    for method, path in (("GET", "/sessions/a%00b/fhir/Patient"), ("GET", "/sessions/a%00b"),
+                         ("DELETE", "/sessions/a%00b"), ("GET", "/sessions/a%00b/writes"),
+                         ("GET", "/fhir/Patient?family=a%00b"), ("GET", "/fhir/Patient?_id=a%00b"),
+                         ("GET", "/fhir/Patient?_has:Observation:patient:code=a%00b")):
+        answer = httpx.request(method, api.root + path)
+        assert 400 <= answer.status_code < 500 and answer.json()["resourceType"] == "OperationOutcome", path
     stored = fhir.get("/Patient", params={"identifier": f"urn:test|{tag}", "_total": "accurate"}).json()
     assert stored["total"] == 0, stored  # nothing of it was stored
     found = fhir.get("/Patient", params={"_id": "hostile-put"}).json()
