@@ -54,14 +54,21 @@ class AuthMiddleware:
                 return
             await self.app(scope, receive, send)
             return
+        admitted = await self.admit(scope, receive, send, target)
+        if admitted is not None:
+            await self.app(scope, admitted, send)
+
+    async def admit(self, scope: Scope, receive: Receive, send: Send, target: Target | None = None
+                    ) -> Receive | None:
+        """The receive to go on with, or None when the request was refused (the answer is sent)."""
+        target = target or classify(scope["method"], scope["path"])
         try:
             grant = self._grant(scope)
             scope.setdefault("state", {})["auth_grant"] = grant
-            receive = await self._authorize(scope, receive, grant, target)
+            return await self._authorize(scope, receive, grant, target)
         except Denied as denied:
             await _deny(denied, scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+            return None
 
     def _grant(self, scope: Scope) -> Grant:
         header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
@@ -156,6 +163,15 @@ class AuthMiddleware:
         except (NotFound, StoreError):
             return  # unknown, deleted or malformed: the app gives its own answer
         raise outside
+
+
+async def admit(auth: Any, scope: Scope, receive: Receive, send: Send) -> Receive | None:
+    """Apply `auth` to a request an endpoint mounted ahead of the app receives (the MCP endpoint)."""
+    return await AuthMiddleware(_nothing, auth).admit(scope, receive, send)
+
+
+async def _nothing(scope: Scope, receive: Receive, send: Send) -> None:  # pragma: no cover - never called
+    raise RuntimeError("admit() does not call the app")
 
 
 def _unconfined(grant: Grant, resource_type: str, verb: str) -> bool:

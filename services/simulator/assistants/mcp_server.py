@@ -159,10 +159,12 @@ class McpMount:
     def _own_tools(self, session_id: str, request: Any) -> SessionTools:
         """Tools for a call outside any registered turn: the FHIR app itself and its patient endpoint."""
         root = str(getattr(request, "base_url", "http://rounds.local/")).rstrip("/")
+        token = getattr(request, "headers", {}).get("authorization")  # auth on: the caller's own token
         client = httpx.AsyncClient(
             transport=httpx.ASGITransport(app=self.app),
             base_url=f"{root}/sessions/{session_id}/fhir",
             timeout=120,
+            headers={"Authorization": token} if token else None,
         )
 
         async def ask_patient(text: str) -> str:
@@ -188,6 +190,13 @@ class McpDispatch:
         if match is None:
             await self.app(scope, receive, send)
             return
+        auth = getattr(getattr(self.mount.app, "state", None), "auth", None)  # the FHIR app's, when on
+        if auth is not None:
+            from services.fhir_api.auth.middleware import admit
+
+            receive = await admit(auth, scope, receive, send)  # the session's token (or a managing one)
+            if receive is None:
+                return
         await self.mount.handle(match["session"], scope, receive, send)
 
 
