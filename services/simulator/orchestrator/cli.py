@@ -101,9 +101,10 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"rounds run: {exc}", err=True)
             raise typer.Exit(2) from None
         jobs = plan(lines, trials, LANGUAGES[language], variant)
+        resume = run_id is not None  # a fresh run id has nothing to resume: the log is not scanned
         run_id = run_id or new_run_id()
         typer.echo(f"run {run_id}: {len(jobs)} sessions ({len(lines)} scenarios)")
-        options = RunOptions(run_id, concurrency, fhir_base, turn_timeout, max_steps, seed,
+        options = RunOptions(run_id, concurrency, fhir_base, turn_timeout, max_steps, seed, resume=resume,
                              voice=voice if patient_voice else None)
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.fields[last]}"), TimeElapsedColumn()) as bar:
