@@ -209,3 +209,38 @@ def test_sorts_chains_has_and_async_reads_answer_from_the_views(store, record) -
 
     read, found = asyncio.run(on_the_loop())
     assert _body(read)["status"] == "in-progress" and "deceasedDateTime" not in _body(found.matches[0])
+
+
+def test_times_are_inherited_on_writes_in_either_order(store, record) -> None:
+    """A Specimen with no time of its own is known from its first test, written before or after it; a
+    Condition from its Encounter."""
+    subject = {"reference": f"Patient/{record['patient']}"}
+    specimen = store.create(SHARED, {"resourceType": "Specimen", "subject": subject}).id
+    store.create(
+        SHARED,
+        {
+            "resourceType": "Observation",
+            "status": "final",
+            "code": {"text": "culture"},
+            "subject": subject,
+            "specimen": {"reference": f"Specimen/{specimen}"},
+            "effectiveDateTime": "2150-05-01T00:00:00Z",
+        },
+    )
+    ctx = store.get_session(store.create_session(NOW))
+    with pytest.raises(NotFound):
+        store.read(ctx, "Specimen", specimen)
+    assert specimen not in _ids(store, ctx, "Specimen", [("patient", record["patient"])])
+    later = store.get_session(store.create_session(datetime(2150, 5, 2, tzinfo=UTC)))
+    assert store.read(later, "Specimen", specimen).id == specimen
+    # a session's own Condition of a later admission is its own write: served as written
+    own = store.create(
+        ctx,
+        {
+            "resourceType": "Condition",
+            "subject": subject,
+            "encounter": {"reference": f"Encounter/{record['later']}"},
+            "code": {"text": "own"},
+        },
+    )
+    assert store.read(ctx, "Condition", own.id).id == own.id

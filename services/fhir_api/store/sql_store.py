@@ -411,7 +411,7 @@ class SqlResourceStore(LoopReads):
                 if resource is not None:
                     index_resource(conn, row_id, resource, timed=not session)
                     if not session:  # inherited clinical time, references dated by their targets
-                        settle_times(conn, [row_id])
+                        settle_times(conn, [row_id], {rtype})
         except IntegrityError as exc:
             raise Conflict(f"{rtype}/{rid} was changed concurrently; retry") from exc
         action = "deleted" if deleted else ("created" if current is None or current.deleted else "updated")

@@ -24,12 +24,15 @@ from services.fhir_api.store.views import INHERIT, INHERIT_FROM_REFERRERS
 UNTIMED = ("Patient", "Organization", "Location", "Medication", "Practitioner", "PractitionerRole")
 
 
-def settle_times(conn: Connection, rids: list[int] | None = None) -> None:
-    """Inherited clinical times, then dated reference rows, of the given shared rows (None: all)."""
+def settle_times(conn: Connection, rids: list[int] | None = None, types: set[str] | None = None) -> None:
+    """Inherited clinical times, then dated reference rows, of the given shared rows (None: all); `types`:
+    the only resource types among them, when the caller knows (a write: no statement for other types)."""
     if rids is not None and not rids:
         return
     r, ref = m.resource, m.reference
     for rtype, names in INHERIT.items():
+        if types is not None and rtype not in types:
+            continue
         keys = [key for name in names for key, _ in stored_keys(rtype, name)]
         p = m.resource.alias("p")
         parent = (
@@ -44,6 +47,8 @@ def settle_times(conn: Connection, rids: list[int] | None = None) -> None:
             stmt = stmt.where(r.c.rid.in_(rids))
         conn.execute(stmt.values(clinical_time=parent))
     for rtype, pairs in INHERIT_FROM_REFERRERS.items():
+        if types is not None and types.isdisjoint({rtype, *(src for src, _ in pairs)}):
+            continue
         keys = [key for src, name in pairs for key, _ in stored_keys(src, name)]
         o = m.resource.alias("o")
         first = (
