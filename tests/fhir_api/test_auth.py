@@ -271,3 +271,34 @@ def test_compose_turns_auth_on_for_the_api_and_its_clients():
     for name in ("api", "scorer", "simulator"):
         assert services[name]["environment"]["ROUNDS_AUTH"] == "on", name
     assert Settings().auth is False  # the embedded default stays open
+
+
+@pytest.mark.postgres
+def test_session_and_patient_confinement_on_postgres(postgres_url):
+    upgrade(postgres_url)
+    store = open_store(postgres_url)
+    app = create_app(Settings(database_url=postgres_url, auth=True), store)
+    api, server, thread = start_live(app, store)
+    try:
+        admin = token(api, "system/*.cruds")
+        shared = fhir(api.fhir, admin)
+        ids = {}
+        for name in ("a", "b"):
+            p = shared.resource("Patient", **patient(f"pg-{name}"))
+            p.save()
+            shared.resource("Observation", **observation(p.id, f"pg-{name}", "2150-01-01T00:00:00Z")).save()
+            ids[name] = p.id
+        s = open_session(api, admin, patient=f"Patient/{ids['a']}")
+        confined = fhir(s["fhirBase"], s["accessToken"])
+        assert {o["subject"]["reference"] for o in confined.resources("Observation").fetch_all()} == \
+            {f"Patient/{ids['a']}"}
+        with pytest.raises(ForbiddenError):
+            confined.reference("Patient", ids["b"]).to_resource()
+        with pytest.raises(ForbiddenError):
+            fhir(api.fhir, s["accessToken"]).resources("Patient").fetch()
+        with pytest.raises(AuthorizationError):
+            fhir(s["fhirBase"], s["accessToken"][:-3] + "abc").resources("Patient").fetch()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        store.engine.dispose()
