@@ -138,7 +138,9 @@ async def remote(fhir_root: str, *, network: bool = False, mcp: bool = False,
     `mcp`, the per-session MCP endpoint is served beside the patient endpoint. `headers`: the simulator's
     credentials for opening sessions when the server has auth on."""
     root = fhir_root.rstrip("/").removesuffix("/fhir")
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    # Idle connections are dropped before uvicorn's 5 s keep-alive ends them, so a request is not sent on a
+    # connection the server is closing (a ReadError charged to the infrastructure for nothing).
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64, keepalive_expiry=2.0)
     transport = httpx.AsyncHTTPTransport(limits=limits)
     app = patient_app()
     env = FhirEnvironment(root, transport, app, root, headers=dict(headers or {}))

@@ -29,6 +29,9 @@ def _refusal(detail: str) -> httpx.Response:
                           content=json.dumps(outcome).encode())
 
 
+SAFE_METHODS = frozenset({"GET", "HEAD"})
+
+
 class SessionTransport(httpx.AsyncBaseTransport):
     def __init__(self, inner: httpx.AsyncBaseTransport, live: LiveSession) -> None:
         self.inner, self.live = inner, live
@@ -50,6 +53,15 @@ class SessionTransport(httpx.AsyncBaseTransport):
         await live.log.flush(live.session_id)
         try:
             response = await self.inner.handle_async_request(request)
+        except (httpx.ReadError, httpx.RemoteProtocolError) as exc:
+            if request.method not in SAFE_METHODS:  # a write may have happened: never sent twice
+                live.fault(f"{request.method} {url}: {exc!r}")
+                raise
+            try:  # a pooled connection the server had just closed: a read is safe to send once more
+                response = await self.inner.handle_async_request(request)
+            except httpx.TransportError as again:
+                live.fault(f"{request.method} {url}: {again!r}")
+                raise
         except httpx.TransportError as exc:
             live.fault(f"{request.method} {url}: {exc!r}")
             raise
