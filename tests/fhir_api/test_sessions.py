@@ -115,3 +115,27 @@ def test_concurrent_sessions_never_see_each_other(api, record, tag):
             f"{s['fhirBase']}/Observation", params={"code": f"http://loinc.org|c-{tag}", "_count": 100}
         ).json()
         assert sorted(e["resource"]["id"] for e in seen["entry"]) == sorted(own)
+
+
+def test_a_clocked_session_serves_as_of_views_over_http_and_in_bundles(api, client, tag):
+    """Reads, searches and batch/transaction GETs of a clocked session answer from the as-of views."""
+    pid = client.post("/Patient", json=patient(tag, deceasedDateTime="2150-06-01T00:00:00Z")).json()["id"]
+    s = open_session(api)  # now = 2150-03-01
+    fhir = httpx.Client(base_url=s["fhirBase"], timeout=30)
+    assert "deceasedDateTime" not in fhir.get(f"/Patient/{pid}").json()
+    assert client.get(f"/Patient/{pid}").json()["deceasedDateTime"].startswith("2150-06-01")
+    dead = fhir.get("/Patient", params={"_id": pid, "death-date": "gt2150-03-01"}).json()
+    assert dead.get("total", 0) == 0 and not dead.get("entry")
+    for kind in ("batch", "transaction"):
+        bundle = {
+            "resourceType": "Bundle",
+            "type": kind,
+            "entry": [
+                {"request": {"method": "GET", "url": f"Patient/{pid}"}},
+                {"request": {"method": "GET", "url": f"Patient?_id={pid}"}},
+            ],
+        }
+        answered = fhir.post("/", json=bundle).json()
+        read, searched = (e["resource"] for e in answered["entry"])
+        assert "deceasedDateTime" not in read, kind
+        assert "deceasedDateTime" not in searched["entry"][0]["resource"], kind
