@@ -8,13 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bs4 import BeautifulSoup
+
 from rounds.demo import run_demo
 from services.consumers.report.json_io import read_json
+from tests.report.test_html_browser import _chromium
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_demo_runs_every_assistant_through_scored_sessions(tmp_path: Path, sqlite_url: str) -> None:
+def test_demo_runs_every_assistant_through_scored_sessions(tmp_path: Path, sqlite_url: str, chromium) -> None:
     stages: list[str] = []
     result = run_demo(
         patients=3,
@@ -43,6 +46,13 @@ def test_demo_runs_every_assistant_through_scored_sessions(tmp_path: Path, sqlit
     page = result.html.read_text(encoding="utf-8")
     assert result.reports["baseline"].run in page and "<svg" in page
     assert read_json(result.json["oracle"]).run == result.reports["oracle"].run
+    # the report as a user opens it: headless Chromium shows the three runs, their plots and their sessions
+    shown = _chromium(chromium, tmp_path, "--dump-dom", result.html.as_uri()).stdout
+    dom = BeautifulSoup(shown, "html.parser")
+    headers = " ".join(th.get_text() for th in dom.select("#summary table th"))
+    assert all(report.run in headers for report in result.reports.values())
+    assert len(dom.select("#plots svg")) >= 4 and dom.select("#plots svg rect")
+    assert dom.find(string=lambda text: text and "PASS" in text) is not None
 
 
 def test_demo_cli_prints_the_results_table_and_the_report_path(tmp_path: Path) -> None:

@@ -64,3 +64,6 @@ def test_every_compose_command_exists_in_the_cli() -> None:
         is_leaf = resolved is not None and not hasattr(resolved, "commands")
         assert is_leaf, f"service {name!r} runs {' '.join(command)!r}, which is not a rounds command"
     assert _cli_command(["no-such-command"]) is None  # the lookup itself can fail
+    # `docker compose up` brings up the whole loop: broker, database, FHIR API, simulator, scorer
+    assert {"kafka", "postgres", "api", "simulator", "scorer"} <= set(services)
+    assert rounds_commands["simulator"][1] == "run" and rounds_commands["scorer"][1:] == ["consume", "scorer"]
