@@ -110,6 +110,9 @@ _SEEN_PG = (
 )
 
 
+_SQLITE_CHUNK = 500  # ids per probe statement (well under SQLite's bound-variable limit)
+
+
 def hidden_keys(conn: Connection, ctx: Context, keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
     """Of referenced (type, id) keys, those stored but not visible to the context (clock or tombstone): one
     statement (on PostgreSQL, probes of the resource key by arrays of keys)."""
@@ -118,13 +121,21 @@ def hidden_keys(conn: Connection, ctx: Context, keys: set[tuple[str, str]]) -> s
         types, ids = [k[0] for k in keys], [k[1] for k in keys]
         rows = conn.exec_driver_sql(_SEEN_PG, (types, ids, session)).all()
     else:
+        # One probe of the full resource key per (session, type) and chunk of ids: with the sessions and types
+        # in one OR, SQLite's planner reads every row of the shared record once the id lists grow.
         r = m.resource
         by_type: dict[str, list[str]] = {}
-        for rtype, rid in keys:
+        for rtype, rid in sorted(keys):
             by_type.setdefault(rtype, []).append(rid)
-        of_keys = or_(*(and_(r.c.res_type == t, r.c.res_id.in_(ids)) for t, ids in by_type.items()))
         stmt = select(r.c.session, r.c.res_type, r.c.res_id, r.c.clinical_time, r.c.deleted)
-        rows = conn.execute(stmt.where(r.c.session.in_({session, ""}), of_keys)).all()
+        rows = [
+            row
+            for owner in {session, ""}
+            for rtype, ids in by_type.items()
+            for start in range(0, len(ids), _SQLITE_CHUNK)
+            for row in conn.execute(stmt.where(r.c.session == owner, r.c.res_type == rtype,
+                                               r.c.res_id.in_(ids[start : start + _SQLITE_CHUNK])))
+        ]
     found: dict[tuple[str, str], list] = {}
     for row in rows:
         found.setdefault((row.res_type, row.res_id), []).append(row)
