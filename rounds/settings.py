@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -22,7 +22,10 @@ class Settings(BaseSettings):
     bus: Literal["sql", "kafka"] = "sql"
     kafka_bootstrap: str | None = None
     kafka_partitions: int = 3
-    base_url: str | None = None  # externally visible base, e.g. https://ehr.example.org
+    base_url: str | None = None  # externally visible base, e.g. https://ehr.example.org; wins over proxies
+    # FHIR API: reverse proxies whose Forwarded / X-Forwarded-* headers build links (comma-separated IPs and
+    # CIDRs, `*` for any peer); unset: no peer is trusted (services/fhir_api/http/forwarded.py)
+    trusted_proxies: str | None = None
     api_threads: int | None = None  # FHIR API: store operations at once per process (default: pool size)
     # FHIR API: requests in progress at once per process, the rest queue FIFO (0: no limit); with the database
     # on the same cores 2 kept p99 lowest (services/fhir_api/http/admission.py); raise it for a remote one
@@ -40,6 +43,17 @@ class Settings(BaseSettings):
     auth_key: str | None = None
     auth_token_seconds: int = Field(3600, ge=1)  # lifetime of tokens from the token endpoint / CLI
     auth_session_token_seconds: int = Field(86_400, ge=1)  # lifetime of a session's accessToken
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, value: str | None) -> str | None:
+        """Refuse a malformed list at start-up rather than on the first request that carries the headers."""
+        if value is not None and value.strip():
+            from services.fhir_api.http.forwarded import trusted_networks
+
+            trusted_networks(value)
+            return value
+        return None
 
 
 @lru_cache

@@ -16,6 +16,10 @@ def serve(
     host: Annotated[str, typer.Option(help="interface to bind")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port")] = 8080,
     base_url: Annotated[str | None, typer.Option(help="externally visible base URL for links")] = None,
+    trusted_proxies: Annotated[
+        str | None,
+        typer.Option(help="IPs/CIDRs of proxies whose Forwarded/X-Forwarded-* headers set the links"),
+    ] = None,
     migrate: Annotated[bool, typer.Option("--migrate/--no-migrate", help="upgrade the schema first")] = True,
     workers: Annotated[int, typer.Option(help="uvicorn worker processes")] = 1,
     threads: Annotated[
@@ -40,6 +44,8 @@ def serve(
         os.environ["ROUNDS_DATABASE_URL"] = database_url
     if base_url:
         os.environ["ROUNDS_BASE_URL"] = base_url
+    if trusted_proxies:
+        os.environ["ROUNDS_TRUSTED_PROXIES"] = trusted_proxies
     os.environ["ROUNDS_MAX_BODY_BYTES"] = str(max_body_bytes)
     if threads:
         os.environ["ROUNDS_API_THREADS"] = str(threads)
@@ -56,6 +62,9 @@ def serve(
         workers=workers,
         log_level="warning",
         access_log=False,
+        # uvicorn would rewrite the scheme and client address from X-Forwarded-* sent from 127.0.0.1 (its
+        # default FORWARDED_ALLOW_IPS); the app honours them from ROUNDS_TRUSTED_PROXIES only (forwarded.py)
+        proxy_headers=False,
     )
 
 

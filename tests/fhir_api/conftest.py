@@ -40,8 +40,9 @@ def free_port() -> int:
 
 def start_live(app: FastAPI, store: ResourceStore) -> tuple[LiveApi, uvicorn.Server, threading.Thread]:
     port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    server = uvicorn.Server(  # proxy headers are the app's to judge, as under `rounds serve` (forwarded.py)
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
+                       proxy_headers=False)
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

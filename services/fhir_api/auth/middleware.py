@@ -49,7 +49,7 @@ class AuthMiddleware:
         target = classify(scope["method"], scope["path"])
         if target.kind == "public":
             if scope["path"].endswith(DISCOVERY):
-                root = external_root(Request(scope), self.auth.settings.base_url)
+                root = external_root(Request(scope), self.auth.settings)
                 await JSONResponse(smart.discovery(root))(scope, receive, send)
                 return
             await self.app(scope, receive, send)

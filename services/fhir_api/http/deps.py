@@ -35,7 +35,7 @@ async def call_of(request: Request, ctx: Context = Depends(context_of)) -> Call:
     return Call(
         store=store_of(request),
         ctx=ctx,
-        base=fhir_base(request, request.app.state.settings.base_url),
+        base=fhir_base(request, request.app.state.settings),
         prefer=Prefer.of(request),
         subset=Subset.parse(query.get("_summary"), query.get("_elements")),
         media_type=response_media_type(request),

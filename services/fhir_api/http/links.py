@@ -1,4 +1,5 @@
-"""Absolute URLs as the client sees the server: ROUNDS_BASE_URL, else X-Forwarded-*, else the request itself.
+"""Absolute URLs as the client sees the server: ROUNDS_BASE_URL, else the Forwarded / X-Forwarded-* headers
+of a trusted proxy (ROUNDS_TRUSTED_PROXIES; none by default: any client can send them), else the request.
 
 fhirclient refuses relative `next` links and fhirpy refuses absolute links that do not start with its base,
 so every link and fullUrl is built from the same externally visible FHIR base.
@@ -10,18 +11,19 @@ from urllib.parse import quote, quote_plus
 
 from fastapi import Request
 
+from rounds.settings import Settings
+from services.fhir_api.http.forwarded import forwarded_root, trusted_networks
 
-def external_root(request: Request, configured: str | None) -> str:
-    """Scheme://host[:port][/prefix] of the server as its clients address it, without trailing slash."""
-    if configured:
-        return configured.rstrip("/")
-    proto = request.headers.get("x-forwarded-proto")
-    host = request.headers.get("x-forwarded-host")
-    if proto or host:
-        scheme = (proto or request.url.scheme).split(",")[0].strip()
-        netloc = (host or request.headers.get("host") or request.url.netloc).split(",")[0].strip()
-        prefix = request.headers.get("x-forwarded-prefix", "").rstrip("/")
-        return f"{scheme}://{netloc}{prefix}"
+
+def external_root(request: Request, settings: Settings) -> str:
+    """Scheme://host[:port][/prefix] of the server as its clients address it, without trailing slash:
+    ROUNDS_BASE_URL when set; else what a trusted proxy forwarded (forwarded.py); else the request's own."""
+    if settings.base_url:
+        return settings.base_url.rstrip("/")
+    if settings.trusted_proxies:
+        forwarded = forwarded_root(request, trusted_networks(settings.trusted_proxies))
+        if forwarded is not None:
+            return forwarded
     scope = request.scope
     key = (
         scope.get("scheme"),
@@ -40,9 +42,9 @@ def external_root(request: Request, configured: str | None) -> str:
 _ROOTS: dict[tuple, str] = {}
 
 
-def fhir_base(request: Request, configured: str | None) -> str:
+def fhir_base(request: Request, settings: Settings) -> str:
     """The FHIR base of this request: <root>/fhir or <root>/sessions/<id>/fhir."""
-    root = external_root(request, configured)
+    root = external_root(request, settings)
     session_id = request.path_params.get("session_id")
     return f"{root}/sessions/{quote(session_id, safe='')}/fhir" if session_id else f"{root}/fhir"
 

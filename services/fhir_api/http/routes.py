@@ -56,7 +56,7 @@ def limit(request: Request) -> int:
 @router.get("/metadata", summary="CapabilityStatement")
 async def metadata(request: Request, call: Call = CallDep) -> Response:
     on = request.app.state.auth is not None
-    security = smart.security(external_root(request, request.app.state.settings.base_url)) if on else None
+    security = smart.security(external_root(request, request.app.state.settings)) if on else None
     body = await run_in_threadpool(capability_statement, call.base, security)
     return Response(body, media_type=call.media_type)
 

@@ -33,7 +33,7 @@ class SessionOut(BaseModel):
 
 
 def _describe(request: Request, ctx: Context) -> SessionOut:
-    root = external_root(request, request.app.state.settings.base_url)
+    root = external_root(request, request.app.state.settings)
     return SessionOut(
         id=ctx.session_id,
         fhirBase=f"{root}/sessions/{ctx.session_id}/fhir",
@@ -110,7 +110,7 @@ async def session_writes(session_id: str, request: Request) -> Response:
     the session's FHIR base, so their reads are not recorded as the assistant's EHR calls."""
     await session_context(request, session_id)
     stored = await run_in_threadpool(store_of(request).session_writes, session_id)
-    root = external_root(request, request.app.state.settings.base_url)
+    root = external_root(request, request.app.state.settings)
     base = f"{root}/sessions/{session_id}/fhir"
     body = bundle("history", [history_entry(base, item) for item in stored], total=len(stored))
     return Response(body, media_type="application/fhir+json")

@@ -45,8 +45,9 @@ async def serve_in_loop(
     import uvicorn
 
     port = port or free_port()
+    # proxy_headers off: forwarded headers are the app's to judge (services/fhir_api/http/forwarded.py)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                           access_log=False, lifespan="off"))
+                                           access_log=False, lifespan="off", proxy_headers=False))
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     task = asyncio.create_task(server.serve())
     for _ in range(500):
