@@ -16,6 +16,7 @@ from services.fhir_api.http.admission import Admission
 from services.fhir_api.http.errors import install_error_handlers
 from services.fhir_api.http.fastlane import FastLane
 from services.fhir_api.http.interactions import InteractionListener, InteractionMiddleware
+from services.fhir_api.http.request_limits import RequestLimits
 from services.fhir_api.limits import DEFAULT_MAX_BODY
 from services.fhir_api.store.interface import ResourceStore
 
@@ -89,4 +90,5 @@ def create_app(
     app.add_middleware(Admission, limit=settings.api_concurrency)
     # Outermost: a response held for recording has left its admission slot (http/interactions.py).
     app.add_middleware(InteractionMiddleware, listeners=lambda: app.state.interaction_listeners)
+    app.add_middleware(RequestLimits)  # outside everything: an over-long URL or head costs nothing more
     return app

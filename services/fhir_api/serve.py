@@ -38,6 +38,7 @@ def serve(
 
     from rounds.migrate import upgrade
     from rounds.settings import get_settings
+    from services.fhir_api.http.protocol import uvicorn_options
 
     # Workers are separate processes: hand them the configuration through the environment.
     if database_url:
@@ -65,6 +66,7 @@ def serve(
         # uvicorn would rewrite the scheme and client address from X-Forwarded-* sent from 127.0.0.1 (its
         # default FORWARDED_ALLOW_IPS); the app honours them from ROUNDS_TRUSTED_PROXIES only (forwarded.py)
         proxy_headers=False,
+        **uvicorn_options(),  # over-long URLs and heads answered with OperationOutcomes (http/protocol.py)
     )
 
 

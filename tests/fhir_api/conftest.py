@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.fhir_api.app import create_app
+from services.fhir_api.http.protocol import uvicorn_options
 from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import ResourceStore
 
@@ -42,7 +43,7 @@ def start_live(app: FastAPI, store: ResourceStore) -> tuple[LiveApi, uvicorn.Ser
     port = free_port()
     server = uvicorn.Server(  # proxy headers are the app's to judge, as under `rounds serve` (forwarded.py)
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
-                       proxy_headers=False)
+                       proxy_headers=False, **uvicorn_options())
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -12,6 +12,7 @@ import time
 import httpx
 
 from tests.fhir_api.conftest import free_port, patient
+from tests.fhir_api.test_request_limits import raw, request
 
 SAMPLE_VALUES = {
     "date": "ge2150-01-01",
@@ -156,6 +157,8 @@ def test_rounds_serve(tmp_path):
         assert r.json()["implementation"]["url"] == "https://ehr.example.org/base/fhir"
         s = httpx.post(f"http://127.0.0.1:{port}/sessions", json={"now": "2150-01-01"}).json()
         assert s["fhirBase"] == f"https://ehr.example.org/base/sessions/{s['id']}/fhir"
+        long_url = raw(f"http://127.0.0.1:{port}", request("/fhir/Patient?family=" + "a" * 100_000))
+        assert long_url[0] == 414 and long_url[1]["content-type"].startswith("application/fhir+json")
     finally:
         proc.terminate()
         proc.wait(timeout=20)

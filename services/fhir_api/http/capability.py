@@ -88,10 +88,15 @@ def _static() -> dict:
     }
 
 
-def capability_statement(base: str, security: dict | None = None) -> bytes:
-    """The statement for `base`; `security` (services/fhir_api/auth/smart.py) when access control is on."""
+def capability_statement(base: str, security: dict | None = None, documentation: str | None = None) -> bytes:
+    """The statement for `base`; `security` (services/fhir_api/auth/smart.py) when access control is on;
+    `documentation` (the request limits, http/request_limits.py) as `rest.documentation`."""
     doc = dict(_static())
     doc["implementation"] = {"description": "Rounds FHIR R4 server", "url": base}
+    rest = dict(doc["rest"][0])
+    if documentation is not None:
+        rest["documentation"] = documentation
     if security is not None:
-        doc["rest"] = [{**doc["rest"][0], "security": security}]
+        rest["security"] = security
+    doc["rest"] = [rest]
     return orjson.dumps(doc)

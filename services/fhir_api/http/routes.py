@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from services.fhir_api.auth import smart
-from services.fhir_api.http import crud, search, transaction
+from services.fhir_api.http import crud, request_limits, search, transaction
 from services.fhir_api.http.capability import capability_statement
 from services.fhir_api.http.deps import call_of
 from services.fhir_api.http.errors import FhirHttpError
@@ -57,7 +57,8 @@ def limit(request: Request) -> int:
 async def metadata(request: Request, call: Call = CallDep) -> Response:
     on = request.app.state.auth is not None
     security = smart.security(external_root(request, request.app.state.settings)) if on else None
-    body = await run_in_threadpool(capability_statement, call.base, security)
+    limits = request_limits.documentation(limit(request))
+    body = await run_in_threadpool(capability_statement, call.base, security, limits)
     return Response(body, media_type=call.media_type)
 
 

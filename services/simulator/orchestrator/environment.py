@@ -44,10 +44,13 @@ async def serve_in_loop(
     """Serve `app` with uvicorn inside the running event loop (a free port unless one is given)."""
     import uvicorn
 
+    from services.fhir_api.http.protocol import uvicorn_options
+
     port = port or free_port()
     # proxy_headers off: forwarded headers are the app's to judge (services/fhir_api/http/forwarded.py)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                           access_log=False, lifespan="off", proxy_headers=False))
+                                           access_log=False, lifespan="off", proxy_headers=False,
+                                           **uvicorn_options()))
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     task = asyncio.create_task(server.serve())
     for _ in range(500):
