@@ -88,7 +88,7 @@ def create_app(
         app.add_middleware(FastLane)  # inside the interaction hook: it sees every exchange the same way
     install_auth(app, settings, store, max_body_bytes)  # ROUNDS_AUTH=on: outside the fast lane
     app.add_middleware(Admission, limit=settings.api_concurrency)
-    # Outermost: a response held for recording has left its admission slot (http/interactions.py).
+    # Outside admission: a response held for recording has left its admission slot (http/interactions.py).
     app.add_middleware(InteractionMiddleware, listeners=lambda: app.state.interaction_listeners)
     app.add_middleware(RequestLimits)  # outside everything: an over-long URL or head costs nothing more
     return app
