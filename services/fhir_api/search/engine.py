@@ -238,6 +238,7 @@ def _stored(row) -> StoredResource:
         False,
         row.method,
         row.session,
+        row.rid,
     )
 
 
@@ -311,8 +312,11 @@ def _by_type(pool: list[StoredResource]) -> dict[str, list[str]]:
 
 
 def _key_rids(conn: Connection, ctx: Context, pool: list[StoredResource]) -> list[int]:
-    """The rows the context sees of the pool's resources: one select per type, so each reads the key index
-    (an OR over the types made SQLite read every row of the session)."""
+    """The rows the context sees of the pool's resources. A search's matches and includes carry their rows
+    (they are rows the context sees); otherwise one select per type, so each reads the key index (an OR
+    over the types made SQLite read every row of the session)."""
+    if all(s.rid is not None for s in pool):
+        return [s.rid for s in pool]  # type: ignore[misc]
     r = q.R
     by_type = [
         select(r.c.rid).where(q.visible(r, ctx), r.c.res_type == t, r.c.res_id.in_(ids))
@@ -338,8 +342,8 @@ def referenced_rids(
         .join(t, and_(t.c.res_type == ref.c.target_type, t.c.res_id == ref.c.target_id))
         .where(ref.c.rid.in_(rids), q.visible(t, ctx))
     )
-    if pname != "*":
-        stmt = stmt.where(q.in_param(ref, None if src_type == "*" else src_type, pname, ctx))
+    if pname != "*":  # the rows are read by rid: the parameter's index would walk every resource's rows
+        stmt = stmt.where(q.in_param(ref, None if src_type == "*" else src_type, pname, ctx, by_rid=True))
     if target:
         stmt = stmt.where(t.c.res_type == target)
     return list(conn.execute(stmt).scalars())

@@ -36,6 +36,9 @@ class StoredResource:
     deleted: bool = False
     method: Literal["POST", "PUT", "DELETE", "PATCH"] = "PUT"  # how this version was made (for _history)
     session: str = ""  # the session whose row this is ('' = the shared record; as-of views apply to those)
+    # The current row's key in fhir_resource when the store knows it (search results): includes follow a
+    # page's references from these rows instead of looking the page up again by type and id.
+    rid: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -187,15 +187,21 @@ class SqlResourceStore(LoopReads):
         rows = rows_of(conn, CURRENT[raw, bool(session)], values, prepare=True)  # by key: one plan fits all
         return visible_row(rows, ctx, with_deleted)
 
-    def present(self, ctx: Context, items: list[StoredResource]) -> list[StoredResource]:
+    def present(
+        self, ctx: Context, items: list[StoredResource], seen: frozenset[tuple[str, str]] = frozenset()
+    ) -> list[StoredResource]:
         """What the context is served of these resources (views.present: as-of views, hidden references)."""
         if ctx.now is None or not items:
             return items
-        return present(ctx, items, lambda keys: self._reading(lambda conn: hidden_keys(conn, ctx, keys)))
+        return present(
+            ctx, items, lambda keys: self._reading(lambda conn: hidden_keys(conn, ctx, keys)), seen
+        )
 
     def present_result(self, ctx: Context, result: SearchResult) -> SearchResult:
         if ctx.now is not None and (result.matches or result.includes):
-            served = self.present(ctx, [*result.matches, *result.includes])
+            items = [*result.matches, *result.includes]
+            # a search returns only rows the context sees: references among them need no lookup
+            served = self.present(ctx, items, frozenset((i.resource_type, i.id) for i in items))
             result.matches, result.includes = served[: len(result.matches)], served[len(result.matches) :]
         return result
 

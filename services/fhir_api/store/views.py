@@ -166,10 +166,13 @@ def timed_views(resource: dict, own_time: int | None) -> list[tuple[int | None, 
 Lookup = Callable[[set[Key]], set[Key]]  # referenced keys -> those the context cannot see
 
 
-def present(ctx: Context, items: list[StoredResource], hidden_of: Lookup) -> list[StoredResource]:
+def present(
+    ctx: Context, items: list[StoredResource], hidden_of: Lookup, seen: frozenset[Key] = frozenset()
+) -> list[StoredResource]:
     """What a clocked session is served of stored resources: shared ones as they stood at its clock, without
     References to what it cannot see. Without a clock (the shared record, a session without `now`) they are
-    served as stored. Parsed fast first; only what changes is parsed again keeping decimals as written."""
+    served as stored. Parsed fast first; only what changes is parsed again keeping decimals as written.
+    `seen`: keys the caller knows the context sees (a search's own matches and includes), not looked up."""
     if ctx.now is None:
         return items
     shared = [(i, it) for i, it in enumerate(items) if it.session == "" and not it.deleted and it.raw]
@@ -181,6 +184,7 @@ def present(ctx: Context, items: list[StoredResource], hidden_of: Lookup) -> lis
     wanted: set[Key] = set()
     for body in parsed.values():
         wanted.update(references(body))
+    wanted -= seen
     hidden = hidden_of(wanted) if wanted else set()
     if hidden:
         changed |= {i for i, body in parsed.items() if strip(body, hidden)}
