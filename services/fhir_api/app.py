@@ -13,7 +13,7 @@ from rounds.settings import Settings, get_settings
 from services.fhir_api.auth import install_auth
 from services.fhir_api.http import health, routes, sessions
 from services.fhir_api.http.admission import Admission
-from services.fhir_api.http.errors import install_error_handlers
+from services.fhir_api.http.errors import CatchAll, install_error_handlers
 from services.fhir_api.http.fastlane import FastLane
 from services.fhir_api.http.interactions import InteractionListener, InteractionMiddleware
 from services.fhir_api.http.request_limits import RequestLimits
@@ -86,9 +86,11 @@ def create_app(
     app.include_router(health.router)
     if fast_lane:
         app.add_middleware(FastLane)  # inside the interaction hook: it sees every exchange the same way
+    app.add_middleware(CatchAll)  # a bug's 500 is an ordinary response to the layers outside: recorded
     install_auth(app, settings, store, max_body_bytes)  # ROUNDS_AUTH=on: outside the fast lane
     app.add_middleware(Admission, limit=settings.api_concurrency)
     # Outside admission: a response held for recording has left its admission slot (http/interactions.py).
     app.add_middleware(InteractionMiddleware, listeners=lambda: app.state.interaction_listeners)
     app.add_middleware(RequestLimits)  # outside everything: an over-long URL or head costs nothing more
+    app.add_middleware(CatchAll)  # and a fault in those layers themselves: the connection stays usable
     return app

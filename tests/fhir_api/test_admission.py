@@ -11,7 +11,9 @@ import pytest
 from rounds.settings import Settings
 from services.fhir_api.app import create_app
 from services.fhir_api.http.admission import Admission
+from services.fhir_api.http.errors import CatchAll
 from services.fhir_api.http.interactions import InteractionMiddleware
+from services.fhir_api.http.request_limits import RequestLimits
 
 
 class Recorder:
@@ -67,8 +69,10 @@ def test_the_app_serves_through_the_gate(sqlite_url) -> None:
     app = create_app(Settings(database_url=sqlite_url, api_concurrency=1))
     gates = [m for m in app.user_middleware if m.cls is Admission]
     assert len(gates) == 1 and gates[0].kwargs["limit"] == 1
-    # the interaction hook outside, admission right inside it: queued requests hold nothing else
-    assert [m.cls for m in app.user_middleware[:2]] == [InteractionMiddleware, Admission]
+    # the interaction hook outside, admission right inside it: queued requests hold nothing else (only the
+    # request limits and the catch-all of http/errors.py wrap them)
+    order = [m.cls for m in app.user_middleware]
+    assert order[:4] == [CatchAll, RequestLimits, InteractionMiddleware, Admission]
 
     async def many() -> list[int]:
         transport = httpx.ASGITransport(app=app)

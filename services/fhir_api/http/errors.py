@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.fhir_api.store.interface import InvalidResource, StoreError
 
@@ -95,9 +96,37 @@ async def _validation_error(_request: Request, exc: RequestValidationError) -> R
     return outcome_response(400, messages or ["invalid request"], "invalid")
 
 
-async def _unexpected(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return outcome_response(500, ["internal server error"], "exception")
+class CatchAll:
+    """ASGI middleware: an unhandled exception becomes a 500 OperationOutcome sent as an ordinary response.
+
+    Starlette's own last resort (an `Exception` handler, run by ServerErrorMiddleware) sends the 500 and then
+    re-raises, and uvicorn answers an exception after the response started by closing the connection: the
+    client's next request on its keep-alive connection failed too. Here the exception ends at the 500. Only
+    when part of a response already went out is it re-raised: closing the connection is then the one way to
+    tell the client its response is incomplete. app.py installs it twice: inside the interaction hook and
+    admission control (they see the 500 as any response) and outermost (a fault in those layers too)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as exc:
+            if started:
+                raise
+            log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"), exc_info=exc)
+            await outcome_response(500, ["internal server error"], "exception")(scope, receive, send)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -105,4 +134,3 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StoreError, fhir_error)
     app.add_exception_handler(StarletteHTTPException, _starlette_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(Exception, _unexpected)

@@ -4,7 +4,7 @@ itself. Everything else (other methods and paths) goes through the app as before
 
 Same answers by construction: the lane runs the routes' own functions (routes.read, routes.search_type) with
 the same dependencies (deps.context_of, deps.call_of), and renders client errors with the app's own handler.
-Unexpected exceptions propagate to the app's ServerErrorMiddleware, as they would from a route.
+Unexpected exceptions propagate to the app's CatchAll (http/errors.py), as they would from a route.
 """
 
 from __future__ import annotations
