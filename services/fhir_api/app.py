@@ -16,6 +16,7 @@ from services.fhir_api.http.admission import Admission
 from services.fhir_api.http.errors import CatchAll, install_error_handlers
 from services.fhir_api.http.fastlane import FastLane
 from services.fhir_api.http.interactions import InteractionListener, InteractionMiddleware
+from services.fhir_api.http.openapi import install_openapi
 from services.fhir_api.http.request_limits import RequestLimits
 from services.fhir_api.limits import DEFAULT_MAX_BODY
 from services.fhir_api.store.interface import ResourceStore
@@ -80,6 +81,7 @@ def create_app(
     app.state.interaction_listeners = listeners
     app.state.health_checks = {}  # name -> () -> (healthy, details): GET /health (http/health.py)
     install_error_handlers(app)
+    install_openapi(app)  # the complete description, from http/openapi.json
     app.include_router(routes.router, prefix="/fhir", tags=["FHIR (shared record)"])
     app.include_router(routes.router, prefix="/sessions/{session_id}/fhir", tags=["FHIR (session sandbox)"])
     app.include_router(sessions.router)
