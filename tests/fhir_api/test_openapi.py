@@ -141,3 +141,17 @@ def test_statuses_follow_the_interaction(doc):
     assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     assert {"401", "403"} <= set(read["responses"])
     assert not {"401", "403"} & set(paths["/fhir/metadata"]["get"]["responses"])
+
+
+def test_a_route_the_data_does_not_describe_keeps_its_own_description(app):
+    """The simulator mounts its patient endpoint on the embedded app: its own statuses stay, FastAPI's 422
+    (never answered: validation errors are 400s) goes, access control's and the request limits' come."""
+    from services.simulator.orchestrator.patient_http import router
+
+    app = create_app(app.state.settings, app.state.store)
+    app.include_router(router)
+    doc = app.openapi()
+    validate(doc)
+    op = doc["paths"]["/sessions/{session_id}/patient"]["post"]
+    assert {"200", "400", "401", "403", "404", "409", "414", "429", "431", "503"} == set(op["responses"])
+    assert op["requestBody"]["required"] is True

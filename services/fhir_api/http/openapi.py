@@ -94,7 +94,7 @@ def operation(spec: dict[str, Any], *, parameters: list[str] = (), errors: list[
     interactions' common ones), then the operation's own."""
     public = public or spec.get("public", False)
     statuses = {status: _ref("responses", name) for status, name in spec["responses"].items()}
-    for status in [*errors, *spec.get("errors", [])]:
+    for status in [*errors, *spec.get("errors", []), *rules()["everywhere"]]:
         if not (public and status in AUTH_STATUSES):
             statuses.setdefault(status, {"$ref": ERROR.format(status=status)})
     out: dict[str, Any] = {"parameters": _parameters([*parameters, *spec.get("parameters", [])]),
@@ -135,11 +135,15 @@ def _fhir_route(path: str, method: str) -> tuple[str, urls.Route] | None:
 
 
 def _fallback(op: dict[str, Any]) -> dict[str, Any]:
-    """A route the data does not describe: FastAPI's description, its 422 replaced by the 400 the app's
-    validation handler answers."""
+    """A route the data does not describe (the simulator's patient endpoint): FastAPI's description, its
+    422 replaced by the 400 the app's validation handler answers, with the refusals of access control and
+    of the request limits, which come before any route."""
     responses = op.setdefault("responses", {})
     if responses.pop("422", None) is not None:
         responses.setdefault("400", {"$ref": ERROR.format(status="400")})
+    for status in [*AUTH_STATUSES, *rules()["everywhere"]]:
+        responses.setdefault(status, {"$ref": ERROR.format(status=status)})
+    op.setdefault("security", [{}, {"bearer": []}])
     return op
 
 

@@ -10,11 +10,33 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from services.simulator.data_model import SessionFailure
 from services.simulator.orchestrator.live import LiveSession
 
 router = APIRouter(tags=["simulator"])
+
+
+class Said(BaseModel):
+    """What the assistant says to the patient, and the patient's answer: `{"text"}` both ways."""
+
+    text: str
+
+
+class Refusal(BaseModel):
+    error: str
+
+
+# The statuses ask_patient answers besides 200, for the app's OpenAPI document (the body is read by hand,
+# so the FastAPI validation error it would otherwise list is never answered).
+RESPONSES: dict[int | str, dict] = {
+    400: {"model": Refusal, "description": 'the body is not {"text": <non-empty string>}'},
+    404: {"model": Refusal, "description": "no running simulated session with this id"},
+    409: {"model": Refusal, "description": "the session ended on an assistant error"},
+    429: {"model": Refusal, "description": "the session reached its step limit"},
+    503: {"model": Refusal, "description": "the simulated patient could not answer"},
+}
 
 
 def sessions_of(app: FastAPI) -> dict[str, LiveSession]:
@@ -29,7 +51,12 @@ def _error(status: int, detail: str) -> JSONResponse:
     return JSONResponse({"error": detail}, status_code=status)
 
 
-@router.post("/sessions/{session_id}/patient", summary='ask the session\'s patient: {"text"} -> {"text"}')
+@router.post(
+    "/sessions/{session_id}/patient", summary='ask the session\'s patient: {"text"} -> {"text"}',
+    response_model=Said, responses=RESPONSES,
+    openapi_extra={"requestBody": {"required": True, "content": {
+        "application/json": {"schema": {"$ref": "#/components/schemas/Said"}}}}},
+)
 async def ask_patient(session_id: str, request: Request) -> JSONResponse:
     live = sessions_of(request.app).get(session_id)
     if live is None or live.closed:
