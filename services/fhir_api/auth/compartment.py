@@ -5,10 +5,15 @@ first one the definition lists) is ANDed onto the query, `_id` for Patient itsel
 checked against the stored resource with the same search; bodies (create, update) must refer to the patient
 through a compartment parameter, and a patch may not touch the elements those parameters read. Types outside
 the compartment (Medication, Location, Organization …) may be read and searched, not written.
+
+`decide` states these rules once for a REST request (auth/middleware.py) and a batch or transaction entry
+(auth/guard.py) alike; what a response holds beyond the narrowed matches (included resources, history
+versions) is filtered with `visible`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 
 from services.fhir_api.search.extract import index_tuples
@@ -85,3 +90,68 @@ def patch_touches(resource_type: str, document: object) -> bool:
                     return True
         return False
     return True
+
+
+class Outside(Exception):
+    """A request a patient-confined token may not make (-> 403)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What confining one request takes besides filtering its answer."""
+
+    narrow: tuple[str, str] | None = None  # ANDed onto the search (create: onto its criteria, if any)
+    check_id: str | None = None  # the stored resource of this id (if any) must be in the compartment
+    body: bool = False  # the body (resource or patch) must pass check_body
+
+
+def decide(patient: str, resource_type: str, interaction: str, verb: str, id: str | None,
+           conditional: bool = False) -> Decision:
+    """The confinement of one request (`resource_type` "*": system level). Raises Outside when refused.
+    `interaction` as services/fhir_api/auth/policy.py names them (instance history and vread: "read")."""
+    if interaction == "history":
+        return Decision()  # any level: the versions outside the compartment are left out of the answer
+    if resource_type == "*":
+        raise Outside("patient-confined tokens search one type at a time")
+    if resource_type != "Patient" and not in_compartment_types(resource_type):
+        if verb not in "rs":
+            raise Outside(f"{resource_type} is outside every patient compartment: read-only for this token")
+        return Decision()
+    if interaction == "everything":
+        if id != patient:
+            raise Outside(f"$everything of another patient than Patient/{patient}")
+        return Decision()
+    if interaction == "operation":
+        raise Outside("operations are not available to patient-confined tokens")
+    if interaction == "search" or conditional:
+        return Decision(narrow=narrowing(resource_type, patient),
+                        body=interaction in ("create", "update", "patch"))
+    if interaction == "create":
+        return Decision(narrow=narrowing(resource_type, patient), body=True)
+    if resource_type == "Patient" and id is not None and id != patient:
+        raise Outside(f"outside the compartment of Patient/{patient}")
+    return Decision(check_id=id if resource_type != "Patient" else None,
+                    body=interaction in ("update", "patch"))
+
+
+def check_body(patient: str, resource_type: str, interaction: str, document: object) -> None:
+    """Raise Outside when a create / update body is not about the patient, or a patch touches what puts the
+    resource in a compartment."""
+    if resource_type == "Patient" and interaction == "create":
+        raise Outside("a patient-confined token cannot create patients")
+    if interaction == "patch":
+        if patch_touches(resource_type, document):
+            raise Outside("a patient-confined token may not patch what puts a resource in a compartment")
+        return
+    if not (isinstance(document, dict) and refers_to_patient(document, patient)):
+        raise Outside(f"outside the compartment of Patient/{patient}")
+
+
+def visible(resource: dict, patient: str) -> bool:
+    """Whether a patient-confined token may see `resource`: in the compartment, or of a type outside every
+    compartment (those are readable)."""
+    resource_type = resource.get("resourceType")
+    if resource_type != "Patient" and not (isinstance(resource_type, str)
+                                           and in_compartment_types(resource_type)):
+        return True
+    return refers_to_patient(resource, patient)

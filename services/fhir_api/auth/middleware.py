@@ -5,7 +5,9 @@ discovery, the token endpoint, `/docs`, `/health`) needs `Authorization: Bearer 
 one → 401, a valid one without the scopes → 403, both OperationOutcomes with `WWW-Authenticate`. A token bound
 to a session (`session` claim) is valid only under `/sessions/<that id>/` (its FHIR base, patient and MCP
 endpoints); managing the shared record and the sessions takes an unbound `user/` or `system/` token.
-`patient/` scopes are confined to the token's patient (compartment.py): searches narrowed, ids checked.
+`patient/` scopes are confined to the token's patient (compartment.py): searches narrowed, ids checked; a
+`Guard` (guard.py) left in the request state holds batch / transaction entries to the same rules and filters
+what answers hold beyond the narrowed matches.
 """
 
 from __future__ import annotations
@@ -14,18 +16,19 @@ from typing import Any
 from urllib.parse import urlencode
 
 import orjson
+from anyio import to_thread
 from fastapi import Request
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.fhir_api.auth import compartment, smart
+from services.fhir_api.auth.guard import Guard, stored_in_compartment
 from services.fhir_api.auth.policy import Target, classify
 from services.fhir_api.auth.scopes import Context, granting
 from services.fhir_api.auth.tokens import Grant, InvalidToken, verify
 from services.fhir_api.http.errors import outcome_response
 from services.fhir_api.http.links import external_root
 from services.fhir_api.store.interface import Context as StoreContext
-from services.fhir_api.store.interface import NotFound, SearchRequest, StoreError
 
 REALM = 'Bearer realm="rounds"'
 DISCOVERY = "/.well-known/smart-configuration"
@@ -64,7 +67,7 @@ class AuthMiddleware:
         target = target or classify(scope["method"], scope["path"])
         try:
             grant = self._grant(scope)
-            scope.setdefault("state", {})["auth_grant"] = grant
+            _state(scope)["auth_grant"] = grant
             return await self._authorize(scope, receive, grant, target)
         except Denied as denied:
             await _deny(denied, scope, receive, send)
@@ -95,54 +98,45 @@ class AuthMiddleware:
             if not _unconfined(grant, "*", target.verb):
                 raise Denied(403, f"managing sessions needs user/*.{target.verb} or system/*.{target.verb}")
             return receive
-        contexts = granting(grant.scopes, target.resource_type, target.verb)
         if target.interaction == "batch":
-            if not all(_unconfined(grant, "*", verb) for verb in "cruds"):
-                raise Denied(403, "batch and transaction need user/*.cruds or system/*.cruds "
-                                  "(patient-confined tokens send their requests one by one)")
+            if not all(granting(grant.scopes, "*", verb) & {"user", "system"} for verb in "cruds"):
+                # entries are held to the scopes (and the compartment) one by one: auth/guard.py
+                _state(scope)["guard"] = Guard(grant, grant.patient)
             return receive
+        contexts = granting(grant.scopes, target.resource_type, target.verb)
         if contexts & {"user", "system"}:
             return receive
         if "patient" not in contexts or grant.patient is None:
             raise Denied(403, f"the token's scopes do not allow {target.interaction or target.verb} on "
                               f"{target.resource_type} (needs {target.resource_type}.{target.verb})")
-        return await self._confine(scope, receive, grant.patient, target)
+        return await self._confine(scope, receive, grant, target)
 
-    async def _confine(self, scope: Scope, receive: Receive, patient: str, target: Target) -> Receive:
-        """Apply a `patient/` scope: narrow searches, check ids, check bodies."""
-        rtype = target.resource_type
-        outside = Denied(403, f"outside the compartment of Patient/{patient}")
-        if rtype != "Patient" and not compartment.in_compartment_types(rtype):
-            if rtype == "*" or target.verb not in "rs":
-                raise outside if rtype != "*" else Denied(403, "patient-confined tokens search one type")
-            return receive
-        if target.interaction == "everything":
-            if target.id != patient:
-                raise outside
-            return receive
-        if target.interaction in ("history", "operation"):
-            raise Denied(403, f"{target.interaction} is not available to patient-confined tokens")
-        if target.interaction == "search" or target.conditional:
-            _append_query(scope, compartment.narrowing(rtype, patient))
-        elif target.id is not None:
-            await self._check_stored(scope, rtype, target.id, patient, outside)
-        if target.interaction in ("create", "update", "patch"):
+    async def _confine(self, scope: Scope, receive: Receive, grant: Grant, target: Target) -> Receive:
+        """Apply a `patient/` scope (compartment.decide): narrow searches, check ids, check bodies; what the
+        answer holds beyond that is filtered by the guard left in the request state."""
+        rtype, patient = target.resource_type, grant.patient
+        assert patient is not None
+        _state(scope)["guard"] = Guard(grant, patient)
+        try:
+            decision = compartment.decide(patient, rtype, target.interaction, target.verb, target.id,
+                                          target.conditional)
+            if decision.narrow is not None:
+                _narrow(scope, target, decision.narrow)
+            if decision.check_id is not None:
+                await self._check_stored(scope, rtype, decision.check_id, patient)
+            if not decision.body:
+                return receive
             body, receive = await _buffer(receive, self.auth.max_body_bytes)
             try:
                 document = orjson.loads(body) if body else None
             except orjson.JSONDecodeError:
                 return receive  # the app answers the malformed body
-            if target.interaction == "patch":
-                if compartment.patch_touches(rtype, document):
-                    raise Denied(403, "a patient-confined token may not patch what puts a resource in a "
-                                      "compartment")
-            elif not (isinstance(document, dict) and compartment.refers_to_patient(document, patient)):
-                if rtype == "Patient" and target.interaction == "create":
-                    raise Denied(403, "a patient-confined token cannot create patients")
-                raise outside
+            compartment.check_body(patient, rtype, target.interaction, document)
+        except compartment.Outside as exc:
+            raise Denied(403, str(exc)) from exc
         return receive
 
-    async def _check_stored(self, scope: Scope, rtype: str, id: str, patient: str, outside: Denied) -> None:
+    async def _check_stored(self, scope: Scope, rtype: str, id: str, patient: str) -> None:
         store = self.auth.store
         ctx = StoreContext()
         session = scope.get("path_params", {}).get("session_id") or _session_of(scope["path"])
@@ -150,19 +144,8 @@ class AuthMiddleware:
             ctx = await store.get_session_async(session)
             if ctx is None:
                 return  # the app answers 404 for the session
-        if rtype == "Patient":
-            if id != patient:
-                raise outside
-            return
-        try:
-            found = await store.search_async(
-                ctx, SearchRequest(rtype, [("_id", id), compartment.narrowing(rtype, patient)], count=1))
-            if found.matches:
-                return
-            await store.read_async(ctx, rtype, id)
-        except (NotFound, StoreError):
-            return  # unknown, deleted or malformed: the app gives its own answer
-        raise outside
+        if not await to_thread.run_sync(stored_in_compartment, store, ctx, rtype, id, patient):
+            raise compartment.Outside(f"outside the compartment of Patient/{patient}")
 
 
 async def admit(auth: Any, scope: Scope, receive: Receive, send: Send) -> Receive | None:
@@ -186,10 +169,20 @@ def _session_of(path: str) -> str | None:
     return None
 
 
-def _append_query(scope: Scope, param: tuple[str, str]) -> None:
+def _state(scope: Scope) -> dict:
+    return scope.setdefault("state", {})
+
+
+def _narrow(scope: Scope, target: Target, param: tuple[str, str]) -> None:
+    """AND `param` onto the search or conditional criteria; a create is narrowed only when conditional
+    (criteria in the query or If-None-Exist), else it would become conditional on the compartment."""
     extra = urlencode([param]).encode()
     query = scope.get("query_string", b"")
-    scope["query_string"] = query + b"&" + extra if query else extra
+    if target.interaction != "create" or query:
+        scope["query_string"] = query + b"&" + extra if query else extra
+    if target.interaction == "create":
+        scope["headers"] = [(k, v + b"&" + extra if k == b"if-none-exist" else v)
+                            for k, v in scope["headers"]]
 
 
 async def _buffer(receive: Receive, limit: int) -> tuple[bytes, Receive]:

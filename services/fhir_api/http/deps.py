@@ -39,4 +39,5 @@ async def call_of(request: Request, ctx: Context = Depends(context_of)) -> Call:
         prefer=Prefer.of(request),
         subset=Subset.parse(query.get("_summary"), query.get("_elements")),
         media_type=response_media_type(request),
+        guard=request.scope.get("state", {}).get("guard"),  # services/fhir_api/auth/guard.py
     )

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from fastapi.responses import Response
@@ -19,6 +19,24 @@ from services.fhir_api.http.errors import FHIR_JSON, operation_outcome, outcome_
 from services.fhir_api.http.params import Prefer
 from services.fhir_api.http.summary import Subset
 from services.fhir_api.store.interface import Context, ResourceStore, StoredResource
+
+
+class Guard(Protocol):
+    """Access control inside a request (services/fhir_api/auth/guard.py; None when auth is off or the token
+    may do anything): batch / transaction entries, and what an answer may hold."""
+
+    @property
+    def filters(self) -> bool:
+        """Whether answers are filtered through `visible`."""
+        ...
+
+    def entry(self, call: Call, route: str | None, resource_type: str | None, id: str | None,
+              query: list[tuple[str, str]], criteria: list[tuple[str, str]] | None, body: object
+              ) -> tuple[list[tuple[str, str]], list[tuple[str, str]] | None]:
+        """The entry's (query, conditional-create criteria), narrowed; FhirHttpError 403 when refused."""
+        ...
+
+    def visible(self, call: Call, stored: StoredResource) -> bool: ...
 
 
 @dataclass
@@ -31,6 +49,7 @@ class Call:
     prefer: Prefer = field(default_factory=Prefer)
     subset: Subset = FULL
     media_type: str = FHIR_JSON
+    guard: Guard | None = None  # set by access control (request state "guard")
 
 
 @dataclass

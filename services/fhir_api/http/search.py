@@ -104,9 +104,14 @@ def _searchset(
     call: Call, path: str, result: SearchResult, own: dict[str, str], count: int, offset: int
 ) -> bytes:
     """Pages continue from the keyset cursors of the page's first and last matches; a page without matches
-    (nothing to take a cursor from) links by offset."""
+    (nothing to take a cursor from) links by offset. Under a filtering guard (a patient-confined token, whose
+    searches are narrowed to the compartment) included resources it may not see are left out
+    (services/fhir_api/auth/guard.py)."""
+    includes = result.includes
+    if call.guard is not None and call.guard.filters:
+        includes = [r for r in includes if call.guard.visible(call, r)]
     entries = [search_entry(call.base, r, "match", call.subset) for r in result.matches]
-    entries += [search_entry(call.base, r, "include", call.subset) for r in result.includes]
+    entries += [search_entry(call.base, r, "include", call.subset) for r in includes]
     at = next((f"{k}={own[k]}" for k in CURSOR_PARAMS if k in own), "")
     at = "&".join(p for p in (at, _offset_at(offset)) if p)
     if result.first_cursor is not None:
@@ -202,5 +207,7 @@ def history(call: Call, resource_type: str | None, id: str | None, params: list[
     applied = [("_since", values["_since"])] if since else []
     previous, following = _by_offset(offset, count, offset + len(versions) < total)
     links = _paging_links(call, path, applied, own, count, snapshot, _offset_at(offset), previous, following)
+    if call.guard is not None and call.guard.filters:  # other patients' versions left out, and their count
+        versions, total = [v for v in versions if call.guard.visible(call, v)], None
     entries = [history_entry(call.base, v) for v in versions]
     return Outcome(200, body=bundle("history", entries, total=total, links=links))

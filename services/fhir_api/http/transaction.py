@@ -100,10 +100,15 @@ def execute(call: Call, entry: Entry) -> Outcome:
     found = urls.match("GET" if method == "HEAD" else method, "/" + "/".join(path))
     name = found.route.name if found else None
     params = found.params if found else {}
-    if name == "history-system":
-        return search.history(call, None, None, query)
     type_ = check_type(params["type"]) if "type" in params else None
     id_ = check_id(params["id"]) if "id" in params else None
+    patch = _patch_document(entry.resource) if name in ("patch", "conditional-patch") else None
+    if call.guard is not None:  # the token's scopes and compartment, entry by entry (auth/guard.py)
+        body = patch if patch is not None else entry.resource
+        query, entry.if_none_exist = call.guard.entry(call, name, type_, id_, query, entry.if_none_exist,
+                                                      body)
+    if name == "history-system":
+        return search.history(call, None, None, query)
     if name == "search-type" or name == "search-type-post":
         return search.search(call, type_, query)
     if name == "history-type":
@@ -123,9 +128,9 @@ def execute(call: Call, entry: Entry) -> Outcome:
     if name == "update":
         return crud.update(call, type_, id_, _need_resource(entry), entry.if_match)
     if name == "conditional-patch":
-        return crud.conditional_patch(call, type_, query, _patch_document(entry.resource))
+        return crud.conditional_patch(call, type_, query, patch)
     if name == "patch":
-        return crud.patch(call, type_, id_, _patch_document(entry.resource), entry.if_match)
+        return crud.patch(call, type_, id_, patch, entry.if_match)
     if name == "conditional-delete":
         return crud.conditional_delete(call, type_, query)
     if name == "delete":
