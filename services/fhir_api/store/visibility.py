@@ -22,7 +22,6 @@ from sqlalchemy import (
     literal,
     not_,
     or_,
-    select,
     true,
 )
 
@@ -110,7 +109,12 @@ _SEEN_PG = (
 )
 
 
-_SQLITE_CHUNK = 500  # ids per probe statement (well under SQLite's bound-variable limit)
+_SQLITE_CHUNK = 400  # ids per probe
+_SQLITE_VARIABLES = 900  # bound values per statement (under SQLite's oldest limit, 999)
+_SEEN_SQLITE = (
+    "SELECT session, res_type, res_id, clinical_time, deleted FROM fhir_resource"
+    " WHERE session IN (?, ?) AND res_type = ? AND res_id IN ("
+)
 
 
 def hidden_keys(conn: Connection, ctx: Context, keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
@@ -121,21 +125,25 @@ def hidden_keys(conn: Connection, ctx: Context, keys: set[tuple[str, str]]) -> s
         types, ids = [k[0] for k in keys], [k[1] for k in keys]
         rows = conn.exec_driver_sql(_SEEN_PG, (types, ids, session)).all()
     else:
-        # One probe of the full resource key per (session, type) and chunk of ids: with the sessions and types
-        # in one OR, SQLite's planner reads every row of the shared record once the id lists grow.
-        r = m.resource
+        # One probe of the full resource key per type and chunk of ids, in one statement sent straight to
+        # the driver: with every type in one OR, SQLite's planner read every row of the shared record once the
+        # id lists grew; built through SQLAlchemy, a handful of keys cost more to compile than to look up.
         by_type: dict[str, list[str]] = {}
         for rtype, rid in sorted(keys):
             by_type.setdefault(rtype, []).append(rid)
-        stmt = select(r.c.session, r.c.res_type, r.c.res_id, r.c.clinical_time, r.c.deleted)
-        rows = [
-            row
-            for owner in {session, ""}
+        probes = [
+            (_SEEN_SQLITE + ",".join("?" * len(chunk)) + ")", (session, "", rtype, *chunk))
             for rtype, ids in by_type.items()
-            for start in range(0, len(ids), _SQLITE_CHUNK)
-            for row in conn.execute(stmt.where(r.c.session == owner, r.c.res_type == rtype,
-                                               r.c.res_id.in_(ids[start : start + _SQLITE_CHUNK])))
+            for chunk in (ids[at : at + _SQLITE_CHUNK] for at in range(0, len(ids), _SQLITE_CHUNK))
         ]
+        rows: list = []
+        while probes:
+            batch, size = [], 0
+            while probes and (not batch or size + len(probes[0][1]) <= _SQLITE_VARIABLES):
+                batch.append(probes.pop(0))
+                size += len(batch[-1][1])
+            sql = " UNION ALL ".join(text for text, _ in batch)
+            rows += conn.exec_driver_sql(sql, tuple(v for _, values in batch for v in values)).all()
     found: dict[tuple[str, str], list] = {}
     for row in rows:
         found.setdefault((row.res_type, row.res_id), []).append(row)
