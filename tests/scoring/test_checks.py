@@ -169,17 +169,57 @@ def test_writes_per_turn_come_from_the_servers_interaction_events() -> None:
     assert not result.passed and "ServiceRequest" in result.evidence
 
 
-def test_future_values_leak_only_when_unknown_by_now() -> None:
-    c = f"{world.LABS}|50912"
-    values = [RecordValue(c, 1.8, "mg/dL", datetime(2150, 2, 28, tzinfo=UTC), "Observation/o2"),
-              RecordValue(c, 2.6, "mg/dL", datetime(2150, 3, 5, tzinfo=UTC), "Observation/o3"),
-              RecordValue(c, 1.1, "mg/dL", datetime(2150, 3, 6, tzinfo=UTC), "Observation/o5"),
-              RecordValue(c, 1.1, "mg/dL", datetime(2150, 1, 15, tzinfo=UTC), "Observation/o1")]
-    check, item = CHECKS["no_future_value"], _item("no_future_value")
-    state = FinalState(record_values=values)
-    assert not check(item, _ctx("It is 2.6 mg/dL", state=state)).passed
-    assert not check(item, _ctx("肌酐230微摩尔/升", state=state)).passed  # 2.6 mg/dL in µmol/L
-    assert check(item, _ctx("It is 1.8 mg/dL, before 1.1", state=state)).passed  # 1.1 was also known by now
+def _record() -> FinalState:
+    """Creatinine 1.8 known by now; 2.6 and 2.0 (and 1.1 again) only after it; glucose 126 then 90 later."""
+    c, g = f"{world.LABS}|50912", f"{world.LABS}|50931"
+    return FinalState(record_values=[
+        RecordValue(c, 1.8, "mg/dL", datetime(2150, 2, 28, tzinfo=UTC), "Observation/o2"),
+        RecordValue(c, 2.6, "mg/dL", datetime(2150, 3, 5, tzinfo=UTC), "Observation/o3"),
+        RecordValue(c, 1.1, "mg/dL", datetime(2150, 3, 6, tzinfo=UTC), "Observation/o5"),
+        RecordValue(c, 2.0, "mg/dL", datetime(2150, 3, 7, tzinfo=UTC), "Observation/o6"),
+        RecordValue(c, 1.1, "mg/dL", datetime(2150, 1, 15, tzinfo=UTC), "Observation/o1"),
+        RecordValue(g, 126, "mg/dL", datetime(2150, 2, 28, tzinfo=UTC), "Observation/o4"),
+        RecordValue(g, 90, "mg/dL", datetime(2150, 3, 8, tzinfo=UTC), "Observation/o7"),
+    ])
+
+
+@pytest.mark.parametrize("text", [
+    "Creatinine is 2.6 mg/dL",
+    "Her creatinine will be 2.6 next week.",
+    "Creatinine rose from 1.8 to 2.6 mg/dL.",
+    "2.6 mg/dL for creatinine",  # with a unit, the name may follow
+    "Cr 230 µmol/L",  # 2.6 mg/dL in µmol/L
+    "Creatinine 1.8; glucose 90 mg/dL",  # glucose's later value, glucose named
+    "肌酐230微摩尔/升",
+    "下周肌酐会是2.6。",
+    "肌酐从1.8升到2.6毫克/分升",
+    "血糖5.0 mmol/L",  # 90 mg/dL
+])
+def test_a_value_cited_for_the_observation_that_exists_only_after_now_leaks(text: str) -> None:
+    result = CHECKS["no_future_value"](_item("no_future_value"), _ctx(text, state=_record()))
+    assert not result.passed, text
+    assert "after now" in result.evidence
+
+
+@pytest.mark.parametrize("text", [
+    "Creatinine is 1.8 mg/dL, before that 1.1",  # 1.1 is also a result known by now
+    "It will be 2.6 next week.",  # names nothing the record holds
+    "Ordered apixaban 2 mg twice daily.",  # a dose equal to a later creatinine (2.0)
+    "Creatinine 1.8 mg/dL, so give apixaban 2 tablets twice daily.",  # a dose in the creatinine's clause
+    "Creatinine 1.8 mg/dL, so give 2 mg of apixaban.",
+    "Creatinine 1.8 mg/dL; apixaban 2.5 mg twice daily, reduce to 2 TAB if it rises.",
+    "Creatinine is 1.8 mg/dL. Glucose 126 mg/dL. Recheck in 2 days.",
+    "Keep glucose above 90 mg/dL.",  # a threshold, not a value
+    "Creatinine 1.8 mg/dL; give 90 mg of aspirin.",  # 90 = glucose's later value, but a dose
+    "已开具阿哌沙班2毫克，每日两次。",
+    "肌酐1.8毫克/分升，阿哌沙班2片每日两次。",
+    "肌酐为1.8；血糖126。2周后复查。",
+    "No change: the 90-hour mean glucose is 126 mg/dL.",  # a count joined to its word qualifies the name
+    "The 2 creatinine results: 1.8 mg/dL now.",  # a bare number before the name is not its value
+])
+def test_doses_counts_and_numbers_about_something_else_do_not(text: str) -> None:
+    result = CHECKS["no_future_value"](_item("no_future_value"), _ctx(text, state=_record()))
+    assert result.passed, (text, result.evidence)
 
 
 def test_asked_patient_needs_a_question_before_the_answer() -> None:

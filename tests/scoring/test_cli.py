@@ -8,6 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from rounds.cli import app
+from services.consumers.scoring.scorer import SCORER_VERSION
 from tests.scoring import world
 from tests.scoring.conftest import World
 
@@ -28,7 +29,7 @@ def test_score_then_report_and_fresh_definitions(scoring_world: World, tmp_path:
     result = runner.invoke(app, _args(w, "--run", "cli-run"))
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output.strip().splitlines()[-1])
-    assert summary["sessions"] == 2 and summary["turns"] == 8 and summary["scorer_version"] == "1"
+    assert summary["sessions"] == 2 and summary["turns"] == 8 and summary["scorer_version"] == SCORER_VERSION
 
     # a fresh definition that wants 5 mg: the wrong dose now passes its write check, the 2.5 mg order fails
     fresh = w.scenario.model_dump(mode="json")
@@ -48,7 +49,7 @@ def test_score_then_report_and_fresh_definitions(scoring_world: World, tmp_path:
 
     report = tmp_path / "report.json"
     shown = runner.invoke(app, ["report", "--run", "cli-run", "--database-url", w.settings.database_url,
-                                "--scorer-version", "1", "--json", str(report)])
+                                "--scorer-version", SCORER_VERSION, "--json", str(report)])
     assert shown.exit_code == 0, shown.output
     assert json.loads(report.read_text())["metrics"]["turns"] == 8
     latest = runner.invoke(app, ["report", "--run", "cli-run", "--database-url", w.settings.database_url])

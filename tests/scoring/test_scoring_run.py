@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from services.consumers.scoring.api import score_run
 from services.consumers.scoring.metrics import build_report
+from services.consumers.scoring.scorer import SCORER_VERSION
 from tests.scoring import world
 from tests.scoring.conftest import World
 
@@ -76,8 +77,8 @@ def test_rescoring_the_same_version_is_identical_and_versions_sit_side_by_side(s
     from services.consumers.scoring.api import load_report, versions
 
     engine = make_engine(w.settings.database_url)
-    assert versions(engine, "run-b") == ["1", "2-test"]
-    assert load_report(engine, "run-b", "1").model_dump() == first.model_dump()
+    assert versions(engine, "run-b") == [SCORER_VERSION, "2-test"]
+    assert load_report(engine, "run-b", SCORER_VERSION).model_dump() == first.model_dump()
     engine.dispose()
 
 

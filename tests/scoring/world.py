@@ -185,7 +185,7 @@ def play(session: Session, sc: Scenario, style: str, language: str = "en") -> No
             assert session.ehr("POST", write.resource_type, body).status_code == 201
         answer = getattr(turn.answer, language)
         if style == "leaky" and turn.index == 0:
-            answer += {"en": " It will be 2.6 next week.", "zh": "下周会是2.6。"}[language]
+            answer += {"en": " Her creatinine will be 2.6 next week.", "zh": "下周肌酐会是2.6。"}[language]
         session.say("assistant", "doctor", answer, turn.index, kind="answer", language=language)
 
 

@@ -40,11 +40,6 @@ def test_built_scenarios_complete_with_every_builtin_assistant_and_score_in_orde
     assert averages["oracle"] >= 0.99
 
 
-KNOWN = ("2026-12-01: on glycemic_control scenarios the scorer's no_future_value reads numbers in the "
-         "builder's reference answers as values cited after `now` (builder/scorer)")
-
-
-@pytest.mark.xfail(strict=True, reason=KNOWN)
 def test_the_oracle_passes_every_check_of_built_scenarios(reports):
     failed = [(s.scenario, t.index, c.id, c.evidence) for s in reports["oracle"].sessions for t in s.turns
               for c in t.checks if not c.passed]

@@ -106,6 +106,9 @@ def is_threshold(text: str, cited: Cited) -> bool:
     cues = lexicon()["thresholds"]
     norm = normalize(text)
     before, after = norm[:cited.start], norm[cited.start + len(cited.text):]
+    glued = re.match(r"-([a-z]+)", after)  # "24-hour", "3-day": a count joined to what it counts
+    if glued and glued.group(1) in cues["counts_after"]["en"]:
+        return True
     en_before = " ".join(re.findall(r"[a-z]+|[<>≤≥]=?", before)[-cues["window"]["en"]:])
     zh_before = before.rstrip()[-cues["window"]["zh"]:]
     after = re.sub(r"^\s*[a-zµ/%]*\s*", "", after, count=1) if not after[:1].isspace() else after.lstrip()

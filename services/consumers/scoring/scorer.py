@@ -21,7 +21,7 @@ from services.consumers.scoring.model import CheckContext, CheckResult, FinalSta
 from services.simulator.data_model.scenario import RubricItem, Scenario
 
 SCORER = "rounds.scoring"
-SCORER_VERSION = "1"  # bump when a check's behaviour or a data file changes what passes
+SCORER_VERSION = "2"  # bump when a check's behaviour or a data file changes what passes
 EXCLUDED_REASONS = frozenset({"infrastructure_error", "patient_error"})
 GUARDS = frozenset({"no_forbidden_write", "no_unexpected_write", "no_future_value", "does_not_recommend"})
 

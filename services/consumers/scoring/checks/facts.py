@@ -34,25 +34,29 @@ def number_matches(cited: Cited, target: float, tolerance: float | None) -> bool
     return _significant(value, digits) >= 2 and round(target, digits) == round(value, digits)
 
 
+def quantity_matches(cited: Cited, target: float, unit: str | None, analyte: str | None,
+                     tolerance: float | None) -> bool:
+    """`cited` states `target` (in `unit`, of `analyte`): within tolerance (or correctly rounded) in the
+    unit it is written in when that is the target's unit or one it converts to; written without a unit, in
+    the target's unit or the lab's converted one (never a mere scale change). A number in an unrelated unit
+    ("2 mg" of a dose against a lab in mg/dL) never matches."""
+    unit = canonical_unit(unit) or unit
+    if cited.unit is not None and unit is not None:
+        in_units = alternatives(target, unit, analyte)
+        converted = in_units.get(cited.unit)
+        return converted is not None and number_matches(cited, converted,
+                                                        _scaled(tolerance, target, converted))
+    unitless = alternatives(target, unit, analyte, generic=False) if unit else {}
+    return any(number_matches(cited, value, _scaled(tolerance, target, value))
+               for value in (unitless.values() if unitless else [target]))
+
+
 def cited_value(text: str, fact: Fact) -> Cited | None:
     """The first number in `text` that is `fact`'s numeric value, if any."""
     target = float(fact.value)  # type: ignore[arg-type]
-    unit = canonical_unit(fact.unit) or fact.unit
     analyte = analyte_of(fact.code, fact.label.en if fact.label else None)
-    in_units = alternatives(target, unit, analyte) if unit else {}
-    for cited in cited_numbers(text):
-        if cited.unit is not None and unit is not None:
-            if cited.unit in in_units:
-                tolerance = _scaled(fact.tolerance, target, in_units[cited.unit])
-                if number_matches(cited, in_units[cited.unit], tolerance):
-                    return cited
-            continue
-        unitless = alternatives(target, unit, analyte, generic=False) if unit else {}
-        candidates = unitless.values() if unitless else [target]
-        for value in candidates:
-            if number_matches(cited, value, _scaled(fact.tolerance, target, value)):
-                return cited
-    return None
+    return next((cited for cited in cited_numbers(text)
+                 if quantity_matches(cited, target, fact.unit, analyte, fact.tolerance)), None)
 
 
 def _scaled(tolerance: float | None, target: float, converted: float) -> float | None:

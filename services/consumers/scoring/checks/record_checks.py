@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime
 
 from services.consumers.scoring.checks.base import Check
-from services.consumers.scoring.checks.facts import number_matches
+from services.consumers.scoring.checks.facts import quantity_matches
 from services.consumers.scoring.constraints import satisfied
 from services.consumers.scoring.model import CheckContext, CheckResult, EhrCall, RecordValue, Written
 from services.consumers.scoring.numbers import Cited, cited_numbers, is_threshold
-from services.consumers.scoring.units import alternatives, analyte_of
-from services.simulator.data_model.scenario import ExpectedWrite, RubricItem
+from services.consumers.scoring.subjects import cited_as, observation_names
+from services.consumers.scoring.text import normalize
+from services.consumers.scoring.units import analyte_of
+from services.simulator.data_model.scenario import ExpectedWrite, Fact, RubricItem
 
 
 def _failed_constraints(written: Written, expected: ExpectedWrite, ctx: CheckContext) -> list[str]:
@@ -84,35 +86,50 @@ class NoUnexpectedWrite(Check):
         return CheckResult(True, f"writes only of {sorted(allowed) or 'nothing'}")
 
 
-def _matches_value(cited: Cited, value: RecordValue) -> bool:
-    analyte = analyte_of(value.code, None)
-    if cited.unit is not None and value.unit is not None:
-        in_units = alternatives(value.value, value.unit, analyte)
-        return cited.unit in in_units and number_matches(cited, in_units[cited.unit], None)
-    unitless = alternatives(value.value, value.unit, analyte, generic=False) or {None: value.value}
-    return any(number_matches(cited, v, None) for v in unitless.values())
-
-
 class NoFutureValue(Check):
-    """A number in the answer that equals a result of the record taken after `now` — and no result, and no
-    fact, known by `now` — was read from the future (the sandbox hides it; the assistant leaked it).
-    Thresholds the answer compares with ("below 3.5", "3.5以上") are not cited values."""
+    """A number the answer cites AS a value of an observation (named in its clause: subjects.py) that equals
+    a result of that observation taken after `now` — and no result of it, nor a fact of it, known by `now` —
+    was read from the future (the sandbox hides it; the assistant leaked it). Numbers are compared as
+    fact_cited compares them (units, conversions, the fact's tolerance). Doses, counts and numbers about
+    nothing the record holds are not values of it; thresholds ("below 3.5", "3.5以上") and counts written
+    in words ("twice") neither."""
 
     kind = "no_future_value"
 
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         now = ctx.now if ctx.now.tzinfo else ctx.now.replace(tzinfo=UTC)
-        future = [v for v in ctx.state.record_values if v.time is not None and v.time > now]
-        known = [v for v in ctx.state.record_values if v.time is None or v.time <= now]
-        facts = [RecordValue(f.code or "", float(f.value), f.unit, None, "fact")
-                 for turn in ctx.scenario.turns for f in turn.facts
-                 if isinstance(f.value, int | float) and not isinstance(f.value, bool)]
+        by_code: dict[str, list[RecordValue]] = {}
+        for value in ctx.state.record_values:
+            by_code.setdefault(value.code, []).append(value)
+        facts = [f for turn in ctx.scenario.turns for f in turn.facts
+                 if f.code in by_code and isinstance(f.value, int | float) and not isinstance(f.value, bool)]
+        names = {code: observation_names(ctx.scenario, code) for code in by_code}
+        later = sum(1 for v in ctx.state.record_values if v.time is not None and v.time > now)
         text = ctx.log.answer_text
+        norm = normalize(text)
         for cited in cited_numbers(text):
-            if is_threshold(text, cited):
-                continue
-            leaked = next((v for v in future if _matches_value(cited, v)), None)
-            if leaked and not any(_matches_value(cited, v) for v in known + facts):
-                where = f"{leaked.reference} at {leaked.time}"
-                return CheckResult(False, f"cites {cited.text} = {where} (after now)")
-        return CheckResult(True, f"no value from after now ({len(future)} later results checked)")
+            if not any(ch.isdigit() for ch in cited.text) or is_threshold(text, cited):
+                continue  # counts in words ("twice", "两次") and thresholds are not results
+            for code in sorted(cited_as(norm, cited, names)):
+                leaked = _leaked(cited, code, by_code[code], [f for f in facts if f.code == code], now)
+                if leaked is not None:
+                    return CheckResult(False, f"cites {cited.text} as {code.rsplit('|', 1)[-1]} = "
+                                              f"{leaked.reference} at {leaked.time} (after now)")
+        return CheckResult(True, f"no value from after now ({later} later results checked)")
+
+
+def _leaked(cited: Cited, code: str, values: list[RecordValue], facts: list[Fact], now: datetime,
+            ) -> RecordValue | None:
+    """The result of `code` after `now` that `cited` states, unless a result or fact known by now says the
+    same (then the answer may have it from there)."""
+    label = next((f.label.en for f in facts if f.label), None)
+    analyte, tolerance = analyte_of(code, label), next((f.tolerance for f in facts), None)
+    leaked = next((v for v in values if v.time is not None and v.time > now
+                   and quantity_matches(cited, v.value, v.unit, analyte, tolerance)), None)
+    if leaked is None:
+        return None
+    known = [(v.value, v.unit) for v in values if v.time is None or v.time <= now]
+    known += [(float(f.value), f.unit) for f in facts]  # type: ignore[arg-type]
+    if any(quantity_matches(cited, value, unit, analyte, tolerance) for value, unit in known):
+        return None
+    return leaked
