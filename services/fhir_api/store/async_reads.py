@@ -23,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import Engine, Select
 
 from services.fhir_api.search.engine import Step, driver_sql, includes_asked, search_steps
-from services.fhir_api.store.connections import bounded, connection_lost, session_options
+from services.fhir_api.store.connections import bounded, connection_lost, session_options, unavailable
 from services.fhir_api.store.interface import (
     Context,
     QueryTimeout,
@@ -144,14 +144,18 @@ class LoopReads:
         return await to_thread.run_sync(self.search, ctx, request)
 
     async def get_session_async(self, session_id: str) -> Context | None:
-        """Every request through a session's base asks it. Never raises: unknown/invalid -> None."""
+        """Every request through a session's base asks it: unknown/invalid -> None; the database not
+        answering -> QueryTimeout / StoreUnavailable (503), never None."""
         if self._async is None:
             return await to_thread.run_sync(self.get_session, session_id)
         try:
             rows = await self._async.rows(SESSION, {"sid": session_id})
         except QueryTimeout:  # not an unknown session: the server is busy (503)
             raise
-        except Exception:  # noqa: BLE001 - the contract of get_session
+        except Exception as exc:  # noqa: BLE001 - contract: unknown/invalid -> None, unreachable -> 503
+            down = unavailable(exc)
+            if down is not None:
+                raise down from exc
             return None
         return session_context(next(iter(rows), None))
 

@@ -11,9 +11,10 @@ from contextlib import contextmanager
 
 import psycopg
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from services.fhir_api.store.interface import QueryTimeout
+from services.fhir_api.store.interface import QueryTimeout, StoreUnavailable
 
 _SQLITE_READY: weakref.WeakSet = weakref.WeakSet()
 _PG_TUNED: weakref.WeakSet = weakref.WeakSet()
@@ -77,6 +78,19 @@ def bounded(timeout_ms: int | None) -> Iterator[None]:
         if timed_out(exc):
             raise QueryTimeout(f"the query ran longer than the server allows ({timeout_ms} ms)") from exc
         raise
+
+
+_UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeout, psycopg.OperationalError,
+                psycopg.InterfaceError, sqlite3.OperationalError, OSError)
+
+
+def unavailable(exc: BaseException) -> StoreUnavailable | None:
+    """A StoreUnavailable (503) for a failure that says the database could not answer now — a connection
+    refused or lost, a pool exhausted (SQLAlchemy's or psycopg_pool's PoolTimeout), "too many clients",
+    SQLite busy — rather than that the request was bad; None for any other failure."""
+    if isinstance(exc, _UNAVAILABLE):
+        return StoreUnavailable(f"the database did not answer: {type(exc).__name__}: {str(exc)[:200]}")
+    return None
 
 
 _READERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -133,6 +133,14 @@ class QueryTimeout(StoreError):
     status, code = 503, "timeout"
 
 
+class StoreUnavailable(StoreError):
+    """The database did not answer (connection refused or lost, pool exhausted, too many clients, SQLite
+    busy): the request may succeed later. Never reported as "not found": a client that took a 404 for a
+    session's sandbox as final (a scorer) would act on something that exists."""
+
+    status, code = 503, "transient"
+
+
 class ResourceStore(Protocol):
     def add_change_listener(self, listener: ChangeListener) -> None: ...
 
@@ -159,7 +167,8 @@ class ResourceStore(Protocol):
         ...
 
     async def get_session_async(self, session_id: str) -> Context | None:
-        """`get_session` awaited from the event loop."""
+        """`get_session` awaited from the event loop (None: no such session; a database that does not
+        answer raises QueryTimeout or StoreUnavailable, 503, never None)."""
         ...
 
     async def close_async(self) -> None:

@@ -34,7 +34,7 @@ from services.fhir_api.search.engine import rows_of
 from services.fhir_api.search.everything import everything
 from services.fhir_api.store import models as m
 from services.fhir_api.store.async_reads import AsyncReader, LoopReads
-from services.fhir_api.store.connections import bounded, connection_lost, prepare_engine
+from services.fhir_api.store.connections import bounded, connection_lost, prepare_engine, unavailable
 from services.fhir_api.store.indexing import index_resource, unindex
 from services.fhir_api.store.interface import (
     ChangeListener,
@@ -157,7 +157,10 @@ class SqlResourceStore(LoopReads):
             row = self._reading(lambda conn: next(iter(rows_of(conn, SESSION, {"sid": session_id})), None))
         except QueryTimeout:  # not an unknown session: the server is busy (503)
             raise
-        except Exception:  # noqa: BLE001 - contract: never raises, unknown/invalid -> None
+        except Exception as exc:  # noqa: BLE001 - contract: unknown/invalid -> None, unreachable -> 503
+            down = unavailable(exc)
+            if down is not None:
+                raise down from exc
             return None
         return session_context(row)
 
