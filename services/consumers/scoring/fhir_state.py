@@ -29,9 +29,9 @@ class SandboxMissing(LookupError):
 
 class PortalTransport(httpx.BaseTransport):
     """A synchronous transport onto an ASGI app in this process (httpx.ASGITransport is async only): each
-    request runs in a blocking portal's event loop thread, which also runs the app's lifespan. A failure in the
-    app is its 500 answer, as from a remote server (the scorer retries it), never an exception raised into
-    the caller (that made a session's end a poison event)."""
+    request runs in a blocking portal's event loop thread, which also runs the app's lifespan. A failure in
+    the app is its 500 answer, as from a remote server (the scorer retries it), never an exception raised
+    into the caller (that made a session's end a poison event)."""
 
     def __init__(self, app: Any) -> None:
         self._inner = httpx.ASGITransport(app=app, raise_app_exceptions=False)
