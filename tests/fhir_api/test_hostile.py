@@ -51,6 +51,9 @@ def check_hostile(api) -> None:
                    "_after=WyJ4Il0", "_offset=-1", "_count=1e9"):
         assert_outcome(fhir.get(f"/Patient?{cursor}"), 400)
     pid = fhir.post("/Patient", json=patient("hostile-ok")).json()["id"]
+    for far in ("/Patient", f"/Patient/{pid}/$everything", "/Patient/_history", f"/Patient/{pid}/_history"):
+        beyond = fhir.get(far, params={"_offset": "103980373960"})  # past every row, within 2**62: a page
+        assert beyond.status_code == 200 and "entry" not in beyond.json(), (far, beyond.text[:300])
     for doc in ([{"op": "replace", "path": "gender", "value": "male"}],
                 [{"op": "replace", "path": "/gender", "value": "ma\u0000le"}],
                 [{"op": "add", "path": "/name/-", "value": {}}],

@@ -216,7 +216,7 @@ def _page(stmt: Select, keys: list, cutoff, r, at: Cursor | None) -> Select:
     inner = inner.order_by(*cursor.walk(keys, r.c.rid, at))
     page = (
         inner.limit(bindparam("page_limit", type_=Integer))
-        .offset(bindparam("page_offset", type_=Integer))
+        .offset(bindparam("page_offset", type_=BigInteger))  # _offset runs to 2**62 (http/params.py)
         .subquery("page")
     )
     v = m.version

@@ -143,7 +143,7 @@ def _page(ctx: Context, types: tuple[str, ...] | None, since: bool, at: Position
         after = at is None or at[0] == "after"
         order = [walked.type_no, walked.rid] if after else [walked.type_no.desc(), walked.rid.desc()]
         found = stmt.order_by(*order).limit(bindparam("page_limit", type_=Integer))
-        found = found.offset(bindparam("page_offset", type_=Integer))
+        found = found.offset(bindparam("page_offset", type_=BigInteger))  # _offset runs to 2**62
         found.compile(dialect=dialect)  # settle lazily built parts before threads share it
         if len(_PAGES) > 256:
             _PAGES.clear()
@@ -208,7 +208,7 @@ def everything(
         position, bound = _position(at)
         page_stmt = _page(ctx, wanted, since is not None, position, conn.dialect)
         values.update(bound)
-        cap = WINDOW * (count + 1) + offset
+        cap = min(WINDOW * (count + 1) + offset, UNCUT)  # a far _offset: no cut (the bind is int4)
         rows = rows_of(conn, page_stmt, {**values, "walk_cap": cap})
         if len(rows) <= count:  # the walk's end (cheap to ask again), or too much of the cut hidden
             rows = rows_of(conn, page_stmt, {**values, "walk_cap": UNCUT})
