@@ -69,9 +69,12 @@ class Guard:
               query: list[tuple[str, str]], criteria: list[tuple[str, str]] | None, body: object
               ) -> tuple[list[tuple[str, str]], list[tuple[str, str]] | None]:
         """(query, conditional-create criteria) for a batch / transaction entry, narrowed when confined;
-        FhirHttpError 403 when the token may not make it. Unknown routes are left to the operation (400)."""
-        if route not in _ROUTES:
+        FhirHttpError 403 when the token may not make it. A URL matching no route is left to the operation
+        (400); a route not listed here is refused (closed by default, should entries learn new routes)."""
+        if route is None:
             return query, criteria
+        if route not in _ROUTES:
+            raise _forbidden(f"{route} is not available in a batch or transaction to this token")
         verb, interaction, conditional = _ROUTES[route]
         rtype = resource_type or "*"
         contexts = granting(self.grant.scopes, rtype, verb)
