@@ -12,14 +12,18 @@ from collections.abc import Iterator
 
 import pytest
 import uvicorn
+from sqlalchemy import event
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from events.projections.retry import RetryLater
+from rounds.db import make_engine
+from services.consumers.scoring import api
 from services.consumers.scoring.api import score_run
 from services.consumers.scoring.judge import PROMPT_VERSION, LlmJudge
+from services.consumers.scoring.projection import ScorerProjection
 from services.simulator.data_model.scenario import Scenario
 from tests.scoring import world
 from tests.scoring.conftest import World
@@ -112,3 +116,71 @@ def test_unreadable_verdicts_fail_the_item_and_an_unreachable_judge_is_a_retry(f
         LlmJudge("m", dead, timeout_s=2)(garbled, ctx)
     with pytest.raises(ValueError):
         LlmJudge.from_spec("no-base-url")
+
+
+class OutsideTransactions:
+    """Wraps a judge: records, for each verdict asked, how many transactions of the scorer's engine were
+    open, and fails its first `fail_first` calls with RetryLater (a judge that is down for a moment)."""
+
+    def __init__(self, judge: LlmJudge, fail_first: int = 0) -> None:
+        self.judge, self.fail_first = judge, fail_first
+        self.model, self.prompt_version = judge.model, judge.prompt_version
+        self.open_transactions: list[int] = []
+        self.asked: list[tuple[str, int, str]] = []
+        self.engine_open = 0
+
+    def describe(self) -> dict:
+        return self.judge.describe()
+
+    def watch(self, engine):
+        def begin(_conn) -> None:
+            self.engine_open += 1
+
+        def end(_conn) -> None:
+            self.engine_open -= 1
+
+        event.listen(engine, "begin", begin)
+        event.listen(engine, "commit", end)
+        event.listen(engine, "rollback", end)
+        return engine
+
+    def __call__(self, item, ctx):
+        self.open_transactions.append(self.engine_open)
+        if self.fail_first > 0:
+            self.fail_first -= 1
+            raise RetryLater("judge down for a moment")
+        self.asked.append((ctx.session.session_id, ctx.log.index, item.id))
+        return self.judge(item, ctx)
+
+
+def test_the_judge_is_asked_before_the_transaction_once_per_item(scoring_world: World, fake_openai: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    w = scoring_world
+    sc = judged_scenario(w.scenario)
+    for trial, style in enumerate(["oracle", "nothing", "leaky"]):
+        session = w.session().start(sc, "ahead", trial=trial)
+        world.play(session, sc, style)
+        session.end(run="ahead")
+    spy = OutsideTransactions(LlmJudge.from_spec(f"fake-model@{fake_openai}"), fail_first=1)
+    monkeypatch.setattr(api, "make_engine", lambda url: spy.watch(make_engine(url)))
+    report = score_run(w.settings, "ahead", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
+                       client=w.client, judge=spy, timeout_s=120)
+    assert spy.open_transactions and set(spy.open_transactions) == {0}  # never inside a transaction
+    # the failed call rolled the batch back and it was judged again: 3 items per session, all judged
+    assert len(set(spy.asked)) == 3 * 3
+    assert report.judge["items"] == 3 and report.judge["passed"] == 2 and report.judge["compared"] == 6
+    by_trial = {s.trial: s for s in report.sessions}
+    assert next(c for c in by_trial[2].turns[0].checks if c.id == "t0-judge").passed
+    # a judge that never fails is asked once per item; its verdicts are the same
+    steady = OutsideTransactions(LlmJudge.from_spec(f"fake-model@{fake_openai}"))
+    plain = score_run(w.settings, "ahead", scorer_version="plain", bus=w.bus, topics=(w.sessions,),
+                      scores_topic=w.scores, client=w.client, judge=steady, timeout_s=120)
+    assert len(steady.asked) == len(set(steady.asked)) == 3 * 3
+    verdicts = lambda r: {(s.trial, t.index, c.id): (c.passed, c.evidence)  # noqa: E731
+                          for s in r.sessions for t in s.turns for c in t.checks}
+    assert verdicts(plain) == verdicts(report)
+
+
+def test_a_judge_needs_the_engine() -> None:
+    with pytest.raises(ValueError, match="engine"):
+        ScorerProjection(judge=LlmJudge("m", "http://127.0.0.1:9/v1"))

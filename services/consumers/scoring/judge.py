@@ -4,6 +4,7 @@ deterministic check also judged. Every verdict records the model and the prompt 
 
 `--judge MODEL@BASE_URL` on `rounds score` / `rounds consume scorer` turns it on (`ROUNDS_JUDGE_API_KEY` for a
 key). A judge that cannot answer is infrastructure (`RetryLater`: the batch is retried), never a failed item.
+The scorer asks it in its batch's prefetch, outside the database transaction (`Verdicts` answers inside).
 """
 
 from __future__ import annotations
@@ -79,3 +80,22 @@ class LlmJudge:
             return CheckResult(False, f"judge {self.model}/{PROMPT_VERSION}: {unreadable}")
         reason = str(verdict.get("reason", ""))[:300]
         return CheckResult(passed, f"judge {self.model}/{PROMPT_VERSION}: {reason}")
+
+
+class Verdicts:
+    """A judge that answers from verdicts judged ahead (the scorer's prefetch, outside the database
+    transaction), keyed by (session, turn, item id): the transaction never waits on the network. A verdict
+    that was not judged ahead is `RetryLater` (the batch is judged again), never a guess."""
+
+    def __init__(self, judge: Any, verdicts: dict[tuple[str, int, str], CheckResult]) -> None:
+        self.judge, self.verdicts = judge, verdicts
+        self.model, self.prompt_version = judge.model, judge.prompt_version
+
+    def describe(self) -> dict[str, Any]:
+        return self.judge.describe()
+
+    def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
+        key = (ctx.session.session_id, ctx.log.index, item.id)
+        if key not in self.verdicts:
+            raise RetryLater(f"no verdict judged ahead for {key}")
+        return self.verdicts[key]

@@ -2,7 +2,9 @@
 
 It buffers each open session's events in its own tables. For a batch holding `rounds.session.ended`, its
 `prefetch` reads the ended sandboxes' final state over the FHIR API OUTSIDE the database transaction (an
-unreachable FHIR API is `RetryLater`, never poison); then, in the batch's ONE transaction, it scores every
+unreachable FHIR API is `RetryLater`, never poison) and asks the optional judge the verdicts of the sessions
+the batch scores (from the group's buffered events and the batch's); then, in the batch's ONE transaction (no
+network call inside), it scores every
 turn (scorer.py), replaces that (run, scorer version, session)'s score rows, emits `rounds.score.turn|session`
 (the outbox: published if and only if the transaction commits) and the `rounds.sandbox.state` it read, and the
 runner moves the group's positions. A crash repeats the batch or nothing: scores are never lost or doubled,
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -41,9 +44,17 @@ from services.consumers.report.model import SessionScore
 from services.consumers.scoring import snapshot, tables
 from services.consumers.scoring.events_out import session_event, turn_event
 from services.consumers.scoring.fhir_state import SandboxMissing
-from services.consumers.scoring.model import FinalState
+from services.consumers.scoring.judge import Verdicts
+from services.consumers.scoring.model import CheckResult, FinalState, SessionLog
 from services.consumers.scoring.scenarios import scenario_of
-from services.consumers.scoring.scorer import EXCLUDED_REASONS, SCORER, SCORER_VERSION, Judge, score_session
+from services.consumers.scoring.scorer import (
+    EXCLUDED_REASONS,
+    SCORER,
+    SCORER_VERSION,
+    Judge,
+    judge_requests,
+    score_session,
+)
 from services.consumers.scoring.session_log import LoggedEvent, build_log
 from services.simulator.data_model.scenario import Scenario
 
@@ -53,8 +64,17 @@ SESSION_TYPES = frozenset({
     "rounds.ehr.request", "rounds.ehr.response", "rounds.tool.call", "rounds.tool.result",
 })
 StateReader = Callable[[str, Scenario], FinalState]
-MISSING = object()
-READERS = 8  # sandboxes read at once by a batch's prefetch  # prefetched: the sandbox does not exist here
+MISSING = object()  # prefetched: the sandbox does not exist here
+READERS = 8  # sandboxes read (and verdicts asked) at once by a batch's prefetch
+
+
+@dataclass
+class Prefetched:
+    """What a batch's prefetch found: final states by session, and the judge's verdicts by (session, turn,
+    item id)."""
+
+    states: dict[str, Any] = field(default_factory=dict)
+    verdicts: dict[tuple[str, int, str], CheckResult] = field(default_factory=dict)
 
 
 class ScorerProjection(Projection):
@@ -76,6 +96,9 @@ class ScorerProjection(Projection):
         scores_topic: str = SCORES,
     ) -> None:
         super().__init__(suffix, topics)
+        if judge is not None and engine is None:
+            raise ValueError("a judge needs the engine: its verdicts are asked before the transaction, from "
+                             "the group's buffered events")
         self.read_state, self.engine, self.run_id, self.version = read_state, engine, run_id, scorer_version
         self.scenarios, self.judge, self.scores_topic = scenarios, judge, scores_topic
         self.scored: list[SessionScore] = []  # this process's results, newest last (for callers and tests)
@@ -102,20 +125,77 @@ class ScorerProjection(Projection):
                 found.update({sid: orjson.loads(data) for sid, data in rows})
         return found
 
-    def prefetch(self, records: Sequence[Record]) -> dict[str, Any]:
-        """The final state of each sandbox whose session ends in this batch (MISSING: not on this server)."""
+    def prefetch(self, records: Sequence[Record]) -> Prefetched:
+        """The final state of each sandbox whose session ends in this batch (MISSING: not on this server),
+        then, with a judge, its verdicts on the sessions this batch will score: all slow I/O of the batch,
+        done before its transaction opens."""
         ended = [r.key for r in records if r.event.type == ENDED and self._mine(r.event.data or {})
                  and (r.event.data or {}).get("reason") not in EXCLUDED_REASONS]
-        if not ended or self.read_state is None:
-            return {}
-        starts = self._started(records, ended)
-        jobs = [(sid, scenario) for sid in ended
-                if sid in starts and (scenario := scenario_of(starts[sid], self.scenarios)) is not None]
+        states: dict[str, Any] = {}
+        if ended and self.read_state is not None:
+            starts = self._started(records, ended)
+            jobs = [(sid, scenario) for sid in ended
+                    if sid in starts and (scenario := scenario_of(starts[sid], self.scenarios)) is not None]
+            states = dict(zip([sid for sid, _ in jobs], self._parallel(lambda job: self._read(*job), jobs),
+                              strict=True))
+        verdicts = self._judge_ahead(records, ended, states) if self.judge is not None else {}
+        return Prefetched(states, verdicts)
+
+    def _parallel(self, work: Callable[[Any], Any], jobs: list) -> list:
+        """`work` over `jobs`, READERS at once (they wait on an API, not the CPU)."""
         if len(jobs) <= 1:
-            return {sid: self._read(sid, scenario) for sid, scenario in jobs}
-        with ThreadPoolExecutor(min(READERS, len(jobs))) as pool:  # reads wait on the API, not the CPU
-            states = pool.map(lambda job: self._read(*job), jobs)
-            return dict(zip([sid for sid, _ in jobs], states, strict=True))
+            return [work(job) for job in jobs]
+        with ThreadPoolExecutor(min(READERS, len(jobs))) as pool:
+            return list(pool.map(work, jobs))
+
+    def _judge_ahead(self, records: Sequence[Record], ended: list[str], states: dict[str, Any],
+                     ) -> dict[tuple[str, int, str], CheckResult]:
+        """The judge's verdicts for every session this batch scores: those ending in it with a state, and
+        those whose `rounds.sandbox.state` arrives in it while they wait (or ended in it without one)."""
+        snapshots = {r.key for r in records if r.event.type == SNAPSHOT}
+        scored = [sid for sid in ended if states.get(sid) is not MISSING]
+        missing = {sid for sid in ended if states.get(sid) is MISSING}
+        waiting = snapshots & (missing | self._waiting(snapshots))
+        logs = self._logs(records, [*scored, *sorted(waiting - set(scored))])
+        requests = [(item, ctx) for log in logs
+                    for item, ctx in judge_requests(log, scenario_of(log.started, self.scenarios))]
+        assert self.judge is not None
+        results = self._parallel(lambda request: self.judge(*request), requests)  # type: ignore[misc]
+        return {(ctx.session.session_id, ctx.log.index, item.id): result
+                for (item, ctx), result in zip(requests, results, strict=True)}
+
+    def _waiting(self, sessions: set[str]) -> set[str]:
+        if not sessions or self.engine is None:
+            return set()
+        table = self.tables["scoring_open"]
+        with self.engine.connect() as conn:
+            return set(conn.execute(select(table.c.session_id).where(
+                table.c.session_id.in_(sorted(sessions)), table.c.status == "waiting")).scalars())
+
+    def _logs(self, records: Sequence[Record], sessions: list[str]) -> list[SessionLog]:
+        """The logs the batch's transaction will score these sessions from: the group's buffered events
+        (committed by earlier batches), then the batch's own up to the session's end."""
+        if not sessions:
+            return []
+        rows: dict[str, list[LoggedEvent]] = {sid: [] for sid in sessions}
+        if self.engine is not None:
+            table = self.tables["scoring_events"]
+            with self.engine.connect() as conn:
+                for sid, kind, data, time in conn.execute(
+                        select(table.c.session_id, table.c.type, table.c.data, table.c.time)
+                        .where(table.c.session_id.in_(sessions))
+                        .order_by(table.c.session_id, table.c.position)):
+                    rows[sid].append(LoggedEvent(kind, orjson.loads(data), time))
+        closed: set[str] = set()
+        for record in records:
+            sid = record.key or record.event.subject
+            if sid in rows and sid not in closed and record.event.type != SNAPSHOT:
+                data = record.event.data if isinstance(record.event.data, dict) else {}
+                rows[sid].append(LoggedEvent(record.event.type, orjson.loads(orjson.dumps(data)),
+                                             record.event.time))
+                if record.event.type == ENDED:
+                    closed.add(sid)
+        return [build_log(sid, rows[sid]) for sid in sessions]
 
     def _read(self, session_id: str, scenario: Scenario) -> FinalState | object:
         try:
@@ -156,7 +236,7 @@ class ScorerProjection(Projection):
         session["next_position"] += 1
         tx.state["buffered"].setdefault(session_id, []).append(row)
         if event.type == ENDED:
-            state = (tx.prefetched or {}).get(session_id)
+            state = tx.prefetched.states.get(session_id) if tx.prefetched else None
             if state is MISSING:
                 session["status"] = "waiting"  # until the log's rounds.sandbox.state for it
                 return
@@ -194,7 +274,8 @@ class ScorerProjection(Projection):
                 and log.reason not in EXCLUDED_REASONS:
             state = self._read(session_id, scenario)  # not prefetched (no engine to find its start)
             state = None if state is MISSING else state
-        score = score_session(log, scenario, state, self.judge)  # type: ignore[arg-type]
+        judge = Verdicts(self.judge, tx.prefetched.verdicts if tx.prefetched else {}) if self.judge else None
+        score = score_session(log, scenario, state, judge)  # type: ignore[arg-type]
         self._store(tx, score)
         reached = [t for t in score.turns if t.reached is not False]
         events = [turn_event(score, t, log, self.version, SCORER) for t in reached]

@@ -129,6 +129,24 @@ def _elapsed_ms(start: str | None, end: str | None) -> float | None:
     return round((b - a).total_seconds() * 1000, 3)
 
 
+def judge_requests(log: SessionLog, scenario: Scenario | None) -> list[tuple[RubricItem, CheckContext]]:
+    """What `score_session` with a judge asks it, so a caller can judge ahead (outside a transaction): every
+    llm_judge item and every item with a description (the agreement figure) of each reached turn. A judge
+    sees the conversation, not the sandbox: the contexts hold an empty final state."""
+    if log.reason in EXCLUDED_REASONS or scenario is None:
+        return []
+    language = log.started.get("language") or "en"
+    requests = []
+    for index, turn in enumerate(scenario.turns):
+        turn_log = log.turns.get(index)
+        if turn_log is None or turn_log.doctor is None:
+            continue
+        ctx = CheckContext(scenario, turn, turn_log, log, FinalState(), language)
+        requests += [(item, ctx) for item in turn.rubric
+                     if item.kind == "llm_judge" or item.description is not None]
+    return requests
+
+
 def score_session(log: SessionLog, scenario: Scenario | None, state: FinalState | None,
                   judge: Judge | None = None) -> SessionScore:
     started = log.started
