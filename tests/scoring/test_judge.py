@@ -4,11 +4,13 @@ with the deterministic checks, and a judge that cannot answer is a retry, not a 
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import uvicorn
@@ -18,10 +20,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from events.archive import dump, load
+from events.factory import open_bus
 from events.projections.retry import RetryLater
+from events.projections.runner import ProjectionRunner
+from events.topics import topic_specs
 from rounds.db import make_engine
+from rounds.migrate import upgrade
+from rounds.settings import Settings
 from services.consumers.scoring import api
 from services.consumers.scoring.api import score_run
+from services.consumers.scoring.fhir_state import fhir_client
 from services.consumers.scoring.judge import PROMPT_VERSION, LlmJudge
 from services.consumers.scoring.projection import ScorerProjection
 from services.simulator.data_model.scenario import Scenario
@@ -184,3 +193,41 @@ def test_the_judge_is_asked_before_the_transaction_once_per_item(scoring_world: 
 def test_a_judge_needs_the_engine() -> None:
     with pytest.raises(ValueError, match="engine"):
         ScorerProjection(judge=LlmJudge("m", "http://127.0.0.1:9/v1"))
+
+
+@pytest.mark.parametrize("batch_size", [500, 2])
+def test_a_loaded_log_is_judged_ahead_when_its_recorded_state_arrives(
+    scoring_world: World, fake_openai: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_size: int
+) -> None:
+    """Elsewhere no sandbox exists: each session waits for its `rounds.sandbox.state`, in the batch of its end
+    (500) or a later one (2); its verdicts are asked in that batch's prefetch, once per item."""
+    w = scoring_world
+    sc = judged_scenario(w.scenario)
+    for trial, style in enumerate(["oracle", "nothing"]):
+        session = w.session().start(sc, "moved", trial=trial)
+        world.play(session, sc, style)
+        session.end(run="moved")
+    judge = LlmJudge.from_spec(f"fake-model@{fake_openai}")
+    here = score_run(w.settings, "moved", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
+                     client=w.client, judge=judge, timeout_s=120)
+    archive = io.BytesIO()
+    dump(w.bus, [w.sessions], archive)
+    elsewhere = Settings(database_url=f"sqlite:///{tmp_path / 'elsewhere.sqlite'}")
+    upgrade(elsewhere.database_url)
+    bus = open_bus(elsewhere)
+    bus.ensure_topics(topic_specs(3))
+    spy = OutsideTransactions(judge)
+    monkeypatch.setattr(api, "make_engine", lambda url: spy.watch(make_engine(url)))
+    monkeypatch.setattr(api, "ProjectionRunner",
+                        lambda *a, **kw: ProjectionRunner(*a, **{**kw, "batch_size": batch_size}))
+    try:
+        load(bus, archive.getvalue().splitlines())
+        with fhir_client(elsewhere) as empty:
+            there = score_run(elsewhere, "moved", bus=bus, client=empty, judge=spy, timeout_s=120)
+    finally:
+        bus.close()
+    assert set(spy.open_transactions) == {0}
+    assert len(spy.asked) == len(set(spy.asked)) == 2 * 3
+    checks = lambda r: sorted((s.trial, t.index, c.id, c.passed, c.evidence)  # noqa: E731
+                              for s in r.sessions for t in s.turns for c in t.checks)
+    assert checks(there) == checks(here) and there.judge == here.judge
