@@ -82,13 +82,19 @@ def judged_scenario(sc: Scenario) -> Scenario:
     return Scenario.model_validate(data)
 
 
+def play_judged(w: World, run: str, styles: list[str]) -> Scenario:
+    """One session of the judged scenario per style, trials 0, 1, ..."""
+    sc = judged_scenario(w.scenario)
+    for trial, style in enumerate(styles):
+        session = w.session().start(sc, run, trial=trial)
+        world.play(session, sc, style)
+        session.end(run=run)
+    return sc
+
+
 def test_judge_items_and_agreement_in_the_report(scoring_world: World, fake_openai: str) -> None:
     w = scoring_world
-    sc = judged_scenario(w.scenario)
-    for trial, style in enumerate(["oracle", "nothing"]):
-        session = w.session().start(sc, "judged", trial=trial)
-        world.play(session, sc, style)
-        session.end(run="judged")
+    play_judged(w, "judged", ["oracle", "nothing"])
     judge = LlmJudge.from_spec(f"fake-model@{fake_openai}")
     report = score_run(w.settings, "judged", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
                        client=w.client, judge=judge, timeout_s=120)
@@ -165,11 +171,7 @@ class OutsideTransactions:
 def test_the_judge_is_asked_before_the_transaction_once_per_item(scoring_world: World, fake_openai: str,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     w = scoring_world
-    sc = judged_scenario(w.scenario)
-    for trial, style in enumerate(["oracle", "nothing", "leaky"]):
-        session = w.session().start(sc, "ahead", trial=trial)
-        world.play(session, sc, style)
-        session.end(run="ahead")
+    play_judged(w, "ahead", ["oracle", "nothing", "leaky"])
     spy = OutsideTransactions(LlmJudge.from_spec(f"fake-model@{fake_openai}"), fail_first=1)
     monkeypatch.setattr(api, "make_engine", lambda url: spy.watch(make_engine(url)))
     report = score_run(w.settings, "ahead", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
@@ -202,11 +204,7 @@ def test_a_loaded_log_is_judged_ahead_when_its_recorded_state_arrives(
     """Elsewhere no sandbox exists: each session waits for its `rounds.sandbox.state`, in the batch of its end
     (500) or a later one (2); its verdicts are asked in that batch's prefetch, once per item."""
     w = scoring_world
-    sc = judged_scenario(w.scenario)
-    for trial, style in enumerate(["oracle", "nothing"]):
-        session = w.session().start(sc, "moved", trial=trial)
-        world.play(session, sc, style)
-        session.end(run="moved")
+    play_judged(w, "moved", ["oracle", "nothing"])
     judge = LlmJudge.from_spec(f"fake-model@{fake_openai}")
     here = score_run(w.settings, "moved", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
                      client=w.client, judge=judge, timeout_s=120)
