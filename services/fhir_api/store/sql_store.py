@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TypeVar
 
 import psycopg
@@ -19,7 +19,6 @@ from sqlalchemy import (
     Connection,
     Engine,
     and_,
-    delete,
     func,
     insert,
     select,
@@ -34,7 +33,7 @@ from services.fhir_api.search.engine import rows_of
 from services.fhir_api.search.everything import everything
 from services.fhir_api.store import models as m
 from services.fhir_api.store.async_reads import AsyncReader, LoopReads
-from services.fhir_api.store.connections import bounded, connection_lost, prepare_engine, unavailable
+from services.fhir_api.store.connections import bounded, connection_lost, prepare_engine
 from services.fhir_api.store.indexing import index_resource, unindex
 from services.fhir_api.store.interface import (
     ChangeListener,
@@ -45,7 +44,6 @@ from services.fhir_api.store.interface import (
     InvalidResource,
     MultipleMatches,
     NotFound,
-    QueryTimeout,
     ResourceChange,
     SearchRequest,
     SearchResult,
@@ -54,15 +52,13 @@ from services.fhir_api.store.interface import (
 )
 from services.fhir_api.store.rows import (
     CURRENT,
-    SESSION,
     index_clinical_time,
     instant,
     now_ms,
     readable,
-    session_context,
     stored_resource,
 )
-from services.fhir_api.store.session_writes import session_writes
+from services.fhir_api.store.sessions import SessionRows
 from services.fhir_api.store.timing import settle_times
 from services.fhir_api.store.validation import validate_resource
 from services.fhir_api.store.views import present
@@ -71,7 +67,7 @@ from services.fhir_api.store.visibility import hidden_keys, version_scope, visib
 T = TypeVar("T")
 
 
-class SqlResourceStore(LoopReads):
+class SqlResourceStore(SessionRows, LoopReads):
     def __init__(
         self,
         engine: Engine,
@@ -141,43 +137,6 @@ class SqlResourceStore(LoopReads):
                 _conn=conn,
                 _listeners=self._listeners,
             )
-
-    # -- sessions ------------------------------------------------------------------------------------------
-    def create_session(self, now: datetime | None = None) -> str:
-        sid = uuid.uuid4().hex
-        if now is not None:
-            # Stored as UTC: SQLite drops the offset, so a local-time clock would shift by hours.
-            now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
-        with self._conn(write=True) as conn:
-            conn.execute(insert(m.session).values(id=sid, now=now, created=datetime.now(UTC)))
-        return sid
-
-    def get_session(self, session_id: str) -> Context | None:
-        try:
-            row = self._reading(lambda conn: next(iter(rows_of(conn, SESSION, {"sid": session_id})), None))
-        except QueryTimeout:  # not an unknown session: the server is busy (503)
-            raise
-        except Exception as exc:  # noqa: BLE001 - contract: unknown/invalid -> None, unreachable -> 503
-            down = unavailable(exc)
-            if down is not None:
-                raise down from exc
-            return None
-        return session_context(row)
-
-    def drop_session(self, session_id: str) -> None:
-        if not session_id:
-            return
-        with self._conn(write=True) as conn:
-            rids = select(m.resource.c.rid).where(m.resource.c.session == session_id)
-            for table in m.INDEX_TABLES.values():
-                conn.execute(delete(table).where(table.c.rid.in_(rids)))
-            conn.execute(delete(m.resource).where(m.resource.c.session == session_id))
-            conn.execute(delete(m.version).where(m.version.c.session == session_id))
-            conn.execute(delete(m.session).where(m.session.c.id == session_id))
-
-    def session_writes(self, session_id: str) -> list[StoredResource]:
-        """The current version of each resource the session wrote (store/session_writes.py)."""
-        return self._reading(lambda conn: session_writes(conn, session_id))
 
     # -- reads ------------------------------------------------------------------------------------------
     def _current(
