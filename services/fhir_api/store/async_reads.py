@@ -23,10 +23,14 @@ from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import Engine, Select
 
 from services.fhir_api.search.engine import Step, driver_sql, includes_asked, search_steps
-from services.fhir_api.store.connections import bounded, connection_lost, session_options, unavailable
+from services.fhir_api.store.connections import (
+    bounded,
+    connection_lost,
+    raise_if_unanswered,
+    session_options,
+)
 from services.fhir_api.store.interface import (
     Context,
-    QueryTimeout,
     SearchRequest,
     SearchResult,
     StoredResource,
@@ -150,12 +154,8 @@ class LoopReads:
             return await to_thread.run_sync(self.get_session, session_id)
         try:
             rows = await self._async.rows(SESSION, {"sid": session_id})
-        except QueryTimeout:  # not an unknown session: the server is busy (503)
-            raise
         except Exception as exc:  # noqa: BLE001 - contract: unknown/invalid -> None, unreachable -> 503
-            down = unavailable(exc)
-            if down is not None:
-                raise down from exc
+            raise_if_unanswered(exc)
             return None
         return session_context(next(iter(rows), None))
 

@@ -93,6 +93,16 @@ def unavailable(exc: BaseException) -> StoreUnavailable | None:
     return None
 
 
+def raise_if_unanswered(exc: Exception) -> None:
+    """For lookups whose contract is "unknown or invalid -> None" (a session by id): re-raise what says the
+    database did not answer (QueryTimeout, StoreUnavailable: 503) so it is never taken for "unknown"."""
+    if isinstance(exc, QueryTimeout):
+        raise exc
+    down = unavailable(exc)
+    if down is not None:
+        raise down from exc
+
+
 _READERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 

@@ -17,8 +17,8 @@ from sqlalchemy import Connection, delete, insert, select
 
 from services.fhir_api.search.engine import rows_of
 from services.fhir_api.store import models as m
-from services.fhir_api.store.connections import unavailable
-from services.fhir_api.store.interface import Context, QueryTimeout, StoredResource
+from services.fhir_api.store.connections import raise_if_unanswered
+from services.fhir_api.store.interface import Context, StoredResource
 from services.fhir_api.store.rows import SESSION, session_context
 from services.fhir_api.store.session_writes import session_writes
 
@@ -39,12 +39,8 @@ class SessionRows:
     def get_session(self, session_id: str) -> Context | None:
         try:
             row = self._reading(lambda conn: next(iter(rows_of(conn, SESSION, {"sid": session_id})), None))
-        except QueryTimeout:  # not an unknown session: the server is busy (503)
-            raise
         except Exception as exc:  # noqa: BLE001 - contract: unknown/invalid -> None, unreachable -> 503
-            down = unavailable(exc)
-            if down is not None:
-                raise down from exc
+            raise_if_unanswered(exc)
             return None
         return session_context(row)
 
