@@ -7,6 +7,7 @@ import time
 from collections import defaultdict
 
 import pytest
+from sqlalchemy import event
 
 from events.bus import TopicPartition, TopicSpec, UnknownTopic
 from events.factory import open_bus
@@ -54,6 +55,44 @@ def test_concurrent_producers_get_dense_unique_offsets(log: SqlLog) -> None:
     assert all(v == list(range(len(v))) for v in offsets.values()), "dense, gap-free, unique per partition"
     ends = log.end_offsets(log.partitions("t.log"))
     assert {tp.partition: n for tp, n in ends.items()} == {p: len(v) for p, v in offsets.items()}
+
+
+def test_a_reader_never_passes_an_offset_whose_producer_has_not_committed(log: SqlLog) -> None:
+    """Producer A holds its append open after taking offset 0 and inserting its record; producer B, on the
+    same partition, cannot take offset 1 until A commits (the partition's counter row is locked), so no
+    reader can see 1 while 0 is invisible and move past 0 for ever. Pausing A inside its transaction makes
+    this deterministic (the suspect for lost events on PostgreSQL under concurrent producers)."""
+    inserted, release = threading.Event(), threading.Event()
+    producer_a = threading.current_thread()  # replaced by A's thread below
+
+    def hold(conn, clauseelement, *_args) -> None:
+        table = getattr(clauseelement, "table", None)
+        if threading.current_thread() is producer_a and getattr(table, "name", "") == "event_log_record":
+            inserted.set()
+            release.wait(30)
+
+    event.listen(log.engine, "after_execute", hold)
+    first, second = tool_call("same-key", 1), tool_call("same-key", 2)
+    a = threading.Thread(target=log.publish, args=("t.log", first, "same-key"))
+    b_done = threading.Event()
+    b = threading.Thread(target=lambda: (log.publish("t.log", second, "same-key"), b_done.set()))
+    producer_a = a
+    reader = log.reader(["t.log"])
+    try:
+        a.start()
+        assert inserted.wait(30)
+        b.start()
+        assert not b_done.wait(0.5)  # B waits for A's offsets to commit
+        assert reader.poll(timeout_s=0.3) == []  # nothing visible, nothing skipped
+        release.set()
+        a.join(30)
+        b.join(30)
+        got = drain(reader, 2)
+        assert [(r.offset, r.event.id) for r in got] == [(0, first.id), (1, second.id)]
+    finally:
+        release.set()
+        event.remove(log.engine, "after_execute", hold)
+        reader.close()
 
 
 def test_a_silent_member_loses_its_partitions_after_the_session_timeout(log: SqlLog) -> None:
