@@ -13,7 +13,7 @@ from psycopg_pool import PoolTimeout
 from sqlalchemy.exc import OperationalError
 
 from services.consumers.scoring.api import score_run
-from services.fhir_api.store import async_reads, rows, sql_store
+from services.fhir_api.store import async_reads, rows, sessions, sql_store
 from tests.scoring import world
 from tests.scoring.conftest import World, make_world
 
@@ -39,7 +39,7 @@ class FailingLookups:
             raise PoolTimeout("couldn't get a connection after 30.00 sec")
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        real_rows_of, real_rows = sql_store.rows_of, async_reads.AsyncReader.rows
+        real_rows_of, real_rows = sessions.rows_of, async_reads.AsyncReader.rows
 
         def rows_of(conn, stmt, values, **kw):
             if stmt is rows.SESSION:
@@ -51,7 +51,7 @@ class FailingLookups:
                 self.fail()
             return await real_rows(reader, stmt, values)
 
-        monkeypatch.setattr(sql_store, "rows_of", rows_of)
+        monkeypatch.setattr(sessions, "rows_of", rows_of)
         monkeypatch.setattr(async_reads.AsyncReader, "rows", async_rows)
 
 
