@@ -4,7 +4,8 @@ OperationOutcome, never a 5xx (PostgreSQL refuses NUL in text; SQL statements ha
 - Resource bodies: control characters other than tab, CR and LF in any string (FHIR `string` is
   `[ \\r\\n\\t\\S]+`; a NUL cannot even be stored in PostgreSQL text), and empty elements — `{}` below the top
   level, `[]`, `""` — which FHIR JSON forbids (ele-1: an element has a value or children); `null` stands only
-  inside arrays (primitive extensions' placeholders).
+  inside a primitive array and its `_name` array of extensions, as the placeholder of an index that has
+  something in the other array, and the two arrays pair index by index (FHIR JSON's primitive extensions).
 - Searches and conditional criteria: at most `MAX_SEARCH_PARAMS` parameters and `MAX_SEARCH_VALUES` OR
   alternatives in all (services/fhir_api/limits.py).
 """
@@ -30,6 +31,8 @@ def check_document(value: Any, where: str = "") -> None:
             path = f"{where}.{key}" if where else key
             if item is None:
                 raise FhirHttpError(400, f"{path}: null is not a FHIR value")
+            if isinstance(item, list):
+                _check_pairing(value, key, item, path)
             check_document(item, path)
     elif isinstance(value, list):
         if not value:
@@ -41,6 +44,27 @@ def check_document(value: Any, where: str = "") -> None:
         if not value:
             raise FhirHttpError(400, f"{where}: empty string (leave the element out)")
         _check_text(value, where)
+
+
+def _check_pairing(parent: dict, key: str, items: list, path: str) -> None:
+    """An array of primitives and its `_name` array of their extensions (FHIR JSON, "Representing primitive
+    elements"): both arrays, of one length when both are present, and a null at an index of one only where
+    the other has something there (a null in both, or in a lone array, would be an element with neither value
+    nor extension). Arrays of other elements have no `_name` partner, so they hold no null at all."""
+    partner_key = key[1:] if key.startswith("_") else f"_{key}"
+    partner = parent.get(partner_key)
+    if partner is None and None not in items:
+        return  # the common case: an array with no nulls and no partner
+    if partner is not None and not isinstance(partner, list):
+        raise FhirHttpError(400, f"{path}: an array, but {partner_key} is not (they pair index by index)")
+    if partner is not None and len(partner) != len(items):
+        raise FhirHttpError(400, f"{path}: {len(items)} entries, {partner_key} {len(partner)} (they pair "
+                                 "index by index)")
+    missing = "value" if key.startswith("_") else "extension"
+    for index, item in enumerate(items):
+        if item is None and (partner is None or partner[index] is None):
+            raise FhirHttpError(400, f"{path}[{index}]: null with no {missing} at {partner_key}[{index}] (an "
+                                     "element needs a value or children)")
 
 
 def _check_text(text: str, where: str) -> None:

@@ -157,7 +157,7 @@ def timed_views(resource: dict, own_time: int | None) -> list[tuple[int | None, 
     starts: list[int | None] = [None, *cuts]
     for i, start in enumerate(starts):
         until = cuts[i] if i < len(cuts) else None
-        view = orjson.loads(orjson.dumps(resource))
+        view = orjson.loads(json_numbers.dumps(resource))  # a deep copy (a body's decimals are JsonDecimal)
         apply(view, (cuts[0] - 1) if start is None else start)
         out.append((start, until, view))
     return out
