@@ -78,3 +78,29 @@ def test_a_webhook_answer_without_text_is_the_assistants_fault_and_an_unreachabl
     (down,) = asyncio.run(run_scenarios(jobs(scenarios), f"http:{closed[5:]}", RunOptions("run-down-hook"),
                                         settings)).outcomes
     assert down.reason == "infrastructure_error" and "unreachable" in down.error
+
+
+@pytest.mark.parametrize("separate", [False, True], ids=["embedded", "separate-server"])
+def test_a_webhook_assistant_completes_with_auth_on(settings, scenarios, webhook, separate):
+    """Auth on: the webhook gets the session's token (`accessToken`) and sends it on its FHIR and patientUrl
+    calls, which both demand it — on the in-process FHIR app, and on the simulator's own patient endpoint next
+    to a separate server."""
+    from services.fhir_api.app import create_app
+    from tests.simulator.adapters.conftest import Served
+
+    secured = settings.model_copy(update={"auth": True})
+    served = Served(create_app(secured)) if separate else None
+    try:
+        base = f"{served.root}/fhir" if served else None
+        options = RunOptions(f"run-webhook-auth-{separate}", fhir_base=base)
+        summary = asyncio.run(run_scenarios(jobs(scenarios), f"http:{webhook[5:]}", options, secured))
+    finally:
+        if served is not None:
+            served.stop()
+    (outcome,) = summary.outcomes
+    assert (outcome.reason, outcome.turns, outcome.error) == ("completed", 4, None)
+    events = session_events(secured, outcome.session_id)
+    assert [e.type for e in events].count("rounds.message.patient") == 1
+    answers = [e.data["payload"][0]["contentString"] for e in events
+               if e.type == "rounds.message.assistant" and "answer" in str(e.data["extension"])]
+    assert answers[0].startswith("Creatinine 1.6 mg/dL (turn 0") and "ibuprofen" in answers[1]

@@ -1,5 +1,6 @@
 """An assistant in another process: a webhook (`http:` spec) that works the session's FHIR base and patient
-endpoint itself. Run as `python tests/simulator/webhook_assistant.py PORT`; it prints READY when serving."""
+endpoint itself, with the session's `accessToken` as its bearer token when it is handed one (auth on). Run as
+`python tests/simulator/webhook_assistant.py PORT`; it prints READY when serving."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from starlette.routing import Route
 async def answer(request: Request) -> JSONResponse:
     turn = await request.json()
     base, patient = turn["fhirBase"], turn["patient"]
-    async with httpx.AsyncClient(base_url=base, timeout=30) as fhir:
+    token = turn.get("accessToken")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx.AsyncClient(base_url=base, timeout=30, headers=headers) as fhir:
         if turn["message"] == "garbage":
             return JSONResponse({"no": "text"})
         if turn["message"] == "loop":

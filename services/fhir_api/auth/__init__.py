@@ -61,20 +61,36 @@ def install_auth(app: Any, settings: Settings, store: Any, max_body_bytes: int) 
     return auth
 
 
-def service_headers(settings: Any, scope: str = "system/*.cruds") -> dict[str, str]:
-    """Authorization for Rounds' own services (simulator, scorer) calling the API on the same database:
-    they sign their token with the deployment's key. Empty when auth is off."""
-    if not getattr(settings, "auth", False):
-        return {}
+def deployment_key(settings: Any) -> OctKey:
+    """The deployment's signing key for a process without a FHIR app of its own (simulator, scorer):
+    ROUNDS_AUTH_KEY, or the key kept in the database `settings.database_url` names (the one `rounds serve`
+    uses), so what they sign and verify agrees with the server."""
     from rounds.db import make_engine
 
     configured = getattr(settings, "auth_key", None)
     engine = None if configured else make_engine(settings.database_url)
     try:
-        key = signing_key(engine, configured)
+        return signing_key(engine, configured)
     finally:
         if engine is not None:
             engine.dispose()
-    token = issue(key, parse_scopes(scope), expires_in=settings.auth_session_token_seconds,
-                  subject="rounds-service")
+
+
+def service_headers(settings: Any, scope: str = "system/*.cruds") -> dict[str, str]:
+    """Authorization for Rounds' own services (simulator, scorer) calling the API on the same database:
+    they sign their token with the deployment's key. Empty when auth is off."""
+    if not getattr(settings, "auth", False):
+        return {}
+    token = issue(deployment_key(settings), parse_scopes(scope),
+                  expires_in=settings.auth_session_token_seconds, subject="rounds-service")
     return {"Authorization": f"Bearer {token}"}
+
+
+def endpoint_auth(settings: Any) -> Auth | None:
+    """Access control for session endpoints served apart from the FHIR app (the simulator's patient and MCP
+    endpoints next to a separate `rounds serve`): the deployment's key and the middleware's rules, so a token
+    is judged there exactly as on the server. No store: those endpoints have no FHIR base, so no compartment
+    check ever reads one. None when auth is off."""
+    if not getattr(settings, "auth", False):
+        return None
+    return Auth(settings, deployment_key(settings), store=None, max_body_bytes=0)

@@ -153,6 +153,26 @@ async def admit(auth: Any, scope: Scope, receive: Receive, send: Send) -> Receiv
     return await AuthMiddleware(_nothing, auth).admit(scope, receive, send)
 
 
+class SessionEndpointAuth:
+    """The middleware's rules on an app that serves session endpoints apart from the FHIR app (the
+    simulator's patient endpoint next to a separate `rounds serve`): `/sessions/<id>/patient|mcp` goes
+    through the same `admit` as on the server (the session's token, or a managing one); the app's other
+    paths (its docs, unknown ones → 404) pass, as the app holds nothing else."""
+
+    def __init__(self, app: ASGIApp, auth: Any) -> None:
+        self.app, self.auth = app, auth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            target = classify(scope["method"], scope["path"])
+            if target.kind == "session_endpoint":
+                admitted = await AuthMiddleware(_nothing, self.auth).admit(scope, receive, send, target)
+                if admitted is None:
+                    return
+                receive = admitted
+        await self.app(scope, receive, send)
+
+
 async def _nothing(scope: Scope, receive: Receive, send: Send) -> None:  # pragma: no cover - never called
     raise RuntimeError("admit() does not call the app")
 

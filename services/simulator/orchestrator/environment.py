@@ -4,7 +4,8 @@ Embedded: the FHIR app is built here with the event backbone on the run's bus (s
 same log), and in-process assistants reach it through httpx's ASGI transport — no sockets, the fastest path.
 Assistants in another process (`http:`, MCP clients) need a real URL: `network=True` also serves the same app
 with uvicorn on a free loopback port, in this event loop. Remote (`--fhir-base`): sandboxes are opened on the
-given server over HTTP, and the patient endpoint is served by the simulator on its own port when needed.
+given server over HTTP, and the patient endpoint is served by the simulator on its own port when needed
+(checking the session's token as the server would when auth is on).
 """
 
 from __future__ import annotations
@@ -137,16 +138,17 @@ async def embedded(
 
 
 async def remote(fhir_root: str, *, network: bool = False, mcp: bool = False,
-                 headers: dict[str, str] | None = None) -> FhirEnvironment:
+                 headers: dict[str, str] | None = None, auth: Any = None) -> FhirEnvironment:
     """A separate FHIR server at `fhir_root` (its root, http://host:8080; a trailing /fhir is dropped); with
     `mcp`, the per-session MCP endpoint is served beside the patient endpoint. `headers`: the simulator's
-    credentials for opening sessions when the server has auth on."""
+    credentials for opening sessions when the server has auth on; `auth` (auth.endpoint_auth, on the server's
+    key) makes the patient and MCP endpoints served here demand the session's token as the server does."""
     root = fhir_root.rstrip("/").removesuffix("/fhir")
     # Idle connections are dropped before uvicorn's 5 s keep-alive ends them, so a request is not sent on a
     # connection the server is closing (a ReadError charged to the infrastructure for nothing).
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=64, keepalive_expiry=2.0)
     transport = httpx.AsyncHTTPTransport(limits=limits)
-    app = patient_app()
+    app = patient_app(auth)
     env = FhirEnvironment(root, transport, app, root, headers=dict(headers or {}))
     env._closers.append(transport.aclose)
     if mcp:

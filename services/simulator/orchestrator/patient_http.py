@@ -2,11 +2,14 @@
 
 The router belongs to the simulator (the FHIR service never imports it): on the embedded default it is mounted
 on the in-process FHIR app, so the patient is reachable beside the session's FHIR base; against a separate
-`rounds serve` the simulator serves it on its own port. Either way the exchange goes through the running
+`rounds serve` the simulator serves it on its own port, with auth on holding requests to the server's rules
+(the session's bearer token). Either way the exchange goes through the running
 session (`LiveSession.ask_patient`), so it is counted and recorded exactly like an in-process question.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -77,8 +80,15 @@ async def ask_patient(session_id: str, request: Request) -> JSONResponse:
     return JSONResponse({"text": answer})
 
 
-def patient_app() -> FastAPI:
-    """The patient endpoint alone (served by the simulator next to a separate `rounds serve`)."""
+def patient_app(auth: Any = None) -> FastAPI:
+    """The patient endpoint alone (served by the simulator next to a separate `rounds serve`). With `auth`
+    (services.fhir_api.auth.endpoint_auth: the server's key, auth on) it demands the session's token as the
+    server does; `app.state.auth` is what the MCP endpoint mounted on this app checks too."""
     app = FastAPI(title="Rounds simulated patient", docs_url="/docs")
     app.include_router(router)
+    app.state.auth = auth
+    if auth is not None:
+        from services.fhir_api.auth.middleware import SessionEndpointAuth
+
+        app.add_middleware(SessionEndpointAuth, auth=auth)
     return app

@@ -15,7 +15,7 @@ from events.factory import open_bus
 from events.sequences import SessionSequences
 from rounds.db import make_engine
 from rounds.settings import Settings, get_settings
-from services.fhir_api.auth import service_headers
+from services.fhir_api.auth import endpoint_auth, service_headers
 from services.simulator.assistants.registry import create_assistant, needs_network
 from services.simulator.data_model import Assistant
 from services.simulator.orchestrator import environment
@@ -55,7 +55,7 @@ async def run_scenarios(jobs: list[SessionJob], assistant: Assistant | str, opti
         mcp = str(getattr(assistant, "spec", "")).startswith("mcp")
         if options.fhir_base:
             env = await environment.remote(options.fhir_base, network=network, mcp=mcp,
-                                           headers=service_headers(settings))
+                                           headers=service_headers(settings), auth=endpoint_auth(settings))
         else:
             env = await environment.embedded(settings, bus, network=network, mcp=mcp)
         session_settings = SessionSettings(
