@@ -111,3 +111,28 @@ def test_a_shared_observation_with_decimals_and_a_later_date(client, api, tag):
     assert seen.status_code == 200, seen.text
     assert seen.json()["effectivePeriod"] == {"start": "2150-01-01T00:00:00Z"}  # not over yet at the clock
     assert b'"value":12.60' in seen.content.replace(b" ", b"")
+
+
+def test_duplicate_full_urls_are_refused_in_every_bundle(client, tag):
+    """bdl-7: fullUrl is unique within a Bundle (unless the entries' meta.versionId differ; a history Bundle
+    may repeat it): a transaction and a batch are 400, a Bundle stored as a resource 422."""
+    dup = f"urn:uuid:{tag}-0000-0000-0000-000000000000"[:45]
+    entry = {"fullUrl": dup, "resource": patient(tag), "request": {"method": "POST", "url": "Patient"}}
+    for kind in ("transaction", "batch"):
+        answer = client.post("", json={"resourceType": "Bundle", "type": kind, "entry": [entry, entry]})
+        assert "appears more than once" in assert_outcome(answer, 400)["issue"][0]["diagnostics"]
+    stored = {"resourceType": "Bundle", "type": "collection",
+              "entry": [{"fullUrl": dup, "resource": patient(tag)}] * 2}
+    assert_outcome(client.post("/Bundle", json=stored), 422)
+    versions = [{"fullUrl": dup, "resource": {**patient(tag), "id": "p", "meta": {"versionId": v}}}
+                for v in ("1", "2")]
+    assert client.post("/Bundle", json={**stored, "entry": versions}).status_code == 201
+    history = {"resourceType": "Bundle", "type": "history", "entry": [
+        {"fullUrl": dup, "resource": patient(tag), "request": {"method": "PUT", "url": "Patient/p"},
+         "response": {"status": "200"}}] * 2}
+    assert client.post("/Bundle", json=history).status_code == 201
+    tx_versions = [{**e, "request": {"method": "POST", "url": "Patient"}} for e in versions]
+    assert_outcome(client.post("", json={"resourceType": "Bundle", "type": "transaction",
+                                         "entry": tx_versions}), 400)  # a transaction resolves by fullUrl
+    found = client.get("/Patient", params={"identifier": f"urn:test|{tag}", "_summary": "count"}).json()
+    assert found["total"] == 0  # nothing of the refused bundles was written

@@ -24,6 +24,7 @@ from services.fhir_api.http.outcome import Call, Outcome, error_entry, to_entry
 from services.fhir_api.http.params import check_id, parse_etag, parse_version
 from services.fhir_api.http.validation import check_type
 from services.fhir_api.store.interface import StoreError
+from services.fhir_api.store.validation import repeated_full_url
 
 log = logging.getLogger(__name__)
 ORDER = {"DELETE": 0, "POST": 1, "PUT": 2, "PATCH": 2, "GET": 3, "HEAD": 3}
@@ -207,11 +208,9 @@ def process(call: Call, doc: dict) -> Outcome:
     raw_entries = doc.get("entry") or []
     if not isinstance(raw_entries, list):
         raise FhirHttpError(400, "Bundle.entry must be an array")
+    if (twice := repeated_full_url(doc, versions_differ_ok=kind == "batch")) is not None:  # bdl-7
+        raise FhirHttpError(400, f"fullUrl {twice[:120]!r} appears more than once in the {kind}")
     if kind == "batch":
         return Outcome(200, body=bundle("batch-response", _run_batch(call, raw_entries)))
     entries = [parse_entry(call, i, raw) for i, raw in enumerate(raw_entries)]
-    full_urls = [e.full_url for e in entries if e.full_url]
-    if len(set(full_urls)) != len(full_urls):  # bdl-7: fullUrl is unique within a Bundle
-        twice = next(u for u in full_urls if full_urls.count(u) > 1)
-        raise FhirHttpError(400, f"fullUrl {str(twice)[:120]!r} appears more than once in the transaction")
     return Outcome(200, body=bundle("transaction-response", _run_transaction(call, entries)))

@@ -42,6 +42,8 @@ def validate_resource(resource: dict) -> None:
     model = _model(resource["resourceType"])
     if model is None:
         raise InvalidResource(f"unknown resourceType '{resource['resourceType']}'")
+    if resource["resourceType"] == "Bundle" and (twice := repeated_full_url(resource)) is not None:
+        raise InvalidResource(f"invalid Bundle: fullUrl {twice[:120]!r} appears more than once (bdl-7)")
     try:
         model.model_validate(resource)
     except ValidationError as exc:
@@ -51,6 +53,27 @@ def validate_resource(resource: dict) -> None:
         issues = _revalidate(model, resource, unmodelled) if unmodelled else _messages(errors)
         if issues:
             raise InvalidResource(f"invalid {resource['resourceType']}", issues) from exc
+
+
+def repeated_full_url(bundle: dict, *, versions_differ_ok: bool = True) -> str | None:
+    """The first fullUrl two entries share, or None (bdl-7: fullUrl is unique within a Bundle, or else its
+    entries differ in meta.versionId; a history Bundle may repeat it). fhir.resources checks no invariant.
+    `versions_differ_ok=False`: unique outright (a transaction resolves references by fullUrl)."""
+    if bundle.get("type") == "history" or not isinstance(bundle.get("entry"), list):
+        return None
+    seen: set[tuple[str, object]] = set()
+    for entry in bundle["entry"]:
+        url = entry.get("fullUrl") if isinstance(entry, dict) else None
+        if not isinstance(url, str):
+            continue
+        resource = entry.get("resource")
+        meta = resource.get("meta") if isinstance(resource, dict) else None
+        version = meta.get("versionId") if isinstance(meta, dict) and versions_differ_ok else None
+        key = (url, version)
+        if key in seen:
+            return url
+        seen.add(key)
+    return None
 
 
 def _messages(errors: list, prefix: str = "") -> list[str]:
