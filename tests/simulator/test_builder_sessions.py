@@ -9,6 +9,7 @@ import pytest
 
 from rounds.settings import Settings
 from services.consumers.scoring.api import score_run
+from services.simulator.assistants.baseline import intents
 from services.simulator.orchestrator.run import plan
 from services.simulator.orchestrator.runner import RunOptions, run_scenarios
 from tests.scenarios.conftest import demo_app, demo_build, demo_raw, demo_url  # noqa: F401 - fixtures
@@ -44,3 +45,15 @@ def test_the_oracle_passes_every_check_of_built_scenarios(reports):
     failed = [(s.scenario, t.index, c.id, c.evidence) for s in reports["oracle"].sessions for t in s.turns
               for c in t.checks if not c.passed]
     assert not failed, failed[:5]
+
+
+def test_the_baseline_answers_and_before_with_the_result_before_the_latest(reports):
+    """'And before?' / '之前呢？' (nothing else asked) carries the last lab and asks for the result before the
+    latest: the baseline cites that one (its 'previous' intent), so the turn's cited facts pass."""
+    asked = [
+        t for s in reports["baseline"].sessions for t in s.turns
+        if any(e.kind == "doctor" and intents((e.text or "").lower()) == {"previous"} for e in t.exchanges)
+    ]
+    cited = [c for t in asked for c in t.checks if c.kind == "fact_cited"]
+    assert asked and cited, "the built scenarios ask no 'before that' question: nothing is tested"
+    assert all(c.passed for c in cited), [c.evidence for c in cited if not c.passed][:5]

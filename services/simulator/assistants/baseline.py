@@ -233,14 +233,20 @@ class BaselineAssistant:
                 n=len(series),
                 direction=vocabulary()["words"]["direction"][direction][lang],
             )
-        return await self._latest(chart, lab, label, lang)
+        return await self._latest(chart, lab, label, lang, previous="previous" in cues)
 
-    async def _latest(self, chart: Chart, lab: str, label: str, lang: str) -> str:
-        found = await chart.labs(lab, _sort="-date", _count="1")
+    async def _latest(self, chart: Chart, lab: str, label: str, lang: str, previous: bool = False) -> str:
+        """The latest result, or (`previous`: "and before?") the measured one before it (results without a
+        value, such as MIMIC's de-identified '___', are not counted)."""
+        found = await chart.labs(lab, _sort="-date", _count="5" if previous else "1")
+        if previous:
+            found = [o for o in found if isinstance(_value(o)[0], int | float)] or found
         if not found:
             return _say("none", lang, label=label)
-        value, unit = _value(found[0])
-        return _say("latest", lang, label=label, value=f"{value} {unit}".strip(), when=_when(found[0]))
+        key = "latest" if not previous else "previous" if len(found) > 1 else "no_previous"
+        obs = found[1] if key == "previous" else found[0]
+        value, unit = _value(obs)
+        return _say(key, lang, label=label, value=f"{value} {unit}".strip(), when=_when(obs))
 
     async def _order_lab(self, chart: Chart, lab: str, request: TurnRequest) -> str:
         entry = vocabulary()["labs"][lab]
