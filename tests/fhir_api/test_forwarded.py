@@ -26,6 +26,7 @@ SPOOFS = [
     {"X-Forwarded-Proto": "https", "X-Forwarded-Host": "evil.example", "X-Forwarded-Prefix": "/x"},
     {"Forwarded": "for=1.2.3.4;proto=https;host=evil.example"},
     {"X-Forwarded-Host": "evil.example", "X-Forwarded-Port": "8443"},
+    {"X-Forwarded-Prefix": "/evil"},
 ]
 
 
@@ -82,6 +83,8 @@ def test_a_trusted_proxy_sets_the_links(client, api, tag):
         links = every_link(client, tag, {"X-Forwarded-Host": "evil.example, ehr.example.org",
                                          "X-Forwarded-Port": "8443"})
         assert all(url.startswith("http://ehr.example.org:8443/") for url in links), links
+        links = every_link(client, tag, {"X-Forwarded-Prefix": "/rounds"})  # path routing on the same host
+        assert all(url.startswith(api.root + "/rounds/") for url in links), links
         # a value that cannot be part of a URL is not pasted into one: the request's own root applies
         for bad in ({"X-Forwarded-Host": "evil.example/path"}, {"X-Forwarded-Proto": "javascript"},
                     {"X-Forwarded-Host": "a b"}, {"X-Forwarded-Prefix": "/x?y"}):

@@ -62,13 +62,14 @@ def forwarded_root(request: Request, networks: tuple[Network, ...] | None) -> st
         port = _last(headers.get("x-forwarded-port"))
         if host and port and port.isdigit() and not _has_port(host):
             host = f"{host}:{port}"
-    if proto is None and host is None:
+    forwarded_prefix = _last(headers.get("x-forwarded-prefix"))
+    if proto is None and host is None and forwarded_prefix is None:
         return None
     scheme = (proto or request.url.scheme).lower()
     if scheme not in ("http", "https") or (host is not None and not _plausible_host(host)):
         return None  # not a URL part: ignore the headers rather than build a broken link
     netloc = host or headers.get("host") or request.url.netloc
-    prefix = (_last(headers.get("x-forwarded-prefix")) or "").strip("/")
+    prefix = (forwarded_prefix or "").strip("/")
     if prefix and not all(c in _PATH_CHARS for c in prefix):
         return None
     prefix = f"/{prefix}" if prefix else ""
