@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from services.simulator.agents.patient import PatientAgent
 from services.simulator.agents.physician import Physician
+from services.simulator.orchestrator.environment import FhirEnvironment
 from services.simulator.orchestrator.live import LiveSession
 from services.simulator.orchestrator.transport import SessionTransport
 
@@ -62,3 +65,27 @@ def test_a_write_is_never_sent_twice_and_a_second_drop_is_a_fault(scenarios):
     with pytest.raises(httpx.ReadError):
         send(SessionTransport(inner, session), "GET")
     assert inner.calls == 2 and len(session.faults) == 1
+
+
+class Pool(httpx.AsyncBaseTransport):
+    """A shared connection pool: answers POST /sessions and remembers whether anyone closed it."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        assert not self.closed, "a request on a closed pool"
+        return httpx.Response(201, json={"id": "s9", "fhirBase": "http://fhir.test/sessions/s9/fhir"})
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def test_opening_a_session_leaves_the_runs_shared_pool_open() -> None:
+    """Over TCP every session's requests share one pool: the short-lived client that opens a session must not
+    close it on exit (it did, and every other session's request in flight failed with a ReadError)."""
+    pool = Pool()
+    env = FhirEnvironment("http://fhir.test", pool, FastAPI(), "http://fhir.test")
+    assert asyncio.run(env.open_session(datetime(2150, 1, 1, tzinfo=UTC))) == (
+        "s9", "http://fhir.test/sessions/s9/fhir")
+    assert not pool.closed

@@ -27,7 +27,7 @@ from services.simulator.data_model import InfrastructureFailure
 from services.simulator.orchestrator.live import LiveSession
 from services.simulator.orchestrator.patient_http import patient_app, sessions_of
 from services.simulator.orchestrator.patient_http import router as patient_router
-from services.simulator.orchestrator.transport import StepWatch
+from services.simulator.orchestrator.transport import Borrowed, StepWatch
 
 LOCAL_ROOT = "http://rounds.local"
 OPEN_ATTEMPTS = 3
@@ -84,7 +84,7 @@ class FhirEnvironment:
     async def open_session(self, now: datetime) -> tuple[str, str]:
         """(session id, FHIR base) of a fresh sandbox at `now`; retried, then an InfrastructureFailure."""
         last: Exception | None = None
-        async with httpx.AsyncClient(transport=self.transport, base_url=self.root, timeout=60,
+        async with httpx.AsyncClient(transport=Borrowed(self.transport), base_url=self.root, timeout=60,
                                      headers=self.headers) as client:
             for attempt in range(OPEN_ATTEMPTS):
                 try:

@@ -32,6 +32,21 @@ def _refusal(detail: str) -> httpx.Response:
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 
+class Borrowed(httpx.AsyncBaseTransport):
+    """The run's shared transport lent to one short-lived client: closing the client must not close it.
+    (An `async with httpx.AsyncClient(transport=shared)` closes the shared connection pool on exit, which
+    broke every other session's request in flight over TCP.)"""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        return None
+
+
 class SessionTransport(httpx.AsyncBaseTransport):
     def __init__(self, inner: httpx.AsyncBaseTransport, live: LiveSession) -> None:
         self.inner, self.live = inner, live
