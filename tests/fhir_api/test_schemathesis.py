@@ -102,7 +102,11 @@ def run_schemathesis(database_url: str, examples: int = EXAMPLES,
                 @given(case=strategy)
                 def check(case: Any) -> None:
                     figures.cases += 1
-                    response = case.call()
+                    try:
+                        response = case.call()
+                    except Exception as exc:  # noqa: BLE001 - an exception out of the app is a server error
+                        figures.server_errors.append(f"{case.method} {case.formatted_path}: {exc!r}"[:500])
+                        return
                     figures.statuses[response.status_code] += 1
                     try:
                         case.validate_response(response, checks=CHECKS)
