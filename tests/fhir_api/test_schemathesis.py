@@ -28,12 +28,12 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-from starlette.testclient import TestClient
 
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.fhir_api.app import create_app
 from services.fhir_api.store import open_store
+from services.fhir_api.store.interface import Context
 
 EXAMPLES = int(os.environ.get("ROUNDS_SCHEMATHESIS_EXAMPLES", "3"))
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
@@ -55,13 +55,14 @@ class Figures:
                 f"responses outside the document; statuses {dict(sorted(self.statuses.items()))}")
 
 
-def _existing(app: Any) -> dict[str, Any]:
-    """Open a session and store a Patient (twice, so it has versions 1 and 2) on both bases."""
-    client = TestClient(app)
-    session = client.post("/sessions", json={}).json()["id"]
-    for base in ("/fhir", f"/sessions/{session}/fhir"):
+def _existing(store: Any) -> dict[str, Any]:
+    """Open a session and store a Patient (twice, so it has versions 1 and 2) in the shared record and in
+    the session. Through the store's own calls: no event loop other than schemathesis' one ever holds the
+    store's async connections (a pooled one used from a second loop can hang)."""
+    session = store.create_session(None)
+    for ctx in (Context(), store.get_session(session)):
         for _ in range(2):
-            client.put(f"{base}/Patient/{PATIENT['id']}", json=PATIENT).raise_for_status()
+            store.update(ctx, "Patient", PATIENT["id"], dict(PATIENT))
     return {"session_id": session, "type": "Patient", "id": PATIENT["id"], "version": "1"}
 
 
@@ -91,7 +92,7 @@ def run_schemathesis(database_url: str, examples: int = EXAMPLES,
     app = create_app(Settings(database_url=database_url), store)
     figures = Figures()
     try:
-        known = _existing(app)
+        known = _existing(store)
         schema = schemathesis.openapi.from_asgi("/openapi.json", app)
         for result in schema.get_all_operations():
             operation = result.ok()
