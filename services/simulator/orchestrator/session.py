@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import traceback
 from dataclasses import dataclass, field
 
 import httpx
@@ -34,6 +35,16 @@ from services.simulator.orchestrator.live import LiveSession
 from services.simulator.orchestrator.log import SessionLog, new_id
 from services.simulator.orchestrator.transport import SessionTransport
 
+
+def where(exc: BaseException) -> str:
+    """Where a failure of Rounds itself was raised: the innermost frame, and the innermost of Rounds' own
+    code when that is elsewhere (a library's error says little without the call that led to it)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "no traceback"
+    own = [f for f in frames if "site-packages" not in f.filename and "/lib/python" not in f.filename]
+    spots = [frames[-1]] + ([own[-1]] if own and own[-1] is not frames[-1] else [])
+    return " <- ".join(f"{'/'.join(f.filename.split('/')[-2:])}:{f.lineno} in {f.name}" for f in spots)
 
 @dataclass(frozen=True)
 class SessionJob:
@@ -148,7 +159,7 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
     except SessionFailure as exc:
         failure = exc
     except Exception as exc:  # noqa: BLE001 - the bus or the orchestrator itself failed
-        failure = InfrastructureFailure(f"the simulator failed: {exc!r}"[:2000])
+        failure = InfrastructureFailure(f"the simulator failed: {exc!r} ({where(exc)})"[:2000])
     finally:
         live.closed = True
         await client.aclose()
