@@ -9,4 +9,4 @@ scripts/postgres.sh start >/dev/null && scripts/postgres.sh stop >/dev/null 2>&1
 # The HTML report is checked in headless Chromium (Debian's package); with CI=true its absence fails those tests.
 scripts/chromium.sh ensure >/dev/null || true
 python3 -m ruff check .
-exec python3 -m pytest -q -ra "$@"
+exec python3 -m pytest -q -ra --durations=15 "$@"
