@@ -2,6 +2,7 @@
 
     python benchmarks/bench_schemathesis.py                  # 20 cases per operation and way, both databases
     python benchmarks/bench_schemathesis.py --examples 40 --database-url postgresql+psycopg://.../postgres
+    python benchmarks/bench_schemathesis.py --auth           # ROUNDS_AUTH=on: 401/403 answers too
 
 The same run as tests/fhir_api/test_schemathesis.py (free, negative, aimed-at-what-exists cases; checks: no
 server error, documented status, media type and body schema), at a size CI does not afford. Without
@@ -36,9 +37,10 @@ def _admin(server_url: str, statement: str) -> None:
     engine.dispose()
 
 
-def measure(label: str, database_url: str, examples: int) -> bool:
+def measure(label: str, database_url: str, examples: int, auth: bool) -> bool:
     started = time.perf_counter()
-    figures = run_schemathesis(database_url, examples)
+    figures = run_schemathesis(database_url, examples, auth=auth)
+    label += " (access control on)" if auth else ""
     print(f"{label}: {figures.summary()}; {time.perf_counter() - started:.0f} s", flush=True)
     for failure in (figures.server_errors + figures.nonconforming)[:10]:
         print(f"  {failure}")
@@ -52,12 +54,14 @@ def main() -> int:
     parser.add_argument("--examples", type=int, default=20, help="cases per operation and way (default 20)")
     parser.add_argument("--database-url", help="a PostgreSQL server URL (a fresh database is made on it)")
     parser.add_argument("--skip-sqlite", action="store_true")
+    parser.add_argument("--auth", action="store_true", help="with access control on (tokens: none, managing, "
+                        "the session's, patient-confined)")
     args = parser.parse_args()
     ok = True
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
         if not args.skip_sqlite:
-            ok &= measure("SQLite", f"sqlite:///{tmp / 'rounds.sqlite'}", args.examples)
+            ok &= measure("SQLite", f"sqlite:///{tmp / 'rounds.sqlite'}", args.examples, args.auth)
         env = {"PG_STATE_FILE": str(tmp / "pg-state")}
         server_url = args.database_url
         if server_url is None:
@@ -67,7 +71,7 @@ def main() -> int:
         name = f"bench_st_{uuid.uuid4().hex[:8]}"
         _admin(server_url, f'CREATE DATABASE "{name}"')
         try:
-            ok &= measure("PostgreSQL", f"{server_url.rpartition('/')[0]}/{name}", args.examples)
+            ok &= measure("PostgreSQL", f"{server_url.rpartition('/')[0]}/{name}", args.examples, args.auth)
         finally:
             _admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             if args.database_url is None:

@@ -32,6 +32,7 @@ from schemathesis.specs.openapi.checks import (
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.fhir_api.app import create_app
+from services.fhir_api.auth.scopes import parse_scopes
 from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context
 
@@ -66,37 +67,55 @@ def _existing(store: Any) -> dict[str, Any]:
     return {"session_id": session, "type": "Patient", "id": PATIENT["id"], "version": "1"}
 
 
-def _strategies(operation: Any, known: dict[str, Any]) -> list[Any]:
+def _strategies(operation: Any, known: dict[str, Any], tokens: list[str]) -> list[Any]:
     """Free and negative strategies; aimed at what exists (with a valid and with an invalid resource as
     the body where the operation takes a resource) and, where the operation is conditional on a version,
-    aimed at the current version."""
+    aimed at the current version. With access control on (`tokens`), the aimed ones once with each token
+    and the free ones with none."""
     names = {p.name for p in operation.path_parameters}
     aimed: dict[str, Any] = {"path_parameters": {k: v for k, v in known.items() if k in names}}
     strategies = [operation.as_strategy(), operation.as_strategy(generation_mode=GenerationMode.NEGATIVE)]
+    variants = [aimed]
     body = operation.definition.raw.get("requestBody", {}).get("content", {})
     if "application/fhir+json" in body and "type" in names:
-        aimed.update(body=PATIENT, media_type="application/fhir+json")
-        strategies.append(operation.as_strategy(**{**aimed, "body": INVALID}))
-    strategies.append(operation.as_strategy(**aimed))
+        variants = [{**aimed, "body": PATIENT, "media_type": "application/fhir+json"},
+                    {**aimed, "body": INVALID, "media_type": "application/fhir+json"}]
     conditions = {p.name for p in operation.headers} & {"If-Match", "If-None-Match"}
     if conditions:  # the current version (2) named: 304 on a read, a version-aware write that succeeds
-        strategies.append(operation.as_strategy(**aimed, headers=dict.fromkeys(conditions, 'W/"2"')))
+        variants.append({**variants[0], "headers": dict.fromkeys(conditions, 'W/"2"')})
+    for token in tokens or [None]:
+        bearer = {"Authorization": f"Bearer {token}"} if token else {}
+        strategies += [operation.as_strategy(**{**v, "headers": {**v.get("headers", {}), **bearer}})
+                       for v in variants]
     return strategies
 
 
+def _tokens(app: Any, known: dict[str, Any]) -> list[str]:
+    """With access control on: a managing token, the session's token and a patient-confined one."""
+    auth = app.state.auth
+    if auth is None:
+        return []
+    session, patient = known["session_id"], known["id"]
+    return [auth.token(parse_scopes("system/*.cruds"), "schemathesis"), auth.session_token(session, None),
+            auth.session_token(session, patient)]
+
+
 def run_schemathesis(database_url: str, examples: int = EXAMPLES,
-                     progress: Callable[[str], None] | None = None) -> Figures:
-    """Run every operation of the document against a fresh app on `database_url`."""
+                     progress: Callable[[str], None] | None = None, *, auth: bool = False) -> Figures:
+    """Run every operation of the document against a fresh app on `database_url` (with access control on
+    when `auth`)."""
     upgrade(database_url)
     store = open_store(database_url)
-    app = create_app(Settings(database_url=database_url), store)
+    key = "k" * 32 if auth else None
+    app = create_app(Settings(database_url=database_url, auth=auth, auth_key=key), store)
     figures = Figures()
     try:
         known = _existing(store)
+        tokens = _tokens(app, known)
         schema = schemathesis.openapi.from_asgi("/openapi.json", app)
         for result in schema.get_all_operations():
             operation = result.ok()
-            for strategy in _strategies(operation, known):
+            for strategy in _strategies(operation, known, tokens):
 
                 @settings(max_examples=examples, deadline=None, database=None,
                           suppress_health_check=list(HealthCheck))
@@ -145,4 +164,14 @@ def test_every_generated_request_gets_a_documented_response(database_url):
     assert figures.server_errors == [], figures.server_errors[:5]
     assert figures.nonconforming == [], figures.nonconforming[:5]
     for status in (200, 201, 204, 304, 400, 404, 406, 412, 422):
+        assert figures.statuses[status], (status, figures.summary())
+
+
+def test_with_access_control_on_every_response_is_documented(sqlite_url):
+    """ROUNDS_AUTH=on: no token (401), a token outside its session or patient (403) and a managing token
+    all get documented answers."""
+    figures = run_schemathesis(sqlite_url, examples=2, auth=True)
+    assert figures.server_errors == [], figures.server_errors[:5]
+    assert figures.nonconforming == [], figures.nonconforming[:5]
+    for status in (200, 201, 401, 403, 404):
         assert figures.statuses[status], (status, figures.summary())
