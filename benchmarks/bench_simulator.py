@@ -113,6 +113,8 @@ def main() -> None:
     print(f"events             {events} ({summary.events} simulator + {events - summary.events} EHR), "
           f"{events / wall:,.0f} events/s")
     print(f"end reasons        {dict(Counter(o.reason for o in summary.outcomes))}")
+    for error, n in Counter(o.error for o in summary.outcomes if o.reason != "completed").most_common(5):
+        print(f"  {n} x {str(error)[:400]}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Sequence
 
@@ -18,7 +19,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTP
 from kafka.admin import NewTopic
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
-from kafka.errors import TopicAlreadyExistsError
+from kafka.errors import KafkaError, TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
 
 from events.bus import AssignCallback, Published, Record, TopicPartition, TopicSpec, UnknownTopic
@@ -40,6 +41,8 @@ PRODUCER_CONFIG = {
     "delivery_timeout_ms": 120_000,
 }
 SEND_TIMEOUT_S = 120
+ADMIN_ATTEMPTS = 5  # an admin request and its retries after retriable errors
+
 CONSUMER_CONFIG = {
     "enable_auto_commit": False,
     "max_partition_fetch_bytes": 4 * MAX_EVENT_BYTES,
@@ -68,28 +71,47 @@ class KafkaBus(CheckedPublisher):
         self._producer: KafkaProducer | None = None
         self._admin: KafkaAdminClient | None = None
         self._partition_counts: dict[str, int] = {}
+        # The simulator publishes from worker threads: the clients are made once, and the admin client (not
+        # thread-safe) is used by one thread at a time -- concurrent first lookups of a topic failed with
+        # NodeNotReadyError('No node_id provided') about once in 300 sessions.
+        self._setup = threading.RLock()
 
     @property
     def admin(self) -> KafkaAdminClient:
-        if self._admin is None:
-            self._admin = KafkaAdminClient(
-                bootstrap_servers=self.bootstrap, client_id=f"{self.client_id}-admin"
-            )
-        return self._admin
+        with self._setup:
+            if self._admin is None:
+                self._admin = KafkaAdminClient(
+                    bootstrap_servers=self.bootstrap, client_id=f"{self.client_id}-admin"
+                )
+            return self._admin
 
     @property
     def producer(self) -> KafkaProducer:
         if self._producer is None:
-            self._producer = KafkaProducer(
-                bootstrap_servers=self.bootstrap, client_id=self.client_id, **PRODUCER_CONFIG
-            )
+            with self._setup:
+                if self._producer is None:
+                    self._producer = KafkaProducer(
+                        bootstrap_servers=self.bootstrap, client_id=self.client_id, **PRODUCER_CONFIG
+                    )
         return self._producer
+
+    def _ask_admin(self, call, attempts: int = ADMIN_ATTEMPTS):
+        """An admin request, one thread at a time, sent again after a retriable error (a broker connection
+        not ready yet), with a growing pause; the last error is raised."""
+        with self._setup:
+            for attempt in range(attempts):
+                try:
+                    return call(self.admin)
+                except KafkaError as exc:
+                    if not exc.retriable or attempt == attempts - 1:
+                        raise
+                    time.sleep(0.1 * (attempt + 1))
 
     # -- topics --------------------------------------------------------------------------------------------
     def ensure_topics(self, topics: Sequence[TopicSpec]) -> None:
         """Create the missing topics through the admin client (idempotent; existing ones are left alone)."""
-        existing = set(self.admin.list_topics())
-        brokers = len(self.admin.describe_cluster().get("brokers", [])) or 1
+        existing = set(self._ask_admin(lambda admin: admin.list_topics()))
+        brokers = len(self._ask_admin(lambda admin: admin.describe_cluster()).get("brokers", [])) or 1
         for spec in topics:
             if spec.partitions < 1:
                 raise ValueError(f"topic {spec.name}: partitions must be >= 1")
@@ -97,16 +119,19 @@ class KafkaBus(CheckedPublisher):
                 continue
             new = NewTopic(spec.name, spec.partitions, min(3, brokers), topic_configs=dict(spec.config))
             with contextlib.suppress(TopicAlreadyExistsError):  # created concurrently elsewhere
-                self.admin.create_topics([new], wait_for_metadata=True)
+                self._ask_admin(lambda admin, new=new: admin.create_topics([new], wait_for_metadata=True))
 
     def _partition_count(self, topic: str) -> int:
-        if topic not in self._partition_counts:
-            if topic not in set(self.admin.list_topics()):
-                raise UnknownTopic(
-                    f"topic {topic!r} does not exist (create it with ensure_topics / rounds events topics)"
-                )
-            self._partition_counts[topic] = len(self.producer.partitions_for(topic))
-        return self._partition_counts[topic]
+        count = self._partition_counts.get(topic)
+        if count is not None:
+            return count
+        with self._setup:
+            if topic not in self._partition_counts:
+                if topic not in set(self._ask_admin(lambda admin: admin.list_topics())):
+                    raise UnknownTopic(f"topic {topic!r} does not exist "
+                                       "(create it with ensure_topics / rounds events topics)")
+                self._partition_counts[topic] = len(self.producer.partitions_for(topic))
+            return self._partition_counts[topic]
 
     # -- producing -----------------------------------------------------------------------------------------
     def _append(self, topic: str, rows: list[Row]) -> list[Published]:
