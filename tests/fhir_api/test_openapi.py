@@ -155,3 +155,19 @@ def test_a_route_the_data_does_not_describe_keeps_its_own_description(app):
     op = doc["paths"]["/sessions/{session_id}/patient"]["post"]
     assert {"200", "400", "401", "403", "404", "409", "414", "429", "431", "503"} == set(op["responses"])
     assert op["requestBody"]["required"] is True
+
+
+def test_the_mcp_endpoint_is_described_once_mounted(app):
+    """The MCP endpoint is an ASGI middleware ahead of the router: mount_mcp describes it (openapi.add_paths)
+    with its body and statuses, and the document stays valid."""
+    from services.simulator.assistants.mcp_server import mount_mcp
+
+    app = create_app(app.state.settings, app.state.store)
+    assert "/sessions/{session_id}/mcp" not in app.openapi()["paths"]
+    mount_mcp(app)
+    doc = app.openapi()
+    validate(doc)
+    op = doc["paths"]["/sessions/{session_id}/mcp"]["post"]
+    assert ("path", "session_id") in parameters(doc, op)
+    assert {"200", "202", "400", "401", "403", "404"} <= set(op["responses"])
+    assert resolve(doc, op["requestBody"]["content"]["application/json"]["schema"])["required"] == ["jsonrpc"]

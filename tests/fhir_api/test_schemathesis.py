@@ -101,13 +101,16 @@ def _tokens(app: Any, known: dict[str, Any]) -> list[str]:
 
 
 def run_schemathesis(database_url: str, examples: int = EXAMPLES,
-                     progress: Callable[[str], None] | None = None, *, auth: bool = False) -> Figures:
-    """Run every operation of the document against a fresh app on `database_url` (with access control on
-    when `auth`)."""
+                     progress: Callable[[str], None] | None = None, *, auth: bool = False,
+                     mount: Callable[[Any], Any] | None = None, only: str | None = None) -> Figures:
+    """Run every operation of the document (or those whose path ends with `only`) against a fresh app on
+    `database_url`, with access control on when `auth`, and with what `mount(app)` adds to it."""
     upgrade(database_url)
     store = open_store(database_url)
     key = "k" * 32 if auth else None
     app = create_app(Settings(database_url=database_url, auth=auth, auth_key=key), store)
+    if mount is not None:
+        mount(app)
     figures = Figures()
     try:
         known = _existing(store)
@@ -115,6 +118,8 @@ def run_schemathesis(database_url: str, examples: int = EXAMPLES,
         schema = schemathesis.openapi.from_asgi("/openapi.json", app)
         for result in schema.get_all_operations():
             operation = result.ok()
+            if only and not operation.path.endswith(only):
+                continue
             for strategy in _strategies(operation, known, tokens):
 
                 @settings(max_examples=examples, deadline=None, database=None,
@@ -127,7 +132,7 @@ def run_schemathesis(database_url: str, examples: int = EXAMPLES,
                     except Exception as exc:  # noqa: BLE001 - an exception out of the app is a server error
                         figures.server_errors.append(f"{case.method} {case.formatted_path}: {exc!r}"[:500])
                         return
-                    figures.statuses[response.status_code] += 1
+                    figures.statuses[int(response.status_code)] += 1
                     try:
                         case.validate_response(response, checks=CHECKS)
                     except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 - each failure is collected
@@ -174,4 +179,16 @@ def test_with_access_control_on_every_response_is_documented(sqlite_url):
     assert figures.server_errors == [], figures.server_errors[:5]
     assert figures.nonconforming == [], figures.nonconforming[:5]
     for status in (200, 201, 401, 403, 404):
+        assert figures.statuses[status], (status, figures.summary())
+
+
+def test_the_mcp_endpoint_keeps_to_its_description(sqlite_url):
+    """The simulator's MCP endpoint (mounted on the app, described through openapi.add_paths): JSON-RPC
+    answers, notifications, malformed messages and unknown sessions are all documented."""
+    from services.simulator.assistants.mcp_server import mount_mcp
+
+    figures = run_schemathesis(sqlite_url, examples=25, mount=mount_mcp, only="/mcp")
+    assert figures.server_errors == [], figures.server_errors[:5]
+    assert figures.nonconforming == [], figures.nonconforming[:5]
+    for status in (200, 400, 404):
         assert figures.statuses[status], (status, figures.summary())

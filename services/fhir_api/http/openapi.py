@@ -166,11 +166,22 @@ def document(app: FastAPI) -> dict[str, Any]:
     for path, methods in data["paths"].items():
         extra = {method: operation(spec) for method, spec in methods.items()}
         doc["paths"].setdefault(path, {}).update(extra)
+    added_paths, added_schemas = getattr(app.state, "openapi_added", ({}, {}))
+    for path, item in added_paths.items():
+        doc["paths"].setdefault(path, {}).update(copy.deepcopy(item))
     schemas = doc.get("components", {}).get("schemas", {})
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas.pop(unused, None)
-    doc["components"] = {**components(), "schemas": {**schemas, **components()["schemas"]}}
+    doc["components"] = {**components(), "schemas": {**schemas, **added_schemas, **components()["schemas"]}}
     return doc
+
+
+def add_paths(app: FastAPI, paths: dict[str, Any], schemas: dict[str, Any] | None = None) -> None:
+    """Describe endpoints served ahead of the router (the simulator's MCP endpoint, an ASGI middleware):
+    their path items (which may refer to this document's components) and the schemas they add."""
+    added_paths, added_schemas = getattr(app.state, "openapi_added", ({}, {}))
+    app.state.openapi_added = ({**added_paths, **paths}, {**added_schemas, **(schemas or {})})
+    app.openapi_schema = None
 
 
 def install_openapi(app: FastAPI) -> None:

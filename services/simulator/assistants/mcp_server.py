@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import re
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -36,9 +38,11 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from services.fhir_api.http.openapi import add_paths
 from services.simulator.assistants.fhir_tools import ToolExecutor, call_recorded, toolset
 from services.simulator.data_model import PatientFailure, SessionFailure, SessionTools
 
+OPENAPI = Path(__file__).with_name("data") / "mcp_openapi.json"  # its entry in the app's OpenAPI
 PATH = re.compile(r"^/sessions/(?P<session>[A-Za-z0-9\-._~]{1,128})/mcp/?$")
 _SESSION: contextvars.ContextVar[str] = contextvars.ContextVar("rounds_mcp_session")
 
@@ -204,4 +208,6 @@ def mount_mcp(app: Any, registry: TurnRegistry = REGISTRY) -> McpMount:
     """Serve `/sessions/<id>/mcp` on the FHIR app (before it starts); `McpMount.aclose` stops it."""
     mount = McpMount(app, registry)
     app.add_middleware(McpDispatch, mount=mount)
+    description = json.loads(OPENAPI.read_text())
+    add_paths(app, {"/sessions/{session_id}/mcp": {"post": description["post"]}}, description["schemas"])
     return mount
