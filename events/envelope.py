@@ -39,6 +39,7 @@ _EXTENSION_NAME = re.compile(r"^[a-z0-9]{1,20}$")
 # a letter first, or digits followed by another allowed character. (Rust's regex has no look-ahead.)
 _OPAQUE_ID = r"^(?:[A-Za-z]|[0-9]+[A-Za-z._:-])[A-Za-z0-9._:-]*$"
 _OPAQUE_MAX = 128
+_OPAQUE = re.compile(_OPAQUE_ID)
 _OPAQUE_FIELDS = frozenset({"subject", "correlationid", "causationid"})
 _NO_SPACE = r"^\S+$"
 
@@ -172,6 +173,11 @@ class CloudEvent(BaseModel):
         except ValidationError as exc:
             problems = "; ".join(_explain(err) for err in exc.errors())
             raise InvalidEvent(f"invalid CloudEvent: {problems}") from None
+
+
+def is_opaque_id(value: str) -> bool:
+    """Whether `value` may be an event's subject or correlation id (what the envelope's fields accept)."""
+    return len(value) <= _OPAQUE_MAX and _OPAQUE.fullmatch(value) is not None
 
 
 def _check_rfc3339(value: str) -> None:

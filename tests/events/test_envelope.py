@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from events.envelope import MAX_EVENT_BYTES, CloudEvent, EventTooLarge, InvalidEvent
+from events.envelope import MAX_EVENT_BYTES, CloudEvent, EventTooLarge, InvalidEvent, is_opaque_id
 
 BASE = {"id": "e-1", "source": "/rounds/tests", "type": "rounds.tool.call", "subject": "sess-abc1"}
 
@@ -119,3 +119,15 @@ def test_to_dict_leaves_out_every_attribute_that_is_none() -> None:
     full = {name: "x-1" for name in ("time", "subject", "dataschema", "correlationid", "causationid")}
     event = CloudEvent.build(**{**BASE, **full, "time": "2026-11-30T08:00:00Z"}, traceparent="00-a")
     assert list(event.to_dict())[-1] == "traceparent" and event.to_dict()["causationid"] == "x-1"
+
+
+@pytest.mark.parametrize("value", ["0", "12345", "12a", "a b", "×", "abc", "a" * 128, "a" * 129, "x\n", "a@b",
+                                   "s-1.2:3_4"])
+def test_is_opaque_id_says_what_the_subject_field_accepts(value: str) -> None:
+    """Checked before an event is built (the interaction recorder): the same answer as the envelope's own."""
+    try:
+        CloudEvent(id="1", source="/x", type="t.x", subject=value)
+        accepted = True
+    except (InvalidEvent, ValueError):  # pydantic.ValidationError is a ValueError
+        accepted = False
+    assert is_opaque_id(value) is accepted

@@ -34,7 +34,7 @@ import orjson
 from events.blobs import BlobStore
 from events.bus import Bus
 from events.catalog import CATALOG
-from events.envelope import CloudEvent, EventTooLarge
+from events.envelope import CloudEvent, EventTooLarge, is_opaque_id
 from events.payloads import EhrRequest, EhrResponse, ResourceVersion
 from events.sequences import SessionSequences
 from events.topics import SESSIONS
@@ -226,6 +226,9 @@ class InteractionRecorder:
             interaction.session_id
             and interaction.method.upper() in RECORDED_METHODS
             and _session_base(interaction.path)  # e.g. GET /sessions/<id> itself: not an EHR call
+            # An id no session can have (all digits, other characters: sessions are opened with opaque ids)
+            # answered 404 and has no log; as a subject it would fail the envelope and turn that 404 into 503.
+            and is_opaque_id(interaction.session_id)
         )
 
     def record(self, interaction: Interaction) -> None:

@@ -169,3 +169,21 @@ def test_concurrent_exchanges_are_recorded_in_pairs_with_dense_sequences(env: h.
             assert (request.type, response.type) == ("rounds.ehr.request", "rounds.ehr.response")
             assert response.causationid == request.id
     assert wired.recorder.health.recorded == 30
+
+
+def test_a_path_naming_no_possible_session_is_a_404_not_a_failure_to_record(sqlite_url) -> None:
+    """`/sessions/0/fhir/...` (all digits, or characters no session id has) names no session Rounds can
+    open: a 404 like any unknown session, not an event with an invalid subject, a 503 and an unhealthy
+    /health (schemathesis against `rounds serve` found it)."""
+    environment = h.make_env("sql-sqlite", sqlite_url)
+    try:
+        app, wired = app_for(environment)
+        with TestClient(app) as client:
+            for sid in ("0", "12345", "%C3%97%C3%B8", "a%20b", "nope"):
+                for method, path in (("GET", "/Patient/p1"), ("DELETE", "/Patient/p1"), ("POST", "")):
+                    answer = client.request(method, f"/sessions/{sid}/fhir{path}", json={})
+                    assert answer.status_code == 404, (sid, method, answer.text)
+            assert client.get("/health").status_code == 200
+        assert wired.recorder.health.failed == 0
+    finally:
+        h.close_env(environment)
