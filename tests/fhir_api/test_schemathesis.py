@@ -1,11 +1,13 @@
 """Schemathesis (issues 19 and 20) against the app's own, complete OpenAPI on both backends.
 
-Every generated request must get a response the document describes: no 5xx, a documented status, a documented
-media type and a body that fits the documented schema. Requests are generated three ways per operation: freely
-(`positive`: mostly unknown sessions and ids, so 404s), against what exists (the session, a Patient and its
-version opened beforehand, with a valid resource as the body where one is taken: reads, writes, conflicts,
-version checks) and deliberately invalid (`negative`). Bounded: `ROUNDS_SCHEMATHESIS_EXAMPLES` cases per
-operation and way (default 3); benchmarks/bench_schemathesis.py runs more and prints the figures.
+The app is wired as `rounds serve` wires it (session exchanges recorded on the event log before they are
+answered). Every generated request must get a response the document describes: no 5xx, a documented status,
+a documented media type and a body that fits the documented schema. Requests are generated three ways per
+operation: freely (`positive`: mostly unknown sessions and ids, so 404s), against what exists (the session, a
+Patient and its version opened beforehand, with a valid resource as the body where one is taken: reads,
+writes, conflicts, version checks) and deliberately invalid (`negative`). Bounded:
+`ROUNDS_SCHEMATHESIS_EXAMPLES` cases per operation and way (default 3); benchmarks/bench_schemathesis.py runs
+more and prints the figures.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.fhir_api.app import create_app
 from services.fhir_api.auth.scopes import parse_scopes
+from services.fhir_api.backbone.wiring import BackboneSettings, install_event_backbone
 from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context
 
@@ -108,7 +111,10 @@ def run_schemathesis(database_url: str, examples: int = EXAMPLES,
     upgrade(database_url)
     store = open_store(database_url)
     key = "k" * 32 if auth else None
-    app = create_app(Settings(database_url=database_url, auth=auth, auth_key=key), store)
+    config = Settings(database_url=database_url, auth=auth, auth_key=key)
+    app = create_app(config, store)
+    # as `rounds serve` runs it: session exchanges recorded on the event log before they are answered
+    backbone = install_event_backbone(app, config, backbone=BackboneSettings(outbox_relay="off"))
     if mount is not None:
         mount(app)
     figures = Figures()
@@ -146,6 +152,7 @@ def run_schemathesis(database_url: str, examples: int = EXAMPLES,
             if progress:
                 progress(f"{operation.label}: {figures.summary()}")
     finally:
+        backbone.close()
         store.engine.dispose()
     return figures
 
