@@ -60,28 +60,41 @@ def test_spilled_blocks_keep_types_and_fall_back_to_pickle(tmp_path: Path):
     assert boxed.spills > 20 and totals == {k: sum(range(k, 200, 9)) for k in range(9)}
 
 
+_CYCLES = """
+import gc, sys
+from pathlib import Path
+from fhir_mapper.jobs import JOBS
+from fhir_mapper.pipeline import run_job
+from fhir_mapper.synth.generate import generate
+root = Path(sys.argv[1])
+generate(root / "mimic", 12, seed=3)
+gc.collect()
+gc.disable()
+for name in JOBS:
+    (root / name).mkdir()
+    report = run_job(name, root / "mimic", root / name, 0, group_limit=200)  # spills too
+    print(name, bool(report.written), gc.isenabled(), gc.collect())
+gc.enable()
+run_job("core", root / "mimic", root / "core-again", 0)
+print("collector", gc.isenabled())
+"""
+
+
 def test_jobs_leave_no_cyclic_garbage_and_restore_the_collector(tmp_path: Path):
-    """run_job pauses the cyclic collector: that is only safe while jobs build no reference cycles."""
-    import gc
-
+    """run_job pauses the cyclic collector: that is only safe while jobs build no reference cycles. Counted
+    in a fresh interpreter: threads other tests left in this one (broker clients, servers) make cyclic
+    garbage of their own while the collector is paused."""
     from fhir_mapper.jobs import JOBS
-    from fhir_mapper.synth.generate import generate
 
-    mimic = tmp_path / "mimic"
-    generate(mimic, 12, seed=3)
-    gc.collect()
-    gc.disable()
-    try:
-        for name in JOBS:
-            out = tmp_path / name
-            out.mkdir()
-            report = run_job(name, mimic, out, 0, group_limit=200)  # spills too
-            assert report.written and not gc.isenabled()
-            assert gc.collect() == 0, f"job {name} left reference cycles"
-    finally:
-        gc.enable()
-    run_job("core", mimic, tmp_path / "core", 0)
-    assert gc.isenabled()
+    out = subprocess.run([sys.executable, "-c", _CYCLES, str(tmp_path)], capture_output=True, text=True,
+                         check=True).stdout.split("\n")
+    jobs = dict((line.split()[0], line.split()[1:]) for line in out if line.strip())
+    assert set(JOBS) <= set(jobs)
+    for name in JOBS:
+        written, enabled, cycles = jobs[name]
+        assert written == "True" and enabled == "False", f"job {name}: written {written}, collector {enabled}"
+        assert cycles == "0", f"job {name} left {cycles} objects in reference cycles"
+    assert jobs["collector"] == ["True"]
 
 
 _ORDER = """
