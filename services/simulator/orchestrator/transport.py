@@ -47,9 +47,12 @@ class Borrowed(httpx.AsyncBaseTransport):
         return None
 
 
-class SessionTransport(httpx.AsyncBaseTransport):
+class SessionTransport(Borrowed):
+    """One session's view of the run's shared transport (borrowed: closing the session's client leaves it)."""
+
     def __init__(self, inner: httpx.AsyncBaseTransport, live: LiveSession) -> None:
-        self.inner, self.live = inner, live
+        super().__init__(inner)
+        self.live = live
         self.allowed = (live.fhir_base.rstrip("/") + "/", live.fhir_base.rstrip("/") + "?")
         self.fhir_base = live.fhir_base.rstrip("/")
 
@@ -83,9 +86,6 @@ class SessionTransport(httpx.AsyncBaseTransport):
         if response.status_code >= 500:
             live.fault(f"{request.method} {url}: HTTP {response.status_code}")
         return response
-
-    async def aclose(self) -> None:  # the inner transport is shared by every session
-        return None
 
 
 class SyncBridge(httpx.BaseTransport):
