@@ -1,10 +1,11 @@
 """The outbox relay: publish pending `event_outbox` rows in insertion order, then mark them sent.
 
 Publish happens before mark, so a crash between the two re-publishes the same rows (same event ids) on the
-next run: consumers drop the duplicate; nothing is ever lost. On PostgreSQL pending rows are claimed with
-`FOR UPDATE SKIP LOCKED`, so several relays (one per API worker) share the work without publishing a row twice
-in the normal case. Run it with `rounds events relay`, or in-process (`RelayThread`, started by
-services/fhir_api/backbone/wiring.py).
+next run: consumers drop the duplicate; nothing is ever lost. On PostgreSQL pending rows are claimed with `FOR
+UPDATE SKIP LOCKED`, so several relays (one per API worker) share the work without publishing a row twice in
+the normal case; on SQLite a relay claims the outbox with a lock file beside the database for the length of
+one batch (events/relay_claim.py), so relays in several processes take turns. Run it with `rounds events
+relay`, or in-process (`RelayThread`, started by services/fhir_api/backbone/wiring.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from sqlalchemy import Engine, func, select, update
 from events.bus import Bus
 from events.envelope import CloudEvent
 from events.outbox import OUTBOX
+from events.relay_claim import claim_for
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +36,13 @@ class Relay:
         after_publish: Callable[[list[int]], None] | None = None,
     ) -> None:
         self.engine, self.bus, self.batch_size = engine, bus, batch_size
+        self._claim = claim_for(engine)
         # Test hook: runs between publish and mark (fault tests kill the process here).
         self.after_publish = after_publish
 
     def run_once(self) -> int:
         """Publish one batch of pending rows; returns how many were published."""
-        with self.engine.begin() as conn:
+        with self._claim(), self.engine.begin() as conn:
             query = (
                 select(OUTBOX.c.id, OUTBOX.c.topic, OUTBOX.c.key, OUTBOX.c.payload)
                 .where(OUTBOX.c.sent_at.is_(None))

@@ -5,7 +5,8 @@
 set -euo pipefail
 
 die() { echo "chromium.sh: ERROR: $*" >&2; exit 1; }
-as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi; }
+# shellcheck source=lib/install.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/install.sh"
 
 find_browser() {
   if [ -n "${ROUNDS_CHROMIUM:-}" ]; then
@@ -22,12 +23,7 @@ cmd_ensure() {
     [ -z "${ROUNDS_CHROMIUM:-}" ] || die "ROUNDS_CHROMIUM=$ROUNDS_CHROMIUM is not an executable."
     command -v apt-get >/dev/null 2>&1 || die "chromium is not installed and apt-get is unavailable; install Chromium."
     echo "chromium.sh: installing Debian's chromium package..." >&2
-    export DEBIAN_FRONTEND=noninteractive
-    if ! timeout 900 as_root apt-get install -y -q chromium >/tmp/rounds-apt-chromium.log 2>&1; then
-      timeout 300 as_root apt-get update -q >>/tmp/rounds-apt-chromium.log 2>&1 || true
-      timeout 900 as_root apt-get install -y -q chromium >>/tmp/rounds-apt-chromium.log 2>&1 \
-        || { tail -n 20 /tmp/rounds-apt-chromium.log >&2; die "apt-get install chromium failed (log: /tmp/rounds-apt-chromium.log). Run as root or with passwordless sudo."; }
-    fi
+    apt_install /tmp/rounds-apt-chromium.log chromium || die "could not install Debian's chromium package."
     found="$(find_browser)"
     [ -n "$found" ] || die "chromium installed but not on PATH."
   fi

@@ -5,6 +5,7 @@
 #   scripts/kafka.sh stop     -> stops the broker and removes its data
 #   scripts/kafka.sh restart  -> stops the process (keeps data, same ports) and starts it again
 #   scripts/kafka.sh status
+#   scripts/kafka.sh install  -> installs Java 17 and Maven (Debian) when missing and fetches the jars; prints KAFKA_LIB=
 # Env: KAFKA_VERSION (default 4.1.1), KAFKA_PORT (default: a free port), KAFKA_STATE_DIR,
 #      KAFKA_START_TIMEOUT seconds (default 90), KAFKA_CACHE_DIR, KAFKA_MAVEN_ARGS (extra mvn flags).
 set -euo pipefail
@@ -19,6 +20,8 @@ STATE="${KAFKA_STATE_DIR:-$CACHE/run}"
 TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
 
 die() { echo "kafka.sh: ERROR: $*" >&2; exit 1; }
+# shellcheck source=lib/install.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/install.sh"
 
 free_port() {
   python3 - <<'PY'
@@ -41,7 +44,12 @@ PY
 }
 
 check_java() {
-  command -v java >/dev/null 2>&1 || die "no Java found on PATH. Kafka 4.x needs Java 17+: apt-get install -y openjdk-17-jre-headless (or set PATH/JAVA_HOME)."
+  if ! command -v java >/dev/null 2>&1; then
+    echo "kafka.sh: no Java on PATH; installing Debian's openjdk-17-jre-headless..." >&2
+    apt_install /tmp/rounds-apt-java.log openjdk-17-jre-headless \
+      || die "no Java found on PATH and it could not be installed. Kafka 4.x needs Java 17+ (set PATH/JAVA_HOME)."
+    command -v java >/dev/null 2>&1 || die "openjdk-17-jre-headless installed but java is not on PATH."
+  fi
   local v
   v=$(java -version 2>&1 | awk -F'"' '/version/ {print $2; exit}')
   local major="${v%%.*}"
@@ -50,7 +58,11 @@ check_java() {
 
 resolve_jars() {
   if [ -f "$LIB/.complete" ]; then return 0; fi
-  command -v mvn >/dev/null 2>&1 || die "Maven (mvn) not found; it is needed once to fetch the Kafka jars from Maven Central: apt-get install -y maven."
+  if ! command -v mvn >/dev/null 2>&1; then
+    echo "kafka.sh: Maven (mvn) not found; installing Debian's maven package (needed once to fetch the Kafka jars)..." >&2
+    apt_install /tmp/rounds-apt-maven.log maven || die "Maven (mvn) not found and it could not be installed."
+    command -v mvn >/dev/null 2>&1 || die "maven installed but mvn is not on PATH."
+  fi
   mkdir -p "$CACHE"
   local pomdir="$CACHE/pom-$KAFKA_VERSION"
   mkdir -p "$pomdir"
@@ -193,6 +205,7 @@ cmd_stop_process() {
 }
 
 case "${1:-}" in
+  install) check_java; resolve_jars; echo "KAFKA_LIB=$LIB" ;;
   start) cmd_start ;;
   stop) cmd_stop_process; rm -rf "$STATE"; echo "kafka.sh: stopped" >&2 ;;
   restart)

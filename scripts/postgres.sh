@@ -2,6 +2,8 @@
 # Start/stop a throwaway PostgreSQL cluster (Debian package) on a free loopback port.
 #   scripts/postgres.sh start -> prints DATABASE_URL=postgresql+psycopg://...
 #   scripts/postgres.sh stop  -> stops the cluster and removes its folder
+#   scripts/postgres.sh install -> installs Debian's postgresql when missing; prints PG_BIN=
+# PG_LIB_ROOT (default /usr/lib/postgresql) is where the server binaries are looked for.
 # Env: PG_PORT (default: a free port), PG_STATE_FILE, PG_START_TIMEOUT (default 60 s), PG_EXTRA_OPTS (server flags).
 set -euo pipefail
 
@@ -13,21 +15,17 @@ DB_NAME="${PG_DATABASE:-rounds}"
 die() { echo "postgres.sh: ERROR: $*" >&2; exit 1; }
 
 pg_bindir() {
-  ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1
+  ls -d "${PG_LIB_ROOT:-/usr/lib/postgresql}"/*/bin 2>/dev/null | sort -V | tail -n 1
 }
 
-as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi; }
+# shellcheck source=lib/install.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/install.sh"
 
 ensure_installed() {
   [ -n "$(pg_bindir)" ] && [ -x "$(pg_bindir)/initdb" ] && return 0
   command -v apt-get >/dev/null 2>&1 || die "PostgreSQL server is not installed and apt-get is unavailable; install PostgreSQL 13+ server binaries."
   echo "postgres.sh: installing Debian's postgresql package..." >&2
-  export DEBIAN_FRONTEND=noninteractive
-  if ! timeout 600 as_root apt-get install -y -q postgresql >/tmp/rounds-apt.log 2>&1; then
-    timeout 300 as_root apt-get update -q >>/tmp/rounds-apt.log 2>&1 || true
-    timeout 600 as_root apt-get install -y -q postgresql >>/tmp/rounds-apt.log 2>&1 \
-      || { tail -n 20 /tmp/rounds-apt.log >&2; die "apt-get install postgresql failed (log: /tmp/rounds-apt.log). Run as root or with passwordless sudo, and check the Debian mirror."; }
-  fi
+  apt_install /tmp/rounds-apt.log postgresql || die "could not install Debian's postgresql package."
   [ -x "$(pg_bindir)/initdb" ] || die "postgresql installed but no initdb under /usr/lib/postgresql/*/bin."
 }
 
@@ -104,7 +102,8 @@ cmd_stop() {
 }
 
 case "${1:-}" in
+  install) ensure_installed; echo "PG_BIN=$(pg_bindir)" ;;
   start) cmd_start ;;
   stop) cmd_stop ;;
-  *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+  *) echo "usage: $0 install|start|stop" >&2; exit 2 ;;
 esac

@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
-# Install everything the tests need and run them against a real Kafka broker and a real PostgreSQL.
-# The pytest fixtures start both through scripts/kafka.sh and scripts/postgres.sh and stop them at the end.
+# Install everything the tests need, from nothing, and run them against a real Kafka broker, a real PostgreSQL
+# and headless Chromium. The pytest fixtures start Kafka and PostgreSQL through scripts/kafka.sh and
+# scripts/postgres.sh (one of each per pytest-xdist worker) and stop them at the end.
+#   scripts/test.sh                  the full suite, in parallel (ROUNDS_TEST_WORKERS, default: one per core)
+#   scripts/test.sh -m "not slow"    the fast lane: no PostgreSQL, Kafka or browser, a couple of minutes
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+in_ci() { case "${CI:-}" in 1|true|yes|TRUE|True) return 0 ;; *) return 1 ;; esac; }
+
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
-# Install PostgreSQL up front (idempotent) so its absence is reported once, clearly.
-scripts/postgres.sh start >/dev/null && scripts/postgres.sh stop >/dev/null 2>&1 || true
-# The HTML report is checked in headless Chromium (Debian's package); with CI=true its absence fails those tests.
-scripts/chromium.sh ensure >/dev/null || true
+# Install the services and the browser up front so a missing one is reported once, clearly; in CI that fails
+# the run here, elsewhere the tests that need it are skipped with the reason.
+for step in "postgres.sh install" "kafka.sh install" "chromium.sh ensure"; do
+  # shellcheck disable=SC2086
+  if ! scripts/$step >/dev/null; then
+    if in_ci; then echo "test.sh: scripts/$step failed (CI=true)" >&2; exit 1; fi
+    echo "test.sh: scripts/$step failed; the tests that need it will be skipped" >&2
+  fi
+done
 python3 -m ruff check .
-exec python3 -m pytest -q -ra --durations=15 "$@"
+exec python3 -m pytest -q -ra --durations=15 -n "${ROUNDS_TEST_WORKERS:-auto}" "$@"
