@@ -1,7 +1,12 @@
 """Shared fixtures: the real Kafka broker and PostgreSQL, started once per test session by the repo's scripts.
 
 With CI=true a service that fails to start fails the tests that need it (with its log); elsewhere a missing
-Java/Maven/apt skips them with the reason.
+Java/Maven/apt skips them with the reason. Under pytest-xdist each worker starts its own broker and server (on
+free ports), so workers never see each other's topics or databases.
+
+The fast lane is `pytest -m "not slow"`: every test that needs Kafka, PostgreSQL or the browser is marked slow
+here at collection (by the fixtures it names, or a backend parameter such as `database_url[postgres]`), and a
+service fixture asked for in the fast lane fails, naming the test to mark, instead of starting a service.
 """
 
 from __future__ import annotations
@@ -13,8 +18,11 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 from sqlalchemy import create_engine, text
+
+from tests.shared_inputs import built_once
 
 REPO = Path(__file__).resolve().parent.parent
 # ../shared/data beside the checkout; a git worktree one level deeper finds it one level up; or set the path.
@@ -26,12 +34,37 @@ SHARED_DATA = Path(
     )
 )
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+SERVICE_FIXTURES = frozenset(
+    {"kafka_service", "kafka_bootstrap", "postgres_server", "postgres_url", "chromium"})
+SERVICE_PARAMS = ("postgres", "kafka")
+
+
+def _needs_a_service(item: pytest.Item) -> bool:
+    if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    values = [str(value) for value in callspec.params.values()] if callspec else []
+    return any(name in value for value in values for name in SERVICE_PARAMS)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _needs_a_service(item):
+            item.add_marker(pytest.mark.slow)
+
+
+def _refuse_in_fast_lane(request: pytest.FixtureRequest, what: str) -> None:
+    """A service in the fast lane means a test reached it without the slow mark (through getfixturevalue)."""
+    if "not slow" in (request.config.option.markexpr or ""):
+        pytest.fail(f"{what} asked for in the fast lane (-m 'not slow') by {request.node.nodeid}: "
+                    "mark the test @pytest.mark.slow", pytrace=False)
 
 
 def _unavailable(what: str, detail: str) -> None:
     if IN_CI:
         pytest.fail(f"{what} did not start (CI=true makes this a failure):\n{detail}", pytrace=False)
-    pytest.skip(f"{what} unavailable: {detail.strip().splitlines()[-1] if detail.strip() else 'unknown'}")
+    lines = detail.strip().splitlines()
+    pytest.skip(f"{what} unavailable: {' | '.join(lines[-6:]) if lines else 'unknown'}")
 
 
 def _run_script(args: list[str], env: dict[str, str], timeout: int) -> tuple[int, str, str]:
@@ -56,8 +89,10 @@ class ServiceHandle:
 
 
 @pytest.fixture(scope="session")
-def kafka_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceHandle]:
+def kafka_service(request: pytest.FixtureRequest,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceHandle]:
     """A real single-node KRaft broker from scripts/kafka.sh (or ROUNDS_TEST_KAFKA_BOOTSTRAP if set)."""
+    _refuse_in_fast_lane(request, "Kafka")
     external = os.environ.get("ROUNDS_TEST_KAFKA_BOOTSTRAP")
     if external:
         yield ServiceHandle("kafka.sh", dict(os.environ), external)
@@ -80,8 +115,10 @@ def kafka_bootstrap(kafka_service: ServiceHandle) -> str:
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def postgres_server(request: pytest.FixtureRequest,
+                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URL of a real PostgreSQL from scripts/postgres.sh (or ROUNDS_TEST_POSTGRES_URL if set)."""
+    _refuse_in_fast_lane(request, "PostgreSQL")
     external = os.environ.get("ROUNDS_TEST_POSTGRES_URL")
     if external:
         yield external
@@ -129,3 +166,23 @@ def shared_data() -> Path:
     if not SHARED_DATA.exists():
         _unavailable("../shared/data", f"{SHARED_DATA} not found")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def demo_mapped(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, int]:
+    """The real MIMIC-IV demo mapped once per test run (by the first xdist worker that asks), validating a
+    deterministic 1-in-20 sample (the benchmark validates all of it): (NDJSON folder, summary, exit code).
+    Read-only: a test that changes files copies them first."""
+    from fhir_mapper.pipeline import run_map
+
+    demo = shared_data / "mimic-iv-demo"
+    if not (demo / "hosp" / "patients.csv.gz").exists():
+        _unavailable("MIMIC-IV demo", f"{demo} not found")
+
+    def build(folder: Path) -> None:
+        summary, code = run_map(demo, folder / "fhir", workers=2, validate_stride=20)
+        (folder / "run.json").write_bytes(orjson.dumps({"summary": summary, "code": code}))
+
+    root = built_once(tmp_path_factory, "demo-mapped", build)
+    run = orjson.loads((root / "run.json").read_bytes())
+    return root / "fhir", run["summary"], run["code"]

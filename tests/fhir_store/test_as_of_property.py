@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
-from fhir_mapper.pipeline import run_map
 from services.fhir_api.load import load_ndjson
 from services.fhir_api.search.values import date_range, from_us, to_us
 from services.fhir_api.store.interface import Context, SearchRequest
@@ -39,10 +38,9 @@ def _subject(resource: dict) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def demo_ndjson(shared_data, tmp_path_factory) -> tuple[object, list[dict], set[str]]:
+def demo_ndjson(demo_mapped, tmp_path_factory) -> tuple[object, list[dict], set[str]]:
     """The mapped demo cut to PATIENTS patients (seeded) and everything without a patient."""
-    mapped = tmp_path_factory.mktemp("asof-mapped")
-    run_map(shared_data / "mimic-iv-demo", mapped, workers=2)
+    mapped = demo_mapped[0]
     lines = (mapped / "MimicPatient.ndjson").read_bytes().splitlines()
     patients = sorted(orjson.loads(x)["id"] for x in lines)
     chosen = set(random.Random(13).sample(patients, PATIENTS))

@@ -36,7 +36,9 @@ def _path_without(tmp_path: Path, *hidden: str) -> str:
 
 
 def test_kafka_without_java_names_the_problem(tmp_path: Path) -> None:
-    res = _run("kafka.sh", {"PATH": _path_without(tmp_path, "java"), "KAFKA_STATE_DIR": str(tmp_path / "s")})
+    # no Java and no package manager to install it with
+    path = _path_without(tmp_path, "java", "apt-get")
+    res = _run("kafka.sh", {"PATH": path, "KAFKA_STATE_DIR": str(tmp_path / "s")})
     assert res.returncode != 0
     assert "no Java found" in res.stderr and "17" in res.stderr
 

@@ -7,8 +7,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from fhir_mapper.pipeline import run_map
-
 DEMO = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "mimic-iv-demo"
 
 
@@ -43,9 +41,6 @@ def demo_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_run(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, int]:
-    """The demo mapped once with 2 workers, validating a deterministic 1-in-20 sample (the benchmark
-    validates all of it)."""
-    out = tmp_path_factory.mktemp("demo_fhir")
-    summary, code = run_map(demo_dir, out, workers=2, validate_stride=20)
-    return out, summary, code
+def demo_run(demo_dir: Path, demo_mapped: tuple[Path, dict, int]) -> tuple[Path, dict, int]:
+    """The demo mapped once per test run (tests/conftest.py `demo_mapped`)."""
+    return demo_mapped

@@ -15,10 +15,12 @@ import io
 import os
 from pathlib import Path
 
+import orjson
 import pytest
 
-from services.simulator.scenarios import Build, build_async
+from services.simulator.scenarios import Build, build_async, output
 from services.simulator.scenarios.vocabulary import vocabulary
+from tests.shared_inputs import built_once, checkpoint, private_sqlite
 
 TABLES = (
     "patients",
@@ -73,16 +75,22 @@ def demo_raw(shared_data: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_url(demo_raw: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A store holding the mapped demo (ROUNDS_TEST_DEMO_STORE: reuse one already loaded, quick reruns)."""
+    """A store holding the mapped demo: loaded once per test run, each xdist worker writing to its own copy
+    (ROUNDS_TEST_DEMO_STORE: reuse one already loaded, quick reruns)."""
     if os.environ.get("ROUNDS_TEST_DEMO_STORE"):
         return os.environ["ROUNDS_TEST_DEMO_STORE"]
-    work = tmp_path_factory.mktemp("scenario-demo")
-    hosp = work / "mimic" / "hosp"
-    hosp.mkdir(parents=True)
-    for table in TABLES:
-        (hosp / f"{table}.csv.gz").symlink_to(demo_raw / "hosp" / f"{table}.csv.gz")
-    lab_subset(demo_raw / "hosp" / "labevents.csv.gz", hosp / "labevents.csv.gz")
-    return load_mimic(work / "mimic", work)
+
+    def build(work: Path) -> None:
+        hosp = work / "mimic" / "hosp"
+        hosp.mkdir(parents=True)
+        for table in TABLES:
+            (hosp / f"{table}.csv.gz").symlink_to(demo_raw / "hosp" / f"{table}.csv.gz")
+        lab_subset(demo_raw / "hosp" / "labevents.csv.gz", hosp / "labevents.csv.gz")
+        load_mimic(work / "mimic", work)
+        checkpoint(work / "rounds.sqlite")
+
+    shared = built_once(tmp_path_factory, "scenario-demo", build)
+    return private_sqlite(shared / "rounds.sqlite", tmp_path_factory.mktemp("scenario-demo"))
 
 
 def app_for(url: str):
@@ -105,9 +113,16 @@ def demo_app(demo_url: str):
 
 
 @pytest.fixture(scope="session")
-def demo_build(demo_app) -> Build:
-    """The default build of the demo: 324 multi-turn sessions + 30 tasks per MedAgentBench category."""
-    return asyncio.run(build_async(demo_app, seed=SEED))
+def demo_build(demo_app, tmp_path_factory: pytest.TempPathFactory) -> Build:
+    """The default build of the demo: 324 multi-turn sessions + 30 tasks per MedAgentBench category (built
+    once per test run from the first worker's copy of the store; the build is deterministic)."""
+
+    def build(folder: Path) -> None:
+        built = asyncio.run(build_async(demo_app, seed=SEED))
+        output.write(folder / "scenarios.jsonl", built.scenarios, built.summary)
+
+    out = built_once(tmp_path_factory, "scenario-demo-build", build) / "scenarios.jsonl"
+    return Build(list(output.read(out)), orjson.loads(output.summary_path(out).read_bytes()))
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,11 @@ from tests.scoring.conftest import World
 runner = CliRunner()
 
 
+def _flat(output: str) -> str:
+    """The output without the error box's borders and line breaks (a long path wraps inside the box)."""
+    return "".join(ch for ch in output if ch not in "│\n ")
+
+
 def _args(w: World, *extra: str) -> list[str]:
     return ["score", "--topic", w.sessions, "--scores-topic", w.scores, "--database-url",
             w.settings.database_url, *extra]
@@ -64,6 +69,6 @@ def test_bad_scenario_file_and_unknown_run(scoring_world: World, tmp_path: Path)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x"}\n')
     result = runner.invoke(app, _args(w, "--run", "r", "--scenarios", str(bad)))
-    assert result.exit_code == 2 and "bad.jsonl:1" in result.output
+    assert result.exit_code == 2 and "bad.jsonl:1" in _flat(result.output)
     empty = runner.invoke(app, _args(w, "--run", "never-ran"))
     assert empty.exit_code == 1 and "no ended session" in empty.output
