@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     # SMART App Launch: approve an authorization request whose context is complete without the consent page
     # (tests, unattended demos); off, /auth/authorize shows the consent form
     auth_auto_approve: bool = False
+    # Bulk Data $export: the folder jobs write their NDJSON files (and state) into, shared by the workers
+    bulk_dir: str = "rounds-bulk"
 
     @field_validator("trusted_proxies")
     @classmethod
