@@ -12,6 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 HADM = "29600294"  # an observation admission of the demo with ~300 labs over four days
+HEARTBEAT_URL = "http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/backport-heartbeat-period"
 TABLES = ("patients", "admissions", "transfers", "d_labitems")
 
 
@@ -110,3 +112,25 @@ def subscription(criteria: str, endpoint: str, content: str = "full-resource", *
                             "url": "http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/"
                                    "backport-payload-content", "valueCode": content}]},
                         **extra}}
+
+
+@contextmanager
+def live_with_changes(url: str, bus, topic: str) -> Iterator[tuple]:
+    """A live API on `url` whose writes reach `topic` on `bus` through the outbox (in-process relay)."""
+    from rounds.settings import Settings
+    from services.fhir_api.app import create_app
+    from services.fhir_api.backbone.wiring import BackboneSettings, install_event_backbone
+    from services.fhir_api.store import open_store
+    from tests.fhir_api.conftest import start_live
+
+    settings = Settings(database_url=url)
+    store = open_store(url)
+    app = create_app(settings, store)
+    install_event_backbone(app, settings, bus=bus, backbone=BackboneSettings(record_interactions=False),
+                           changes_topic=topic)
+    api, server, thread = start_live(app, store)
+    try:
+        yield api, store
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

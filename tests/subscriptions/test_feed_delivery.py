@@ -1,6 +1,6 @@
-"""Must show (issue 30): a rest-hook receiver gets every new lab of a replayed admission in clinical order, once
-each after deduplication by event id, across a kill -9 of the delivering consumer; on SQLite (SQL log) and on
-Kafka + PostgreSQL.
+"""Must show (issue 30): a rest-hook receiver gets every new lab of a replayed admission in clinical order,
+once each after deduplication by event id, across a kill -9 of the delivering consumer; on SQLite (SQL log)
+and on Kafka + PostgreSQL.
 
 The record is one real MIMIC-IV demo admission mapped by the project's mapper and bulk-loaded. A session
 opened at T0 gets a Subscription (through the FHIR API, so its write reaches the log by the outbox); the
@@ -15,8 +15,6 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 
 import httpx
@@ -25,34 +23,14 @@ import pytest
 
 from events.bus import TopicSpec
 from rounds.migrate import upgrade
-from rounds.settings import Settings
-from services.fhir_api.app import create_app
-from services.fhir_api.backbone.wiring import BackboneSettings, install_event_backbone
 from services.fhir_api.bulk.export import pages
 from services.fhir_api.load import load_ndjson
 from services.fhir_api.search.scope import clinical_time
-from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context
 from services.fhir_api.subscriptions.feed import feed
-from tests.fhir_api.conftest import start_live
-from tests.subscriptions.conftest import subscription
+from tests.subscriptions.conftest import live_with_changes, subscription
 
 T0, T1 = "2148-08-14T12:00:00Z", "2148-08-16T18:00:00Z"
-
-
-@contextmanager
-def live(url: str, bus, topic: str, extra_env: dict) -> Iterator[tuple]:
-    settings = Settings(database_url=url)
-    store = open_store(url)
-    app = create_app(settings, store)
-    install_event_backbone(app, settings, bus=bus, backbone=BackboneSettings(record_interactions=False),
-                           changes_topic=topic)
-    api, server, thread = start_live(app, store)
-    try:
-        yield api, store
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def consumer(url: str, root: str, topic: str, group: str, extra_env: dict) -> subprocess.Popen:
@@ -79,12 +57,16 @@ def expected_labs(store, session: str, patient: str) -> list[str]:
     return [id for _, id in sorted(new)]
 
 
+def unique(receiver) -> set[str]:
+    return {n["body"]["id"] for n in receiver.notifications()}
+
+
 def replay_across_a_kill(url: str, bus, extra_env: dict, admission_ndjson, receiver) -> None:
     upgrade(url)
     assert load_ndjson(url, admission_ndjson, workers=1).errors == 0
     topic = f"test.changes.{uuid.uuid4().hex[:8]}"
     bus.ensure_topics([TopicSpec(topic, 3)])
-    with live(url, bus, topic, extra_env) as (api, store):
+    with live_with_changes(url, bus, topic) as (api, store):
         with (admission_ndjson / "MimicObservationLabevents.ndjson").open("rb") as labs:
             patient = orjson.loads(labs.readline())["subject"]["reference"].removeprefix("Patient/")
         session = httpx.post(f"{api.root}/sessions", json={"now": T0}).json()
@@ -99,10 +81,8 @@ def replay_across_a_kill(url: str, bus, extra_env: dict, admission_ndjson, recei
         first = consumer(url, api.root, topic, group, extra_env)
         try:
             receiver.wait(lambda: "handshake" in receiver.kinds())
-            sub = httpx.get(f"{base}/Subscription/{created.json()['id']}").json()
-            deadline_ok = receiver.wait(lambda: httpx.get(f"{base}/Subscription/{sub['id']}").json()["status"]
-                                        == "active", 30)
-            assert deadline_ok is None
+            status_url = f"{base}/Subscription/{created.json()['id']}"
+            receiver.wait(lambda: httpx.get(status_url).json()["status"] == "active", 30)
             receiver.delay_s = 0.01  # slow enough that the kill lands mid-stream
             span = (when(T1) - when(T0)).total_seconds()
             report = feed(store, bus, session["id"], when(T0), when(T1), speed=span / 0.6, tick_s=0.1,
@@ -115,8 +95,7 @@ def replay_across_a_kill(url: str, bus, extra_env: dict, admission_ndjson, recei
             assert killed_at < len(expected)
             second = consumer(url, api.root, topic, group, extra_env)
             try:
-                receiver.wait(lambda: len({n["body"]["id"] for n in receiver.notifications()}) >= len(expected),
-                              120)
+                receiver.wait(lambda: len(unique(receiver)) >= len(expected), 120)
             finally:
                 second.terminate()
                 second.wait(timeout=10)
@@ -156,7 +135,7 @@ def test_replayed_admission_reaches_the_receiver_across_a_kill_on_kafka_and_post
 
     bus = KafkaBus(kafka_bootstrap)
     try:
-        replay_across_a_kill(postgres_url, bus, {"ROUNDS_BUS": "kafka", "ROUNDS_KAFKA_BOOTSTRAP": kafka_bootstrap},
-                             admission_ndjson, receiver)
+        env = {"ROUNDS_BUS": "kafka", "ROUNDS_KAFKA_BOOTSTRAP": kafka_bootstrap}
+        replay_across_a_kill(postgres_url, bus, env, admission_ndjson, receiver)
     finally:
         bus.close()
