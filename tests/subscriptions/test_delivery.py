@@ -4,6 +4,7 @@ refusals."""
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Iterator
@@ -131,3 +132,44 @@ def test_the_feed_refuses_what_it_cannot_do(world):
     result = CliRunner().invoke(cli, ["feed", "--session", "x", "--from", "soon", "--to", "2150-01-02",
                                       "--database-url", db])
     assert result.exit_code == 2
+
+
+def test_websocket_clients_bound_to_a_subscription_get_ping_and_bundle(sqlite_url, receiver):
+    from websockets.sync.client import connect
+
+    from services.fhir_api.subscriptions.websocket import WebSocketHub
+    from tests.fhir_api.conftest import free_port
+
+    upgrade(sqlite_url)
+    bus = SqlLog(sqlite_url, rebalance_interval_s=0.1)
+    topic = f"test.changes.{uuid.uuid4().hex[:8]}"
+    bus.ensure_topics([TopicSpec(topic, 3)])
+    hub, port = WebSocketHub(), free_port()
+    hub.serve("127.0.0.1", port)
+    with live_with_changes(sqlite_url, bus, topic) as (api, store):
+        delivery = Delivery(store, bus, api.root, topic=topic, websockets=hub)
+        runner = threading.Thread(target=delivery.run, daemon=True)
+        runner.start()
+        try:
+            doc = subscription("Observation?code=ws", "", content="id-only")
+            doc["channel"] = {**doc["channel"], "type": "websocket"}
+            doc["channel"].pop("endpoint")
+            sub = httpx.post(f"{api.fhir}/Subscription", json=doc).json()
+            url = f"{api.fhir}/Subscription/{sub['id']}"
+            receiver.wait(lambda: status_of(url)["status"] == "active", 20)
+            with connect(f"ws://127.0.0.1:{port}/ws") as socket:
+                socket.send("hello")
+                assert socket.recv(timeout=5).startswith("error")
+                socket.send(f"bind {sub['id']}")
+                assert socket.recv(timeout=5) == f"bound {sub['id']}"
+                pid = httpx.post(f"{api.fhir}/Patient", json=patient("ws")).json()["id"]
+                lab = observation(pid, "ws", "2150-01-01T00:00:00Z")
+                obs = httpx.post(f"{api.fhir}/Observation", json=lab)
+                assert socket.recv(timeout=10) == f"ping {sub['id']}"
+                bundle = json.loads(socket.recv(timeout=5))
+                assert bundle["entry"][1]["fullUrl"].endswith(f"/Observation/{obs.json()['id']}")
+        finally:
+            delivery.stop.set()
+            runner.join(timeout=10)
+            hub.stop()
+    bus.close()

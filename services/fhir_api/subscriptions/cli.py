@@ -25,6 +25,9 @@ def deliver(
     group: Annotated[str, typer.Option(help="the consumer group")] = "rounds-subscriptions",
     idle_exit: Annotated[float | None, typer.Option(help="stop after this many idle seconds")] = None,
     topic: Topic = "rounds.fhir-changes",
+    ws_port: Annotated[int | None, typer.Option(help="serve websocket channels on this port (ws://host:P/ws)")]
+    = None,
+    ws_host: Annotated[str, typer.Option(help="the websocket's interface")] = "127.0.0.1",
     database_url: DatabaseUrl = None,
 ) -> None:
     """Notify Subscriptions of the changes on rounds.fhir-changes (runs until stopped)."""
@@ -32,16 +35,22 @@ def deliver(
     from rounds.migrate import upgrade
     from services.fhir_api.store import open_store
     from services.fhir_api.subscriptions.delivery import Delivery
+    from services.fhir_api.subscriptions.websocket import WebSocketHub
 
     settings = _settings(database_url)
     upgrade(settings.database_url)
     bus = open_bus(settings, ensure_topics=True)
     root = base_url or settings.base_url or "http://127.0.0.1:8080"
+    hub = WebSocketHub() if ws_port is not None else None
+    if hub is not None:
+        hub.serve(ws_host, ws_port)
     try:
-        Delivery(open_store(settings.database_url), bus, root, group=group, topic=topic
+        Delivery(open_store(settings.database_url), bus, root, group=group, topic=topic, websockets=hub
                  ).run(idle_exit_s=idle_exit)
     finally:
         bus.close()
+        if hub is not None:
+            hub.stop()
 
 
 def feed(

@@ -13,7 +13,8 @@ order), the Subscription's status becomes `error` with the reason meanwhile and 
 one. A kill at any point redelivers from the last committed position: nothing is lost, and a receiver
 deduplicates on the notification's id (`X-Rounds-Event-Id`). Setting a failing Subscription `off` releases
 the partition. A `requested` Subscription gets the handshake when its write is consumed: 2xx activates it
-(changes notified from that write on), anything else sets `error`.
+(changes notified from that write on), anything else sets `error`. `websocket` Subscriptions are served best
+effort by the consumer's own socket (websocket.py): active at once, nothing kept for unbound clients.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from services.fhir_api.store.interface import Context, ResourceStore, SearchRequ
 from services.fhir_api.subscriptions import notify
 from services.fhir_api.subscriptions.lookup import live_subscriptions
 from services.fhir_api.subscriptions.model import SINCE, BadSubscription, Subscription, parse
+from services.fhir_api.subscriptions.websocket import WebSocketHub
 
 log = logging.getLogger(__name__)
 GROUP = "rounds-subscriptions"
@@ -51,8 +53,10 @@ def _instant(text: str) -> datetime:
 class Delivery:
     def __init__(self, store: ResourceStore, bus: Bus, root: str, *, group: str = GROUP,
                  client: httpx.Client | None = None, backoff: Backoff | None = None,
-                 stop: threading.Event | None = None, topic: str = FHIR_CHANGES) -> None:
+                 stop: threading.Event | None = None, topic: str = FHIR_CHANGES,
+                 websockets: WebSocketHub | None = None) -> None:
         self.store, self.bus, self.root, self.group = store, bus, root.rstrip("/"), group
+        self.websockets = websockets
         self.topic = topic
         self.client = client or httpx.Client(timeout=10)
         self.backoff = backoff or Backoff(0.2, 2.0, 5.0)
@@ -103,6 +107,10 @@ class Delivery:
                 raw = found.matches[0].raw if sub.content == "full-resource" else None
                 action = "created" if event.type.endswith(("created", "known")) else "updated"
                 body = notify.event(self._base(session), sub, event.id, rtype, id, raw, action)
+                if sub.channel == "websocket":
+                    if self.websockets is not None:
+                        self.websockets.notify(sub.id, body)  # best effort (websocket.py)
+                    continue
                 self._deliver(ctx, sub, body, event.id)
 
     # -- subscriptions ---------------------------------------------------------------------------------
@@ -128,8 +136,11 @@ class Delivery:
         except BadSubscription as exc:
             self._set_status(ctx, id, "error", str(exc))
             return
-        if sub.channel != "rest-hook":
-            self._set_status(ctx, id, "error", f"{sub.channel} delivery is not offered by this consumer")
+        if sub.channel == "websocket":
+            if self.websockets is None:
+                self._set_status(ctx, id, "error", "this consumer serves no websocket (--ws-port)")
+            else:
+                self._set_status(ctx, id, "active", None, since=event_time)
             return
         try:
             answer = self._post(sub, notify.handshake(self._base(session), sub), None)
