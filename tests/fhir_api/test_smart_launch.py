@@ -37,7 +37,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveApi,
     url = f"sqlite:///{tmp_path_factory.mktemp('smart') / 'smart.sqlite'}"
     upgrade(url)
     store = open_store(url)
-    app = create_app(Settings(database_url=url, auth=True), store)
+    bulk = str(tmp_path_factory.mktemp("smart-bulk"))
+    app = create_app(Settings(database_url=url, auth=True, bulk_dir=bulk), store)
     api, server, thread = start_live(app, store)
     yield api, url
     server.should_exit = True
@@ -219,3 +220,22 @@ def test_token_endpoint_holds_the_code_to_its_client_verifier_and_single_use(sec
     assert httpx.post(token_url, data={"grant_type": "refresh_token", "refresh_token": code}) \
         .json()["error"] == "invalid_grant"
     assert httpx.post(token_url, data={"grant_type": "password"}).json()["error"] == "unsupported_grant_type"
+
+
+def test_bulk_export_takes_a_token_with_search_on_the_base_and_refuses_a_launched_app(secured, record,
+                                                                                     auto_approve):
+    api, db = secured
+    admin = record["admin"]
+    session = httpx.post(f"{api.root}/sessions", json={"now": "2180-01-01T00:00:00Z"}, headers=admin).json()
+    base, own = session["fhirBase"], {"Authorization": f"Bearer {session['accessToken']}"}
+    kick = httpx.get(f"{base}/Patient/$export", params={"_type": "Patient"},
+                     headers={**own, "Prefer": "respond-async"})
+    assert kick.status_code == 202, kick.text
+    status = kick.headers["content-location"]
+    assert_outcome(httpx.get(status), 401)
+    assert_outcome(httpx.get(f"{api.fhir}/$export", headers={**own, "Prefer": "respond-async"}), 403)
+    launched = parse_qs(urlsplit(ehr_launch_url(api.root, db, session["id"], patient=record["a"])).query)
+    app = app_client(base, "launch patient/*.rs", launch=launched["launch"][0])
+    app.handle_callback(browse(app.authorize_url).headers["location"])
+    confined = {"Authorization": f"Bearer {app.server.auth.access_token}", "Prefer": "respond-async"}
+    assert_outcome(httpx.get(f"{base}/Patient/$export", headers=confined), 403)
