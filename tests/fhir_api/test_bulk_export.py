@@ -175,3 +175,12 @@ def test_a_store_failure_fails_the_job(tmp_path: Path, bulk_api, monkeypatch):
     export.run_export(Broken(), Context(), jobs, job, served_types())
     failed = jobs.load(job.id)
     assert failed.state == "failed" and "database went away" in failed.error[0]
+
+
+def test_the_capability_statement_names_the_export_operations(bulk_api):
+    doc = httpx.get(f"{bulk_api.fhir}/metadata").json()
+    assert doc["instantiates"] == ["http://hl7.org/fhir/uv/bulkdata/CapabilityStatement/bulk-data"]
+    rest = doc["rest"][0]
+    assert "export" in {op["name"] for op in rest["operation"]}
+    by_type = {r["type"]: {op["name"] for op in r.get("operation", [])} for r in rest["resource"]}
+    assert by_type["Patient"] == {"everything", "export"} and by_type["Group"] == {"export"}
