@@ -173,3 +173,23 @@ def test_websocket_clients_bound_to_a_subscription_get_ping_and_bundle(sqlite_ur
             runner.join(timeout=10)
             hub.stop()
     bus.close()
+
+
+def test_the_topic_based_form_takes_its_filter_criteria(world, receiver):
+    api, _ = world
+    pid = httpx.post(f"{api.fhir}/Patient", json=patient("topic")).json()["id"]
+    topic = "https://rounds.dev/fhir/SubscriptionTopic/lab-result"
+    doc = subscription(topic, receiver.url, content="id-only")
+    doc["_criteria"] = {"extension": [{"url": "http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/"
+                                              "backport-filter-criteria",
+                                       "valueString": f"Observation?patient=Patient/{pid}"}]}
+    url = f"{api.fhir}/Subscription/{httpx.post(f'{api.fhir}/Subscription', json=doc).json()['id']}"
+    receiver.wait(lambda: status_of(url)["status"] == "active", 20)
+    httpx.post(f"{api.fhir}/Observation", json=observation(pid, "t", "2150-01-01T00:00:00Z"))
+    receiver.wait(lambda: len(receiver.notifications()) == 1, 20)
+    params = receiver.notifications()[0]["body"]["entry"][0]["resource"]["parameter"]
+    assert {p["name"]: p for p in params}["topic"]["valueCanonical"] == topic
+    unfiltered = httpx.post(f"{api.fhir}/Subscription", json=subscription(topic, receiver.url)).json()
+    bad = f"{api.fhir}/Subscription/{unfiltered['id']}"
+    receiver.wait(lambda: status_of(bad)["status"] == "error", 20)
+    assert "backport-filter-criteria" in status_of(bad)["error"]

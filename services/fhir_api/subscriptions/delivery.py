@@ -74,7 +74,7 @@ class Delivery:
                 records = consumer.poll(timeout_s=0.5)
                 for record in records:
                     self.process(record)
-                    consumer.commit({TopicPartition(record.topic, record.partition): record.offset + 1})
+                    self._commit(consumer, record)
                 if records:
                     idle_since = time.monotonic()
                 elif idle_exit_s is not None and time.monotonic() - idle_since > idle_exit_s:
@@ -84,6 +84,14 @@ class Delivery:
             return
         finally:
             consumer.close()
+
+    @staticmethod
+    def _commit(consumer, record: Record) -> None:
+        try:
+            consumer.commit({TopicPartition(record.topic, record.partition): record.offset + 1})
+        except Exception as exc:  # noqa: BLE001 - a lost partition (a long retry): redelivered, never lost
+            log.warning("commit of %s/%s@%s failed (%s); it will be delivered again", record.topic,
+                        record.partition, record.offset, exc)
 
     def process(self, record: Record) -> None:
         event = record.event

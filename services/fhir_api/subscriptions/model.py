@@ -5,6 +5,10 @@ R4 fields: `status` (requested | active | error | off), `criteria` (`Type?search
 type; absent: no content). From the Subscriptions R5 Backport IG: the payload content code on
 `channel._payload` (`empty`, `id-only`, `full-resource`) and `channel` extension `backport-heartbeat-period`
 (seconds). A channel payload without the content code is `full-resource` (R4's meaning of a payload).
+
+The Backport IG's topic-based form fits where a topic is a resource type's changes: `criteria` is then the
+topic's canonical URL and the search is the `backport-filter-criteria` extension on `_criteria` (one filter,
+`Type?params`); notifications name that canonical as their `topic`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from services.fhir_api.store.interface import StoredResource
 BACKPORT = "http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition"
 PAYLOAD_CONTENT = f"{BACKPORT}/backport-payload-content"
 HEARTBEAT = f"{BACKPORT}/backport-heartbeat-period"
+FILTER = f"{BACKPORT}/backport-filter-criteria"
 # Set by delivery at the handshake: the time of the write that asked for it; older changes are not notified.
 SINCE = "https://rounds.dev/fhir/StructureDefinition/subscription-active-since"
 CHANNELS = frozenset({"rest-hook", "websocket"})
@@ -41,6 +46,7 @@ class Subscription:
     headers: tuple[tuple[str, str], ...] = ()
     heartbeat_s: int | None = None
     since: str | None = None  # SINCE
+    topic: str | None = None  # the topic-based form's canonical URL
 
     @property
     def key(self) -> tuple[str, str]:
@@ -53,7 +59,14 @@ def _extension(element: dict, url: str) -> dict | None:
 
 def parse(stored: StoredResource, doc: dict) -> Subscription:
     """The Subscription `doc` (stored as `stored`) describes; BadSubscription when it cannot be delivered."""
-    criteria = str(doc.get("criteria", ""))
+    criteria, topic = str(doc.get("criteria", "")), None
+    if criteria.startswith(("http://", "https://")):
+        filters = [e.get("valueString", "") for e in (doc.get("_criteria") or {}).get("extension", [])
+                   if e.get("url") == FILTER]
+        if len(filters) != 1:
+            raise BadSubscription("a topic-based Subscription needs exactly one backport-filter-criteria "
+                                  "('Type?search parameters')")
+        criteria, topic = filters[0], criteria
     rtype, _, query = criteria.partition("?")
     if not rtype or not rtype[0].isupper() or not rtype.isalpha():
         raise BadSubscription(f"criteria must be 'Type?search parameters', not {criteria[:80]!r}")
@@ -78,4 +91,4 @@ def parse(stored: StoredResource, doc: dict) -> Subscription:
     since = (_extension(doc, SINCE) or {}).get("valueInstant")
     return Subscription(stored.id, stored.session, str(doc.get("status", "")), rtype,
                         tuple(parse_qsl(query, keep_blank_values=True)), kind, endpoint, content,
-                        tuple(headers), int(beat) if beat else None, since)
+                        tuple(headers), int(beat) if beat else None, since, topic)

@@ -25,7 +25,7 @@ def _now() -> str:
 def _status(base: str, sub: Subscription, kind: str, status: str, events: list[dict]) -> dict:
     params = [
         {"name": "subscription", "valueReference": {"reference": f"{base}/Subscription/{sub.id}"}},
-        {"name": "topic", "valueCanonical": f"{sub.resource_type}?"},
+        {"name": "topic", "valueCanonical": sub.topic or f"{sub.resource_type}?"},
         {"name": "status", "valueCode": status},
         {"name": "type", "valueCode": kind},
         *events,
