@@ -184,3 +184,13 @@ def test_the_capability_statement_names_the_export_operations(bulk_api):
     assert "export" in {op["name"] for op in rest["operation"]}
     by_type = {r["type"]: {op["name"] for op in r.get("operation", [])} for r in rest["resource"]}
     assert by_type["Patient"] == {"everything", "export"} and by_type["Group"] == {"export"}
+
+
+def test_a_session_export_file_is_streamed_not_recorded_while_kickoff_and_polls_are():
+    from services.fhir_api.backbone.recorder import InteractionRecorder
+
+    base = "/sessions/s1/fhir"
+    assert not InteractionRecorder.wants("GET", f"{base}/$export-file/{'a' * 32}/Observation.ndjson")
+    assert InteractionRecorder.wants("GET", f"{base}/Patient/$export")
+    assert InteractionRecorder.wants("GET", f"{base}/$export-poll-status")
+    assert InteractionRecorder.wants("GET", f"{base}/Observation/o1")
