@@ -281,6 +281,8 @@ CATALOG = Catalog(
             )
             for change in ("created", "updated", "deleted")
         ),
+        # keyed by the session (the default): one session's feed is totally ordered
+        _spec("rounds.fhir.resource.known", p.FhirResourceKnown, topic=FHIR_CHANGES),
         _spec(
             "rounds.event.deadlettered",
             p.DeadLetter,

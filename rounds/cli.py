@@ -27,6 +27,7 @@ COMMAND_MODULES: list[str] = [
     "services.fhir_api.load_cli",
     "services.fhir_api.reindex",
     "services.fhir_api.auth.cli",
+    "services.fhir_api.subscriptions.cli",
     "services.consumers.report.cli",
     "services.simulator.orchestrator.cli",
     "services.consumers.scoring.cli",

@@ -43,6 +43,11 @@ class Settings(BaseSettings):
     auth_key: str | None = None
     auth_token_seconds: int = Field(3600, ge=1)  # lifetime of tokens from the token endpoint / CLI
     auth_session_token_seconds: int = Field(86_400, ge=1)  # lifetime of a session's accessToken
+    # SMART App Launch: approve an authorization request whose context is complete without the consent page
+    # (tests, unattended demos); off, /auth/authorize shows the consent form
+    auth_auto_approve: bool = False
+    # Bulk Data $export: the folder jobs write their NDJSON files (and state) into, shared by the workers
+    bulk_dir: str = "rounds-bulk"
 
     @field_validator("trusted_proxies")
     @classmethod

@@ -2,7 +2,7 @@
 
 from events.payloads.interaction import EhrRequest, EhrResponse, ResourceVersion, ToolCall, ToolResult
 from events.payloads.messages import Communication, communication
-from events.payloads.outcome import DeadLetter, FhirResourceChange, ScoreSession, ScoreTurn
+from events.payloads.outcome import DeadLetter, FhirResourceChange, FhirResourceKnown, ScoreSession, ScoreTurn
 from events.payloads.sandbox import SandboxState
 from events.payloads.session import (
     END_REASONS,
@@ -21,6 +21,7 @@ __all__ = [
     "EhrRequest",
     "EhrResponse",
     "FhirResourceChange",
+    "FhirResourceKnown",
     "ResourceVersion",
     "SandboxState",
     "ScoreSession",

@@ -74,6 +74,16 @@ class FhirResourceChange(Payload):
     version_id: str = Field(pattern=FHIR_ID)
 
 
+class FhirResourceKnown(Payload):
+    """A resource became known to a session whose clock moved past the time it was known (`rounds feed`):
+    id-only, like a change; read it on the session's base to see it."""
+
+    resource_type: str = Field(pattern=r"^[A-Z][A-Za-z]{1,63}$")
+    id: str = Field(pattern=FHIR_ID)
+    version_id: str = Field(pattern=FHIR_ID)
+    known_at: str = Field(description="the session's clock when it appeared (FHIR instant)")
+
+
 class DeadLetter(Payload):
     """A record a consumer could not process, kept with the reason so it never blocks the stream."""
 

@@ -38,13 +38,16 @@ SAMPLES: dict[str, BaseModel] = {
     "rounds.fhir.resource.created": CHANGE,
     "rounds.fhir.resource.updated": CHANGE,
     "rounds.fhir.resource.deleted": CHANGE,
+    "rounds.fhir.resource.known": p.FhirResourceKnown(resource_type="Observation", id="obs-1", version_id="2",
+                                                      known_at="2150-01-01T00:00:00Z"),
     "rounds.event.deadlettered": p.DeadLetter.of(RECORD, "g1", "not valid JSON"),
 }
 TOPIC = {"rounds.score": SCORES, "rounds.fhir.": FHIR_CHANGES, "rounds.event.": DEADLETTER}
 
 
 def sample_event(type_: str) -> CloudEvent:
-    subject = None if type_.startswith(("rounds.fhir.", "rounds.event.")) else SESSION
+    unbound = type_.startswith(("rounds.fhir.", "rounds.event.")) and type_ != "rounds.fhir.resource.known"
+    subject = None if unbound else SESSION
     return make_event(type_, SAMPLES[type_], source="/rounds/tests", subject=subject)
 
 
@@ -59,6 +62,8 @@ def test_every_type_builds_validates_routes_and_decodes(type_: str) -> None:
     topic, key = route(event)
     assert topic == next((t for prefix, t in TOPIC.items() if type_.startswith(prefix)), SESSIONS)
     expected_key = {FHIR_CHANGES: "Observation/obs-1", DEADLETTER: SESSION}.get(topic, SESSION)
+    if type_ == "rounds.fhir.resource.known":
+        expected_key = SESSION  # a session's feed is keyed by the session: one partition, in order
     assert key == expected_key
     assert CATALOG.decode(event.to_bytes()) == event
     assert CATALOG.payload(event) == type(SAMPLES[type_]).model_validate(event.data)

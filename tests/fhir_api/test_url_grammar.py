@@ -68,7 +68,7 @@ def sqlite_app(sqlite_url: str):
 
 
 def test_an_operation_added_to_the_table_is_not_swallowed_by_the_fast_lane(sqlite_app, monkeypatch) -> None:
-    export = urls.Route("export", "GET", "/{type}/$export")
+    export = urls.Route("validate", "GET", "/{type}/$validate")
     table = list(urls.ROUTES)
     table.insert(table.index(next(r for r in table if r.name == "read")), export)
     monkeypatch.setattr(urls, "ROUTES", tuple(table))
@@ -78,7 +78,7 @@ def test_an_operation_added_to_the_table_is_not_swallowed_by_the_fast_lane(sqlit
     async def export_endpoint(type: str, request: Request) -> JSONResponse:
         return JSONResponse({"exported": type})
 
-    new = APIRoute("/{type}/$export", export_endpoint, methods=["GET"])
+    new = APIRoute("/{type}/$validate", export_endpoint, methods=["GET"])
     table = routes.router.routes
     at = next(i for i, r in enumerate(table) if r.path == "/{type}/{id}" and "GET" in r.methods)
     routes.router.routes.insert(at, new)
@@ -92,7 +92,7 @@ def test_an_operation_added_to_the_table_is_not_swallowed_by_the_fast_lane(sqlit
 
         import asyncio
 
-        answer = asyncio.run(get("/fhir/Patient/$export"))
+        answer = asyncio.run(get("/fhir/Patient/$validate"))
         read = asyncio.run(get("/fhir/Patient/nobody"))
     finally:
         routes.router.routes.remove(new)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from joserfc.jwk import OctKey
 
 from rounds.settings import Settings
+from services.fhir_api.auth.launch import CodeLedger
 from services.fhir_api.auth.scopes import Scope, parse_scopes
 from services.fhir_api.auth.tokens import issue, signing_key
 
@@ -23,6 +24,7 @@ class Auth:
     key: OctKey
     store: Any
     max_body_bytes: int
+    codes: CodeLedger = field(default_factory=CodeLedger)  # authorization codes already exchanged
 
     def session_token(self, session_id: str, patient: str | None) -> str:
         """The token handed out with a new session: read + write on its sandbox only, and with a patient
@@ -48,10 +50,11 @@ def engine_of(store: Any, settings: Settings):
 
 def install_auth(app: Any, settings: Settings, store: Any, max_body_bytes: int) -> Auth | None:
     """Hook access control into `app` when settings.auth is on (the only place it is wired)."""
-    from services.fhir_api.auth import smart
+    from services.fhir_api.auth import authorize, smart
     from services.fhir_api.auth.middleware import AuthMiddleware
 
     app.include_router(smart.router)  # discovery answers either way (capabilities: none when off)
+    app.include_router(authorize.router)
     if not settings.auth:
         app.state.auth = None
         return None

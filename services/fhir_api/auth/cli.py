@@ -76,4 +76,7 @@ def add_client(
 
 
 def register(app: typer.Typer) -> None:
+    from services.fhir_api.auth.launch_cli import launch
+
     app.add_typer(token_app, name="token")
+    app.command("launch")(launch)

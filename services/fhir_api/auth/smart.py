@@ -1,4 +1,5 @@
-"""SMART on FHIR discovery and the token endpoint (client-credentials grant with a shared secret).
+"""SMART on FHIR discovery and the token endpoint: client credentials (a shared secret), and for apps launched
+through SMART App Launch (authorize.py) the authorization_code (PKCE) and refresh_token grants (grants.py).
 
 `/.well-known/smart-configuration` (at the root and under every FHIR base) is public and is answered by the
 auth middleware itself, ahead of the FHIR routes that would read `.well-known` as a resource type.
@@ -18,24 +19,31 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from services.fhir_api.auth.clients import authenticate
+from services.fhir_api.auth.grants import GrantError, exchange_code, refresh
 from services.fhir_api.auth.scopes import ScopeError, format_scopes, narrow, parse_scopes
 
 router = APIRouter(tags=["auth"])
 SCOPES_SUPPORTED = ["system/*.cruds", "system/*.rs", "user/*.cruds", "user/*.rs", "patient/*.cruds",
                     "patient/*.rs"]
 SECURITY_SERVICE = "http://terminology.hl7.org/CodeSystem/restful-security-service"
-CAPABILITIES = ["client-confidential-symmetric", "permission-v2", "permission-v1", "permission-patient",
-                "permission-user"]
+CAPABILITIES = ["client-confidential-symmetric", "client-public", "launch-ehr", "launch-standalone",
+                "context-ehr-patient", "context-ehr-encounter", "context-standalone-patient",
+                "permission-offline", "permission-online", "authorize-post", "permission-v2", "permission-v1",
+                "permission-patient", "permission-user"]
+GRANT_TYPES = ["authorization_code", "refresh_token", "client_credentials"]
 
 
 def discovery(root: str) -> dict:
     return {
         "issuer": root,
+        "authorization_endpoint": f"{root}/auth/authorize",
         "token_endpoint": f"{root}/auth/token",
-        "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
-        "grant_types_supported": ["client_credentials"],
-        "scopes_supported": SCOPES_SUPPORTED,
-        "response_types_supported": ["token"],
+        "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
+        "grant_types_supported": GRANT_TYPES,
+        "code_challenge_methods_supported": ["S256"],
+        "scopes_supported": [*SCOPES_SUPPORTED, "launch", "launch/patient", "launch/encounter", "openid",
+                             "fhirUser", "offline_access", "online_access"],
+        "response_types_supported": ["code"],
         "capabilities": CAPABILITIES,
     }
 
@@ -47,7 +55,8 @@ def security(root: str) -> dict:
         "service": [{"coding": [{"system": SECURITY_SERVICE, "code": "SMART-on-FHIR"}],
                      "text": "OAuth2 bearer tokens with SMART scopes"}],
         "extension": [{"url": "http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris",
-                       "extension": [{"url": "token", "valueUri": f"{root}/auth/token"}]}],
+                       "extension": [{"url": "token", "valueUri": f"{root}/auth/token"},
+                                     {"url": "authorize", "valueUri": f"{root}/auth/authorize"}]}],
         "description": "Bearer tokens (HS256 JWT) with SMART v2 scopes; POST /sessions returns a token "
                        "valid only on that session's FHIR base. Discovery: /.well-known/smart-configuration.",
     }
@@ -82,8 +91,16 @@ async def token(request: Request) -> JSONResponse:
         form = dict(parse_qsl(body.decode(), keep_blank_values=True))
     except (UnicodeDecodeError, ValueError):
         return _oauth_error("invalid_request", "the body must be application/x-www-form-urlencoded")
-    if form.get("grant_type") != "client_credentials":
-        return _oauth_error("unsupported_grant_type", "only grant_type=client_credentials is supported")
+    grant_type = form.get("grant_type")
+    if grant_type in ("authorization_code", "refresh_token"):
+        try:
+            answer = exchange_code(auth, auth.codes, form) if grant_type == "authorization_code" \
+                else refresh(auth, form)
+        except GrantError as exc:
+            return _oauth_error(exc.error, exc.description)
+        return JSONResponse(answer, headers={"Cache-Control": "no-store", "Pragma": "no-cache"})
+    if grant_type != "client_credentials":
+        return _oauth_error("unsupported_grant_type", f"grant_type must be one of {', '.join(GRANT_TYPES)}")
     credentials = _client_credentials(request, form)
     if credentials is None:
         return _oauth_error("invalid_client", "client authentication is required", 401)

@@ -66,10 +66,19 @@ def _query(value: Any) -> dict[str, list[str]]:
     return out
 
 
+# Not recorded: a Bulk Data file is the record itself, streamed from disk (services/fhir_api/bulk); held and
+# copied as a session event it would be buffered whole. Its kick-off and status polls are recorded.
+UNRECORDED_ROUTES = frozenset({"export-file"})
+
+
 def _session_base(path: str) -> bool:
-    """Whether `path` is on a session's FHIR base (/sessions/<id>/fhir...), by the URL grammar (urls.py)."""
+    """Whether `path` is on a session's FHIR base (/sessions/<id>/fhir...), by the URL grammar (urls.py), and
+    not a route left unrecorded."""
     base = urls.on_base(path)
-    return base is not None and base.session_id is not None
+    if base is None or base.session_id is None:
+        return False
+    found = urls.match("GET", base.rest)
+    return found is None or found.route.name not in UNRECORDED_ROUTES
 
 
 def returned_resources(body: bytes) -> list[ResourceVersion]:

@@ -24,6 +24,12 @@ TYPE_INTERACTIONS = (
 )
 SYSTEM_INTERACTIONS = ("transaction", "batch", "search-system", "history-system")
 EVERYTHING = "http://hl7.org/fhir/OperationDefinition/Patient-everything"
+BULK = "http://hl7.org/fhir/uv/bulkdata"  # Bulk Data Access (services/fhir_api/bulk)
+TYPE_OPERATIONS = {
+    "Patient": [{"name": "everything", "definition": EVERYTHING},
+                {"name": "export", "definition": f"{BULK}/OperationDefinition/patient-export"}],
+    "Group": [{"name": "export", "definition": f"{BULK}/OperationDefinition/group-export"}],
+}
 
 
 def _params(resource_type: str) -> list[tuple[str, str, str]]:
@@ -54,8 +60,8 @@ def _resource(resource_type: str, params: list[tuple[str, str, str]], revinclude
         entry["searchParam"] = [
             {"name": n, "type": t, **({"documentation": d} if d else {})} for n, t, d in params
         ]
-    if resource_type == "Patient":
-        entry["operation"] = [{"name": "everything", "definition": EVERYTHING}]
+    if resource_type in TYPE_OPERATIONS:
+        entry["operation"] = TYPE_OPERATIONS[resource_type]
     return entry
 
 
@@ -74,6 +80,7 @@ def _static() -> dict:
         "publisher": "Rounds",
         "kind": "instance",
         "software": {"name": "Rounds FHIR API", "version": "0.1.0"},
+        "instantiates": [f"{BULK}/CapabilityStatement/bulk-data"],
         "fhirVersion": "4.0.1",
         "format": ["application/fhir+json", "json"],
         "patchFormat": ["application/json-patch+json", "application/merge-patch+json"],
@@ -82,7 +89,8 @@ def _static() -> dict:
                 "mode": "server",
                 "resource": resources,
                 "interaction": [{"code": c} for c in SYSTEM_INTERACTIONS],
-                "operation": [{"name": "everything", "definition": EVERYTHING}],
+                "operation": [{"name": "everything", "definition": EVERYTHING},
+                              {"name": "export", "definition": f"{BULK}/OperationDefinition/export"}],
             }
         ],
     }

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from services.fhir_api.auth import smart
+from services.fhir_api.bulk import http as bulk
 from services.fhir_api.http import crud, request_limits, search, transaction
 from services.fhir_api.http.capability import capability_statement
 from services.fhir_api.http.deps import call_of
@@ -80,6 +81,21 @@ async def system_history(request: Request, call: Call = CallDep) -> Response:
     return await run(call, search.history, None, None, query(request))
 
 
+@router.get("/$export", summary="Bulk Data $export of the whole base")
+async def export_system(request: Request, call: Call = CallDep) -> Response:
+    return await bulk.kickoff(call, request, "system")
+
+
+@router.get("/$export-poll-status", summary="Bulk Data export status")
+async def export_status(request: Request, call: Call = CallDep) -> Response:
+    return await bulk.status(call, request)
+
+
+@router.delete("/$export-poll-status", summary="cancel a Bulk Data export")
+async def export_cancel(request: Request, call: Call = CallDep) -> Response:
+    return await bulk.cancel(call, request)
+
+
 @router.get("/{type}", summary="search")
 async def search_type(type: str, request: Request, call: Call = CallDep) -> Response:
     params = query(request)
@@ -140,6 +156,25 @@ async def conditional_patch(type: str, request: Request, call: Call = CallDep) -
 async def conditional_delete(type: str, request: Request, call: Call = CallDep) -> Response:
     check_type(type)
     return await run(call, crud.conditional_delete, type, criteria(request))
+
+
+@router.get("/{type}/$export", summary="Bulk Data $export of every patient (Patient/$export)")
+async def export_type(type: str, request: Request, call: Call = CallDep) -> Response:
+    if check_type(type) != "Patient":
+        raise FhirHttpError(404, "$export at type level is defined on Patient only", code="not-supported")
+    return await bulk.kickoff(call, request, "patient")
+
+
+@router.get("/{type}/{id}/$export", summary="Bulk Data $export of a Group's patients")
+async def export_instance(type: str, id: str, request: Request, call: Call = CallDep) -> Response:
+    if check_type(type) != "Group":
+        raise FhirHttpError(404, "$export at instance level is defined on Group only", code="not-supported")
+    return await bulk.kickoff(call, request, "group", check_id(id))
+
+
+@router.get("/$export-file/{job}/{file}", summary="a file a Bulk Data export wrote")
+async def export_file(job: str, file: str, request: Request, call: Call = CallDep) -> Response:
+    return await bulk.file(call, request, job, file)
 
 
 @router.get("/{type}/{id}/$everything", summary="Patient/$everything")

@@ -2,7 +2,7 @@
 
 Every part that reads FHIR URLs uses it: the REST router's routes (routes.py; a test holds the router to this
 table, route by route and in order), the fast lane (only routes marked `fast` are served there, so a new
-operation such as `GET /{type}/$export` added to the table is never taken for a read), transaction and batch
+operation such as `GET /{type}/$export` in the table is never taken for a read), transaction and batch
 entries (transaction.py dispatches on the matched route), the interaction hook and the event recorder (which
 base a path is on, its session, its type and id).
 
@@ -40,6 +40,9 @@ ROUTES: tuple[Route, ...] = (
     Route("batch", "POST", ""),
     Route("search-system", "GET", ""),
     Route("history-system", "GET", "/_history"),
+    Route("export-system", "GET", "/$export"),  # Bulk Data (services/fhir_api/bulk)
+    Route("export-status", "GET", "/$export-poll-status"),
+    Route("export-cancel", "DELETE", "/$export-poll-status"),
     Route("search-type", "GET", "/{type}", fast=True),
     Route("search-type-post", "POST", "/{type}/_search"),
     Route("history-type", "GET", "/{type}/_history"),
@@ -47,6 +50,9 @@ ROUTES: tuple[Route, ...] = (
     Route("conditional-update", "PUT", "/{type}"),
     Route("conditional-patch", "PATCH", "/{type}"),
     Route("conditional-delete", "DELETE", "/{type}"),
+    Route("export-type", "GET", "/{type}/$export"),
+    Route("export-instance", "GET", "/{type}/{id}/$export"),
+    Route("export-file", "GET", "/$export-file/{job}/{file}"),
     Route("everything", "GET", "/{type}/{id}/$everything"),
     Route("read", "GET", "/{type}/{id}", fast=True),
     Route("update", "PUT", "/{type}/{id}"),

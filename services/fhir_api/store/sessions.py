@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy import Connection, delete, insert, select, update
 
 from services.fhir_api.search.engine import rows_of
 from services.fhir_api.store import models as m
@@ -43,6 +43,13 @@ class SessionRows:
             raise_if_unanswered(exc)
             return None
         return session_context(row)
+
+    def set_session_clock(self, session_id: str, now: datetime) -> bool:
+        """Move a session's as-of clock (`rounds feed`); False when there is no such session."""
+        now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+        with self._conn(write=True) as conn:
+            done = conn.execute(update(m.session).where(m.session.c.id == session_id).values(now=now))
+        return bool(done.rowcount)
 
     def drop_session(self, session_id: str) -> None:
         if not session_id:

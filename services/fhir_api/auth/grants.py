@@ -1,0 +1,111 @@
+"""What an app launched through SMART App Launch is granted, and the token endpoint's two user-facing
+grants (authorization_code with PKCE, refresh_token).
+
+Scopes are confined as a session's own token is: every token carries the launch's `session` (valid only on
+that sandbox's base, or only on `/fhir` when launched on the shared record), and with a patient in context
+every resource scope becomes a `patient/` scope of that patient, so the app reads that compartment and
+nothing else. `system/` scopes are never granted to an app a user launches (they are the client-credentials
+grant's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.fhir_api.auth.launch import (
+    Authorization,
+    CodeLedger,
+    InvalidToken,
+    open_code,
+    open_refresh,
+    pkce_matches,
+)
+from services.fhir_api.auth.scopes import Scope, parse_scope, parse_scopes
+from services.fhir_api.auth.tokens import issue
+
+REFRESH_SCOPES = frozenset({"offline_access", "online_access"})
+
+
+class GrantError(Exception):
+    """An OAuth error of the token endpoint (RFC 6749 §5.2)."""
+
+    def __init__(self, error: str, description: str) -> None:
+        super().__init__(description)
+        self.error, self.description = error, description
+
+
+def grant_scopes(requested: str, patient: str | None) -> str:
+    """The scopes granted for `requested` (ScopeError on a malformed one): launch and identity scopes as
+    asked, resource scopes confined to the patient when there is one, `system/` dropped."""
+    granted: list[str] = []
+    for text in requested.split():
+        scope = parse_scope(text)
+        if scope is None:
+            granted.append(text)
+            continue
+        if scope.context == "system":
+            continue
+        if patient is not None:
+            scope = Scope("patient", scope.resource_type, scope.verbs)
+        elif scope.context == "patient":
+            continue  # no patient in context: a patient/ scope would allow nothing
+        if str(scope) not in granted:
+            granted.append(str(scope))
+    return " ".join(granted)
+
+
+def token_response(auth: Any, grant: Authorization) -> dict:
+    """The token response (SMART App Launch §token response): the access token, its context and, when
+    offline_access or online_access was granted, a refresh token."""
+    from services.fhir_api.auth.launch import issue_refresh
+
+    context = grant.context
+    lifetime = auth.settings.auth_token_seconds
+    access = issue(auth.key, parse_scopes(grant.scope), expires_in=lifetime, subject=f"app:{grant.client_id}",
+                   session=context.session, patient=context.patient)
+    body: dict = {"access_token": access, "token_type": "Bearer", "expires_in": lifetime,
+                  "scope": grant.scope}
+    if context.patient is not None:
+        body["patient"] = context.patient
+    if context.encounter is not None:
+        body["encounter"] = context.encounter
+    if REFRESH_SCOPES & set(grant.scope.split()):
+        body["refresh_token"] = issue_refresh(auth.key, grant, auth.settings.auth_session_token_seconds)
+    return body
+
+
+def exchange_code(auth: Any, ledger: CodeLedger, form: dict[str, str]) -> dict:
+    """grant_type=authorization_code: the code, the same client and redirect URI, the PKCE verifier."""
+    for name in ("code", "redirect_uri", "client_id", "code_verifier"):
+        if not form.get(name):
+            raise GrantError("invalid_request", f"{name} is required")
+    try:
+        grant = open_code(auth.key, form["code"])
+    except InvalidToken as exc:
+        raise GrantError("invalid_grant", f"invalid authorization code: {exc}") from exc
+    if grant.client_id != form["client_id"] or grant.redirect_uri != form["redirect_uri"]:
+        raise GrantError("invalid_grant", "the code was issued to another client or redirect URI")
+    if not pkce_matches(grant.code_challenge, form["code_verifier"]):
+        raise GrantError("invalid_grant", "code_verifier does not match the code_challenge (PKCE S256)")
+    if not ledger.spend(grant.jti):
+        raise GrantError("invalid_grant", "the authorization code was already used")
+    return token_response(auth, grant)
+
+
+def refresh(auth: Any, form: dict[str, str]) -> dict:
+    """grant_type=refresh_token: a new access token (and refresh token) with the same context, and the
+    same or fewer scopes."""
+    if not form.get("refresh_token"):
+        raise GrantError("invalid_request", "refresh_token is required")
+    try:
+        grant = open_refresh(auth.key, form["refresh_token"])
+    except InvalidToken as exc:
+        raise GrantError("invalid_grant", f"invalid refresh token: {exc}") from exc
+    if form.get("client_id") and form["client_id"] != grant.client_id:
+        raise GrantError("invalid_grant", "the refresh token was issued to another client")
+    if form.get("scope"):
+        asked, had = form["scope"].split(), grant.scope.split()
+        if not set(asked) <= set(had):
+            raise GrantError("invalid_scope", "a refresh may only narrow the granted scopes")
+        grant = Authorization(grant.context, " ".join(asked), grant.client_id, grant.redirect_uri)
+    return token_response(auth, grant)

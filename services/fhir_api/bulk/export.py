@@ -1,0 +1,129 @@
+"""The writer of an export job: every matching resource of the base's view, streamed page by page into one
+NDJSON file per type.
+
+Nothing is held in memory beyond one page: each type is walked with the store's own keyset-paged search
+(pinned to one change-sequence snapshot, so a write meanwhile does not shift pages), on the context of the
+base (a session: its copy-on-write view at its clock, with its as-of views, exactly what its searches
+answer). Patient- and Group-level exports walk each type of the Patient compartment narrowed to batches of
+the patients (the compartment's own parameter, `auth/compartment.py`); a resource referring to patients of
+two batches would be written twice (none does in MIMIC-IV on FHIR).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import orjson
+
+from services.fhir_api.auth.compartment import narrowing_param
+from services.fhir_api.bulk.jobs import ExportJob, JobStore
+from services.fhir_api.search import cursor as cursors
+from services.fhir_api.search.registry import patient_compartment
+from services.fhir_api.store.interface import Context, ResourceStore, SearchRequest, StoredResource
+
+PAGE = 1000
+PATIENT_BATCH = 50  # patients ORed into one compartment parameter
+
+
+class Cancelled(Exception):
+    """The job's folder is gone (DELETE): stop writing."""
+
+
+def level_types(job: ExportJob, served: frozenset[str]) -> list[str]:
+    """The types the export covers: `_type`, within the Patient compartment at patient / group level."""
+    if job.level == "system":
+        every = sorted(served)
+    else:
+        every = ["Patient", *sorted(t for t in patient_compartment() if t != "Patient")]
+    return [t for t in every if job.types is None or t in job.types]
+
+
+def pages(store: ResourceStore, ctx: Context, resource_type: str, params: list[tuple[str, str]]
+          ) -> Iterator[list[StoredResource]]:
+    """Every match of one search, a keyset page at a time."""
+    after, snapshot = None, None
+    while True:
+        request = SearchRequest(resource_type, list(params), count=PAGE, snapshot=snapshot, cursor=after)
+        result = store.search(ctx, request)
+        if result.matches:
+            yield result.matches
+        if not result.has_next or result.last_cursor is None:
+            return
+        after, snapshot = cursors.decode("after", result.last_cursor), result.snapshot
+
+
+def patient_batches(store: ResourceStore, ctx: Context, job: ExportJob) -> Iterator[list[str]]:
+    """The export's patients, PATIENT_BATCH at a time: every Patient, or the Group's Patient members."""
+    if job.level == "group":
+        group = orjson.loads(store.read(ctx, "Group", job.group or "").raw)
+        ids = [m["entity"]["reference"].removeprefix("Patient/") for m in group.get("member", [])
+               if m.get("entity", {}).get("reference", "").startswith("Patient/") and not m.get("inactive")]
+        for at in range(0, len(ids), PATIENT_BATCH):
+            yield ids[at:at + PATIENT_BATCH]
+        return
+    batch: list[str] = []
+    for page in pages(store, ctx, "Patient", []):
+        for stored in page:
+            batch.append(stored.id)
+            if len(batch) == PATIENT_BATCH:
+                yield batch
+                batch = []
+    if batch:
+        yield batch
+
+
+def _line(stored: StoredResource) -> bytes:
+    raw = stored.raw
+    return (orjson.dumps(orjson.loads(raw)) if b"\n" in raw else raw) + b"\n"
+
+
+def searches(store: ResourceStore, ctx: Context, job: ExportJob, resource_type: str
+             ) -> Iterator[list[tuple[str, str]]]:
+    """The search parameters whose matches together are the type's part of the export."""
+    since = [("_lastUpdated", f"ge{job.since}")] if job.since else []
+    if job.level == "system":
+        yield since
+        return
+    name = narrowing_param(resource_type)
+    for batch in patient_batches(store, ctx, job):
+        values = batch if name == "_id" else [f"Patient/{p}" for p in batch]
+        yield [(name, ",".join(values)), *since]
+
+
+def run_export(store: ResourceStore, ctx: Context, jobs: JobStore, job: ExportJob, served: frozenset[str],
+               on_page: Callable[[], None] | None = None) -> None:
+    """Write the job's files and complete it; a failure of the store fails it (its error kept in the
+    manifest's place); a cancellation just stops."""
+    folder = jobs.folder(job.id)
+    try:
+        for resource_type in level_types(job, served):
+            path, count = folder / f"{resource_type}.ndjson", 0
+            job.progress = f"exporting {resource_type}"
+            jobs.save(job)
+            with _output(path) as out:
+                for params in searches(store, ctx, job, resource_type):
+                    for page in pages(store, ctx, resource_type, params):
+                        if not folder.is_dir():
+                            raise Cancelled
+                        out.write(b"".join(_line(r) for r in page))
+                        count += len(page)
+                        if on_page is not None:
+                            on_page()
+            if count:
+                job.output.append({"type": resource_type, "file": path.name, "count": count})
+            else:
+                path.unlink(missing_ok=True)
+        job.state, job.progress = "completed", "completed"
+        jobs.save(job)
+    except (Cancelled, FileNotFoundError):
+        return
+    except Exception as exc:  # noqa: BLE001 - the job reports it; the server stays up
+        if folder.is_dir():
+            job.state, job.progress = "failed", "failed"
+            job.error.append(f"{type(exc).__name__}: {exc}")
+            jobs.save(job)
+
+
+def _output(path: Path):
+    return path.open("wb", buffering=1 << 20)

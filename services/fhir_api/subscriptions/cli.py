@@ -1,0 +1,98 @@
+"""`rounds subscriptions deliver` (the delivering consumer) and `rounds feed` (replay a stay as a feed)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+subscriptions_app = typer.Typer(help="FHIR Subscriptions fed by rounds.fhir-changes.", no_args_is_help=True)
+DatabaseUrl = Annotated[str | None, typer.Option(help="SQLAlchemy URL (default ROUNDS_DATABASE_URL)")]
+Topic = Annotated[str, typer.Option(help="the change topic")]
+BaseUrl = Annotated[str | None, typer.Option(help="this server's root as receivers reach it (default "
+                                                  "ROUNDS_BASE_URL, else http://127.0.0.1:8080)")]
+
+
+def _settings(database_url: str | None):
+    from rounds.settings import Settings
+
+    return Settings(database_url=database_url) if database_url else Settings()
+
+
+@subscriptions_app.command("deliver")
+def deliver(
+    base_url: BaseUrl = None,
+    group: Annotated[str, typer.Option(help="the consumer group")] = "rounds-subscriptions",
+    idle_exit: Annotated[float | None, typer.Option(help="stop after this many idle seconds")] = None,
+    topic: Topic = "rounds.fhir-changes",
+    ws_port: Annotated[int | None, typer.Option(help="serve websocket channels on this port (ws://host:P/ws)")]
+    = None,
+    ws_host: Annotated[str, typer.Option(help="the websocket's interface")] = "127.0.0.1",
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Notify Subscriptions of the changes on rounds.fhir-changes (runs until stopped)."""
+    from events.factory import open_bus
+    from rounds.migrate import upgrade
+    from services.fhir_api.store import open_store
+    from services.fhir_api.subscriptions.delivery import Delivery
+    from services.fhir_api.subscriptions.websocket import WebSocketHub
+
+    settings = _settings(database_url)
+    upgrade(settings.database_url)
+    bus = open_bus(settings, ensure_topics=True)
+    root = base_url or settings.base_url or "http://127.0.0.1:8080"
+    hub = WebSocketHub() if ws_port is not None else None
+    if hub is not None:
+        hub.serve(ws_host, ws_port)
+    try:
+        Delivery(open_store(settings.database_url), bus, root, group=group, topic=topic, websockets=hub
+                 ).run(idle_exit_s=idle_exit)
+    finally:
+        bus.close()
+        if hub is not None:
+            hub.stop()
+
+
+def feed(
+    session: Annotated[str, typer.Option(help="the session whose clock moves")],
+    start: Annotated[str, typer.Option("--from", help="the clock to start from (FHIR dateTime)")],
+    end: Annotated[str, typer.Option("--to", help="the clock to stop at (FHIR dateTime)")],
+    speed: Annotated[str, typer.Option(help="clinical time per real time, e.g. 60x")] = "60x",
+    tick: Annotated[float, typer.Option(min=0.01, help="real seconds between clock moves")] = 0.5,
+    type_: Annotated[list[str] | None, typer.Option("--type", help="also announce this type")] = None,
+    patient: Annotated[str | None, typer.Option(help="narrow --type to this patient")] = None,
+    topic: Topic = "rounds.fhir-changes",
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Advance SESSION's clock from --from to --to so what became known appears, in order, and is
+    announced to the session's Subscriptions (through rounds.fhir-changes)."""
+    from events.factory import open_bus
+    from rounds.migrate import upgrade
+    from services.fhir_api.http.params import parse_instant
+    from services.fhir_api.store import open_store
+    from services.fhir_api.subscriptions.feed import FeedError, parse_speed
+    from services.fhir_api.subscriptions.feed import feed as run_feed
+
+    settings = _settings(database_url)
+    try:
+        window = parse_instant(start, "--from"), parse_instant(end, "--to")
+        rate = parse_speed(speed)
+    except Exception as exc:  # noqa: BLE001 - any bad value is the user's: say which
+        raise typer.BadParameter(str(exc)) from exc
+    upgrade(settings.database_url)
+    bus = open_bus(settings, ensure_topics=True)
+    try:
+        report = run_feed(open_store(settings.database_url), bus, session, *window, rate, tick_s=tick,
+                          types=type_ or [], patient=patient.removeprefix("Patient/") if patient else None,
+                          topic=topic)
+    except FeedError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from exc
+    finally:
+        bus.close()
+    typer.echo(f"{report.announced} resources became known over {report.ticks} clock moves")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(subscriptions_app, name="subscriptions")
+    app.command("feed")(feed)
