@@ -183,7 +183,14 @@ cmd_start() {
   while [ "$cport" = "$port" ]; do cport=$(free_port); done
   write_config "$port" "$cport"
   local cluster_id
-  cluster_id=$(python3 -c 'import base64,uuid;print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
+  # A cluster id is 16 random bytes in URL-safe base64. One in 64 begins with "-", which the storage tool's
+  # argument parser takes for an option ("formatting the KRaft storage failed"); Kafka's own ids skip those.
+  cluster_id=$(python3 -c 'import base64,uuid
+while True:
+    cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not cid.startswith("-"):
+        break
+print(cid)')
   if ! java -Dlog4j2.configurationFile="$STATE/log4j2.properties" -cp "$LIB/*" kafka.tools.StorageTool format \
         -t "$cluster_id" -c "$STATE/server.properties" --ignore-formatted >"$STATE/format.log" 2>&1; then
     cat "$STATE/format.log" >&2
