@@ -1,0 +1,77 @@
+"""`rounds/physassist` run by Inspect itself with its `mockllm` provider (custom outputs that call Rounds'
+tools): Inspect's log, Rounds' log and `rounds report` agree on every session's score."""
+
+from __future__ import annotations
+
+import json
+
+from inspect_ai import eval as inspect_eval
+from typer.testing import CliRunner
+
+from events.archive import read_log
+from events.factory import open_bus
+from events.topics import SCORES, SESSIONS
+from rounds.cli import app
+from rounds.inspect.task import physassist
+from tests.inspect.policy import scripted
+
+runner = CliRunner()
+
+
+def run(scenario_file, models, **task_args):
+    policy = task_args.pop("policy", None) or scripted(models)
+    eval_args = {k: task_args.pop(k) for k in list(task_args) if k in ("message_limit", "token_limit",
+                                                                      "time_limit", "retry_on_error")}
+    [log] = inspect_eval(physassist(scenarios=str(scenario_file), **task_args), model="mockllm/model",
+                         model_args={"custom_outputs": policy}, display="none", **eval_args)
+    return log
+
+
+def logged_scores(settings, run_id: str) -> dict[str, float | None]:
+    bus = open_bus(settings)
+    try:
+        return {r.event.subject: r.event.data.get("score") for r in read_log(bus, [SCORES])
+                if r.event is not None and r.event.type == "rounds.score.session"
+                and r.event.data.get("runId") == run_id}
+    finally:
+        bus.close()
+
+
+def test_inspect_log_rounds_log_and_report_agree(rounds_db, scenario_file, scenario_models, tmp_path):
+    log = run(scenario_file, scenario_models, language="both")
+    assert log.status == "success", [s.metadata.get("rounds") for s in log.samples or []] or log.error
+    run_id = log.eval.eval_id
+    samples = {s.id: s for s in log.samples}
+    assert len(samples) == 2 * len(scenario_models)
+    inspect_scores = {}
+    for sample in samples.values():
+        meta = sample.metadata["rounds"]
+        assert meta["run"] == run_id and meta["reason"] == "completed"
+        score = sample.scores["rounds_scorer"]
+        assert score.metadata["session"] == meta["session"]
+        turns = score.metadata["rounds"]["turns"]
+        assert turns and all(t["checks"] for t in turns)  # per-turn checks, with evidence
+        inspect_scores[meta["session"]] = score.value
+    assert all(value > 0.5 for value in inspect_scores.values())  # the scripted model answers well
+    # Rounds' log: the sessions' events under the eval's id, and their scores
+    assert logged_scores(rounds_db, run_id) == inspect_scores
+    # `rounds report`: the same session scores and the same Avg / Pass@Session as Inspect's metrics
+    out = tmp_path / "report.json"
+    result = runner.invoke(app, ["report", "--run", run_id, "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert {s["session"]: s["score"] for s in report["sessions"]} == inspect_scores
+    metrics = log.results.scores[0].metrics
+    assert metrics["avg"].value == report["metrics"]["avg"]
+    assert metrics["pass_at_session"].value == report["metrics"]["pass_at_session"]["0.75"]
+    assert metrics["pass_at_turn"].value == report["metrics"]["pass_at_turn"]["0.75"]
+    # every tool call the model made is on the session's log, as the openai: adapter records them
+    bus = open_bus(rounds_db)
+    try:
+        session = next(iter(inspect_scores))
+        types = [r.event.type for r in read_log(bus, [SESSIONS], session=session)]
+    finally:
+        bus.close()
+    assert types[0] == "rounds.session.started" and "rounds.session.ended" in types
+    assert {"rounds.tool.call", "rounds.tool.result", "rounds.ehr.request",
+            "rounds.message.patient"} <= set(types)
