@@ -1,11 +1,13 @@
-"""Inspect's task-end hook: when an eval with Rounds sessions ends, its Rounds run is closed and scored
-(runs.py). Other evals in the same process are not Rounds runs and are left alone."""
+"""Inspect's hooks that end Rounds runs: when an eval with Rounds sessions ends, its Rounds run is closed and
+scored (runs.py). Inspect skips its task-end hook when an eval fails (a sample error with the default
+`fail_on_error`), so the run-end hook ends whatever that Inspect run left open. Other evals in the same
+process are not Rounds runs and are left alone."""
 
 from __future__ import annotations
 
 import logging
 
-from inspect_ai.hooks import Hooks, TaskEnd, hooks
+from inspect_ai.hooks import Hooks, RunEnd, TaskEnd, hooks
 
 from rounds.inspect.runs import RUNS
 
@@ -16,7 +18,15 @@ log = logging.getLogger(__name__)
 class RoundsRunEnd(Hooks):
     async def on_task_end(self, data: TaskEnd) -> None:
         if data.eval_id in RUNS.open:
-            report = await RUNS.finish(data.eval_id)
-            if report is not None:
-                log.info("Rounds run %s scored: %d sessions (rounds report --run %s)", data.eval_id,
-                         report.metrics.sessions, data.eval_id)
+            await _finish(data.eval_id)
+
+    async def on_run_end(self, data: RunEnd) -> None:
+        for run_id in [r.run_id for r in RUNS.open.values() if r.inspect_run == data.run_id]:
+            await _finish(run_id)
+
+
+async def _finish(run_id: str) -> None:
+    report = await RUNS.finish(run_id)
+    if report is not None:
+        log.info("Rounds run %s scored: %d sessions, %d excluded (rounds report --run %s)", run_id,
+                 report.metrics.sessions, report.metrics.excluded_sessions, run_id)

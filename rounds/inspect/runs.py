@@ -36,6 +36,7 @@ class RoundsRun:
     env: FhirEnvironment
     log: SessionLog
     loop: asyncio.AbstractEventLoop
+    inspect_run: str | None = None  # the Inspect run (one `inspect eval`) the eval belongs to
     sessions: int = 0
 
     async def close(self) -> None:
@@ -53,7 +54,8 @@ class Runs:
     open: dict[str, RoundsRun] = field(default_factory=dict)
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
-    async def get(self, run_id: str, settings: Settings, fhir_base: str | None) -> RoundsRun:
+    async def get(self, run_id: str, settings: Settings, fhir_base: str | None,
+                  inspect_run: str | None = None) -> RoundsRun:
         loop = asyncio.get_running_loop()
         lock = self._locks.setdefault(run_id, asyncio.Lock())
         async with lock:
@@ -61,6 +63,7 @@ class Runs:
             if run is not None and run.loop is loop:
                 return run
             run = await _open(run_id, settings, fhir_base, loop)
+            run.inspect_run = inspect_run
             self.open[run_id] = run
             return run
 

@@ -51,12 +51,12 @@ class _Opened:
         return self.session_id, base
 
 
-def rounds_run_id() -> str:
-    """The Rounds run id of the running sample: its Inspect eval's id."""
+def rounds_run_id() -> tuple[str, str | None]:
+    """The Rounds run id of the running sample (its Inspect eval's id) and its Inspect run's id."""
     active = sample_active()
     if active is None:
         raise RuntimeError("the Rounds solver runs inside an Inspect sample only")
-    return active.eval_id
+    return active.eval_id, active.run_id
 
 
 @solver
@@ -69,8 +69,8 @@ def rounds_session(scenarios: str | None = None, language: str = "en", variant: 
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         job = replace(jobs[str(state.sample_id)], trial=state.epoch - 1)
-        run_id = rounds_run_id()
-        run = await RUNS.get(run_id, settings, fhir_base)
+        run_id, inspect_run = rounds_run_id()
+        run = await RUNS.get(run_id, settings, fhir_base, inspect_run)
         run.sessions += 1
         assistant = InspectAssistant(get_model(), state)
         env = _Opened(run.env)

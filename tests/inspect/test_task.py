@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from inspect_ai import eval as inspect_eval
 from typer.testing import CliRunner
 
@@ -16,6 +17,7 @@ from rounds.inspect.task import physassist
 from tests.inspect.policy import scripted
 
 runner = CliRunner()
+pytestmark = pytest.mark.slow  # each runs an Inspect eval (a few seconds)
 
 
 def run(scenario_file, models, **task_args):
