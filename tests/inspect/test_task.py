@@ -77,3 +77,35 @@ def test_inspect_log_rounds_log_and_report_agree(rounds_db, scenario_file, scena
     assert types[0] == "rounds.session.started" and "rounds.session.ended" in types
     assert {"rounds.tool.call", "rounds.tool.result", "rounds.ehr.request",
             "rounds.message.patient"} <= set(types)
+
+
+def test_on_the_demo_scenarios_every_session_s_score_agrees(demo_scenarios, tmp_path, monkeypatch):
+    """The scenarios `rounds demo` builds (synthetic patients through the mapper, the store and the builder),
+    run from the folder the demo leaves them in with the task's defaults."""
+    url, scenarios = demo_scenarios
+    monkeypatch.setenv("ROUNDS_DATABASE_URL", url)
+    monkeypatch.setenv("ROUNDS_BUS", "sql")
+    monkeypatch.delenv("ROUNDS_FHIR_BASE", raising=False)
+    monkeypatch.chdir(scenarios.parent.parent)  # -T scenarios defaults to rounds-demo/scenarios.jsonl
+    from rounds.settings import Settings
+    from services.simulator.orchestrator.run import read_scenarios
+
+    models = [scenario for scenario, _ in read_scenarios(scenarios)]
+    quality = {s.id: ("reference" if i % 2 == 0 else "vague") for i, s in enumerate(models)}
+    policy = scripted(models, lambda scenario, turn: quality[scenario.id])
+    [log] = inspect_eval(physassist(language="both"), model="mockllm/model", log_dir=str(tmp_path / "logs"),
+                         model_args={"custom_outputs": policy}, display="none")
+    assert log.status == "success", log.error
+    assert len(log.samples) == 2 * len(models) >= 4
+    inspect_scores = {s.metadata["rounds"]["session"]: s.scores["rounds_scorer"].value for s in log.samples}
+    assert len(set(inspect_scores.values())) > 1  # varied scores to agree on
+    run_id = log.eval.eval_id
+    assert logged_scores(Settings(database_url=url), run_id) == inspect_scores
+    out = tmp_path / "report.json"
+    result = runner.invoke(app, ["report", "--run", run_id, "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert {s["session"]: s["score"] for s in report["sessions"]} == inspect_scores
+    metrics = log.results.scores[0].metrics
+    assert metrics["avg"].value == report["metrics"]["avg"]
+    assert metrics["pass_at_session"].value == report["metrics"]["pass_at_session"]["0.75"]
