@@ -39,6 +39,23 @@ def logged_scores(settings, run_id: str) -> dict[str, float | None]:
         bus.close()
 
 
+def assert_agreement(log, inspect_scores: dict[str, float], settings, tmp_path) -> None:
+    """Rounds' log (`rounds.score.session` under the eval's id) and `rounds report` (its JSON) have the
+    Inspect log's score for every session, and Inspect's metrics are the report's Avg / Pass@Turn /
+    Pass@Session at 0.75."""
+    run_id = log.eval.eval_id
+    assert logged_scores(settings, run_id) == inspect_scores
+    out = tmp_path / "report.json"
+    result = runner.invoke(app, ["report", "--run", run_id, "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert {s["session"]: s["score"] for s in report["sessions"]} == inspect_scores
+    metrics = log.results.scores[0].metrics
+    assert metrics["avg"].value == report["metrics"]["avg"]
+    assert metrics["pass_at_session"].value == report["metrics"]["pass_at_session"]["0.75"]
+    assert metrics["pass_at_turn"].value == report["metrics"]["pass_at_turn"]["0.75"]
+
+
 def test_inspect_log_rounds_log_and_report_agree(rounds_db, scenario_file, scenario_models, tmp_path):
     log = run(scenario_file, scenario_models, language="both")
     assert log.status == "success", [s.metadata.get("rounds") for s in log.samples or []] or log.error
@@ -55,18 +72,7 @@ def test_inspect_log_rounds_log_and_report_agree(rounds_db, scenario_file, scena
         assert turns and all(t["checks"] for t in turns)  # per-turn checks, with evidence
         inspect_scores[meta["session"]] = score.value
     assert all(value > 0.5 for value in inspect_scores.values())  # the scripted model answers well
-    # Rounds' log: the sessions' events under the eval's id, and their scores
-    assert logged_scores(rounds_db, run_id) == inspect_scores
-    # `rounds report`: the same session scores and the same Avg / Pass@Session as Inspect's metrics
-    out = tmp_path / "report.json"
-    result = runner.invoke(app, ["report", "--run", run_id, "--json", str(out)])
-    assert result.exit_code == 0, result.output
-    report = json.loads(out.read_text())
-    assert {s["session"]: s["score"] for s in report["sessions"]} == inspect_scores
-    metrics = log.results.scores[0].metrics
-    assert metrics["avg"].value == report["metrics"]["avg"]
-    assert metrics["pass_at_session"].value == report["metrics"]["pass_at_session"]["0.75"]
-    assert metrics["pass_at_turn"].value == report["metrics"]["pass_at_turn"]["0.75"]
+    assert_agreement(log, inspect_scores, rounds_db, tmp_path)
     # every tool call the model made is on the session's log, as the openai: adapter records them
     bus = open_bus(rounds_db)
     try:
@@ -99,13 +105,4 @@ def test_on_the_demo_scenarios_every_session_s_score_agrees(demo_scenarios, tmp_
     assert len(log.samples) == 2 * len(models) >= 4
     inspect_scores = {s.metadata["rounds"]["session"]: s.scores["rounds_scorer"].value for s in log.samples}
     assert len(set(inspect_scores.values())) > 1  # varied scores to agree on
-    run_id = log.eval.eval_id
-    assert logged_scores(Settings(database_url=url), run_id) == inspect_scores
-    out = tmp_path / "report.json"
-    result = runner.invoke(app, ["report", "--run", run_id, "--json", str(out)])
-    assert result.exit_code == 0, result.output
-    report = json.loads(out.read_text())
-    assert {s["session"]: s["score"] for s in report["sessions"]} == inspect_scores
-    metrics = log.results.scores[0].metrics
-    assert metrics["avg"].value == report["metrics"]["avg"]
-    assert metrics["pass_at_session"].value == report["metrics"]["pass_at_session"]["0.75"]
+    assert_agreement(log, inspect_scores, Settings(database_url=url), tmp_path)
