@@ -5,13 +5,10 @@ process are not Rounds runs and are left alone."""
 
 from __future__ import annotations
 
-import logging
-
 from inspect_ai.hooks import Hooks, RunEnd, TaskEnd, hooks
+from rich.console import Console
 
 from rounds.inspect.runs import RUNS
-
-log = logging.getLogger(__name__)
 
 
 @hooks(name="rounds_run_end", description="Closes an eval's Rounds run and scores it into Rounds' log")
@@ -21,12 +18,13 @@ class RoundsRunEnd(Hooks):
             await _finish(data.eval_id)
 
     async def on_run_end(self, data: RunEnd) -> None:
-        for run_id in [r.run_id for r in RUNS.open.values() if r.inspect_run == data.run_id]:
-            await _finish(run_id)
+        for eval_id in [e for e, r in RUNS.open.items() if r.inspect_run == data.run_id]:
+            await _finish(eval_id)
 
 
-async def _finish(run_id: str) -> None:
-    report = await RUNS.finish(run_id)
+async def _finish(eval_id: str) -> None:
+    report = await RUNS.finish(eval_id)
     if report is not None:
-        log.info("Rounds run %s scored: %d sessions, %d excluded (rounds report --run %s)", run_id,
-                 report.metrics.sessions, report.metrics.excluded_sessions, run_id)
+        Console(stderr=True).print(
+            f"Rounds run {report.run}: {report.metrics.sessions} sessions scored, "
+            f"{report.metrics.excluded_sessions} excluded (rounds report --run {report.run})")

@@ -1,12 +1,13 @@
 """What an Inspect eval's Rounds sessions share, opened at its first sample and closed when its task ends.
 
-A Rounds run is one Inspect eval (its `eval_id`: one task × one model; Inspect's `run_id` would put every
-model of `inspect eval --model a,b` in one Rounds run). Its samples share the run's bus, per-session sequence
-counter and simulator log, and one FHIR environment: the embedded FHIR app in this process on
-ROUNDS_DATABASE_URL (its EHR calls recorded into the same log), or a running `rounds serve` given as the
-task's `fhir_base`. When the task ends (Inspect's `on_task_end` hook) the run is scored the way `rounds run`
-scores its runs (`score_run`: score rows per scorer version and `rounds.score.*` on the log, so `rounds
-report --run <eval_id>` shows it) and its resources are closed.
+A Rounds run is one Inspect eval: its id is the eval's `eval_id` (one task × one model; Inspect's `run_id`
+would put every model of `inspect eval --model a,b` in one Rounds run), or the task's `run_id` argument when
+given (a name to pass to `rounds report --run`, as `rounds run --run-id` takes one). The eval's samples
+share the run's bus, per-session sequence counter and simulator log, and one FHIR environment: the embedded
+FHIR app in this process on ROUNDS_DATABASE_URL (its EHR calls recorded into the same log), or a running
+`rounds serve` given as the task's `fhir_base`. When the eval ends (hooks.py) the run is scored the way
+`rounds run` scores its runs (`score_run`: score rows per scorer version and `rounds.score.*` on the log, so
+`rounds report --run RUN` shows it) and its resources are closed.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class RoundsRun:
-    run_id: str
+    run_id: str  # the Rounds run id its sessions are recorded under
+    eval_id: str  # the Inspect eval whose samples they are
     settings: Settings
     bus: Bus
     engine: Engine
@@ -49,28 +51,28 @@ class RoundsRun:
 
 @dataclass
 class Runs:
-    """The process's open runs by Rounds run id (one per Inspect eval in progress)."""
+    """The process's open runs by Inspect eval id (one per eval in progress)."""
 
     open: dict[str, RoundsRun] = field(default_factory=dict)
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
-    async def get(self, run_id: str, settings: Settings, fhir_base: str | None,
+    async def get(self, eval_id: str, run_id: str, settings: Settings, fhir_base: str | None,
                   inspect_run: str | None = None) -> RoundsRun:
         loop = asyncio.get_running_loop()
-        lock = self._locks.setdefault(run_id, asyncio.Lock())
+        lock = self._locks.setdefault(eval_id, asyncio.Lock())
         async with lock:
-            run = self.open.get(run_id)
+            run = self.open.get(eval_id)
             if run is not None and run.loop is loop:
                 return run
-            run = await _open(run_id, settings, fhir_base, loop)
+            run = await _open(run_id, eval_id, settings, fhir_base, loop)
             run.inspect_run = inspect_run
-            self.open[run_id] = run
+            self.open[eval_id] = run
             return run
 
-    async def finish(self, run_id: str, *, score: bool = True) -> Any:
-        """Close the run's resources; score it (stored and published) when it had sessions."""
-        run = self.open.pop(run_id, None)
-        self._locks.pop(run_id, None)
+    async def finish(self, eval_id: str, *, score: bool = True) -> Any:
+        """Close the eval's run resources; score the run (stored and published) when it had sessions."""
+        run = self.open.pop(eval_id, None)
+        self._locks.pop(eval_id, None)
         if run is None:
             return None
         try:
@@ -80,11 +82,11 @@ class Runs:
             if score and run.sessions:
                 from services.consumers.scoring.api import score_run
 
-                report = await anyio.to_thread.run_sync(lambda: score_run(run.settings, run_id))
+                report = await anyio.to_thread.run_sync(lambda: score_run(run.settings, run.run_id))
         return report
 
 
-async def _open(run_id: str, settings: Settings, fhir_base: str | None,
+async def _open(run_id: str, eval_id: str, settings: Settings, fhir_base: str | None,
                 loop: asyncio.AbstractEventLoop) -> RoundsRun:
     from events.factory import open_bus
     from events.sequences import SessionSequences
@@ -106,7 +108,8 @@ async def _open(run_id: str, settings: Settings, fhir_base: str | None,
         bus.close()
         engine.dispose()
         raise
-    return RoundsRun(run_id, settings, bus, engine, env, SessionLog(bus, SessionSequences(engine)), loop)
+    return RoundsRun(run_id, eval_id, settings, bus, engine, env, SessionLog(bus, SessionSequences(engine)),
+                     loop)
 
 
 RUNS = Runs()

@@ -51,8 +51,8 @@ class _Opened:
         return self.session_id, base
 
 
-def rounds_run_id() -> tuple[str, str | None]:
-    """The Rounds run id of the running sample (its Inspect eval's id) and its Inspect run's id."""
+def inspect_ids() -> tuple[str, str | None]:
+    """The running sample's Inspect eval id and Inspect run id."""
     active = sample_active()
     if active is None:
         raise RuntimeError("the Rounds solver runs inside an Inspect sample only")
@@ -62,30 +62,29 @@ def rounds_run_id() -> tuple[str, str | None]:
 @solver
 def rounds_session(scenarios: str | None = None, language: str = "en", variant: str = "implicit",
                    families: str | None = None, limit: int | None = None, fhir_base: str | None = None,
-                   max_steps: int = 8, turn_timeout: float = 120.0) -> Solver:
+                   max_steps: int = 8, turn_timeout: float = 120.0, run_id: str | None = None) -> Solver:
     """The sessions of the scenario file as the task chose them (its arguments, recorded in the log)."""
     jobs: dict[str, SessionJob] = load_jobs(selection(scenarios, language, variant, families, limit))
     settings = Settings().model_copy(update={"fhir_base": fhir_base} if fhir_base else {})
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         job = replace(jobs[str(state.sample_id)], trial=state.epoch - 1)
-        run_id, inspect_run = rounds_run_id()
-        run = await RUNS.get(run_id, settings, fhir_base, inspect_run)
+        eval_id, inspect_run = inspect_ids()
+        run = await RUNS.get(eval_id, run_id or eval_id, settings, fhir_base, inspect_run)
         run.sessions += 1
         assistant = InspectAssistant(get_model(), state)
         env = _Opened(run.env)
-        options = SessionSettings(run_id=run_id, assistant_spec=assistant.spec, max_steps=max_steps,
+        options = SessionSettings(run_id=run.run_id, assistant_spec=assistant.spec, max_steps=max_steps,
                                   turn_timeout_s=turn_timeout)
         started = time.monotonic()
         try:
             outcome = await run_session(env, run.log, assistant, job, options)  # type: ignore[arg-type]
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                await _end_cut(run, env.session_id, state, run_id, started)
+                await _end_cut(run, env.session_id, state, started)
             raise
-        state.metadata["rounds"] = {"run": run_id, "session": outcome.session_id, "reason": outcome.reason,
-                                    "error": outcome.error, "turns": outcome.turns, "trial": job.trial,
-                                    "assistant": assistant.spec}
+        _record(state, run, outcome.session_id, outcome.reason, outcome.error, outcome.turns,
+                trial=job.trial, assistant=assistant.spec)
         if not_charged(outcome.reason):
             raise RoundsSessionError(outcome.reason, outcome.error, outcome.session_id)
         if assistant.limit is not None:
@@ -95,8 +94,7 @@ def rounds_session(scenarios: str | None = None, language: str = "en", variant: 
     return solve
 
 
-async def _end_cut(run: RoundsRun, session_id: str | None, state: TaskState, run_id: str,
-                   started: float) -> None:
+async def _end_cut(run: RoundsRun, session_id: str | None, state: TaskState, started: float) -> None:
     """End a session the sample's cancellation cut short: what it queued, then `rounds.session.ended`."""
     if session_id is None:
         return
@@ -107,11 +105,17 @@ async def _end_cut(run: RoundsRun, session_id: str | None, state: TaskState, run
     reason, detail = cut_reason(sample_active(), _limits())
     run.log.emit(session_id, "rounds.session.ended", SessionEnded(
         reason=reason, turns=turns, duration_ms=(time.monotonic() - started) * 1000, error=detail,
-        run_id=run_id))
+        run_id=run.run_id))
     await run.log.flush(session_id)
     run.log.forget(session_id)
-    state.metadata["rounds"] = {"run": run_id, "session": session_id, "reason": reason, "error": detail,
-                                "turns": turns}
+    _record(state, run, session_id, reason, detail, turns)
+
+
+def _record(state: TaskState, run: RoundsRun, session_id: str | None, reason: str, error: str | None,
+            turns: int, **more: Any) -> None:
+    """Where the scorer (and a reader of the Inspect log) finds the session on Rounds' log."""
+    state.metadata["rounds"] = {"run": run.run_id, "eval": run.eval_id, "session": session_id,
+                                "reason": reason, "error": error, "turns": turns, **more}
 
 
 def _limits():

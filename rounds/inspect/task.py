@@ -7,8 +7,8 @@ assistant (solver.py), scored by Rounds' scorer (scorer.py). Task arguments (`-T
 scenario file; default what `rounds demo` leaves), `language` (en | zh | both), `variant` (implicit |
 explicit), `families` (comma-separated), `limit` (the first N scenarios), `fhir_base` (a running `rounds
 serve`; default the embedded FHIR app on ROUNDS_DATABASE_URL), `max_steps` (tool steps per turn),
-`turn_timeout` (seconds per turn). Inspect's own limits (`--message-limit`, `--token-limit`,
-`--time-limit`, ...) end a session the way limits.py says.
+`turn_timeout` (seconds per turn), `run_id` (the Rounds run id; default the Inspect eval's id). Inspect's
+own limits (`--message-limit`, `--token-limit`, `--time-limit`, ...) end a session the way limits.py says.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from rounds.settings import Settings
 @task
 def physassist(scenarios: str | None = None, language: str = "en", variant: str = "implicit",
                families: str | None = None, limit: int | None = None, fhir_base: str | None = None,
-               max_steps: int = 8, turn_timeout: float = 120.0) -> Task:
+               max_steps: int = 8, turn_timeout: float = 120.0, run_id: str | None = None) -> Task:
     chosen = selection(scenarios, language, variant, families, limit)
     jobs = load_jobs(chosen)
     settings = Settings()
@@ -37,7 +37,7 @@ def physassist(scenarios: str | None = None, language: str = "en", variant: str 
     return Task(
         dataset=dataset(jobs, str(chosen.scenarios)),
         solver=rounds_session(str(chosen.scenarios), language, variant, families, limit, root,
-                              int(max_steps), float(turn_timeout)),
+                              int(max_steps), float(turn_timeout), run_id),
         scorer=rounds_scorer(settings.database_url, settings.fhir_base),
         metadata={"rounds_scenarios": str(Path(chosen.scenarios).resolve()),
                   "rounds_database_url": settings.database_url},

@@ -39,11 +39,11 @@ def logged_scores(settings, run_id: str) -> dict[str, float | None]:
         bus.close()
 
 
-def assert_agreement(log, inspect_scores: dict[str, float], settings, tmp_path) -> None:
-    """Rounds' log (`rounds.score.session` under the eval's id) and `rounds report` (its JSON) have the
+def assert_agreement(log, run_id: str, inspect_scores: dict[str, float], settings, tmp_path) -> None:
+    """Rounds' log (`rounds.score.session` under the run id) and `rounds report` (its JSON) have the
     Inspect log's score for every session, and Inspect's metrics are the report's Avg / Pass@Turn /
     Pass@Session at 0.75."""
-    run_id = log.eval.eval_id
+    assert {s.metadata["rounds"]["run"] for s in log.samples} == {run_id}
     assert logged_scores(settings, run_id) == inspect_scores
     out = tmp_path / "report.json"
     result = runner.invoke(app, ["report", "--run", run_id, "--json", str(out)])
@@ -72,7 +72,7 @@ def test_inspect_log_rounds_log_and_report_agree(rounds_db, scenario_file, scena
         assert turns and all(t["checks"] for t in turns)  # per-turn checks, with evidence
         inspect_scores[meta["session"]] = score.value
     assert all(value > 0.5 for value in inspect_scores.values())  # the scripted model answers well
-    assert_agreement(log, inspect_scores, rounds_db, tmp_path)
+    assert_agreement(log, run_id, inspect_scores, rounds_db, tmp_path)  # the run id is the eval's id
     # every tool call the model made is on the session's log, as the openai: adapter records them
     bus = open_bus(rounds_db)
     try:
@@ -99,10 +99,11 @@ def test_on_the_demo_scenarios_every_session_s_score_agrees(demo_scenarios, tmp_
     models = [scenario for scenario, _ in read_scenarios(scenarios)]
     quality = {s.id: ("reference" if i % 2 == 0 else "vague") for i, s in enumerate(models)}
     policy = scripted(models, lambda scenario, turn: quality[scenario.id])
-    [log] = inspect_eval(physassist(language="both"), model="mockllm/model", log_dir=str(tmp_path / "logs"),
+    [log] = inspect_eval(physassist(language="both", run_id="inspect-demo-1"), model="mockllm/model",
+                         log_dir=str(tmp_path / "logs"),
                          model_args={"custom_outputs": policy}, display="none")
     assert log.status == "success", log.error
     assert len(log.samples) == 2 * len(models) >= 4
     inspect_scores = {s.metadata["rounds"]["session"]: s.scores["rounds_scorer"].value for s in log.samples}
     assert len(set(inspect_scores.values())) > 1  # varied scores to agree on
-    assert_agreement(log, inspect_scores, Settings(database_url=url), tmp_path)
+    assert_agreement(log, "inspect-demo-1", inspect_scores, Settings(database_url=url), tmp_path)
