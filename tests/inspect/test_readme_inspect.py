@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.inspect.test_registration import REPO, entry_point
+from tests.inspect.test_registration import REPO, installed_entry_point
 from tests.simulator.adapters.conftest import Served
 from tests.simulator.adapters.fake_openai import FakeOpenAI, text, tool_call
 
@@ -25,11 +25,7 @@ def test_the_readme_commands_run_the_task_and_report_it(demo_scenarios, tmp_path
     url, scenarios = demo_scenarios
     home = scenarios.parent.parent
     code = BLOCK.search((REPO / "README.md").read_text())["code"]
-    name, target = entry_point()
-    info = tmp_path / "site" / "rounds_inspect_entry-0.0.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rounds-inspect-entry\nVersion: 0.0.0\n")
-    (info / "entry_points.txt").write_text(f"[inspect_ai]\n{name} = {target}\n")
+    site = installed_entry_point(tmp_path / "site")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     shim = bin_dir / "rounds"
@@ -37,17 +33,17 @@ def test_the_readme_commands_run_the_task_and_report_it(demo_scenarios, tmp_path
     shim.chmod(0o755)
     fake = FakeOpenAI()
 
-    def step(body: dict) -> tuple:  # look something up, then answer with what came back
-        last = body["messages"][-1]
-        if last["role"] == "tool":
-            return text(fake, f"Here is what the record shows: {str(last['content'])[:200]}")
-        return tool_call(fake, "fhir_search", {"resourceType": "Observation", "params": {"_count": "3"}})
+    def step(body: dict) -> tuple:  # ask the patient, then answer with what they said
+        said = [m for m in body["messages"] if m["role"] == "tool"]
+        if said and body["messages"][-1]["role"] == "tool":
+            return text(fake, f"The patient says: {str(said[-1]['content'])[:200]}")
+        return tool_call(fake, "ask_patient", {"question": "What medicines do you take?"})
 
     fake.reset(step)
     served = Served(fake.app)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ROUNDS_", "OPENAI_", "INSPECT_"))}
     env |= {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:{env['PATH']}", "COLUMNS": "120",
-            "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(REPO)]), "MODEL": "gpt-4o-mini",
+            "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]), "MODEL": "gpt-4o-mini",
             "OPENAI_BASE_URL": f"{served.root}/v1", "OPENAI_API_KEY": "test-key"}
     try:
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=home, env=env,
@@ -59,7 +55,7 @@ def test_the_readme_commands_run_the_task_and_report_it(demo_scenarios, tmp_path
     assert fake.requests and fake.requests[0]["model"] == "gpt-4o-mini", said
     offered = {t["function"]["name"] for t in fake.requests[0]["tools"]}
     assert offered >= {"fhir_search", "ask_patient", "answer"}
-    assert any(m["role"] == "tool" for r in fake.requests for m in r["messages"])  # tool calls went through
+    assert any(m["role"] == "tool" for r in fake.requests for m in r["messages"])  # the patient answered
     page = (home / "inspect-1.html").read_text(encoding="utf-8")
     assert "inspect-1" in page and "<svg" in page
     out = tmp_path / "inspect-1.json"

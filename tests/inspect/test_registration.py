@@ -27,6 +27,17 @@ def entry_point() -> tuple[str, str]:
     return name, target
 
 
+def installed_entry_point(site: Path) -> Path:
+    """`site` holding pyproject's entry point as installed metadata (the dist-info `pip install -e .` writes
+    for it), to put on a fresh interpreter's path."""
+    name, target = entry_point()
+    info = site / "rounds_inspect_entry-0.0.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rounds-inspect-entry\nVersion: 0.0.0\n")
+    (info / "entry_points.txt").write_text(f"[inspect_ai]\n{name} = {target}\n")
+    return site
+
+
 def test_the_entry_point_names_the_namespace_and_a_module_that_registers_the_task() -> None:
     name, target = entry_point()
     assert name == "rounds"  # `rounds/physassist`: Inspect loads the entry point named by the prefix
@@ -41,15 +52,11 @@ def test_the_entry_point_names_the_namespace_and_a_module_that_registers_the_tas
 def test_inspect_finds_rounds_physassist_through_the_installed_entry_point(tmp_path: Path) -> None:
     """A fresh interpreter with the entry point as installed metadata (a dist-info beside the code, as
     `pip install -e .` writes it) resolves `rounds/physassist` without importing anything of Rounds first."""
-    name, target = entry_point()
-    info = tmp_path / "rounds_inspect_entry-0.0.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rounds-inspect-entry\nVersion: 0.0.0\n")
-    (info / "entry_points.txt").write_text(f"[inspect_ai]\n{name} = {target}\n")
+    site = installed_entry_point(tmp_path / "site")
     probe = ("import sys; from inspect_ai._util.registry import registry_lookup; "
              "assert 'rounds.inspect' not in sys.modules; "
              "print(registry_lookup('task', 'rounds/physassist').__module__)")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "rounds.inspect.task"

@@ -16,7 +16,7 @@ from inspect_ai.log import read_eval_log
 from rounds.inspect.scorer import rounds_scorer
 from services.consumers.scoring import scorer
 from tests.inspect.policy import scripted
-from tests.inspect.test_registration import REPO, entry_point
+from tests.inspect.test_registration import REPO, installed_entry_point
 
 pytestmark = pytest.mark.slow  # each runs an Inspect eval (a few seconds)
 
@@ -55,13 +55,9 @@ def test_inspect_score_on_the_command_line_rescores_from_rounds_log(rounds_db, s
     a package's scorer is named on the command line (`--scorer rounds/rounds_scorer`, found through the entry
     point; ROUNDS_DATABASE_URL says where Rounds' log is)."""
     log = evaluate(scenario_file, scenario_models)
-    name, target = entry_point()
-    info = tmp_path / "entry" / "rounds_inspect_entry-0.0.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rounds-inspect-entry\nVersion: 0.0.0\n")
-    (info / "entry_points.txt").write_text(f"[inspect_ai]\n{name} = {target}\n")
+    site = installed_entry_point(tmp_path / "site")
     out = tmp_path / "rescored.eval"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "entry"), str(REPO)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
     done = subprocess.run([sys.executable, "-m", "inspect_ai", "score", log.location, "--scorer",
                            "rounds/rounds_scorer", "--action", "overwrite", "--output-file", str(out),
                            "--display", "none"],
