@@ -78,6 +78,9 @@ class Runs:
         try:
             await run.close()
         finally:
+            from rounds.inspect.scoring import close_reading
+
+            close_reading(run.settings)
             report = None
             if score and run.sessions:
                 from services.consumers.scoring.api import score_run

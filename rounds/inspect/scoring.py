@@ -61,6 +61,14 @@ def _reading(settings: Settings) -> _Reading:
         return _READINGS[key]
 
 
+def close_reading(settings: Settings) -> None:
+    """Close what reading this database's log kept open (reopened if scoring needs it again)."""
+    with _GUARD:
+        reading = _READINGS.pop((settings.database_url, settings.fhir_base), None)
+    if reading is not None:
+        reading.close()
+
+
 @atexit.register
 def close_readings() -> None:
     with _GUARD:

@@ -14,6 +14,7 @@ from events.factory import open_bus
 from events.topics import SCORES, SESSIONS
 from rounds.cli import app
 from rounds.inspect.task import physassist
+from rounds.settings import get_settings
 from tests.inspect.policy import scripted
 
 runner = CliRunner()
@@ -73,6 +74,18 @@ def test_inspect_log_rounds_log_and_report_agree(rounds_db, scenario_file, scena
         inspect_scores[meta["session"]] = score.value
     assert all(value > 0.5 for value in inspect_scores.values())  # the scripted model answers well
     assert_agreement(log, run_id, inspect_scores, rounds_db, tmp_path)  # the run id is the eval's id
+    # `rounds score` re-scores the Inspect run from the log; `rounds replay` replays it with another assistant
+    get_settings.cache_clear()  # the CLI reads ROUNDS_DATABASE_URL as this test set it
+    rescored = tmp_path / "rescored.json"
+    result = runner.invoke(app, ["score", "--run", run_id, "--json", str(rescored)])
+    assert result.exit_code == 0, result.output
+    assert {s["session"]: s["score"] for s in json.loads(rescored.read_text())["sessions"]} == inspect_scores
+    result = runner.invoke(app, ["replay", "--run", run_id, "--assistant", "weak", "--run-id", "replayed-1"])
+    assert result.exit_code == 0, result.output
+    replayed = tmp_path / "replayed.json"
+    assert runner.invoke(app, ["report", "--run", "replayed-1", "--json", str(replayed)]).exit_code == 0
+    again = json.loads(replayed.read_text())["sessions"]
+    assert len(again) == len(inspect_scores) and {s["assistant"] for s in again} == {"weak"}
     # every tool call the model made is on the session's log, as the openai: adapter records them
     bus = open_bus(rounds_db)
     try:
