@@ -122,45 +122,31 @@ def test_on_the_demo_scenarios_every_session_s_score_agrees(demo_scenarios, tmp_
     assert_agreement(log, "inspect-demo-1", inspect_scores, Settings(database_url=url), tmp_path)
 
 
-def test_against_a_running_rounds_serve(rounds_db, scenario_file, scenario_models, tmp_path):
-    """`-T fhir_base=`: sandboxes opened on a separate `rounds serve` (its recorder writes the EHR calls into
-    the same log), the patient endpoint served beside the task, the scorer reading sandboxes from there."""
-    import os
-    import subprocess
-    import sys
-    import time
+def test_against_a_separate_fhir_server(rounds_db, scenario_file, scenario_models, tmp_path):
+    """`-T fhir_base=`: sandboxes opened on a separate FHIR server wired as `rounds serve` wires it (its
+    recorder writes the EHR calls into the same log), the patient endpoint served beside the task, the scorer
+    reading sandboxes from there."""
+    from services.fhir_api.app import create_app
+    from services.fhir_api.backbone.wiring import install_event_backbone
+    from tests.simulator.adapters.conftest import Served
 
-    import httpx
-
-    from tests.inspect.test_registration import REPO
-    from tests.simulator.adapters.conftest import free_port
-
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO), "ROUNDS_DATABASE_URL": rounds_db.database_url}
-    server = subprocess.Popen([sys.executable, "-m", "rounds.cli", "serve", "--port", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    root = f"http://127.0.0.1:{port}"
+    app = create_app(rounds_db)
+    backbone = install_event_backbone(app, rounds_db)
+    served = Served(app)
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"{root}/fhir/metadata", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        log = run(scenario_file, scenario_models, fhir_base=f"{root}/fhir")
-        assert log.status == "success", log.error
-        [sample] = log.samples
-        meta = sample.metadata["rounds"]
-        assert meta["reason"] == "completed"
-        assert sample.scores["rounds_scorer"].value == 1.0
-        assert_agreement(log, meta["run"], {meta["session"]: 1.0}, rounds_db, tmp_path)
-        bus = open_bus(rounds_db)
-        try:
-            events = [r.event for r in read_log(bus, [SESSIONS], session=meta["session"])]
-        finally:
-            bus.close()
-        assert events[0].data["fhirBase"].startswith(root)  # the sandbox is the server's
-        assert any(e.type == "rounds.ehr.request" for e in events)
+        log = run(scenario_file, scenario_models, fhir_base=f"{served.root}/fhir")
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        served.stop()
+        backbone.close()
+    assert log.status == "success", log.error
+    [sample] = log.samples
+    meta = sample.metadata["rounds"]
+    assert meta["reason"] == "completed" and sample.scores["rounds_scorer"].value == 1.0
+    assert_agreement(log, meta["run"], {meta["session"]: 1.0}, rounds_db, tmp_path)
+    bus = open_bus(rounds_db)
+    try:
+        events = [r.event for r in read_log(bus, [SESSIONS], session=meta["session"])]
+    finally:
+        bus.close()
+    assert events[0].data["fhirBase"].startswith(served.root)  # the sandbox is the server's
+    assert any(e.type == "rounds.ehr.request" for e in events)
