@@ -38,23 +38,15 @@ def scores(log) -> dict[str, float]:
     return {s.id: s.scores["rounds_scorer"].value for s in log.samples}
 
 
-def test_a_rescore_uses_the_scorer_version_current_then(rounds_db, scenario_file, scenario_models,
-                                                        monkeypatch):
+def test_a_rescore_from_rounds_log_by_the_api_and_by_inspect_score(rounds_db, scenario_file, scenario_models,
+                                                                   monkeypatch, tmp_path: Path):
+    """`inspect_ai.score` with the scorer version current then; `inspect score` on the command line (Inspect
+    records a scorer by its unqualified name, which it finds again only in the task's own file: a package's
+    scorer is named, `--scorer rounds/rounds_scorer`, found through the entry point; ROUNDS_DATABASE_URL says
+    where Rounds' log is)."""
     log = evaluate(scenario_file, scenario_models)
     first = scores(log)
     assert all(0 < value < 1 for value in first.values()), first
-    monkeypatch.setattr(scorer, "SCORER_VERSION", "99-test")
-    again = inspect_score(log, [rounds_scorer()], action="overwrite", display="none")
-    assert scores(again) == first  # same log, same checks: the same scores
-    assert {s.scores["rounds_scorer"].metadata["scorer_version"] for s in again.samples} == {"99-test"}
-
-
-def test_inspect_score_on_the_command_line_rescores_from_rounds_log(rounds_db, scenario_file,
-                                                                    scenario_models, tmp_path: Path):
-    """Inspect records a scorer by its unqualified name, which it finds again only in the task's own file:
-    a package's scorer is named on the command line (`--scorer rounds/rounds_scorer`, found through the entry
-    point; ROUNDS_DATABASE_URL says where Rounds' log is)."""
-    log = evaluate(scenario_file, scenario_models)
     site = installed_entry_point(tmp_path / "site")
     out = tmp_path / "rescored.eval"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
@@ -64,5 +56,9 @@ def test_inspect_score_on_the_command_line_rescores_from_rounds_log(rounds_db, s
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     rescored = read_eval_log(str(out))
-    assert scores(rescored) == scores(log)
+    assert scores(rescored) == first
     assert rescored.results.scores[0].metrics["avg"].value == log.results.scores[0].metrics["avg"].value
+    monkeypatch.setattr(scorer, "SCORER_VERSION", "99-test")
+    again = inspect_score(log, [rounds_scorer()], action="overwrite", display="none")
+    assert scores(again) == first  # same log, same checks: the same scores
+    assert {s.scores["rounds_scorer"].metadata["scorer_version"] for s in again.samples} == {"99-test"}
