@@ -13,7 +13,17 @@ Pass@Turn and Pass@Session (τ 0.75) are the numbers `rounds report` prints for 
 from __future__ import annotations
 
 import anyio
-from inspect_ai.scorer import Metric, SampleScore, Score, Target, metric, scorer
+from inspect_ai.scorer import (
+    Metric,
+    SampleScore,
+    Score,
+    ScoreReducer,
+    Target,
+    mean_score,
+    metric,
+    score_reducer,
+    scorer,
+)
 from inspect_ai.solver import TaskState
 
 from rounds.inspect.scoring import score_logged_session, version
@@ -33,10 +43,30 @@ def _settings(database_url: str | None, fhir_base: str | None) -> Settings:
     return Settings().model_copy(update=updates)
 
 
+@score_reducer(name="rounds_trials")
+def rounds_trials() -> ScoreReducer:
+    """Inspect's epochs of a sample are Rounds' trials: the mean as the value (Inspect's default), every
+    trial's session document kept (`metadata["trials"]`) so the metrics count each session, as Rounds does."""
+    mean = mean_score()
+
+    def reduce(scores: list[Score]) -> Score:
+        reduced = mean(scores)
+        trials = [doc for s in scores for doc in _documents(s)]
+        return reduced.model_copy(update={"metadata": {**(reduced.metadata or {}), "trials": trials}})
+
+    return reduce
+
+
+def _documents(score: Score) -> list[dict]:
+    meta = score.metadata or {}
+    if meta.get("trials"):
+        return list(meta["trials"])
+    return [meta["rounds"]] if meta.get("rounds") else []
+
+
 def report_of(scores: list[SampleScore]) -> RunReport:
-    """The Rounds report of the scored samples (their sessions' documents)."""
-    sessions = [SessionScore.model_validate(s.score.metadata["rounds"]) for s in scores
-                if s.score.metadata and s.score.metadata.get("rounds")]
+    """The Rounds report of the scored samples (every trial's session document)."""
+    sessions = [SessionScore.model_validate(doc) for s in scores for doc in _documents(s.score)]
     run = sessions[0].run if sessions else "-"
     return build_report(run or "-", version(), sessions)
 

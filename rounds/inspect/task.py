@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inspect_ai import Task, task
+from inspect_ai import Epochs, Task, task
 
 from rounds.inspect import hooks  # noqa: F401 - registers the task-end hook that scores the Rounds run
 from rounds.inspect.dataset import dataset, load_jobs, selection
-from rounds.inspect.scorer import rounds_scorer
+from rounds.inspect.scorer import rounds_scorer, rounds_trials
 from rounds.inspect.solver import rounds_session
 from rounds.settings import Settings
 
@@ -39,6 +39,7 @@ def physassist(scenarios: str | None = None, language: str = "en", variant: str 
         solver=rounds_session(str(chosen.scenarios), language, variant, families, limit, root,
                               int(max_steps), float(turn_timeout), run_id),
         scorer=rounds_scorer(settings.database_url, settings.fhir_base),
+        epochs=Epochs(1, rounds_trials()),  # `--epochs N` keeps this reducer: N trials, each session counted
         metadata={"rounds_scenarios": str(Path(chosen.scenarios).resolve()),
                   "rounds_database_url": settings.database_url},
     )

@@ -150,3 +150,23 @@ def test_against_a_separate_fhir_server(rounds_db, scenario_file, scenario_model
         bus.close()
     assert events[0].data["fhirBase"].startswith(served.root)  # the sandbox is the server's
     assert any(e.type == "rounds.ehr.request" for e in events)
+
+
+def test_epochs_are_trials_and_every_trial_counts_in_the_metrics(rounds_db, scenario_file, scenario_models):
+    [log] = inspect_eval(physassist(scenarios=str(scenario_file)), model="mockllm/model", epochs=2,
+                         model_args={"custom_outputs": scripted(scenario_models)}, display="none")
+    assert log.status == "success", log.error
+    assert sorted((s.epoch, s.metadata["rounds"]["trial"]) for s in log.samples) == [(1, 0), (2, 1)]
+    [reduced] = log.reductions[0].samples
+    assert sorted(t["trial"] for t in reduced.metadata["trials"]) == [0, 1]
+    from services.consumers.scoring.api import load_report, open_engine
+
+    engine = open_engine(rounds_db)
+    try:
+        report = load_report(engine, log.eval.eval_id)
+    finally:
+        engine.dispose()
+    assert report.metrics.sessions == 2 and report.metrics.pass_hat_k == {"1": 1.0, "2": 1.0}
+    metrics = log.results.scores[0].metrics
+    assert metrics["avg"].value == report.metrics.avg
+    assert metrics["pass_at_session"].value == report.metrics.pass_at_session["0.75"]
