@@ -1,0 +1,1 @@
+"""Rounds as an Inspect AI task (`inspect eval rounds/physassist`); see README.md in this folder."""

@@ -1,0 +1,107 @@
+"""One session's score from Rounds' log, by Rounds' scorer at its current version.
+
+The session's events are read from its partition of `rounds.sessions` (the log `rounds run`, `rounds score`
+and `rounds replay` read), turned into turns by the scorer's `build_log` and scored by `score_session` against
+the scenario its `rounds.session.started` carries and the sandbox's final state: read over the FHIR API as
+the scorer reads it (`ROUNDS_FHIR_BASE`, else an in-process app on the database), or, where the sandbox does
+not exist, the `rounds.sandbox.state` the log holds. The same log and version give the same score as the
+scorer's consumer group (`rounds score`), so an Inspect re-score (`inspect score`) and `rounds report` agree.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from events.archive import read_log
+from events.topics import SESSIONS
+from rounds.settings import Settings
+from services.consumers.report.model import SessionScore
+from services.consumers.scoring import scorer, snapshot
+from services.consumers.scoring.fhir_state import SandboxMissing, StateReader, fhir_client
+from services.consumers.scoring.scenarios import scenario_of
+from services.consumers.scoring.session_log import LoggedEvent, build_log
+
+SNAPSHOT = "rounds.sandbox.state"
+
+
+class SessionNotLogged(LookupError):
+    """The session is not on this Rounds log (another database, or never started): nothing to score."""
+
+
+@dataclass
+class _Reading:
+    """A bus and a state reader kept per (database, FHIR base) for the life of the process."""
+
+    bus: Any
+    reader: StateReader
+    lock: threading.Lock
+
+    def close(self) -> None:
+        try:
+            self.bus.close()
+        finally:
+            self.reader.client.close()
+
+
+_READINGS: dict[tuple[str, str | None], _Reading] = {}
+_GUARD = threading.Lock()
+
+
+def _reading(settings: Settings) -> _Reading:
+    key = (settings.database_url, settings.fhir_base)
+    with _GUARD:
+        if key not in _READINGS:
+            from events.factory import open_bus
+
+            reader = StateReader(fhir_client(settings))
+            _READINGS[key] = _Reading(open_bus(settings), reader, threading.Lock())
+        return _READINGS[key]
+
+
+def close_reading(settings: Settings) -> None:
+    """Close what reading this database's log kept open (reopened if scoring needs it again)."""
+    with _GUARD:
+        reading = _READINGS.pop((settings.database_url, settings.fhir_base), None)
+    if reading is not None:
+        reading.close()
+
+
+@atexit.register
+def close_readings() -> None:
+    with _GUARD:
+        for reading in _READINGS.values():
+            reading.close()
+        _READINGS.clear()
+
+
+def version() -> str:
+    """The scorer version a score made now carries."""
+    return scorer.SCORER_VERSION
+
+
+def session_events(settings: Settings, session_id: str) -> list[LoggedEvent]:
+    reading = _reading(settings)
+    with reading.lock:
+        records = list(read_log(reading.bus, [SESSIONS], session=session_id))
+    return [LoggedEvent(r.event.type, r.event.data if isinstance(r.event.data, dict) else {}, r.event.time)
+            for r in records if r.event is not None]
+
+
+def score_logged_session(settings: Settings, session_id: str) -> SessionScore:
+    """The session's SessionScore (the report's document: turns, checks with evidence, reason)."""
+    events = session_events(settings, session_id)
+    if not any(e.type == "rounds.session.started" for e in events):
+        raise SessionNotLogged(f"session {session_id} is not on the Rounds log at {settings.database_url}")
+    log = build_log(session_id, [e for e in events if e.type != SNAPSHOT])
+    found = scenario_of(log.started)
+    state = None
+    if found is not None and log.reason not in scorer.EXCLUDED_REASONS:
+        try:
+            state = _reading(settings).reader(session_id, found)
+        except SandboxMissing:
+            kept = [e for e in events if e.type == SNAPSHOT]
+            state = snapshot.from_data(kept[-1].data) if kept else None
+    return scorer.score_session(log, found, state)
