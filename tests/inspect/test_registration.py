@@ -3,6 +3,7 @@ metadata), the task's arguments and their errors, and the tools the model is giv
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import tomllib
 from pathlib import Path
@@ -30,6 +31,10 @@ def installed_entry_point(site: Path) -> Path:
     --scorer rounds/rounds_scorer` find Rounds with nothing of it imported first (test_readme_inspect.py,
     test_rescore.py)."""
     name, target = entry_point()
+    site.mkdir(parents=True, exist_ok=True)
+    installed = importlib.metadata.entry_points(group="inspect_ai")
+    if any(ep.name == name and ep.value == target for ep in installed):
+        return site  # `pip install -e .` ran: a second distribution with the same entry point hides both
     info = site / "rounds_inspect_entry-0.0.0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rounds-inspect-entry\nVersion: 0.0.0\n")

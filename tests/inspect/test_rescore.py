@@ -54,7 +54,7 @@ def test_a_rescore_from_rounds_log_by_the_api_and_by_inspect_score(rounds_db, sc
                            "rounds/rounds_scorer", "--action", "overwrite", "--output-file", str(out),
                            "--display", "none"],
                           env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rescored = read_eval_log(str(out))
     assert scores(rescored) == first
     assert rescored.results.scores[0].metrics["avg"].value == log.results.scores[0].metrics["avg"].value
