@@ -3,8 +3,8 @@ fields
 the families compute truth from. Data only (the reader fills it, truth/engine/memory read it).
 
 Every item keeps its FHIR reference, so each fact derived from it can name its source. `known` is when the
-item became visible to a session clock (the latest of its clinical times, as the FHIR store's as-of rule has
-it: a lab is known once it is issued)."""
+item became visible to a session clock, by the FHIR store's own known-time rule (store/known_time.json,
+applied by reader.py: a lab is known once issued, a billed diagnosis at its encounter's end)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ class Condition:
     code: str
     display: str
     encounter: str | None
-    known: datetime | None  # the encounter's start (conditions carry no time of their own)
+    known: datetime | None  # its encounter's end (billed at discharge); None: never, to a clock
 
 
 @dataclass(frozen=True)
