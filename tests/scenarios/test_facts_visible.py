@@ -10,6 +10,8 @@ import pytest
 
 from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context, SearchRequest
+from services.simulator.scenarios.reader import _med_name
+from services.simulator.scenarios.vocabulary import drug_name
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +43,32 @@ def _ongoing(store, ctx, encounter: str | None) -> bool:
         return False
     found = store.search(ctx, SearchRequest("Encounter", [("_id", encounter.split("/")[1])])).matches
     return bool(found) and "end" not in orjson.loads(found[0].raw).get("period", {})
+
+
+@pytest.mark.slow
+def test_active_medication_counts_are_the_sandboxs_active_orders(demo_build, demo_store) -> None:
+    """An active-orders fact counts one per drug over the whole record: exactly the distinct drugs of the
+    patient's orders the sandbox shows `active` at `now` (not only the builder's vocabulary drugs)."""
+    store, checked, wrong = demo_store, 0, []
+    for scenario in demo_build.scenarios:
+        facts = [f for t in scenario.turns for f in t.facts if f.code == "urn:rounds:active-orders"]
+        if not facts:
+            continue
+        ctx = store.get_session(store.create_session(scenario.now))
+        pid = scenario.patient.removeprefix("Patient/")
+        query = [("patient", pid), ("status", "active"), ("_include", "MedicationRequest:medication")]
+        result = store.search(ctx, SearchRequest("MedicationRequest", query, count=5000))
+        medications = {f"Medication/{m.id}": orjson.loads(m.raw) for m in result.includes}
+        drugs = {drug_name(_med_name(orjson.loads(r.raw), medications)) for r in result.matches}
+        active = {f"MedicationRequest/{r.id}" for r in result.matches}
+        for fact in facts:
+            checked += 1
+            if fact.value != len(drugs) or not set(fact.references) <= active:
+                wrong.append(f"{scenario.id}: {fact.value} drugs, sandbox {len(drugs)}: {sorted(drugs)[:4]}")
+        store.drop_session(ctx.session_id)
+    print(f"\n{checked} active-orders facts, {len(wrong)} differ from the sandbox")
+    assert checked > 15
+    assert not wrong, wrong[:5]
 
 
 @pytest.mark.slow

@@ -66,8 +66,8 @@ def _active_meds(b: Binding, m: Moment) -> T.Truth:
         running = [x for x in _active(m) if vocab.drug(x.key)["class"] in classes]
     else:
         running = [x for x in m.chart.meds if x.active_at(m.now)]
-    meds = {x.key or drug_name(x.name): x for x in running}
-    names = [vocab.drug(k) if meds[k].key else {"en": meds[k].name, "zh": meds[k].name} for k in sorted(meds)]
+    meds = {drug_name(x.name): x for x in running}
+    names = [vocab.drug(x.key) if x.key else {"en": x.name, "zh": x.name} for _, x in sorted(meds.items())]
     return T.Truth(
         kind="count",
         value=len(meds),

@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
+from services.fhir_api.search.values import to_us
+from services.fhir_api.store.views import apply
+
 
 @dataclass(frozen=True)
 class Lab:
@@ -36,14 +39,18 @@ class Med:
     start: datetime | None
     end: datetime | None
     encounter: str | None
+    status: str | None = None  # as recorded (the sandbox rewrites it at its clock: store/known_time.json)
 
     def active_at(self, now: datetime) -> bool:
-        return (
-            self.authored <= now
-            and self.start is not None
-            and self.start <= now
-            and (self.end is None or now < self.end)
-        )
+        """Known and `active` in the sandbox at `now`: its as-of view's status (an order whose validity has
+        not ended is active there), so a count of active orders is what an assistant finds."""
+        if self.authored > now:
+            return False
+        view = {"resourceType": "MedicationRequest", "status": self.status}
+        if self.end is not None:
+            view["dispenseRequest"] = {"validityPeriod": {"end": self.end.isoformat()}}
+        apply(view, to_us(now))
+        return view["status"] == "active"
 
 
 @dataclass(frozen=True)

@@ -179,6 +179,7 @@ def _meds(requests: list[dict], medications: dict[str, dict]) -> list[Med]:
                 start=_time(period.get("start")),
                 end=_time(period.get("end")),
                 encounter=_ref(req.get("encounter")),
+                status=req.get("status"),
             )
         )
     return sorted(meds, key=lambda m: (m.authored, m.ref))
