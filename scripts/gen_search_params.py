@@ -176,6 +176,20 @@ def _descend(
     return f"{el_path}.{tok}", ["*"]
 
 
+# Parameters whose FHIRPath the compiler cannot read, written by hand: steps as in compiled branches (step
+# "x": the element exists, as the boolean true) and `absent`, the value a resource without the element has
+# (`deceased=false` is every patient not marked deceased; query.py asks it as `deceased:not=true`).
+HAND_WRITTEN = {
+    ("Patient", "deceased"): {
+        "paths": [
+            {"steps": [["c", "deceased", ["Boolean"]]], "type": "boolean"},
+            {"steps": [["c", "deceased", ["DateTime"]], ["x"]], "type": "boolean"},
+        ],
+        "absent": "false",
+    },
+}
+
+
 def build(tgz: Path) -> dict:
     params, sds, compartment = _load(tgz)
     types = _element_types(sds)
@@ -187,6 +201,9 @@ def build(tgz: Path) -> dict:
             targets = RESOURCE_TYPES if base in COMMON_BASES else [base]
             for rtype in targets:
                 entry = _entry(sp, rtype, base, types, by_url)
+                if (rtype, sp["code"]) in HAND_WRITTEN:
+                    entry.pop("unsupported", None)
+                    entry.update(HAND_WRITTEN[rtype, sp["code"]])
                 table[rtype].setdefault(sp["code"], entry)
     comp = {
         r["code"]: r["param"]

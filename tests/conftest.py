@@ -41,7 +41,7 @@ SERVICE_PARAMS = ("postgres", "kafka")
 # Fixtures that map, load or build from a whole record (seconds to minutes of CPU): their tests are slow.
 HEAVY_FIXTURES = frozenset({
     "demo_mapped", "demo_run", "demo_raw", "demo_url", "demo_app", "demo_build", "synthetic_url",
-    "synthetic_app", "synthetic_build", "csv_record", "record", "fhir_app",
+    "synthetic_app", "synthetic_build", "csv_record", "record", "fhir_app", "demo_ndjson", "demo_store",
 })
 # Modules whose tests run whole pipelines (subprocess CLIs, every R4 example, generated requests, SIGKILLs).
 SLOW_MODULES = (

@@ -72,6 +72,8 @@ def _step(step: tuple) -> Callable[[list], list]:
     if kind == "w":
         key, value = step[1], step[2]
         return lambda nodes: [n for n in nodes if isinstance(n, dict) and n.get(key) == value]
+    if kind == "x":  # the element exists: the boolean true (Patient.deceased from deceasedDateTime)
+        return lambda nodes: [True] if nodes else []
     return lambda nodes: nodes
 
 

@@ -193,6 +193,12 @@ def param_filter(
         return None
     if chain:
         return Filter(None, {}, lambda r, bind: _chain(param, modifier, chain, value, ctx, r))
+    if param.absent is not None and modifier is None and param.absent in value.split(","):
+        # a resource without the element has the `absent` value (deceased=false): "not the other one"
+        opposite = {"true": "false", "false": "true"}[param.absent]
+        if opposite in value.split(","):
+            return Filter((name, "any"), {}, lambda r, bind: true())
+        return param_filter(resource_type, f"{pname}:not", opposite, ctx, prefix, patient=patient)
     if param.type == "composite":  # each component by its own parameter, on the same resource
         component = lambda n, v, p: param_filter(resource_type, n, v, ctx, p, patient=patient)  # noqa: E731
         return Filter(*composite.filter_parts(param, modifier, value, prefix, component))

@@ -24,6 +24,7 @@ class SearchParam:
     # a composite over repeating elements: (element steps, ((kind, steps, FHIR type) of its token part, of its
     # value part), relative to the element) per element branch
     elements: tuple[tuple[tuple, tuple[tuple[str, tuple, str], ...]], ...] = ()
+    absent: str | None = None  # the value of a resource without the element (Patient.deceased: false)
 
 
 @cache
@@ -50,6 +51,7 @@ def params_for(resource_type: str) -> dict[str, SearchParam]:
                 (_steps(el["steps"]), tuple((p["kind"], _steps(p["steps"]), p["type"]) for p in el["parts"]))
                 for el in e.get("elements", ())
             ),
+            e.get("absent"),
         )
         for name, e in raw.items()
     }

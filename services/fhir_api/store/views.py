@@ -1,30 +1,27 @@
 """As-of views: a shared resource as it stood at a session's clock `now`.
 
-The rules are data (views.json, per resource type): elements dated after `now` are removed, and the elements
-that only exist because of them are removed or rewritten (an Encounter still going on has no end, no
-discharge disposition and is in progress). References to resources the session cannot see are removed too.
+The rules are data (known_time.json `views`, per resource type): elements dated after `now` are removed,
+and the elements that only exist because of them are removed or rewritten (an Encounter still going on
+has no end, no discharge disposition and is in progress). References to resources the session cannot
+see are removed too.
 The same rules decide the index rows a clocked session searches (`timed_rows`), so a search never matches
 what the view removed. A session's own writes are served and indexed as written.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from functools import lru_cache
-from pathlib import Path
 
 import orjson
 
 from services.fhir_api import json_numbers
 from services.fhir_api.search.values import date_range, parse_reference, to_us
 from services.fhir_api.store.interface import Context, StoredResource
+from services.fhir_api.store.known_time import INHERIT, VIEWS
 
-_DATA = json.loads((Path(__file__).with_name("views.json")).read_text())
-RULES: dict[str, list[dict]] = _DATA["rules"]
-INHERIT: dict[str, list[str]] = _DATA["inherit"]
-INHERIT_FROM_REFERRERS: dict[str, list[list[str]]] = _DATA["inherit_from_referrers"]
+RULES: dict[str, list[dict]] = VIEWS
 
 Key = tuple[str, str]  # (resource type, id)
 

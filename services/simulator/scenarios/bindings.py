@@ -59,7 +59,7 @@ def _latest(b: Binding, m: Moment) -> T.Truth:
     if b.of:
         after = _time_of(m.values[b.of])
         series = [x for x in T.known(m.chart, key, m.now) if after is not None and x.effective > after]
-        pick = max(series, key=lambda x: (x.known, x.effective, x.ref)) if series else None
+        pick = max(series, key=T.chart_order) if series else None
         return T.lab_truth("latest", pick, key)
     bounds = (m.now - timedelta(hours=b.hours), m.now) if b.hours is not None else None
     return T.lab_truth("latest", T.latest(m.chart, key, m.now, b.hours), key, bounds)
@@ -71,8 +71,8 @@ def _previous(b: Binding, m: Moment) -> T.Truth:
     lab = ref_truth.extra.get("_lab")
     if lab is None:
         return T.lab_truth("value_at", None, key)
-    marker = (lab.known, lab.effective, lab.ref)
-    series = [x for x in T.known(m.chart, key, m.now) if (x.known, x.effective, x.ref) < marker]
+    before = [x for x in T.known(m.chart, key, m.now) if T.chart_order(x) < T.chart_order(lab)]
+    series = sorted(before, key=T.chart_order)
     return T.lab_truth("value_at", series[-1] if series else None, key)
 
 

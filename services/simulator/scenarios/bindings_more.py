@@ -10,6 +10,7 @@ from services.simulator.scenarios import truth as T
 from services.simulator.scenarios import vocabulary as vocab
 from services.simulator.scenarios.bindings import KINDS, Moment, _active, _lab_of
 from services.simulator.scenarios.families import Binding
+from services.simulator.scenarios.vocabulary import drug_name
 
 
 def _change(b: Binding, m: Moment) -> T.Truth:
@@ -58,10 +59,15 @@ def _range(b: Binding, m: Moment) -> T.Truth:
 
 
 def _active_meds(b: Binding, m: Moment) -> T.Truth:
-    """The vocabulary drugs with an order running at `now` (optionally of the classes in `value`)."""
+    """The drugs with an order running at `now`, from the whole record (one per drug; drugs outside the
+    builder's vocabulary by their record name), or only the vocabulary drugs of the classes in `value`."""
     classes = set(b.value or ())
-    meds = {x.key: x for x in _active(m) if not classes or vocab.drug(x.key)["class"] in classes}
-    names = [vocab.drug(k) for k in sorted(meds)]
+    if classes:
+        running = [x for x in _active(m) if vocab.drug(x.key)["class"] in classes]
+    else:
+        running = [x for x in m.chart.meds if x.active_at(m.now)]
+    meds = {drug_name(x.name): x for x in running}
+    names = [vocab.drug(x.key) if x.key else {"en": x.name, "zh": x.name} for _, x in sorted(meds.items())]
     return T.Truth(
         kind="count",
         value=len(meds),

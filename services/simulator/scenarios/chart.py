@@ -3,13 +3,16 @@ fields
 the families compute truth from. Data only (the reader fills it, truth/engine/memory read it).
 
 Every item keeps its FHIR reference, so each fact derived from it can name its source. `known` is when the
-item became visible to a session clock (the latest of its clinical times, as the FHIR store's as-of rule has
-it: a lab is known once it is issued)."""
+item became visible to a session clock, by the FHIR store's own known-time rule (store/known_time.json,
+applied by reader.py: a lab is known once issued, a billed diagnosis at its encounter's end)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date, datetime
+
+from services.fhir_api.search.values import to_us
+from services.fhir_api.store.views import apply
 
 
 @dataclass(frozen=True)
@@ -36,14 +39,18 @@ class Med:
     start: datetime | None
     end: datetime | None
     encounter: str | None
+    status: str | None = None  # as recorded (the sandbox rewrites it at its clock: store/known_time.json)
 
     def active_at(self, now: datetime) -> bool:
-        return (
-            self.authored <= now
-            and self.start is not None
-            and self.start <= now
-            and (self.end is None or now < self.end)
-        )
+        """Known and `active` in the sandbox at `now`: its as-of view's status (an order whose validity has
+        not ended is active there), so a count of active orders is what an assistant finds."""
+        if self.authored > now:
+            return False
+        view = {"resourceType": "MedicationRequest", "status": self.status}
+        if self.end is not None:
+            view["dispenseRequest"] = {"validityPeriod": {"end": self.end.isoformat()}}
+        apply(view, to_us(now))
+        return view["status"] == "active"
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,7 @@ class Condition:
     code: str
     display: str
     encounter: str | None
-    known: datetime | None  # the encounter's start (conditions carry no time of their own)
+    known: datetime | None  # its encounter's end (billed at discharge); None: never, to a clock
 
 
 @dataclass(frozen=True)

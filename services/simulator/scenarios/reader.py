@@ -9,12 +9,16 @@ skips that patient and reports why, or stops when the patient list itself cannot
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any
 
 import httpx
 import orjson
 
+from services.fhir_api.search.scope import clinical_time
+from services.fhir_api.search.values import MAX_US, date_range, from_us
+from services.fhir_api.store.known_time import known_at
 from services.simulator.scenarios import vocabulary as vocab
 from services.simulator.scenarios.chart import (
     Chart,
@@ -86,6 +90,21 @@ async def list_patients(client: httpx.AsyncClient) -> list[dict]:
     return sorted(await search(client, "Patient", {}), key=lambda p: p["id"])
 
 
+Known = Callable[[dict], "datetime | None"]
+
+
+def known_time(referenced: dict[str, dict]) -> Known:
+    """When a resource of this chart became known, by the store's own known-time rule (store/known_time.json):
+    None when no clocked session ever sees it (a diagnosis of an Encounter without an end). `referenced`: the
+    chart's resources by "Type/id" (a diagnosis is known at its Encounter's end)."""
+
+    def known(resource: dict) -> datetime | None:
+        us = known_at(resource, clinical_time, referenced.get, date_range, MAX_US)
+        return None if us is None or us >= MAX_US - 1 else from_us(us)
+
+    return known
+
+
 def _time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
 
@@ -99,7 +118,7 @@ def _coding(concept: dict | None) -> dict:
     return codings[0]
 
 
-def _labs(observations: list[dict]) -> dict[str, list[Lab]]:
+def _labs(observations: list[dict], known_of: Known) -> dict[str, list[Lab]]:
     keys = vocab.lab_keys_by_itemid()
     labs: dict[str, list[Lab]] = {}
     for obs in observations:
@@ -108,7 +127,6 @@ def _labs(observations: list[dict]) -> dict[str, list[Lab]]:
         effective = _time(obs.get("effectiveDateTime"))
         if coding is None or coding["code"] not in keys or quantity.get("value") is None or effective is None:
             continue
-        issued = _time(obs.get("issued"))
         key = keys[coding["code"]]
         labs.setdefault(key, []).append(
             Lab(
@@ -118,7 +136,7 @@ def _labs(observations: list[dict]) -> dict[str, list[Lab]]:
                 value=float(quantity["value"]),
                 unit=quantity.get("unit"),
                 effective=effective,
-                known=max(effective, issued) if issued else effective,
+                known=known_of(obs) or effective,
                 encounter=_ref(obs.get("encounter")),
             )
         )
@@ -161,12 +179,13 @@ def _meds(requests: list[dict], medications: dict[str, dict]) -> list[Med]:
                 start=_time(period.get("start")),
                 end=_time(period.get("end")),
                 encounter=_ref(req.get("encounter")),
+                status=req.get("status"),
             )
         )
     return sorted(meds, key=lambda m: (m.authored, m.ref))
 
 
-def _isolates(observations: list[dict]) -> list[Isolate]:
+def _isolates(observations: list[dict], known_of: Known) -> list[Isolate]:
     by_ref = {f"Observation/{o['id']}": o for o in observations}
     isolates = []
     for ref, obs in by_ref.items():
@@ -177,7 +196,7 @@ def _isolates(observations: list[dict]) -> list[Isolate]:
         for member in obs.get("hasMember", ()):
             s = by_ref.get(member["reference"])
             interp = _coding(s.get("valueCodeableConcept")).get("code") if s else None
-            when = _time(s.get("effectiveDateTime")) if s else None
+            when = known_of(s) if s else None
             if s and interp in ("S", "I", "R") and when:
                 suscs.append(
                     Susceptibility(member["reference"], _coding(s["code"]).get("display", ""), interp, when)
@@ -188,8 +207,8 @@ def _isolates(observations: list[dict]) -> list[Isolate]:
         if collected is None:
             continue
         times = [collected, *(s.known for s in suscs)]
-        if obs.get("effectiveDateTime"):
-            times.append(_time(obs["effectiveDateTime"]))
+        if (org_known := known_of(obs)) is not None:
+            times.append(org_known)
         isolates.append(
             Isolate(
                 ref=ref,
@@ -262,35 +281,34 @@ async def read_chart(
                 )
             )
     chart.encounters.sort(key=lambda e: (e.start, e.ref))
-    starts = {e.ref: e.start for e in chart.encounters}
+    known_of = known_time({f"Encounter/{enc['id']}": enc for enc in encounters})
     for cond in conditions:
         coding = _coding(cond.get("code"))
         key = vocab.condition_key(coding.get("system", ""), coding.get("code", ""))
         if key:
-            enc = _ref(cond.get("encounter"))
             chart.conditions.append(
                 Condition(
                     f"Condition/{cond['id']}",
                     key,
                     coding["code"],
                     coding.get("display", ""),
-                    enc,
-                    starts.get(enc or ""),
+                    _ref(cond.get("encounter")),
+                    known_of(cond),
                 )
             )
     chart.conditions.sort(key=lambda c: (c.known is None, c.known.timestamp() if c.known else 0.0, c.ref))
-    chart.labs = _labs(labs)
-    chart.isolates = _isolates(micro)
+    chart.labs = _labs(labs, known_of)
+    chart.isolates = _isolates(micro, known_of)
     chart.meds = _meds(requests, medications)
     for doc in notes:
-        when = _time(doc.get("date"))
+        when = known_of(doc)
         if when:
             chart.notes.append(Note(f"DocumentReference/{doc['id']}", when, _note_text(doc)))
     chart.notes.sort(key=lambda n: (n.known, n.ref))
     chart.references = {e.ref: e.start for e in chart.encounters}
     chart.references.update({c.ref: c.known for c in chart.conditions})
     chart.references.update({lab.ref: lab.known for series in chart.labs.values() for lab in series})
-    chart.references.update({m.ref: m.authored for m in chart.meds})
+    chart.references.update({f"MedicationRequest/{r['id']}": known_of(r) for r in requests})
     chart.references.update({i.ref: i.known for i in chart.isolates})
     chart.references.update({n.ref: n.known for n in chart.notes})
     return chart

@@ -3,9 +3,11 @@ count,
 trend, exists, absent, decision). Pure functions over a Chart; nothing after `now` is ever looked at.
 
 Definitions every checker (the CSV recomputation test included) shares:
-- a lab result is *known* at `now` when the latest of its clinical times (charttime, storetime) is <= `now`;
+- a lab result is *known* at `now` when its known time (store/known_time.json: storetime, the Observation's
+  `issued`) is <= `now`: exactly when the sandbox shows it;
 - a window of H hours holds the known results whose effective (chart) time is in [now - H, now];
-- `latest` is the known result with the greatest known time (ties: the later chart time);
+- `latest` is the known result with the latest chart (effective) time, what the sandbox's newest-first search
+  (`_sort=-date`) puts first (ties: the later known time): one drawn earlier but reported later is not it;
 - `trend` compares the first and last result of the window: a change of at least the lab's trend_delta is
   up/down, less is unchanged.
 """
@@ -58,6 +60,11 @@ class Truth:
         )
 
 
+def chart_order(lab: Lab) -> tuple:
+    """How results of one lab are ordered in time: by chart time, as the record's `date` sorts them."""
+    return (lab.effective, lab.known, lab.ref)
+
+
 def known(chart: Chart, key: str, now: datetime) -> list[Lab]:
     """The results of one lab known at `now`, in known-time order."""
     series = chart.labs.get(key, [])
@@ -80,7 +87,7 @@ def latest(chart: Chart, key: str, now: datetime, hours: float | None = None) ->
         series = [lab for lab in series if lab.effective >= start]
     if not series:
         return None
-    return max(series, key=lambda lab: (lab.known, lab.effective, lab.ref))
+    return max(series, key=chart_order)
 
 
 def rounded(key: str, value: float) -> float:

@@ -50,6 +50,12 @@ def drug_key(name: str) -> str | None:
     return None
 
 
+def drug_name(name: str) -> str:
+    """One key per drug of the record for a name outside the vocabulary: MIMIC spells one drug's orders with
+    varying case and spacing ("Sodium Chloride 0.9%  Flush")."""
+    return " ".join(name.lower().split())
+
+
 def condition_key(system: str, code: str) -> str | None:
     """The vocabulary condition an ICD code (MIMIC form, no dots) belongs to, or None."""
     field = "icd10" if "icd10" in system else "icd9"
