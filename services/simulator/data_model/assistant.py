@@ -115,3 +115,9 @@ class InfrastructureFailure(SessionFailure):
 
 class PatientFailure(SessionFailure):
     reason: EndReason = "patient_error"
+
+
+class EndpointUnavailable(RuntimeError):
+    """The assistant's endpoint cannot serve the run at all (unreachable, key refused, unknown model): found
+    by the pre-flight before the first session, so the run stops with one message instead of failing every
+    session."""
