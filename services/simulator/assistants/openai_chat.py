@@ -14,11 +14,11 @@ stops generating a reply nobody will read.
 
 Failures: 429/5xx/refused connections of the model endpoint are retried with exponential backoff
 (Retry-After honoured) and become `InfrastructureFailure` when the attempts run out; other 4xx are Rounds'
-configuration (key, model name) → infrastructure too, except a prompt the model's context cannot hold (its own
-limit) → `AssistantFailure`; no choice, no text, an empty answer → `AssistantFailure`. A model call that takes
-longer than the model timeout is the model's slowness → `AssistantTimeout`, not retried (a retry would queue
-behind the abandoned generation on a one-slot server); the SDK closes the request, as it does when the turn is
-cancelled, so a server that notices stops generating.
+configuration (key, model name) → infrastructure too, except a prompt the model's context cannot hold (its
+own limit, by code or by the words local servers use) → `AssistantFailure`; no choice, no text, an empty
+answer → `AssistantFailure`. A model call that takes longer than the model timeout is the model's slowness →
+`AssistantTimeout`, not retried (a retry would queue behind the abandoned generation on a one-slot server);
+the SDK closes the request, as it does when the turn is cancelled, so a server that notices stops generating.
 
 The API key comes from `ROUNDS_OPENAI_API_KEY` or `OPENAI_API_KEY`; a local server given by `@<base_url>` may
 need none (a placeholder is sent). The SDK's own retries are off so each attempt is ours to count.
@@ -216,7 +216,9 @@ class OpenAIChatAssistant:
 
     def _classify(self, exc: openai.APIStatusError, attempt: int) -> Exception:
         code = str(getattr(exc, "code", None) or "")
-        if code in settings()["assistant_fault_codes"]:
+        said = str(exc.message).lower()
+        if code in settings()["assistant_fault_codes"] or (
+                exc.status_code < 500 and any(m in said for m in settings()["assistant_fault_messages"])):
             return AssistantFailure(f"model endpoint refused the conversation: {code}: {exc.message}")
         tries = f" after {attempt + 1} attempts" if attempt else ""
         return InfrastructureFailure(

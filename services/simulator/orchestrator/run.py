@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from events.blobs import BlobStore
 from events.bus import Bus
 from events.topics import SESSIONS
 from services.simulator.data_model import Scenario
@@ -174,7 +175,7 @@ async def execute(env: FhirEnvironment, bus: Bus, sequences, assistant, jobs: li
                 "with the recorded ones, use a new --run-id, or pass --accept-changed-options")
         todo, retry_of = jobs_to_run(recorded, jobs, retry_failed)
     summary = RunSummary(settings.run_id, len(jobs), len(jobs) - len(todo))
-    log = SessionLog(bus, sequences)
+    log = SessionLog(bus, sequences, blobs=BlobStore(sequences.engine))
     gate = asyncio.Semaphore(max(1, concurrency))
     started = time.monotonic()
 

@@ -122,6 +122,9 @@ def test_configuration_errors_are_not_retried_and_not_the_models(fake, sandbox: 
     server.reset(error(400, "too long", code="context_length_exceeded"))
     with pytest.raises(AssistantFailure, match="context_length_exceeded"):
         respond(base, sandbox, Recorder(), "Hello?")
+    server.reset(error(400, "Requested tokens (4242) exceed context window of 2048"))  # llama-cpp-python
+    with pytest.raises(AssistantFailure, match="exceed context window"):
+        respond(base, sandbox, Recorder(), "Hello?")
 
 
 def test_garbage_tool_name_is_the_assistants_fault(fake, sandbox: Sandbox) -> None:

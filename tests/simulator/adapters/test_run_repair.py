@@ -178,3 +178,33 @@ def test_the_cli_exit_codes_progress_and_ctrl_c(settings, model) -> None:
     assert "resume it with" in err and "--run-id cli-cut" in err
     (ended,) = run_events(settings, "cli-cut", "rounds.session.ended")
     assert ended.data["reason"] == "interrupted"
+
+
+def test_an_answer_too_large_for_an_event_is_stored_and_scored(settings, scenarios, model) -> None:
+    from events.blobs import BlobStore
+    from events.payloads import Communication
+    from rounds.db import make_engine
+    from services.consumers.scoring.api import score_run
+
+    fake, base = model
+    huge = "Creatinine 1.6 mg/dL. " + "blah " * 120_000  # ~600 kB
+    fake.reset(text(fake, huge))
+    options = RunOptions("run-huge", max_tokens=200_000)
+    summary = run(settings, scenarios, f"openai:fake-model@{base}", options)
+    (outcome,) = summary.outcomes
+    assert (outcome.reason, outcome.turns) == ("completed", 4), outcome.error
+    events = session_events(settings, outcome.session_id)
+    answers = [Communication.model_validate(e.data) for e in events if e.type == "rounds.message.assistant"]
+    ref = answers[0].stored_text
+    assert ref is not None and answers[0].text.startswith("Creatinine 1.6 mg/dL.")
+    assert len(answers[0].text.encode()) < 70_000
+    engine = make_engine(settings.database_url)
+    try:
+        assert BlobStore(engine).get(ref).decode() == huge.strip()
+    finally:
+        engine.dispose()
+    call = next(e for e in events if e.type == "rounds.tool.call")
+    assert call.data["arguments"]["storedSize"] > 600_000
+    report = score_run(settings, "run-huge")
+    (scored,) = report.sessions
+    assert scored.reason == "completed" and scored.score is not None
