@@ -43,6 +43,11 @@ def print_summary(summary: RunSummary, *, score: bool = False, fhir_base: str | 
     )
     for outcome in [o for o in summary.outcomes if o.reason != "completed"][:5]:
         console.print(f"  {outcome.session_id} {outcome.job.scenario.id} {outcome.reason}: {outcome.error}")
+    if any(o.model_calls for o in summary.outcomes):
+        from rounds.settings import get_settings
+        from services.consumers.report.model_usage import load_model_usage, usage_table
+
+        console.print(usage_table(load_model_usage(get_settings(), summary.run_id)))
     if score:
         print_scores(summary, console, fhir_base)
 

@@ -75,6 +75,28 @@ def test_options_are_recorded_and_a_rerun_with_others_is_refused(settings, scena
         run(settings, scenarios, "weak", RunOptions("run-opts", max_tokens=64))
     again = run(settings, scenarios, spec, RunOptions("run-opts", max_tokens=32, accept_changed_options=True))
     assert (again.skipped, again.outcomes) == (1, [])
+    check_the_report_shows_model_usage(settings, "run-opts")
+
+
+def check_the_report_shows_model_usage(settings, run_id: str) -> None:
+    """4 model calls of 50 prompt and 10 completion tokens (the fake's usage), priced 1 and 2 USD/M."""
+    from typer.testing import CliRunner
+
+    from rounds.cli import app
+    from services.consumers.report.model_usage import load_model_usage
+    from services.consumers.scoring.api import score_run
+
+    usage = load_model_usage(settings, run_id, 1.0, 2.0)
+    assert (usage.calls, usage.turns, usage.sessions) == (4, 4, 1)
+    assert usage.prompt_tokens_per_session.total == 200 and usage.completion_tokens_per_turn.p50 == 10
+    assert usage.cost_usd == pytest.approx((200 * 1 + 40 * 2) / 1e6)
+    score_run(settings, run_id)
+    args = ["report", "--run", run_id, "--prompt-price", "1", "--completion-price", "2", "--database-url",
+            settings.database_url]
+    shown = CliRunner().invoke(app, args, env={"COLUMNS": "160"})
+    assert shown.exit_code == 0, shown.output
+    assert "model calls: 4 in 4 turns of 1 sessions" in shown.output and "latency per call" in shown.output
+    assert "$0.0003" in shown.output
 
 
 def test_a_hanging_model_times_out_and_retry_failed_reruns_it(settings, scenarios, model) -> None:
