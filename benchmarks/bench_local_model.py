@@ -76,7 +76,8 @@ def rounds(workdir: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
     parser.add_argument("--workdir", type=Path, default=REPO / ".cache" / "bench_local")
     parser.add_argument("--n-ctx", type=int, default=8192, help="the server's context (SmolLM2: 8192)")
     parser.add_argument("--limit", type=int, default=4)
@@ -131,7 +132,8 @@ def report(workdir: Path, run_id: str, done: subprocess.CompletedProcess, wall: 
         engine.dispose()
     per_call, per_turn = usage.latency_ms_per_call, usage.latency_ms_per_turn
     print(f"model              {model.name} on llama-cpp-python (chatml-function-calling), 1 thread")
-    print(f"exit code          {done.returncode}; wall {wall:.0f} s (the host's load: {os.getloadavg()[0]:.1f})")
+    print(f"exit code          {done.returncode}; wall {wall:.0f} s "
+          f"(the host's load: {os.getloadavg()[0]:.1f})")
     print(f"sessions           {len(ended)}: {dict(Counter(e.data['reason'] for e in ended))}")
     print(f"turns answered     {sum(e.data['turns'] for e in ended)} of {len(ended) * 4}")
     if usage.calls:
