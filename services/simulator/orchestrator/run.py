@@ -187,9 +187,15 @@ async def execute(env: FhirEnvironment, bus: Bus, sequences, assistant, jobs: li
             progress(outcome)
 
     try:
-        await asyncio.gather(*(one(job) for job in todo))
+        # return_exceptions: a cancelled run waits until every open session has recorded its end (without
+        # it the first job cancelled while waiting for the gate would end the gather at once)
+        failed = await asyncio.gather(*(one(job) for job in todo), return_exceptions=True)
     except asyncio.CancelledError:
         summary.interrupted = True  # each open session recorded its end; sessions not begun never started
+    else:
+        for error in failed:
+            if isinstance(error, BaseException):
+                raise error
     summary.wall_s = time.monotonic() - started
     summary.events = log.published
     return summary

@@ -124,8 +124,9 @@ def test_cancelling_a_run_ends_open_sessions_interrupted_and_a_rerun_resumes(set
     fake.reset(tool_call(fake, "fhir_read", {"resourceType": "Patient", "id": "sim-p1"}), HANG)
     spec = f"openai:fake-model@{base}"
 
-    async def cancelled():
-        task = asyncio.create_task(run_scenarios(jobs(scenarios), spec, RunOptions("run-cut"), settings))
+    async def cancelled():  # two sessions, one at a time: the second waits for the first when the run stops
+        two = RunOptions("run-cut", concurrency=1)
+        task = asyncio.create_task(run_scenarios(jobs(scenarios, trials=2), spec, two, settings))
         deadline = time.monotonic() + 30
         while len(fake.requests) < 2 and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
@@ -144,11 +145,13 @@ def test_cancelling_a_run_ends_open_sessions_interrupted_and_a_rerun_resumes(set
         time.sleep(0.02)
     assert fake.disconnects == 1
     fake.reset(text(fake, "Back again."))
-    resumed = run(settings, scenarios, spec, RunOptions("run-cut"))
-    assert [o.reason for o in resumed.outcomes] == ["completed"]
+    resumed = asyncio.run(run_scenarios(jobs(scenarios, trials=2), spec, RunOptions("run-cut"), settings))
+    assert [o.reason for o in resumed.outcomes] == ["completed", "completed"]
     started = {s.subject: s.data.get("retryOf") for s in run_events(settings, "run-cut",
                                                                      "rounds.session.started")}
-    assert started == {outcome.session_id: None, resumed.outcomes[0].session_id: outcome.session_id}
+    again = {o.job.trial: o.session_id for o in resumed.outcomes}
+    assert started == {outcome.session_id: None, again[outcome.job.trial]: outcome.session_id,
+                       again[1 - outcome.job.trial]: None}
 
 
 # -- `rounds run` as a user runs it ------------------------------------------------------------------------
