@@ -45,6 +45,23 @@ class ContentString(BaseModel):
     contentString: str = Field(min_length=1)  # noqa: N815 - FHIR element name
 
 
+STORED_PREFIX = "urn:rounds:blob:"  # + "sha256:<hex>": a text too large for an event, in event_blobs
+
+
+class StoredText(BaseModel):
+    """A FHIR Attachment naming the stored copy of the whole text (events/blobs.py `BlobStore.get`)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    contentType: str  # noqa: N815 - FHIR element name
+    url: str = Field(pattern=r"^urn:rounds:blob:sha256:[0-9a-f]{64}$")
+    size: int = Field(ge=0)
+
+
+class ContentAttachment(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    contentAttachment: StoredText  # noqa: N815 - FHIR element name
+
+
 class CommunicationRef(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
     reference: str = Field(pattern=r"^Communication/[A-Za-z0-9\-.]{1,64}$")
@@ -64,7 +81,7 @@ class Communication(BaseModel):
     sent: datetime
     sender: Participant
     recipient: list[Participant] = Field(min_length=1)
-    payload: list[ContentString] = Field(min_length=1)
+    payload: list[ContentString | ContentAttachment] = Field(min_length=1)
     inResponseTo: list[CommunicationRef] | None = None  # noqa: N815
 
     @model_validator(mode="after")
@@ -84,7 +101,16 @@ class Communication(BaseModel):
 
     @property
     def text(self) -> str:
-        return "\n".join(part.contentString for part in self.payload)
+        """The text as carried (the head of a text too large for an event: `stored_text` names the rest)."""
+        return "\n".join(part.contentString for part in self.payload if isinstance(part, ContentString))
+
+    @property
+    def stored_text(self) -> str | None:
+        """The blob reference ("sha256:<hex>") of the whole text when it was too large to carry, else None."""
+        for part in self.payload:
+            if isinstance(part, ContentAttachment):
+                return part.contentAttachment.url.removeprefix(STORED_PREFIX)
+        return None
 
     def _extensions(self, url: str) -> list[dict]:
         return [e for e in (getattr(self, "extension", None) or []) if e.get("url") == url]

@@ -36,10 +36,19 @@ class SessionStarted(Payload):
         default=None, description="the scenario line itself (services/simulator/data_model/scenario.py)"
     )
     replay_of: str | None = Field(default=None, description="run id this run replays (counterfactual replay)")
+    run_options: dict[str, Any] | None = Field(
+        default=None, description="what the run was asked to do (assistant limits, steps, timeouts, seed): a "
+        "rerun of the run id is held to them"
+    )
+    retry_of: str | None = Field(
+        default=None, description="the session of the same job, earlier in the run, that this one reruns "
+        "(it ended in timeout, infrastructure_error or interrupted)"
+    )
 
 
 EndReason = Literal[
-    "completed", "max_steps", "timeout", "assistant_error", "infrastructure_error", "patient_error"
+    "completed", "max_steps", "timeout", "assistant_error", "infrastructure_error", "patient_error",
+    "interrupted",
 ]
 END_REASONS: tuple[str, ...] = EndReason.__args__
 
@@ -55,8 +64,9 @@ class SessionEndedV1(Payload):
 
 class SessionEnded(Payload):
     """A simulated encounter is over. `reason` says who, if anyone, is at fault: `assistant_error`,
-    `max_steps` and `timeout` are the assistant's; `infrastructure_error` (Rounds or the network) and
-    `patient_error` (the simulated patient) are never charged to it. `turns` counts completed physician turns.
+    `max_steps` and `timeout` are the assistant's; `infrastructure_error` (Rounds or the network),
+    `patient_error` (the simulated patient) and `interrupted` (the run was stopped, e.g. Ctrl-C) are never
+    charged to it. `turns` counts completed physician turns.
     """
 
     reason: EndReason

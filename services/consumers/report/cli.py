@@ -2,7 +2,8 @@
 page and the JSON document; `--compare` puts a second run beside it (deltas, turn-by-turn comparison).
 
 The run comes from the scorer (`--run`, through source.load_report) or from a JSON document written earlier
-(`--from-json`, e.g. by `rounds report --json` on another machine).
+(`--from-json`, e.g. by `rounds report --json` on another machine). For `--run`, the model's latency, tokens
+and (with `--prompt-price/--completion-price`) cost are read from the run's log (model_usage.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from services.consumers.report.compare import compare_runs
 from services.consumers.report.html_page import render_html
 from services.consumers.report.json_io import ReportFileError, read_json, to_json
 from services.consumers.report.model import RunReport
+from services.consumers.report.model_usage import load_model_usage, usage_table
 from services.consumers.report.source import ReportUnavailable, load_report
 from services.consumers.report.terminal import print_summary
 
@@ -76,6 +78,10 @@ def register(app: typer.Typer) -> None:
             help="sessions listed per run in the HTML page, failing/excluded first (0: all)",
         ),
         database_url: str | None = typer.Option(None, "--database-url", help="default: ROUNDS_DATABASE_URL"),
+        prompt_price: float | None = typer.Option(
+            None, "--prompt-price", min=0, help="USD per million prompt tokens: the run's model cost"),
+        completion_price: float | None = typer.Option(
+            None, "--completion-price", min=0, help="USD per million completion tokens"),
     ) -> None:
         """Summary table on the terminal; --html/--json write the page and the document."""
         if (run is None) == (from_json is None):
@@ -97,6 +103,11 @@ def register(app: typer.Typer) -> None:
             other = _from_scorer(settings, compare, scorer_version)
         comparison = compare_runs(report, other) if other is not None else None
         print_summary(Console(), report, other, comparison)
+        if run is not None:  # the model's latency, tokens and cost, from the run's log
+            usage = load_model_usage(settings, run, prompt_price, completion_price)
+            if usage.calls:
+                Console().print(usage_table(usage))
+                report.model_usage = usage.model_dump()
         if html is not None:
             _write(html, render_html(report, other, html_sessions or None, comparison))
             typer.echo(f"wrote {html}")

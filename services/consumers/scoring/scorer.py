@@ -22,7 +22,7 @@ from services.simulator.data_model.scenario import RubricItem, Scenario
 
 SCORER = "rounds.scoring"
 SCORER_VERSION = "2"  # bump when a check's behaviour or a data file changes what passes
-EXCLUDED_REASONS = frozenset({"infrastructure_error", "patient_error"})
+EXCLUDED_REASONS = frozenset({"infrastructure_error", "patient_error", "interrupted"})
 GUARDS = frozenset({"no_forbidden_write", "no_unexpected_write", "no_future_value", "does_not_recommend"})
 
 

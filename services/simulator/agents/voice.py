@@ -80,10 +80,12 @@ def create_voice(spec: str, http_client: Any = None) -> PatientVoice:
 
     from openai import AsyncOpenAI
 
+    from services.simulator.assistants.endpoint import parse_spec
+
     kind, _, rest = spec.partition(":")
-    model, _, base_url = rest.partition("@")
-    if kind != "openai" or not model:
+    if kind != "openai":
         raise ValueError(f"patient voice: expected openai:<model>[@<base_url>], got {spec!r}")
-    client = AsyncOpenAI(api_key=os.environ.get("OPENAI_API_KEY") or "not-needed", base_url=base_url or None,
-                         http_client=http_client, max_retries=1, timeout=60)
-    return PatientVoice(model, client)
+    endpoint = parse_spec(rest, "patient voice")
+    client = AsyncOpenAI(api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
+                         base_url=endpoint.base_url, http_client=http_client, max_retries=1, timeout=60)
+    return PatientVoice(endpoint.model, client)

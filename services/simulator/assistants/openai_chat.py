@@ -7,10 +7,18 @@ physician's earlier messages and the model's own earlier answers in the history,
 (`rounds.tool.call|result`); the model call that produced it rides on its first result as `usage` (tokens,
 latency, retries).
 
-Failures: 429/5xx/timeouts/refused connections of the model endpoint are retried with exponential backoff
+Wire format as real servers demand it: an assistant message that carries `tool_calls` also carries `content`
+(`""` when the model said nothing: llama-cpp-python's template fails on a missing or null one), each tool
+result is a `role: tool` message with its `tool_call_id`, and `max_tokens` goes with every call so a server
+stops generating a reply nobody will read.
+
+Failures: 429/5xx/refused connections of the model endpoint are retried with exponential backoff
 (Retry-After honoured) and become `InfrastructureFailure` when the attempts run out; other 4xx are Rounds'
-configuration (key, model name) → infrastructure too, except a prompt the model's context cannot hold (its own
-limit) → `AssistantFailure`; no choice, no text, an empty answer → `AssistantFailure`.
+configuration (key, model name) → infrastructure too, except a prompt the model's context cannot hold (its
+own limit, by code or by the words local servers use) → `AssistantFailure`; no choice, no text, an empty
+answer → `AssistantFailure`. A model call that takes longer than the model timeout is the model's slowness →
+`AssistantTimeout`, not retried (a retry would queue behind the abandoned generation on a one-slot server);
+the SDK closes the request, as it does when the turn is cancelled, so a server that notices stops generating.
 
 The API key comes from `ROUNDS_OPENAI_API_KEY` or `OPENAI_API_KEY`; a local server given by `@<base_url>` may
 need none (a placeholder is sent). The SDK's own retries are off so each attempt is ours to count.
@@ -31,9 +39,11 @@ from typing import Any
 import openai
 from openai import AsyncOpenAI
 
+from services.simulator.assistants.endpoint import Endpoint, parse_spec, preflight, profiles
 from services.simulator.assistants.fhir_tools import ToolExecutor, call_recorded, parse_arguments, toolset
 from services.simulator.data_model import (
     AssistantFailure,
+    AssistantTimeout,
     InfrastructureFailure,
     SessionTools,
     StepLimitExceeded,
@@ -98,12 +108,43 @@ def opening_messages(request: TurnRequest) -> list[dict[str, Any]]:
     return messages
 
 
+def assistant_message(message: Any) -> dict[str, Any]:
+    """The model's tool-calling message as it goes back to the model: `content` always a string."""
+    calls = [{"id": c.id, "type": c.type, "function": {"name": c.function.name,
+                                                         "arguments": c.function.arguments}}
+             for c in message.tool_calls]
+    return {"role": "assistant", "content": message.content or "", "tool_calls": calls}
+
+
 class OpenAIChatAssistant:
     """One model behind one endpoint; a client shared by all the sessions of a run."""
 
-    def __init__(self, spec: str, model: str, client: AsyncOpenAI, retry: RetryPolicy | None = None) -> None:
-        self.spec, self.model, self.client = spec, model, client
+    def __init__(self, spec: str, endpoint: Endpoint, client: AsyncOpenAI, retry: RetryPolicy | None = None
+                 ) -> None:
+        self.spec, self.endpoint, self.model, self.client = spec, endpoint, endpoint.model, client
         self.retry = retry or RetryPolicy.from_settings()
+        defaults = profiles()[endpoint.profile]
+        self.max_tokens: int = defaults["max_tokens"]
+        self.model_timeout_s: float = defaults["model_timeout_s"]
+
+    @property
+    def profile(self) -> str:
+        """`local` or `hosted`: which run defaults fit this endpoint (data/endpoint_profiles.json)."""
+        return self.endpoint.profile
+
+    def configure(self, *, max_tokens: int | None = None, model_timeout_s: float | None = None) -> None:
+        """The run's limits on every model call (`rounds run --max-tokens/--model-timeout`)."""
+        if max_tokens is not None:
+            self.max_tokens = max_tokens
+        if model_timeout_s is not None:
+            self.model_timeout_s = model_timeout_s
+
+    def limits(self) -> dict[str, Any]:
+        """What a run records about the model calls (rounds.run options)."""
+        return {"maxTokens": self.max_tokens, "modelTimeoutS": self.model_timeout_s}
+
+    async def preflight(self) -> str:
+        return await preflight(self.client.with_options(timeout=self.model_timeout_s), self.endpoint)
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -122,7 +163,7 @@ class OpenAIChatAssistant:
                     raise AssistantFailure(f"the model answered without text (finish: {_finish(completion)})")
                 outcome = await call_recorded(executor, "answer", {"text": text}, usage)
                 return outcome.final or text.strip()
-            messages.append(message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"}))
+            messages.append(assistant_message(message))
             for call in calls:
                 if call.type != "function":
                     raise AssistantFailure(f"tool call of unsupported type {call.type!r}")
@@ -148,16 +189,21 @@ class OpenAIChatAssistant:
             started = time.perf_counter()
             try:
                 completion = await self.client.chat.completions.create(
-                    model=self.model, messages=messages, tools=openai_tools(), tool_choice="auto"
+                    model=self.model, messages=messages, tools=openai_tools(), tool_choice="auto",
+                    max_tokens=self.max_tokens, timeout=self.model_timeout_s,
                 )
+            except openai.APITimeoutError as exc:
+                raise AssistantTimeout(f"the model gave no reply within the model timeout of "
+                                       f"{self.model_timeout_s:g} s ({self.endpoint.url})") from exc
             except openai.APIStatusError as exc:
                 if not self._retryable(exc.status_code) or attempt + 1 >= self.retry.attempts:
                     raise self._classify(exc, attempt) from exc
                 await asyncio.sleep(self.retry.delay(attempt, exc.response.headers.get("retry-after")))
-            except openai.APIConnectionError as exc:  # includes timeouts
+            except openai.APIConnectionError as exc:
                 if attempt + 1 >= self.retry.attempts:
                     raise InfrastructureFailure(
-                        f"model endpoint unreachable after {attempt + 1} attempts: {exc}"
+                        f"model endpoint {self.endpoint.url} unreachable after {attempt + 1} attempts: "
+                        f"{exc.__cause__ or exc}"
                     ) from exc
                 await asyncio.sleep(self.retry.delay(attempt, None))
             else:
@@ -170,10 +216,14 @@ class OpenAIChatAssistant:
 
     def _classify(self, exc: openai.APIStatusError, attempt: int) -> Exception:
         code = str(getattr(exc, "code", None) or "")
-        if code in settings()["assistant_fault_codes"]:
+        said = str(exc.message).lower()
+        if code in settings()["assistant_fault_codes"] or (
+                exc.status_code < 500 and any(m in said for m in settings()["assistant_fault_messages"])):
             return AssistantFailure(f"model endpoint refused the conversation: {code}: {exc.message}")
         tries = f" after {attempt + 1} attempts" if attempt else ""
-        return InfrastructureFailure(f"model endpoint HTTP {exc.status_code}{tries}: {exc.message}")
+        return InfrastructureFailure(
+            f"model endpoint {self.endpoint.url} (model {self.model!r}) HTTP {exc.status_code}{tries}: "
+            f"{exc.message}")
 
 
 def _message(completion: Any) -> Any:
@@ -208,14 +258,11 @@ def api_key(base_url: str | None) -> str:
 
 def create(arg: str) -> OpenAIChatAssistant:
     """`openai:<model>[@<base_url>]` → the assistant (the registry calls this with what follows `openai:`)."""
-    model, at, rest = arg.strip().partition("@http")
-    if not model or any(c.isspace() for c in model) or (at and not rest.startswith(("://", "s://"))):
-        raise ValueError(f"openai: expected <model>[@<base_url>], got {arg!r}")
-    base_url = f"http{rest}" if at else os.environ.get("OPENAI_BASE_URL") or None
+    endpoint = parse_spec(arg)
     client = AsyncOpenAI(
-        api_key=api_key(base_url),
-        base_url=base_url,
+        api_key=api_key(endpoint.base_url),
+        base_url=endpoint.base_url or os.environ.get("OPENAI_BASE_URL") or None,
         max_retries=0,
-        timeout=float(settings()["request_timeout_s"]),
+        timeout=float(profiles()[endpoint.profile]["model_timeout_s"]),  # each call sets the run's own
     )
-    return OpenAIChatAssistant(f"openai:{arg.strip()}", model, client)
+    return OpenAIChatAssistant(f"openai:{arg.strip()}", endpoint, client)

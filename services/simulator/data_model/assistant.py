@@ -28,7 +28,7 @@ TOOL_NAMES: frozenset[str] = frozenset(
 )
 
 # Reasons that are never charged to the assistant: such sessions are excluded from scores, never scored 0.
-NOT_ASSISTANT_FAULT: frozenset[str] = frozenset({"infrastructure_error", "patient_error"})
+NOT_ASSISTANT_FAULT: frozenset[str] = frozenset({"infrastructure_error", "patient_error", "interrupted"})
 
 
 @dataclass(frozen=True)
@@ -115,3 +115,15 @@ class InfrastructureFailure(SessionFailure):
 
 class PatientFailure(SessionFailure):
     reason: EndReason = "patient_error"
+
+
+class SessionInterrupted(SessionFailure):
+    """The run was stopped (Ctrl-C) while the session was open: nobody's fault, rerun on resume."""
+
+    reason: EndReason = "interrupted"
+
+
+class EndpointUnavailable(RuntimeError):
+    """The assistant's endpoint cannot serve the run at all (unreachable, key refused, unknown model): found
+    by the pre-flight before the first session, so the run stops with one message instead of failing every
+    session."""

@@ -8,6 +8,8 @@ connection from the FHIR server) so the orchestrator can charge a failed turn to
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,9 +52,14 @@ class LiveSession:
     closed: bool = False
     patient_questions: int = 0
     pending_failure: Exception | None = None  # raised where the assistant could not see it (HTTP endpoints)
+    model_calls: int = 0  # model calls the assistant reported (tool results carrying usage), whole session
+    turn_model_calls: int = 0
+    turn_started: float = 0.0  # time.monotonic() at the turn's start
+    watch: Callable[[LiveSession, bool], None] | None = None  # progress: a model call (False) or turn (True)
 
     def begin_turn(self, turn: int, doctor_message: str) -> None:
         self.turn, self.doctor_message = turn, doctor_message
+        self.turn_model_calls, self.turn_started = 0, time.monotonic()
         self.steps, self.declared_steps, self.over_limit = 0, False, False
         self.faults, self.pending_failure = [], None
 
@@ -108,6 +115,11 @@ class LiveSession:
                       ToolResult(call_id=call_id, name=name, output=output if error is None else None,
                                  error=error, latency_ms=latency_ms, turn=self.turn, usage=usage),
                       correlationid=call_id)
+        if usage is not None:  # a model call finished (its usage rides on its first result)
+            self.model_calls += 1
+            self.turn_model_calls += 1
+            if self.watch is not None:
+                self.watch(self, False)
 
     async def ask_patient(self, text: str) -> str:
         """The assistant asks the patient: question and answer are both recorded (the answer with the ids of

@@ -4,7 +4,8 @@ The FHIR server records the assistant's EHR calls into the same session (same ke
 both producers share `SessionSequences` (a counter row per session in the database). Events are queued
 (`emit`, cheap and synchronous, callable from an assistant's `step`) and written in order by `flush` —
 which the orchestrator awaits before anything the FHIR server will record (each proxied FHIR request) and
-before each message, so the log's order is the order things happened.
+before each message, so the log's order is the order things happened. An event too large for the log has its
+large part stored (oversize.py) when the log has a blob store.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from events.blobs import BlobStore
 from events.bus import Bus
 from events.catalog import CATALOG
-from events.envelope import CloudEvent
+from events.envelope import CloudEvent, EventTooLarge
 from events.sequences import SessionSequences
 from events.topics import SESSIONS
 
@@ -44,8 +46,9 @@ class Pending:
 class SessionLog:
     """Queues and publishes one run's simulator events (any number of sessions at once)."""
 
-    def __init__(self, bus: Bus, sequences: SessionSequences, topic: str = SESSIONS) -> None:
-        self.bus, self.sequences, self.topic = bus, sequences, topic
+    def __init__(self, bus: Bus, sequences: SessionSequences, topic: str = SESSIONS,
+                 blobs: BlobStore | None = None) -> None:
+        self.bus, self.sequences, self.topic, self.blobs = bus, sequences, topic, blobs
         self._pending: dict[str, list[Pending]] = defaultdict(list)
         self._locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self.published = 0
@@ -79,16 +82,28 @@ class SessionLog:
 
     def _write(self, session_id: str, items: list[Pending]) -> list[CloudEvent]:
         numbers = self.sequences.allocate(session_id, len(items))
-        events = [
-            CATALOG.make(
-                item.type, item.data, source=SOURCE, subject=session_id, id=item.id, sequence=number,
-                correlationid=item.correlationid, causationid=item.causationid,
-            )
-            for item, number in zip(items, numbers, strict=True)
-        ]
+        events = [self._make(session_id, item, number) for item, number in zip(items, numbers, strict=True)]
         self.bus.publish_many(self.topic, [(session_id, event) for event in events])
         self.published += len(events)
         return events
+
+    def _make(self, session_id: str, item: Pending, number: int) -> CloudEvent:
+        def make(data: BaseModel | dict) -> CloudEvent:
+            return CATALOG.make(item.type, data, source=SOURCE, subject=session_id, id=item.id,
+                                sequence=number, correlationid=item.correlationid,
+                                causationid=item.causationid)
+
+        event = make(item.data)
+        try:
+            event.to_bytes()  # serialised once and cached for publish; raises when too large
+        except EventTooLarge:
+            from services.simulator.orchestrator.oversize import stored
+
+            smaller = stored(item.type, item.data.to_data(), self.blobs) if self.blobs is not None else None
+            if smaller is None:
+                raise
+            event = make(smaller)
+        return event
 
     def forget(self, session_id: str) -> None:
         """Drop a finished session's bookkeeping (its queue is empty once `flush` ran)."""

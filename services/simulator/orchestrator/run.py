@@ -1,9 +1,15 @@
 """A run: every (scenario, trial, language) session, concurrently, resumable by run id, summarised at the end.
 
 Resuming needs nothing but the log: the run's `rounds.session.started` events say which job each session was
-(scenario, trial, language, variant) and its `rounds.session.ended` events which are over; those jobs are
-skipped, any other (never started, or started and cut off) runs again in a fresh sandbox. Sandboxes are kept
-after their session ends: the scorer reads their final state.
+(scenario, trial, language, variant) and with which options (`runOptions`: the assistant and its limits),
+and its `rounds.session.ended` events which are over. A rerun of the run id is refused when it asks for other
+options (unless told to accept them: the run would mix two set-ups), skips the jobs that ended, and runs
+again, in a fresh sandbox, the jobs never started, cut off, or `interrupted` — with `retry_failed` also those
+that ended in `timeout` or `infrastructure_error`; the new session names the one it reruns (`retryOf`).
+Sandboxes are kept after their session ends: the scorer reads their final state.
+
+A cancelled run (Ctrl-C) is not an error here: every open session records its end as `interrupted` with what
+it had queued, and `execute` returns the summary with `interrupted` set.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from events.blobs import BlobStore
 from events.bus import Bus
 from events.topics import SESSIONS
 from services.simulator.data_model import Scenario
@@ -59,6 +66,16 @@ def plan(scenarios: Iterable[tuple[Scenario, dict]], trials: int, languages: Ite
     ]
 
 
+# End reasons a rerun runs again: always `interrupted` (the run was stopped, not the session); with
+# `retry_failed` also the failures that may pass another time.
+RESUMED: frozenset[str] = frozenset({"interrupted"})
+RETRIED: frozenset[str] = RESUMED | {"timeout", "infrastructure_error"}
+
+
+class RunOptionsChanged(ValueError):
+    """A rerun of a run id asked for other options than the run recorded."""
+
+
 @dataclass
 class RecordedSession:
     session_id: str
@@ -66,6 +83,33 @@ class RecordedSession:
     started_id: str
     definition: dict
     ended: str | None = None  # reason
+    assistant: str | None = None
+    options: dict | None = None  # runOptions (None: recorded before runs kept them)
+    time: str = ""  # when it started (the log's partitions are in no order between sessions)
+
+
+def changed_options(recorded: dict[str, RecordedSession], options: dict) -> list[str]:
+    """What `options` changes against the run's first recorded session ("name: recorded → now")."""
+    first = min(recorded.values(), key=lambda r: r.time, default=None)
+    if first is None:
+        return []
+    then = first.options or {"assistant": first.assistant}
+    return [f"{name}: {then.get(name)!r} → {options.get(name)!r}" for name in sorted(then)
+            if name in options and then.get(name) != options.get(name)]
+
+
+def jobs_to_run(recorded: dict[str, RecordedSession], jobs: list[SessionJob], retry_failed: bool
+                ) -> tuple[list[SessionJob], dict[tuple, str]]:
+    """The jobs a rerun runs, and for each that ran before the session it reruns (its latest)."""
+    rerun = RETRIED if retry_failed else RESUMED
+    done: set[tuple] = set()
+    latest: dict[tuple, str] = {}
+    for session in sorted(recorded.values(), key=lambda r: r.time):
+        latest[session.key] = session.session_id
+        if session.ended is not None and session.ended not in rerun:
+            done.add(session.key)
+    todo = [job for job in jobs if job.key not in done]
+    return todo, {job.key: latest[job.key] for job in todo if job.key in latest}
 
 
 def recorded_sessions(bus: Bus, run_id: str) -> dict[str, RecordedSession]:
@@ -86,7 +130,10 @@ def recorded_sessions(bus: Bus, run_id: str) -> dict[str, RecordedSession]:
             continue
         key = (data.get("scenario"), data.get("trial") or 0, data.get("language"), data.get("variant"))
         found[event.subject] = RecordedSession(event.subject, key, event.id,
-                                               data.get("scenarioDefinition") or {})
+                                               data.get("scenarioDefinition") or {},
+                                               assistant=data.get("assistant"),
+                                               options=data.get("runOptions"),
+                                               time=event.time or "")
     for session_id, reason in endings.items():
         if session_id in found:
             found[session_id].ended = reason
@@ -101,6 +148,8 @@ class RunSummary:
     outcomes: list[SessionOutcome] = field(default_factory=list)
     wall_s: float = 0.0
     events: int = 0
+    interrupted: bool = False  # the run was cancelled (Ctrl-C); open sessions ended `interrupted`
+    endpoint: str | None = None  # what the assistant's pre-flight found
 
     @property
     def by_reason(self) -> Counter:
@@ -113,26 +162,40 @@ class RunSummary:
 
 async def execute(env: FhirEnvironment, bus: Bus, sequences, assistant, jobs: list[SessionJob],
                   settings: SessionSettings, *, concurrency: int = 8, resume: bool = True,
+                  retry_failed: bool = False, accept_changed_options: bool = False,
                   progress: Callable[[SessionOutcome], None] | None = None) -> RunSummary:
     """Run `jobs` (minus those this run already ended) with at most `concurrency` sessions at once."""
-    done: set[tuple] = set()
+    todo, retry_of = jobs, {}
     if resume:
         recorded = await asyncio.to_thread(recorded_sessions, bus, settings.run_id)
-        done = {r.key for r in recorded.values() if r.ended is not None}
-    todo = [job for job in jobs if job.key not in done]
+        changes = changed_options(recorded, settings.run_options)
+        if changes and not accept_changed_options:
+            raise RunOptionsChanged(
+                f"run {settings.run_id} was recorded with other options ({'; '.join(changes)}): rerun it "
+                "with the recorded ones, use a new --run-id, or pass --accept-changed-options")
+        todo, retry_of = jobs_to_run(recorded, jobs, retry_failed)
     summary = RunSummary(settings.run_id, len(jobs), len(jobs) - len(todo))
-    log = SessionLog(bus, sequences)
+    log = SessionLog(bus, sequences, blobs=BlobStore(sequences.engine))
     gate = asyncio.Semaphore(max(1, concurrency))
     started = time.monotonic()
 
     async def one(job: SessionJob) -> None:
         async with gate:
-            outcome = await run_session(env, log, assistant, job, settings)
+            outcome = await run_session(env, log, assistant, job, settings, retry_of.get(job.key))
         summary.outcomes.append(outcome)
         if progress is not None:
             progress(outcome)
 
-    await asyncio.gather(*(one(job) for job in todo))
+    try:
+        # return_exceptions: a cancelled run waits until every open session has recorded its end (without
+        # it the first job cancelled while waiting for the gate would end the gather at once)
+        failed = await asyncio.gather(*(one(job) for job in todo), return_exceptions=True)
+    except asyncio.CancelledError:
+        summary.interrupted = True  # each open session recorded its end; sessions not begun never started
+    else:
+        for error in failed:
+            if isinstance(error, BaseException):
+                raise error
     summary.wall_s = time.monotonic() - started
     summary.events = log.published
     return summary

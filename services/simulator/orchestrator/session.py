@@ -5,6 +5,8 @@ caught the refusal and failed otherwise); the turn's deadline → `timeout`; a f
 while the FHIR server was failing (5xx, broken connection) → `infrastructure_error`; a patient-agent bug →
 `patient_error`; anything else the assistant did wrong (raised, returned non-text, unknown tool) →
 `assistant_error`. A sandbox that cannot be opened never becomes a session (counted as infrastructure).
+A run cancelled mid-session (Ctrl-C) ends the session `interrupted`, never the assistant's, after writing what
+it had queued (a finished tool call's result included).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
@@ -26,6 +29,7 @@ from services.simulator.data_model import (
     InfrastructureFailure,
     Scenario,
     SessionFailure,
+    SessionInterrupted,
     SessionTools,
     StepLimitExceeded,
     TurnRequest,
@@ -72,6 +76,20 @@ class SessionOutcome:
     duration_ms: float = 0.0
     clarifications: int = 0
     patient_questions: int = 0
+    model_calls: int = 0
+
+
+@dataclass(frozen=True)
+class TurnProgress:
+    """Where a session is (for the terminal): its turn, how many model calls it made so far in it."""
+
+    session_id: str
+    scenario: str
+    turn: int  # 0-based index of the turn in progress or just finished
+    turns: int  # the scenario's turns
+    model_calls: int  # in this turn so far
+    finished: bool  # the turn is over
+    seconds: float  # since the turn began
 
 
 @dataclass
@@ -84,6 +102,8 @@ class SessionSettings:
     replay_of: str | None = None
     causation: dict[str, str] = field(default_factory=dict)  # job key -> original session.started event id
     voice: object = None
+    run_options: dict = field(default_factory=dict)  # recorded on session.started (runOptions)
+    on_turn: Callable[[TurnProgress], None] | None = None
 
 
 def charge(exc: BaseException, live: LiveSession) -> SessionFailure:
@@ -107,7 +127,7 @@ def charge(exc: BaseException, live: LiveSession) -> SessionFailure:
 
 
 async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: SessionJob,
-                      settings: SessionSettings) -> SessionOutcome:
+                      settings: SessionSettings, retry_of: str | None = None) -> SessionOutcome:
     started = time.monotonic()
     scenario = job.scenario
     try:
@@ -120,6 +140,7 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
         language=job.language, log=log, physician=Physician(scenario, job.language, job.variant),
         patient=PatientAgent(scenario, job.language), max_steps=settings.max_steps, voice=settings.voice,
         access_token=env.access_tokens.pop(session_id, None),  # exactly the session's token (auth on)
+        watch=_watcher(settings, session_id, scenario.id, len(scenario.turns)),
     )
     env.sessions[session_id] = live
     if hasattr(assistant, "observe_scenario"):  # the oracle reads the truth; nothing else may
@@ -136,6 +157,7 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
             scenario=scenario.id, as_of=scenario.now, fhir_base=fhir_base, seed=settings.seed,
             run_id=settings.run_id, trial=job.trial, language=job.language, variant=job.variant,
             scenario_digest=job.digest, scenario_definition=job.definition, replay_of=settings.replay_of,
+            run_options=settings.run_options or None, retry_of=retry_of,
         ), causationid=settings.causation.get("|".join(map(str, job.key))))
         history: list[HistoryItem] = []
         for turn in scenario.turns:
@@ -156,8 +178,13 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
                 kind="answer", in_response_to=[doctor_id]))
             history += [HistoryItem("doctor", text, turn.index), HistoryItem("assistant", answer, turn.index)]
             turns += 1
+            if live.watch is not None:
+                live.watch(live, True)
     except SessionFailure as exc:
         failure = exc
+    except asyncio.CancelledError:  # the run is being stopped: record the end, then let the run stop
+        failure = SessionInterrupted(f"the run was stopped during turn {live.turn} "
+                                     f"({live.model_calls} model calls in the session)")
     except Exception as exc:  # noqa: BLE001 - the bus or the orchestrator itself failed
         failure = InfrastructureFailure(f"the simulator failed: {exc!r} ({where(exc)})"[:2000])
     finally:
@@ -165,7 +192,7 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
         await client.aclose()
     outcome = SessionOutcome(job, session_id, failure.reason if failure else "completed", turns,
                              failure.detail if failure else None, (time.monotonic() - started) * 1000,
-                             live.physician.clarifications, live.patient_questions)
+                             live.physician.clarifications, live.patient_questions, live.model_calls)
     try:
         log.emit(session_id, "rounds.session.ended", SessionEnded(
             reason=outcome.reason, turns=turns, duration_ms=outcome.duration_ms, error=outcome.error,
@@ -177,6 +204,20 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
         env.sessions.pop(session_id, None)
         log.forget(session_id)
     return outcome
+
+
+def _watcher(settings: SessionSettings, session_id: str, scenario: str, turns: int
+             ) -> Callable[[LiveSession, bool], None] | None:
+    """The live session's progress hook: a model call finished (False) or a turn did (True)."""
+    report = settings.on_turn
+    if report is None:
+        return None
+
+    def watch(live: LiveSession, finished: bool) -> None:
+        report(TurnProgress(session_id, scenario, live.turn, turns, live.turn_model_calls, finished,
+                            time.monotonic() - live.turn_started))
+
+    return watch
 
 
 async def _turn(assistant, live: LiveSession, client: httpx.AsyncClient, settings: SessionSettings,

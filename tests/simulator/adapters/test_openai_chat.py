@@ -122,6 +122,9 @@ def test_configuration_errors_are_not_retried_and_not_the_models(fake, sandbox: 
     server.reset(error(400, "too long", code="context_length_exceeded"))
     with pytest.raises(AssistantFailure, match="context_length_exceeded"):
         respond(base, sandbox, Recorder(), "Hello?")
+    server.reset(error(400, "Requested tokens (4242) exceed context window of 2048"))  # llama-cpp-python
+    with pytest.raises(AssistantFailure, match="exceed context window"):
+        respond(base, sandbox, Recorder(), "Hello?")
 
 
 def test_garbage_tool_name_is_the_assistants_fault(fake, sandbox: Sandbox) -> None:
@@ -201,3 +204,209 @@ def test_the_prompt_names_the_patient_clock_and_language(sandbox: Sandbox) -> No
     }
     en = openai_chat.system_prompt(sandbox.request("x"))
     assert "Reply in English." in en and "{" not in en
+
+
+# -- wire compatibility: what real servers enforce ----------------------------------------------------------
+
+
+def post(base_url: str, body: dict) -> tuple[int, dict]:
+    import httpx
+
+    response = httpx.post(f"{base_url}/chat/completions", json=body, timeout=10)
+    return response.status_code, response.json()
+
+
+def test_the_strict_server_refuses_what_real_servers_refuse(fake) -> None:
+    server, base = fake
+    server.reset(text(server, "never sent"))
+    call = {"id": "call_9", "type": "function", "function": {"name": "fhir_read", "arguments": "{}"}}
+    user = {"role": "user", "content": "hi"}
+    cases = [
+        ([user, {"role": "assistant", "tool_calls": [call]}, {"role": "tool", "tool_call_id": "call_9",
+                                                              "content": "{}"}], {}, 500, "content"),
+        ([user, {"role": "assistant", "content": None, "tool_calls": [call]},
+          {"role": "tool", "tool_call_id": "call_9", "content": "{}"}], {}, 500, "content"),
+        ([user, {"role": "assistant", "content": "", "tool_calls": [call]},
+          {"role": "tool", "content": "{}"}], {}, 400, "tool_call_id"),
+        ([user, {"role": "assistant", "content": "", "tool_calls": [call]}, user], {}, 400, "tool_call_id"),
+        ([user], {"max_tokens": 0}, 400, "max_tokens"),
+        ([user], {"model": "no-such-model"}, 404, "does not exist"),
+        ([{"role": "robot", "content": "x"}], {}, 400, "role"),
+    ]
+    for messages, extra, status, said in cases:
+        got, body = post(base, {"model": "fake-model", "messages": messages} | extra)
+        assert got == status and said in body["error"]["message"], (messages, extra, got, body)
+        assert set(body["error"]) == {"message", "type", "param", "code"}
+    good = [user, {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_9", "content": "{}"}]
+    assert post(base, {"model": "fake-model", "messages": good})[0] == 200
+
+
+def test_tool_calls_go_back_with_content_and_every_call_has_max_tokens(fake, sandbox: Sandbox) -> None:
+    """The adapter's messages pass the strict server (the model's tool-calling message had `content:
+    null`)."""
+    server, base = fake
+    read = tool_call(server, "fhir_read", {"resourceType": "Patient", "id": sandbox.record.patient})
+    server.reset(read, text(server, "Done."))
+    assert respond(base, sandbox, Recorder(), "Who?") == "Done."
+    assert server.refused == [] and len(server.requests) == 2
+    sent = server.requests[1]["messages"][-2]
+    assert sent["role"] == "assistant" and sent["content"] == "" and sent["tool_calls"][0]["id"] == "call_1"
+    assert [r["max_tokens"] for r in server.requests] == [512, 512]  # the local profile's default
+
+
+def configured(base_url: str, **limits) -> OpenAIChatAssistant:
+    assistant = create(f"fake-model@{base_url}")
+    assistant.retry = FAST
+    assistant.configure(**limits)
+    return assistant
+
+
+def limited_turn(base_url: str, sandbox: Sandbox, **limits) -> str:
+    async def turn() -> str:
+        assistant = configured(base_url, **limits)
+        try:
+            return await assistant.respond(sandbox.request("Hi"), sandbox.tools(Recorder()))
+        finally:
+            await assistant.aclose()
+
+    return asyncio.run(turn())
+
+
+def test_max_tokens_is_honoured_and_a_cut_answer_is_still_the_models(fake, sandbox: Sandbox) -> None:
+    server, base = fake
+    server.reset(text(server, "one two three four five six"))
+    assert limited_turn(base, sandbox, max_tokens=3) == "one two three"
+    assert server.requests[0]["max_tokens"] == 3
+
+
+def wait_for_disconnect(server: FakeOpenAI, seconds: float = 5.0) -> int:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while server.disconnects == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return server.disconnects
+
+
+def test_a_hanging_model_times_out_as_the_models_fault_and_the_request_is_closed(fake, sandbox) -> None:
+    from tests.simulator.adapters.fake_openai import HANG
+
+    server, base = fake
+    server.reset(HANG)
+    from services.simulator.data_model import AssistantTimeout
+
+    with pytest.raises(AssistantTimeout, match="model timeout of 0.3 s"):
+        limited_turn(base, sandbox, model_timeout_s=0.3)
+    assert len(server.requests) == 1  # not retried: it would queue behind the abandoned generation
+    assert wait_for_disconnect(server) == 1
+
+
+def test_a_cancelled_turn_closes_the_model_request(fake, sandbox: Sandbox) -> None:
+    from tests.simulator.adapters.fake_openai import HANG
+
+    server, base = fake
+    server.reset(HANG)
+
+    async def turn() -> None:
+        assistant = configured(base, model_timeout_s=60)
+        try:
+            await asyncio.wait_for(assistant.respond(sandbox.request("Hi"), sandbox.tools(Recorder())), 0.3)
+        finally:
+            await assistant.aclose()
+
+    with pytest.raises(TimeoutError):
+        asyncio.run(turn())
+    assert wait_for_disconnect(server) == 1
+
+
+def test_mistyped_specs_are_refused_not_taken_for_model_names() -> None:
+    from services.simulator.assistants.endpoint import parse_spec
+
+    with pytest.raises(ValueError, match=r"needs http:// or https://.*did you mean http://127.0.0.1:8767/v1"):
+        create("m@127.0.0.1:8767/v1")
+    with pytest.raises(ValueError, match="model name is empty"):
+        create("@")
+    with pytest.raises(ValueError, match="model name is empty"):
+        create("@http://127.0.0.1:8767/v1")
+    assert parse_spec("qwen2.5:7b@http://127.0.0.1:11434/v1/").base_url == "http://127.0.0.1:11434/v1"
+    assert parse_spec("m@http://127.0.0.1:1/v1").profile == "local"
+    assert parse_spec("m@http://10.1.2.3/v1").profile == "local"
+    assert parse_spec("m@http://gpu-box.local:8000/v1").profile == "local"
+    assert parse_spec("gpt-4o@https://api.openai.com/v1").profile == "hosted"
+
+
+# -- pre-flight ---------------------------------------------------------------------------------------------
+
+
+def preflight(spec: str) -> str:
+    async def check() -> str:
+        assistant = create(spec)
+        try:
+            return await assistant.preflight()
+        finally:
+            await assistant.aclose()
+
+    return asyncio.run(check())
+
+
+def test_preflight_accepts_a_listed_model_and_names_url_and_model_otherwise(fake) -> None:
+    from services.simulator.data_model import EndpointUnavailable
+
+    server, base = fake
+    server.reset(text(server, "pong"))
+    assert preflight(f"fake-model@{base}") == f"{base} serves fake-model"
+    assert server.requests == []  # the list was enough
+    with pytest.raises(EndpointUnavailable, match=rf"{base} \(model 'other'\).*HTTP 404.*lists fake-model"):
+        preflight(f"other@{base}")
+    with pytest.raises(EndpointUnavailable, match=r"cannot reach the model endpoint http://127.0.0.1:9/v1 "
+                                                  r"\(model 'm'\)"):
+        preflight("m@http://127.0.0.1:9/v1")
+
+
+def test_preflight_refused_key_and_a_server_without_a_model_list() -> None:
+    from fastapi import FastAPI
+
+    from services.simulator.data_model import EndpointUnavailable
+
+    keyed = FakeOpenAI(api_key="sk-right")
+    served = Served(keyed.app)
+    try:
+        with pytest.raises(EndpointUnavailable, match=r"refused the key \(HTTP 401"):
+            preflight(f"fake-model@{served.root}/v1")
+    finally:
+        served.stop()
+    bare = FakeOpenAI()
+    bare.reset(text(bare, "pong"))
+    app = FastAPI()
+    app.post("/v1/chat/completions")(bare._complete)  # a server without GET /v1/models
+    served = Served(app)
+    try:
+        assert preflight(f"fake-model@{served.root}/v1").endswith("answered for fake-model")
+        assert bare.requests[0]["max_tokens"] == 1
+    finally:
+        served.stop()
+
+
+def test_preflight_against_a_server_that_never_answers() -> None:
+    import socket
+
+    from services.simulator.assistants import endpoint
+    from services.simulator.data_model import EndpointUnavailable
+
+    with socket.socket() as silent:  # accepts connections (the backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+
+        async def check() -> None:
+            assistant = create(f"m@http://127.0.0.1:{port}/v1")
+            assistant.model_timeout_s = 0.3
+            try:
+                await endpoint.preflight(assistant.client.with_options(timeout=0.3), assistant.endpoint, 0.3)
+            finally:
+                await assistant.aclose()
+
+        unreachable = rf"cannot reach the model endpoint http://127.0.0.1:{port}"
+        with pytest.raises(EndpointUnavailable, match=unreachable):
+            asyncio.run(check())

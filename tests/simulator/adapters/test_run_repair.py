@@ -1,0 +1,235 @@
+"""Runs against a model endpoint that fails, hangs or is misconfigured: the pre-flight stops them before any
+session, their options are recorded and held to on a rerun, failed and interrupted sessions are rerun, Ctrl-C
+ends the open sessions `interrupted` after writing what finished, and the exit code says whose fault it was
+(the strict OpenAI-compatible server of fake_openai.py; the fixture record's one 4-turn scenario)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.simulator.data_model import EndpointUnavailable
+from services.simulator.orchestrator.run import RunOptionsChanged
+from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+from tests.simulator.adapters.conftest import Served
+from tests.simulator.adapters.fake_openai import HANG, FakeOpenAI, error, text, tool_call
+from tests.simulator.conftest import SCENARIOS, jobs, session_events
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def model() -> Iterator[tuple[FakeOpenAI, str]]:
+    fake = FakeOpenAI()
+    served = Served(fake.app)
+    yield fake, f"{served.root}/v1"
+    served.stop()
+
+
+def run(settings, scenarios, spec: str, options: RunOptions):
+    return asyncio.run(run_scenarios(jobs(scenarios), spec, options, settings))
+
+
+def run_events(settings, run_id: str, kind: str) -> list:
+    from events.bus import UnknownTopic
+
+    try:
+        logged = session_events(settings, None)
+    except UnknownTopic:  # nothing was ever recorded in this database
+        return []
+    return [e for e in logged if e.type == kind and e.data.get("runId") == run_id]
+
+
+def test_the_preflight_stops_a_run_before_any_session(settings, scenarios, model) -> None:
+    fake, base = model
+    fake.reset(text(fake, "never asked"))
+    with pytest.raises(EndpointUnavailable, match=rf"{base} \(model 'nope'\)"):
+        run(settings, scenarios, f"openai:nope@{base}", RunOptions("run-preflight"))
+    with pytest.raises(EndpointUnavailable, match=r"cannot reach the model endpoint http://127.0.0.1:9/v1"):
+        run(settings, scenarios, "openai:fake-model@http://127.0.0.1:9/v1", RunOptions("run-preflight"))
+    assert run_events(settings, "run-preflight", "rounds.session.started") == []
+    assert fake.model_lists == 1
+
+
+def test_options_are_recorded_and_a_rerun_with_others_is_refused(settings, scenarios, model) -> None:
+    fake, base = model
+    fake.reset(text(fake, "Nothing to add."))
+    spec = f"openai:fake-model@{base}"
+    summary = run(settings, scenarios, spec, RunOptions("run-opts", max_tokens=64))
+    assert summary.by_reason == {"completed": 1} and summary.endpoint == f"{base} serves fake-model"
+    (started,) = run_events(settings, "run-opts", "rounds.session.started")
+    assert started.data["runOptions"] == {"assistant": spec, "maxSteps": 8, "turnTimeoutS": 600, "seed": 0,
+                                          "maxTokens": 64, "modelTimeoutS": 300}  # the local profile
+    assert {r["max_tokens"] for r in fake.requests} == {64}
+    with pytest.raises(RunOptionsChanged, match=r"maxTokens: 64 → 32.*--accept-changed-options"):
+        run(settings, scenarios, spec, RunOptions("run-opts", max_tokens=32))
+    with pytest.raises(RunOptionsChanged, match="assistant: 'openai:fake-model@.*' → 'weak'"):
+        run(settings, scenarios, "weak", RunOptions("run-opts", max_tokens=64))
+    again = run(settings, scenarios, spec, RunOptions("run-opts", max_tokens=32, accept_changed_options=True))
+    assert (again.skipped, again.outcomes) == (1, [])
+    check_the_report_shows_model_usage(settings, "run-opts")
+
+
+def check_the_report_shows_model_usage(settings, run_id: str) -> None:
+    """4 model calls of 50 prompt and 10 completion tokens (the fake's usage), priced 1 and 2 USD/M."""
+    from typer.testing import CliRunner
+
+    from rounds.cli import app
+    from services.consumers.report.model_usage import load_model_usage
+    from services.consumers.scoring.api import score_run
+
+    usage = load_model_usage(settings, run_id, 1.0, 2.0)
+    assert (usage.calls, usage.turns, usage.sessions) == (4, 4, 1)
+    assert usage.prompt_tokens_per_session.total == 200 and usage.completion_tokens_per_turn.p50 == 10
+    assert usage.cost_usd == pytest.approx((200 * 1 + 40 * 2) / 1e6)
+    score_run(settings, run_id)
+    args = ["report", "--run", run_id, "--prompt-price", "1", "--completion-price", "2", "--database-url",
+            settings.database_url]
+    shown = CliRunner().invoke(app, args, env={"COLUMNS": "160"})
+    assert shown.exit_code == 0, shown.output
+    assert "model calls: 4 in 4 turns of 1 sessions" in shown.output and "latency per call" in shown.output
+    assert "$0.0003" in shown.output
+
+
+def test_a_hanging_model_times_out_and_retry_failed_reruns_it(settings, scenarios, model) -> None:
+    fake, base = model
+    fake.reset(HANG)
+    spec = f"openai:fake-model@{base}"
+    first = run(settings, scenarios, spec, RunOptions("run-retry", model_timeout_s=0.3))
+    (timed_out,) = first.outcomes
+    assert timed_out.reason == "timeout" and "model timeout of 0.3 s" in timed_out.error
+    fake.reset(text(fake, "Here now."))
+    plain = run(settings, scenarios, spec, RunOptions("run-retry", model_timeout_s=0.3))
+    assert (plain.skipped, plain.outcomes) == (1, [])  # a timeout is a result unless asked
+    retried = run(settings, scenarios, spec, RunOptions("run-retry", model_timeout_s=0.3, retry_failed=True))
+    (outcome,) = retried.outcomes
+    assert outcome.reason == "completed" and outcome.model_calls == 4
+    started = {s.subject: s.data.get("retryOf") for s in run_events(settings, "run-retry",
+                                                                     "rounds.session.started")}
+    assert started == {timed_out.session_id: None, outcome.session_id: timed_out.session_id}
+
+
+def test_cancelling_a_run_ends_open_sessions_interrupted_and_a_rerun_resumes(settings, scenarios, model):
+    """The model's first call reads the patient; its second hangs. Cancelling the run (what Ctrl-C does)
+    closes the hanging request, writes the finished read's tool result, ends the session `interrupted`."""
+    fake, base = model
+    fake.reset(tool_call(fake, "fhir_read", {"resourceType": "Patient", "id": "sim-p1"}), HANG)
+    spec = f"openai:fake-model@{base}"
+
+    async def cancelled():  # two sessions, one at a time: the second waits for the first when the run stops
+        two = RunOptions("run-cut", concurrency=1)
+        task = asyncio.create_task(run_scenarios(jobs(scenarios, trials=2), spec, two, settings))
+        deadline = time.monotonic() + 30
+        while len(fake.requests) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        task.cancel()
+        return await task
+
+    summary = asyncio.run(cancelled())
+    (outcome,) = summary.outcomes
+    assert summary.interrupted and outcome.reason == "interrupted" and outcome.model_calls == 1
+    events = session_events(settings, outcome.session_id)
+    types = [e.type for e in events]
+    assert types[-1] == "rounds.session.ended" and events[-1].data["reason"] == "interrupted"
+    assert "rounds.tool.result" in types and "rounds.ehr.response" in types
+    deadline = time.monotonic() + 5
+    while fake.disconnects == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert fake.disconnects == 1
+    fake.reset(text(fake, "Back again."))
+    resumed = asyncio.run(run_scenarios(jobs(scenarios, trials=2), spec, RunOptions("run-cut"), settings))
+    assert [o.reason for o in resumed.outcomes] == ["completed", "completed"]
+    started = {s.subject: s.data.get("retryOf") for s in run_events(settings, "run-cut",
+                                                                     "rounds.session.started")}
+    again = {o.job.trial: o.session_id for o in resumed.outcomes}
+    assert started == {outcome.session_id: None, again[outcome.job.trial]: outcome.session_id,
+                       again[1 - outcome.job.trial]: None}
+
+
+# -- `rounds run` as a user runs it ------------------------------------------------------------------------
+
+
+def rounds_run(settings, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "ROUNDS_DATABASE_URL": settings.database_url, "ROUNDS_BUS": "sql"}
+    env.pop("OPENAI_API_KEY", None)
+    return subprocess.Popen([sys.executable, "-m", "rounds.cli", "run", "--scenarios", str(SCENARIOS),
+                             "--no-score", *args], cwd=REPO, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+@pytest.mark.slow
+def test_the_cli_refuses_bad_specs_and_unreachable_endpoints_with_one_message(settings) -> None:
+    cases = [("openai:m@127.0.0.1:8767/v1", 2, "did you mean http://127.0.0.1:8767/v1"),
+             ("openai:@", 2, "the model name is empty"),
+             ("openai:m@http://127.0.0.1:9/v1", 3, "cannot reach the model endpoint http://127.0.0.1:9/v1 "
+                                                   "(model 'm')")]
+    for spec, status, said in cases:
+        out, err = (p := rounds_run(settings, "--assistant", spec)).communicate(timeout=120)
+        assert p.returncode == status and said in err, (spec, p.returncode, out, err)
+        assert len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.slow
+def test_the_cli_exit_codes_progress_and_ctrl_c(settings, model) -> None:
+    fake, base = model
+    spec = f"openai:fake-model@{base}"
+    fake.reset(error(401, "bad key", code="invalid_api_key"))
+    p = rounds_run(settings, "--assistant", spec, "--run-id", "cli-infra")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 1 and "infrastructure_error" in out, out + err
+    assert "--run-id cli-infra --retry-failed" in err
+
+    fake.reset(text(fake, "All fine."))
+    out, err = (p := rounds_run(settings, "--assistant", spec)).communicate(timeout=120)
+    assert p.returncode == 0, out + err
+    assert "turn 1/4 done" in out and "turn 4/4 done" in out and "1 model calls" in out
+
+    fake.reset(HANG)
+    p = rounds_run(settings, "--assistant", spec, "--run-id", "cli-cut")
+    deadline = time.monotonic() + 60
+    while not fake.requests and time.monotonic() < deadline:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and "interrupted" in out, out + err
+    assert "resume it with" in err and "--run-id cli-cut" in err
+    (ended,) = run_events(settings, "cli-cut", "rounds.session.ended")
+    assert ended.data["reason"] == "interrupted"
+
+
+def test_an_answer_too_large_for_an_event_is_stored_and_scored(settings, scenarios, model) -> None:
+    from events.blobs import BlobStore
+    from events.payloads import Communication
+    from rounds.db import make_engine
+    from services.consumers.scoring.api import score_run
+
+    fake, base = model
+    huge = "Creatinine 1.6 mg/dL. " + "blah " * 120_000  # ~600 kB
+    fake.reset(text(fake, huge))
+    options = RunOptions("run-huge", max_tokens=200_000)
+    summary = run(settings, scenarios, f"openai:fake-model@{base}", options)
+    (outcome,) = summary.outcomes
+    assert (outcome.reason, outcome.turns) == ("completed", 4), outcome.error
+    events = session_events(settings, outcome.session_id)
+    answers = [Communication.model_validate(e.data) for e in events if e.type == "rounds.message.assistant"]
+    ref = answers[0].stored_text
+    assert ref is not None and answers[0].text.startswith("Creatinine 1.6 mg/dL.")
+    assert len(answers[0].text.encode()) < 70_000
+    engine = make_engine(settings.database_url)
+    try:
+        assert BlobStore(engine).get(ref).decode() == huge.strip()
+    finally:
+        engine.dispose()
+    call = next(e for e in events if e.type == "rounds.tool.call")
+    assert call.data["arguments"]["storedSize"] > 600_000
+    report = score_run(settings, "run-huge")
+    (scored,) = report.sessions
+    assert scored.reason == "completed" and scored.score is not None
