@@ -31,7 +31,7 @@ def test_the_readme_commands_run_the_task_and_report_it(demo_scenarios, tmp_path
     shim = bin_dir / "rounds"
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m rounds.cli "$@"\n')
     shim.chmod(0o755)
-    fake = FakeOpenAI()
+    fake = FakeOpenAI(models=("gpt-4o-mini",))
 
     def step(body: dict) -> tuple:  # ask the patient, then answer with what they said
         said = [m for m in body["messages"] if m["role"] == "tool"]
