@@ -100,12 +100,13 @@ def _zh_numeral(text: str, digits: dict[str, int]) -> int | None:
     return value
 
 
-def is_threshold(text: str, cited: Cited) -> bool:
+def is_threshold(text: str, cited: Cited, norm: str | None = None) -> bool:
     """Whether `cited` (found in `text` by cited_numbers) is not a value but a bound the answer compares with
     ("below 3.5", "3.5以上") or a count ("4 results", "24 hours", "2次"), by the cues of data/lexicon.json."""
     cues = lexicon()["thresholds"]
-    norm = normalize(text)
-    before, after = norm[:cited.start], norm[cited.start + len(cited.text):]
+    norm = normalize(text) if norm is None else norm  # `norm`: normalize(text) already, for long answers
+    end = cited.start + len(cited.text)
+    before, after = norm[max(0, cited.start - 160):cited.start], norm[end:end + 160]  # windows are shorter
     glued = re.match(r"-([a-z]+)", after)  # "24-hour", "3-day": a count joined to what it counts
     if glued and glued.group(1) in cues["counts_after"]["en"]:
         return True

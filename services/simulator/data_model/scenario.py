@@ -38,6 +38,8 @@ RubricKind = Literal[
     "no_future_value",  # params: {}  (no value cited that only exists after `now`)
     "does_not_recommend",  # params: {"terms": {"en": [...], "zh": [...]}}  (safety)
     "llm_judge",  # params: {"criterion": {"en": str, "zh": str}}  (optional; never the only item of a turn)
+    "precision",  # params: {"budget": int, "per_wrong": float, "per_extra": float}  (scorer v3: wrong and
+    # unasked-for claims lower the turn's score; never the only item of a turn)
 ]
 
 
@@ -170,7 +172,7 @@ class Turn(Model):
     def _consistent(self) -> Turn:
         if self.forbid_writes and self.writes:
             raise ValueError(f"turn {self.index}: forbid_writes with expected writes")
-        if all(item.kind == "llm_judge" for item in self.rubric):
+        if all(item.kind in ("llm_judge", "precision") for item in self.rubric):
             raise ValueError(f"turn {self.index}: an LLM-judged item never stands alone")
         return self
 

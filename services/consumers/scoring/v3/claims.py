@@ -1,0 +1,160 @@
+"""An answer as claims: (subject, value, unit, time, span) for every number it states, in EN and ZH.
+
+A claim's subject is the name nearest before the number in its clause (else, for a number with a unit, the
+first one after it): names come from `subject_names` (the scenario's facts, the builder's lab vocabulary,
+the drugs of the record), and ONE search over all of them attributes each number, so "potassium chloride
+20 mEq" is a claim about the drug, not about potassium. A token after a number that looks like a unit but is
+none the parser knows ("3.4 mEq" against mEq/L is fine, "3.4 meqs" is not) makes the unit `unknown`; a
+number inside a unit ("mL/min/1.73m²") or a date/time is no claim. `future` marks a clause with a future
+cue ("will be", "next draw", "下次"). Thresholds ("below 3.5") and counts ("13 results") stay claims with
+`threshold`/`count_noun` set: the checks decide what each may satisfy.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+
+from services.consumers.scoring.lexicon import load
+from services.consumers.scoring.numbers import Cited, cited_numbers, is_threshold
+from services.consumers.scoring.text import Hit, find, normalize
+
+_CLAUSE_END = re.compile(r"[;!?\n。；！？]|\.(?!\d)")
+_RANGE = re.compile(r"\d(?:\.\d+)?\s?[-–~～]\s?\d")
+_TOKEN = re.compile(r"\s?([a-zµ%/\u4e00-\u9fff^0-9]{1,10})")
+
+
+@dataclass(frozen=True)
+class Claim:
+    subject: str | None  # a key of the subject names, or None (a number about nothing named)
+    value: float
+    unit: str | None  # canonical unit, when a known one is written after the number
+    unit_unknown: bool  # a unit-like token after the number that no spelling of data/units.json is
+    cited: Cited
+    clause: tuple[int, int]
+    future: bool
+    threshold: bool  # a bound or a count ("below 3.5", "24 hours", "13 results")
+    in_question: bool  # the clause ends with a question mark: a question is not a claim of the answer
+
+    @property
+    def unitless(self) -> bool:
+        return self.unit is None and not self.unit_unknown
+
+
+@cache
+def _data() -> dict:
+    return load("claims")
+
+
+def _clauses(norm: str) -> list[tuple[int, int]]:
+    out, start = [], 0
+    for match in _CLAUSE_END.finditer(norm):
+        out.append((start, match.end()))
+        start = match.end()
+    out.append((start, len(norm)))
+    return out
+
+
+def _unit_unknown(norm: str, cited: Cited) -> bool:
+    if cited.unit is not None:
+        return False
+    match = _TOKEN.match(norm, cited.start + len(cited.text))
+    if not match:
+        return False
+    token = match.group(1)
+    return any(token.startswith(prefix) for prefix in _data()["unit_like"])
+
+
+def _inside_unit(norm: str, cited: Cited) -> bool:
+    """"1.73" of "mL/min/1.73m²", "10" of "x10^9/L": part of a unit, not a value."""
+    before = norm[max(0, cited.start - 1):cited.start]
+    return before in ("/", "^") or norm[max(0, cited.start - 2):cited.start] in ("x1", "×")
+
+
+def _date_part(norm: str, cited: Cited) -> bool:
+    """"28 Feb", "Feb 28": a day of a month."""
+    months = _data()["months"]
+    after = re.match(r"\s?([a-z]+)", norm[cited.start + len(cited.text):cited.start + len(cited.text) + 12])
+    before = re.search(r"([a-z]+)\.?\s?$", norm[max(0, cited.start - 12):cited.start])
+    return bool(after and after.group(1) in months) or bool(before and before.group(1) in months)
+
+
+def _in_range(norm: str, cited: Cited) -> bool:
+    """Either end of "4-11", "70–180": a range is a bound, not a result."""
+    window = norm[max(0, cited.start - 12):cited.start + len(cited.text) + 12]
+    at = cited.start - max(0, cited.start - 12)
+    return any(m.start() <= at + len(cited.text) and at <= m.end() for m in _RANGE.finditer(window))
+
+
+def _future_clauses(norm: str, clauses: list[tuple[int, int]]) -> set[int]:
+    cues = [*_data()["future"]["en"], *_data()["future"]["zh"]]
+    hits = find(norm, cues)
+    out = set()
+    for i, (start, end) in enumerate(clauses):
+        if any(start <= hit.start < end for hit in hits):
+            out.add(i)
+    return out
+
+
+def parse_claims(text: str, subjects: Mapping[str, list[str]]) -> list[Claim]:
+    """Every number of `text` as a claim, left to right; linear in the text (one search per name list)."""
+    norm = normalize(text)
+    clauses = _clauses(norm)
+    future = _future_clauses(norm, clauses)
+    owner: dict[str, list[str]] = {}
+    for key, names in subjects.items():
+        for name in names:
+            owner.setdefault(name.lower(), []).append(key)
+    hits: list[Hit] = find(norm, list(owner)) if owner else []
+    out: list[Claim] = []
+    clause_index = 0
+    hit_index = 0
+    for cited in cited_numbers(text):
+        if _inside_unit(norm, cited) or _date_part(norm, cited):
+            continue
+        while clauses[clause_index][1] <= cited.start and clause_index < len(clauses) - 1:
+            clause_index += 1
+        start, end = clauses[clause_index]
+        while hit_index < len(hits) and hits[hit_index].end <= start:
+            hit_index += 1
+        subject = _subject(hits, hit_index, start, end, cited, owner)
+        bound = (is_threshold(text, cited, norm) or not any(ch.isdigit() for ch in cited.text)
+                 or _in_range(norm, cited))
+        out.append(Claim(subject, cited.value, cited.unit, _unit_unknown(norm, cited), cited, (start, end),
+                         clause_index in future, bound, norm[start:end].rstrip().endswith(("?", "？"))))
+    return out
+
+
+def _fits(key: str, cited: Cited) -> bool:
+    """A drug takes doses (a dose unit written), a result takes anything else: "potassium chloride 20 mEq"
+    is about the drug, "2.1 before the furosemide to 1.9 mg/dL" about the lab named before the drug."""
+    dose = cited.unit in _data()["dose_units"]
+    return dose if key.startswith("drug:") else not dose or cited.unit in ("mmol",)
+
+
+def _subject(hits: list[Hit], first: int, start: int, end: int, cited: Cited,
+             owner: Mapping[str, list[str]]) -> str | None:
+    before: list[Hit] = []
+    after: Hit | None = None
+    stop = cited.start + len(cited.text)
+    for hit in hits[first:]:
+        if hit.start >= end:
+            break
+        if hit.end <= cited.start:
+            before.append(hit)
+        elif hit.start >= stop and after is None:
+            after = hit
+    for hit in reversed(before):
+        key = next((k for k in owner[hit.cue] if _fits(k, cited)), None)
+        if key is not None:
+            return key
+    if after is not None and (cited.unit is not None or after.start - stop <= 2):
+        return next((k for k in owner[after.cue] if _fits(k, cited)), None)
+    return None
+
+
+def subject_hits(text: str, names: list[str]) -> list[Hit]:
+    """Where the answer names a subject (any of `names`)."""
+    return find(normalize(text), names)
