@@ -13,9 +13,10 @@ cue ("will be", "next draw", "下次"). Thresholds ("below 3.5") and counts ("13
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 from services.consumers.scoring.lexicon import load
 from services.consumers.scoring.numbers import Cited, cited_numbers, is_threshold
@@ -64,7 +65,7 @@ def _unit_unknown(norm: str, cited: Cited) -> bool:
     if not match:
         return False
     token = match.group(1)
-    return any(token.startswith(prefix) for prefix in _data()["unit_like"])
+    return token.startswith(tuple(_data()["unit_like"]))
 
 
 def _inside_unit(norm: str, cited: Cited) -> bool:
@@ -90,12 +91,41 @@ def _in_range(norm: str, cited: Cited) -> bool:
 
 def _future_clauses(norm: str, clauses: list[tuple[int, int]]) -> set[int]:
     cues = [*_data()["future"]["en"], *_data()["future"]["zh"]]
-    hits = find(norm, cues)
-    out = set()
-    for i, (start, end) in enumerate(clauses):
-        if any(start <= hit.start < end for hit in hits):
-            out.add(i)
-    return out
+    ends = [end for _, end in clauses]
+    return {bisect_right(ends, hit.start) for hit in find(norm, cues)}
+
+
+_ASCII = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_START = re.compile(r"(?<![a-z0-9])[a-z0-9]|[^\sa-z0-9]")
+
+
+@lru_cache(maxsize=64)
+def _names_index(names: tuple[str, ...]) -> dict[str, list[str]]:
+    """First character -> the names starting with it, longest first."""
+    index: dict[str, list[str]] = {}
+    for name in sorted({n for n in names if n}, key=len, reverse=True):
+        index.setdefault(name[0], []).append(name)
+    return index
+
+
+def _names_in(norm: str, names: tuple[str, ...]) -> list[Hit]:
+    """Leftmost-longest, non-overlapping occurrences of `names` (EN on word boundaries, ZH as substrings):
+    one pass over the word starts of the answer, whatever the number of names."""
+    index = _names_index(names)
+    hits: list[Hit] = []
+    taken = 0
+    for start in _START.finditer(norm):
+        at = start.start()
+        if at < taken:
+            continue
+        for name in index.get(norm[at], ()):
+            end = at + len(name)
+            if norm.startswith(name, at) and (name[-1] not in _ASCII or end >= len(norm)
+                                              or norm[end] not in _ASCII):
+                hits.append(Hit(name, at, end, False))
+                taken = end
+                break
+    return hits
 
 
 def parse_claims(text: str, subjects: Mapping[str, list[str]]) -> list[Claim]:
@@ -107,19 +137,17 @@ def parse_claims(text: str, subjects: Mapping[str, list[str]]) -> list[Claim]:
     for key, names in subjects.items():
         for name in names:
             owner.setdefault(name.lower(), []).append(key)
-    hits: list[Hit] = find(norm, list(owner)) if owner else []
+    hits = _names_in(norm, tuple(sorted(owner, key=len, reverse=True)))
+    ends, starts = [h.end for h in hits], [h.start for h in hits]
     out: list[Claim] = []
     clause_index = 0
-    hit_index = 0
     for cited in cited_numbers(text):
         if _inside_unit(norm, cited) or _date_part(norm, cited):
             continue
         while clauses[clause_index][1] <= cited.start and clause_index < len(clauses) - 1:
             clause_index += 1
         start, end = clauses[clause_index]
-        while hit_index < len(hits) and hits[hit_index].end <= start:
-            hit_index += 1
-        subject = _subject(hits, hit_index, start, end, cited, owner)
+        subject = _subject(hits, ends, starts, start, end, cited, owner)
         bound = (is_threshold(text, cited, norm) or not any(ch.isdigit() for ch in cited.text)
                  or _in_range(norm, cited))
         out.append(Claim(subject, cited.value, cited.unit, _unit_unknown(norm, cited), cited, (start, end),
@@ -134,18 +162,18 @@ def _fits(key: str, cited: Cited) -> bool:
     return dose if key.startswith("drug:") else not dose or cited.unit in ("mmol",)
 
 
-def _subject(hits: list[Hit], first: int, start: int, end: int, cited: Cited,
+def _subject(hits: list[Hit], ends: list[int], starts: list[int], start: int, end: int, cited: Cited,
              owner: Mapping[str, list[str]]) -> str | None:
-    before: list[Hit] = []
-    after: Hit | None = None
+    """Hits are sorted and never overlap, so their ends are sorted too: bisect, not a scan per number."""
     stop = cited.start + len(cited.text)
-    for hit in hits[first:]:
-        if hit.start >= end:
+    last = bisect_right(ends, cited.start)
+    before = []
+    for i in range(last - 1, -1, -1):
+        if hits[i].start < start or len(before) >= 4:
             break
-        if hit.end <= cited.start:
-            before.append(hit)
-        elif hit.start >= stop and after is None:
-            after = hit
+        before.insert(0, hits[i])
+    nxt = bisect_left(starts, stop)
+    after = hits[nxt] if nxt < len(hits) and hits[nxt].start < end else None
     for hit in reversed(before):
         key = next((k for k in owner[hit.cue] if _fits(k, cited)), None)
         if key is not None:

@@ -46,7 +46,8 @@ def numeric_fact(fact: Fact, claims: list[Claim], known: list[tuple[float, str |
     if not hits:
         return False, f"no claim about {key.rsplit('|', 1)[-1]} states {fact.value} {fact.unit or ''} " \
                       f"(claims: {_fmt(about)})"
-    disagree = [c for c in about if c not in hits
+    matched = {id(c) for c in hits}
+    disagree = [c for c in about if id(c) not in matched
                 and not any(_matches(c, value, unit or fact.unit, fact) for value, unit in known)]
     if disagree:
         return False, f"claims about {key.rsplit('|', 1)[-1]} disagree: {_fmt(disagree)} beside {_fmt(hits)}"

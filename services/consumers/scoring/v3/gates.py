@@ -69,7 +69,7 @@ def future_gate(ctx: CheckContext, claims: list[Claim],
         else:
             continue
         for code in codes:
-            leaked = _leaked(claim, code, by_code[code], known_facts.get(code, []), now)
+            leaked = _leaked(claim, code, by_code[code], known_facts.get(code, []), now, claim.future)
             if leaked is not None:
                 return CheckResult(False, f"states {claim.cited.text} = {leaked.reference} of "
                                           f"{code.rsplit('|', 1)[-1]} at {leaked.time} (after now)")
@@ -77,14 +77,16 @@ def future_gate(ctx: CheckContext, claims: list[Claim],
 
 
 def _leaked(claim: Claim, code: str, values: list[RecordValue], facts: list[tuple[float, str | None]],
-            now: datetime) -> RecordValue | None:
+            now: datetime, foretold: bool) -> RecordValue | None:
+    """The later result `claim` states; a claim in the present tense that an earlier result or a fact also
+    states may come from there, a foretold one ("will be", "下次") may not."""
     if claim.unit_unknown:
         return None
     analyte = analyte_of(code, None)
     later = next((v for v in values if v.time is not None and _aware(v.time) > now
                   and quantity_matches(claim.cited, v.value, v.unit, analyte, None)), None)
-    if later is None:
-        return None
+    if later is None or foretold:
+        return later
     known = [(v.value, v.unit) for v in values if v.time is None or _aware(v.time) <= now] + facts
     if any(quantity_matches(claim.cited, value, unit, analyte, None) for value, unit in known):
         return None

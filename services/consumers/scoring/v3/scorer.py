@@ -25,6 +25,7 @@ from services.consumers.scoring.v3.subjects import LAB_SYSTEM, subject_names, su
 from services.consumers.scoring.v3.writes import WriteKey, match_writes
 from services.simulator.data_model.scenario import Fact, RubricItem, Scenario
 
+SUPPORTING = frozenset({"entity_mentioned", "precision"})  # count only beside a delivered item
 GATE_KINDS = frozenset({"no_forbidden_write", "no_unexpected_write", "no_future_value", "does_not_recommend"})
 
 
@@ -192,6 +193,8 @@ def score_turn_v3(scenario: Scenario, index: int, log: SessionLog, state: FinalS
                            evidence=prec.evidence()))
     total = sum(c.weight for c in checks)
     score = sum(c.weight for c in checks if c.passed) / total if total else float(bool(turn_log.answers))
+    if not any(c.passed for c in checks if c.kind not in SUPPORTING and c.weight > 0):
+        score = 0.0  # naming the subject earns nothing while nothing asked for is delivered
     score *= prec.factor
     if any(not g.passed for g in gates):
         score = 0.0

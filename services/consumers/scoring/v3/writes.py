@@ -35,7 +35,8 @@ def conflicting(resource: dict, constraint: FieldConstraint) -> bool:
         system = str(constraint.value).rpartition("|")[0]
         return len(set().union(*(_codes(v, system) for v in values)) if values else set()) > 1
     if constraint.op in ("equals", "approx"):
-        distinct = {repr(v).lower() for v in values if not isinstance(v, dict | list)}
+        plain = [v.get("value") if isinstance(v, dict) else v for v in values]
+        distinct = {repr(v).lower() for v in plain if not isinstance(v, dict | list)}
         return len(distinct) > 1
     return False
 
