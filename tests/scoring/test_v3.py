@@ -3,8 +3,6 @@ to be gamed, and version 2 still runnable beside it."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from services.consumers.scoring.scorer import SCORER_VERSION, score_session
@@ -126,10 +124,8 @@ def test_an_unscorable_session_is_reported_with_its_reason_and_long_answers_are_
     state.writes.append(None)  # type: ignore[arg-type]  # a broken state: a bug of Rounds, not the assistant
     broken = score_session(session, SCENARIO, state)
     assert broken.score is None and broken.excluded == "unscorable" and broken.error
-    long = "Creatinine 1.8 mg/dL, sodium 140 mEq/L, 2.3 4.5; " * 2500  # ~100 KB
-    started = time.perf_counter()
-    result = score({0: long})
-    assert time.perf_counter() - started < 2.0 and turn(result, 0).score == 0.0
+    long = "Creatinine 1.8 mg/dL, sodium 140 mEq/L, 2.3 4.5; " * 2500  # ~100 KB (bench_answer_size.py)
+    assert turn(score({0: long}), 0).score == 0.0  # it scores, as a dump scores
 
 
 def test_version_2_stays_runnable_beside_version_3() -> None:
