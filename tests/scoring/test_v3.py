@@ -133,3 +133,31 @@ def test_version_2_stays_runnable_beside_version_3() -> None:
     v2 = score_session(session, SCENARIO, state, version="2")
     v3 = score_session(session, SCENARIO, state, version="3")
     assert check(v2, 0, "t0-cr").passed and not check(v3, 0, "t0-cr").passed
+
+
+def test_score_events_scores_one_session_from_its_cloudevents() -> None:
+    """The entry point an Inspect AI task calls: events in, SessionScore out, no database."""
+    import uuid
+
+    from events.catalog import CATALOG
+    from events.payloads import SessionEnded, SessionStarted, communication
+    from services.consumers.scoring.one_session import score_events
+
+    sc = SCENARIO.model_copy(update={"turns": SCENARIO.turns[:2]})
+    events = [CATALOG.make("rounds.session.started", SessionStarted(
+        assistant="t", patient=sc.patient, scenario=sc.id, as_of=sc.now, run_id="r", trial=0, language="en",
+        variant="explicit", scenario_definition=sc.model_dump(mode="json")), source="/t", subject="s9")]
+    for t in sc.turns:
+        for sender, to, text in (("doctor", "assistant", t.text.en.explicit),
+                                 ("assistant", "doctor", t.answer.en)):
+            events.append(CATALOG.make(f"rounds.message.{sender}", communication(
+                uuid.uuid4().hex[:12], sender, [to], text, turn=t.index), source="/t", subject="s9"))
+    events.append(CATALOG.make("rounds.session.ended", SessionEnded(reason="completed", turns=2, run_id="r"),
+                               source="/t", subject="s9"))
+    from services.consumers.scoring.model import FinalState
+    from tests.scoring.v3_world import record
+
+    state = FinalState(record_values=record())
+    result = score_events([e.model_dump(mode="json", by_alias=True) for e in events], state=state)
+    assert result.session == "s9" and result.score == 1.0
+    assert score_events(events, SCENARIO).excluded == "unscorable"  # writes expected, no sandbox state
