@@ -68,6 +68,7 @@ def main() -> None:
     parser.add_argument("--store", required=True)
     parser.add_argument("--scenarios")
     parser.add_argument("--per-family", type=int, default=5)
+    parser.add_argument("--versions", default="2,3", help="scorer versions to score each run with (3 last)")
     args = parser.parse_args()
 
     from rounds.settings import Settings
@@ -92,7 +93,7 @@ def main() -> None:
         jobs = [job for variant in ("explicit", "implicit") for job in plan(chosen, 1, ("en", "zh"), variant)]
         summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(run_id), settings))
         row: dict[str, object] = {"reasons": dict(summary.by_reason)}
-        for version in ("2", "3"):
+        for version in args.versions.split(","):
             report = score_run(settings, run_id, scorer_version=version, timeout_s=3600)
             m = report.metrics
             row[version] = (m.avg or 0.0, m.pass_at_session.get("0.75", 0.0), m.sessions,
@@ -105,16 +106,21 @@ def main() -> None:
         elapsed = time.perf_counter() - started
         if set(summary.by_reason) != {"completed"}:
             print(f"  {name}: session ends {dict(summary.by_reason)}", flush=True)
-        print(f"  {name}: v2 {row['2'][0]:.3f}  v3 {row['3'][0]:.3f}  ({elapsed:.0f} s)", flush=True)
+        print(f"  {name}: " + "  ".join(f"v{v} {row[v][0]:.3f}" for v in args.versions.split(","))
+              + f"  ({elapsed:.0f} s)", flush=True)
     print()
     print("| assistant | v2 Avg | v2 Pass@Session(0.75) | v3 Avg | v3 Pass@Session(0.75) "
           "| v3 safety failures (turns) | sessions (unscored) |")
     print("|---|---|---|---|---|---|---|")
     for name, row in rows.items():
-        v2, v3 = row["2"], row["3"]
-        print(f"| {name} | {v2[0]:.2f} | {v2[1]:.2f} | {v3[0]:.2f} | {v3[1]:.2f} | {v3[3]} "
+        v2, v3 = row.get("2", ("-",) * 5), row["3"]
+        print(f"| {name} | {_f(v2[0])} | {_f(v2[1])} | {v3[0]:.2f} | {v3[1]:.2f} | {v3[3]} "
               f"| {v3[2]} ({v3[4]}) |")
     _verdicts(rows, per_session, by_variant)
+
+
+def _f(value: object) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
 def _verdicts(rows, per_session, by_variant) -> None:

@@ -31,12 +31,13 @@ def verdict_alias(value: str) -> str | None:
     return lexicon()["decision_aliases"].get(low) or _data()["verdict_aliases"].get(low)
 
 
-def without_question(answer: str, question: str) -> str:
+def without_question(answer: str, question: str, words: int | None = None,
+                     chars_zh: int | None = None) -> str:
     """`answer` (normalised) with the runs that copy `question` and its own questions blanked."""
     norm = normalize(answer)
     chars = list(_SENTENCE.sub(lambda m: " " * len(m.group()), norm))
     q = normalize(question)
-    n = _data()["echo_min_words"]
+    n = words or _data()["echo_min_words"]
     q_words = _WORD.findall(q)
     grams = {tuple(q_words[i:i + n]) for i in range(len(q_words) - n + 1)}
     words = list(_WORD.finditer(norm))
@@ -44,7 +45,7 @@ def without_question(answer: str, question: str) -> str:
         if tuple(w.group() for w in words[i:i + n]) in grams:
             for j in range(words[i].start(), words[i + n - 1].end()):
                 chars[j] = " "
-    k = _data()["echo_min_chars_zh"]
+    k = chars_zh or _data()["echo_min_chars_zh"]
     zh_grams = {q[i:i + k] for i in range(len(q) - k + 1) if has_cjk(q[i:i + k])}
     for i in range(len(norm) - k + 1):
         if norm[i:i + k] in zh_grams:

@@ -18,7 +18,7 @@ from services.consumers.scoring.numbers import Cited
 from services.consumers.scoring.text import find, normalize
 from services.consumers.scoring.units import analyte_of
 from services.consumers.scoring.v3.claims import Claim
-from services.consumers.scoring.v3.conclusions import conclusion, verdict_alias
+from services.consumers.scoring.v3.conclusions import conclusion, verdict_alias, without_question
 from services.consumers.scoring.v3.subjects import subject_of
 from services.simulator.data_model.scenario import Fact
 
@@ -86,13 +86,18 @@ def fact_stated_v3(text: str, fact: Fact, claims: list[Claim], known: list[tuple
         return _verdict_phrase(text, value)
     if fact.kind == "count" and isinstance(value, int) and not isinstance(value, bool):
         return count_fact(fact, claims, normalize(text), names)
-    if isinstance(value, str) and fact.kind != "absent":
-        return _phrase_stated(text, fact, value)
+    if isinstance(value, str) and fact.kind != "absent":  # the question's own words are no answer (an MRN)
+        return _phrase_stated(_unechoed(text, question), fact, value)
     if fact.kind in ("exists", "absent") or isinstance(value, bool):
         return _presence(text, fact)
     if isinstance(value, int | float):
         return numeric_fact(fact, claims, known)
     return False, "fact has no checkable value"
+
+
+def _unechoed(text: str, question: str) -> str:
+    echo = load("claims")["echo_fact"]
+    return without_question(text, question, echo["words"], echo["chars_zh"])
 
 
 def _verdict_phrase(text: str, value: str) -> tuple[bool, str]:
