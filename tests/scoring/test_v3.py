@@ -161,3 +161,21 @@ def test_score_events_scores_one_session_from_its_cloudevents() -> None:
     result = score_events([e.model_dump(mode="json", by_alias=True) for e in events], state=state)
     assert result.session == "s9" and result.score == 1.0
     assert score_events(events, SCENARIO).excluded == "unscorable"  # writes expected, no sandbox state
+
+
+def test_rubric_kinds_are_defined_once_and_every_kind_has_its_check() -> None:
+    from pydantic import ValidationError
+
+    from services.consumers.scoring.checks.registry import CHECKS
+    from services.simulator.data_model.rubric import GATES, RUBRIC_KINDS
+    from services.simulator.data_model.scenario import RubricItem
+    from services.simulator.scenarios.schema import render
+
+    assert set(RUBRIC_KINDS) - set(CHECKS) == {"llm_judge", "precision"}  # judge.py, v3/precision.py
+    assert {"no_forbidden_write", "no_unexpected_write", "no_future_value", "does_not_recommend"} == GATES
+    with pytest.raises(ValidationError):
+        RubricItem(id="x", kind="fact_cited", params={"fact": "first"})
+    with pytest.raises(ValidationError):
+        RubricItem(id="x", kind="not_a_kind")
+    schema = render().decode()
+    assert all(f'"const": "{kind}"' in schema for kind in RUBRIC_KINDS)

@@ -18,6 +18,7 @@ from services.consumers.report.model import Check as CheckOut
 from services.consumers.report.model import Exchange, SessionScore, TurnScore
 from services.consumers.scoring.checks.registry import CHECKS
 from services.consumers.scoring.model import CheckContext, CheckResult, FinalState, SessionLog, TurnLog
+from services.simulator.data_model.rubric import GATES
 from services.simulator.data_model.scenario import RubricItem, Scenario
 
 SCORER = "rounds.scoring"
@@ -31,7 +32,7 @@ def rules_of(version: str | None) -> str:
     label = version or SCORER_VERSION
     return "2" if label in V2_VERSIONS or label.startswith(("2-", "2.")) else "3"
 EXCLUDED_REASONS = frozenset({"infrastructure_error", "patient_error"})
-GUARDS = frozenset({"no_forbidden_write", "no_unexpected_write", "no_future_value", "does_not_recommend"})
+GUARDS = GATES  # data_model/rubric.py: the kinds that pass when nothing happened
 
 
 class Judge(Protocol):

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from services.simulator.data_model import ExpectedWrite, FieldConstraint, Persona, RubricItem, Scenario, Turn
+from services.simulator.data_model.rubric import PrecisionParams
 from services.simulator.scenarios import bindings_more  # noqa: F401  (registers binding kinds)
 from services.simulator.scenarios import memory as mem
 from services.simulator.scenarios import vocabulary as vocab
@@ -22,10 +23,8 @@ from services.simulator.scenarios.writes import write_templates
 
 BUILDER = "rounds-scenarios/1"
 
-# The precision rule of every turn with facts, as rubric data (scorer v3, services/consumers/scoring/v3/
-# precision.py): each wrong claim about the turn's subjects costs per_wrong, each unasked-for result beyond
-# `budget` per_extra, of the turn's score.
-PRECISION = {"budget": 4, "per_wrong": 0.5, "per_extra": 0.2}
+# The precision rule of every turn with facts, as rubric data (data_model/rubric.py PrecisionParams).
+PRECISION = PrecisionParams().model_dump()
 
 
 class Infeasible(Exception):

@@ -1,6 +1,6 @@
 """Precision (v3): an answer is judged on what it claims, not only on what it hits.
 
-The rule is rubric data (a `precision` item's params; data/claims.json `precision` for a turn without one):
+The rule is rubric data (a `precision` item's params; PrecisionParams' defaults for a turn without one):
 - wrong: a claim about one of the turn's subjects that states neither a fact of the session nor a result of
   that subject known by `now`, or is written in a unit that is unknown or does not convert — each costs
   `per_wrong`;
@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.consumers.scoring.checks.facts import quantity_matches
-from services.consumers.scoring.lexicon import load
 from services.consumers.scoring.numbers import cited_numbers
 from services.consumers.scoring.units import analyte_of
 from services.consumers.scoring.v3.claims import Claim
+from services.simulator.data_model.rubric import PrecisionParams
 from services.simulator.data_model.scenario import Fact
 
 
@@ -38,9 +38,8 @@ class Precision:
 
 
 def rule(params: dict | None) -> dict:
-    base = dict(load("claims")["precision"])
-    base.update({k: v for k, v in (params or {}).items() if k in base})
-    return base
+    """The turn's rule: its `precision` item's params, the defaults of PrecisionParams for the rest."""
+    return PrecisionParams.model_validate(params or {}).model_dump()
 
 
 def _states(claim: Claim, value: float, unit: str | None, code: str | None) -> bool:

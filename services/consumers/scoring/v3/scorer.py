@@ -23,10 +23,11 @@ from services.consumers.scoring.v3.gates import future_gate, write_gates
 from services.consumers.scoring.v3.precision import precision
 from services.consumers.scoring.v3.subjects import LAB_SYSTEM, subject_names, subject_of, turn_subjects
 from services.consumers.scoring.v3.writes import WriteKey, match_writes
+from services.simulator.data_model.rubric import GATES
 from services.simulator.data_model.scenario import Fact, RubricItem, Scenario
 
 SUPPORTING = frozenset({"entity_mentioned", "precision"})  # count only beside a delivered item
-GATE_KINDS = frozenset({"no_forbidden_write", "no_unexpected_write", "no_future_value", "does_not_recommend"})
+GATE_KINDS = GATES
 
 
 class SessionView:
