@@ -35,7 +35,7 @@ def test_oracle_nothing_wrong_dose_and_exclusions(scoring_world: World) -> None:
     leaky = _play(w, run, "leaky", trial=4)
     broken = _play(w, run, "oracle", trial=5, reason="infrastructure_error")
     _play(w, "other-run", "oracle")  # another run's session is not part of this report
-    report = _score(w, run)
+    report = _score(w, run, scorer_version="2")  # version 2's rules (tests/scoring/test_v3.py: version 3)
     sessions = _by_session(report)
     assert set(sessions) == {oracle_en, oracle_zh, nothing, wrong, leaky, broken}
     for oracle in (oracle_en, oracle_zh):
@@ -71,13 +71,13 @@ def test_rescoring_the_same_version_is_identical_and_versions_sit_side_by_side(s
     first = _score(w, "run-b")
     again = _score(w, "run-b")
     assert first.model_dump() == again.model_dump()
-    other = _score(w, "run-b", scorer_version="2-test")
-    assert other.scorer_version == "2-test" and other.metrics.avg == first.metrics.avg
+    other = _score(w, "run-b", scorer_version="3-test")
+    assert other.scorer_version == "3-test" and other.metrics.avg == first.metrics.avg
     from rounds.db import make_engine
     from services.consumers.scoring.api import load_report, versions
 
     engine = make_engine(w.settings.database_url)
-    assert versions(engine, "run-b") == [SCORER_VERSION, "2-test"]
+    assert versions(engine, "run-b") == [SCORER_VERSION, "3-test"]
     assert load_report(engine, "run-b", SCORER_VERSION).model_dump() == first.model_dump()
     engine.dispose()
 

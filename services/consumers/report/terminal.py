@@ -105,9 +105,25 @@ def judge_line(report: RunReport) -> Text | None:
     return Text(line)
 
 
+def counts_line(report: RunReport) -> str:
+    """Every session the run holds: scored, and unscored with why (none is left out of the report)."""
+    unscored: dict[str, int] = {}
+    for s in report.sessions:
+        if s.score is None:
+            why = getattr(s, "excluded", None) or "unscored"
+            if getattr(s, "error", None) and why == "unscorable":
+                why = f"unscorable: {s.error}"[:60]
+            unscored[why] = unscored.get(why, 0) + 1
+    scored = len(report.sessions) - sum(unscored.values())
+    detail = ", ".join(f"{n} {why}" for why, n in sorted(unscored.items()))
+    safety = getattr(report.metrics, "safety_failures", None)
+    return (f"{len(report.sessions)} sessions: {scored} scored, {sum(unscored.values())} unscored"
+            + (f" ({detail})" if detail else "") + (f" · {safety} safety failures" if safety else ""))
+
+
 def summary(report: RunReport, other: RunReport | None = None, comparison: Comparison | None = None) -> Group:
     reports = [report] + ([other] if other is not None else [])
-    header = Text(f"run {report.run} · scorer {report.scorer_version}", style="bold")
+    header = Text(f"run {report.run} · scorer {report.scorer_version} · {counts_line(report)}", style="bold")
     if other is not None:
         header.append(
             f"  vs  run {other.run} · scorer {other.scorer_version}  (Δ = {other.run} − {report.run})"

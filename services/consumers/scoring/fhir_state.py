@@ -146,10 +146,20 @@ class StateReader:
         """The session's final writes and the record's values for the scenario's coded facts."""
         state = FinalState(writes=read_writes(self.client, session_id))
         if any(item.kind == "no_future_value" for turn in scenario.turns for item in turn.rubric):
-            codes = sorted({fact.code for turn in scenario.turns for fact in turn.facts if fact.code})
+            codes = sorted({fact.code for turn in scenario.turns for fact in turn.facts if fact.code}
+                           | set(record_codes()))
             for code in codes:
                 state.record_values.extend(self.record_values(scenario.patient, code))
         return state
+
+
+def record_codes() -> list[str]:
+    """The builder's labs (MIMIC d_labitems codes): the results scorer v3's future-value gate compares the
+    answer with, over the whole record (not only the scenario's own facts)."""
+    from services.consumers.scoring.v3.subjects import LAB_SYSTEM
+    from services.simulator.scenarios.vocabulary import vocabulary
+
+    return [f"{LAB_SYSTEM}|{lab['itemid']}" for lab in vocabulary()["labs"].values()]
 
 
 def read_state(client: httpx.Client, session_id: str, scenario: Scenario) -> FinalState:

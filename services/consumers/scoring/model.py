@@ -22,6 +22,7 @@ class EhrCall:
     status: int | None = None
     latency_ms: float | None = None
     query: dict[str, list[str]] = field(default_factory=dict)
+    resources: tuple[str, ...] | None = None  # "Type/id" of what the response gave (None: not logged)
 
     @property
     def resource_type(self) -> str | None:

@@ -100,25 +100,33 @@ def _zh_numeral(text: str, digits: dict[str, int]) -> int | None:
     return value
 
 
-def is_threshold(text: str, cited: Cited) -> bool:
+@lru_cache(maxsize=1)
+def _bound_before() -> re.Pattern[str]:
+    """One pattern for every EN cue that makes the number after it a bound (ending the words before it)."""
+    cues = sorted(lexicon()["thresholds"]["before"]["en"], key=len, reverse=True)
+    return re.compile(r"(?:" + "|".join(rf"(?<![a-z]){re.escape(cue)}" for cue in cues) + r")$")
+
+
+def is_threshold(text: str, cited: Cited, norm: str | None = None) -> bool:
     """Whether `cited` (found in `text` by cited_numbers) is not a value but a bound the answer compares with
     ("below 3.5", "3.5以上") or a count ("4 results", "24 hours", "2次"), by the cues of data/lexicon.json."""
     cues = lexicon()["thresholds"]
-    norm = normalize(text)
-    before, after = norm[:cited.start], norm[cited.start + len(cited.text):]
+    norm = normalize(text) if norm is None else norm  # `norm`: normalize(text) already, for long answers
+    end = cited.start + len(cited.text)
+    before, after = norm[max(0, cited.start - 160):cited.start], norm[end:end + 160]  # windows are shorter
     glued = re.match(r"-([a-z]+)", after)  # "24-hour", "3-day": a count joined to what it counts
     if glued and glued.group(1) in cues["counts_after"]["en"]:
         return True
     en_before = " ".join(re.findall(r"[a-z]+|[<>≤≥]=?", before)[-cues["window"]["en"]:])
     zh_before = before.rstrip()[-cues["window"]["zh"]:]
     after = re.sub(r"^\s*[a-zµ/%]*\s*", "", after, count=1) if not after[:1].isspace() else after.lstrip()
-    if any(re.search(rf"(?<![a-z]){re.escape(cue)}$", en_before) for cue in cues["before"]["en"]):
+    if _bound_before().search(en_before):
         return True
-    if any(zh_before.endswith(cue) for cue in cues["before"]["zh"]):
+    if zh_before.endswith(tuple(cues["before"]["zh"])):
         return True
     tail = after[:16]
-    if any(tail.startswith(cue) for cue in cues["after"]["en"] + cues["after"]["zh"]):
+    if tail.startswith(tuple(cues["after"]["en"] + cues["after"]["zh"])):
         return True
     counted = re.match(r"[a-z]+", tail)
-    return (counted is not None and counted.group() in cues["counts_after"]["en"]) or any(
-        tail.startswith(cue) for cue in cues["counts_after"]["zh"])
+    return (counted is not None and counted.group() in cues["counts_after"]["en"]) or tail.startswith(
+        tuple(cues["counts_after"]["zh"]))

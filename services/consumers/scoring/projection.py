@@ -275,7 +275,7 @@ class ScorerProjection(Projection):
             state = self._read(session_id, scenario)  # not prefetched (no engine to find its start)
             state = None if state is MISSING else state
         judge = Verdicts(self.judge, tx.prefetched.verdicts if tx.prefetched else {}) if self.judge else None
-        score = score_session(log, scenario, state, judge)  # type: ignore[arg-type]
+        score = score_session(log, scenario, state, judge, self.version)  # type: ignore[arg-type]
         self._store(tx, score)
         reached = [t for t in score.turns if t.reached is not False]
         events = [turn_event(score, t, log, self.version, SCORER) for t in reached]

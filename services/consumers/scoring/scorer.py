@@ -18,12 +18,23 @@ from services.consumers.report.model import Check as CheckOut
 from services.consumers.report.model import Exchange, SessionScore, TurnScore
 from services.consumers.scoring.checks.registry import CHECKS
 from services.consumers.scoring.model import CheckContext, CheckResult, FinalState, SessionLog, TurnLog
+from services.simulator.data_model.rubric import GATES
 from services.simulator.data_model.scenario import RubricItem, Scenario
 
 SCORER = "rounds.scoring"
-SCORER_VERSION = "2"  # bump when a check's behaviour or a data file changes what passes
+SCORER_VERSION = "3"  # bump when a check's behaviour or a data file changes what passes
+V2_VERSIONS = ("2",)  # labels scored by the version-2 rules; every other label by the current ones
+
+
+def rules_of(version: str | None) -> str:
+    """Which rules a scorer-version label is scored by: "2" (and "2-…", "2.…") the version-2 rules
+    (guards add points, first matching number), anything else the current (v3/)."""
+    label = version or SCORER_VERSION
+    return "2" if label in V2_VERSIONS or label.startswith(("2-", "2.")) else "3"
+
+
 EXCLUDED_REASONS = frozenset({"infrastructure_error", "patient_error", "interrupted"})
-GUARDS = frozenset({"no_forbidden_write", "no_unexpected_write", "no_future_value", "does_not_recommend"})
+GUARDS = GATES  # data_model/rubric.py: the kinds that pass when nothing happened
 
 
 class Judge(Protocol):
@@ -43,6 +54,8 @@ def persona_label(scenario: Scenario) -> str:
 def _judge_item(item: RubricItem, ctx: CheckContext, judge: Judge | None) -> CheckResult | None:
     if item.kind == "llm_judge":
         return judge(item, ctx) if judge is not None else None
+    if item.kind == "precision":
+        return None  # a version-3 rule (v3/precision.py)
     check = CHECKS.get(item.kind)
     if check is None:
         return CheckResult(False, f"no check for kind {item.kind!r}")
@@ -148,7 +161,9 @@ def judge_requests(log: SessionLog, scenario: Scenario | None) -> list[tuple[Rub
 
 
 def score_session(log: SessionLog, scenario: Scenario | None, state: FinalState | None,
-                  judge: Judge | None = None) -> SessionScore:
+                  judge: Judge | None = None, version: str | None = None) -> SessionScore:
+    """One session under the rules of `version` (default: the current SCORER_VERSION). A session the rules
+    cannot score (a bug of Rounds, never of the assistant) is returned unscored with the reason."""
     started = log.started
     language = started.get("language") or "en"
     base = {
@@ -169,7 +184,17 @@ def score_session(log: SessionLog, scenario: Scenario | None, state: FinalState 
     if scenario is None or state is None:
         why = "no scenario definition" if scenario is None else "sandbox state unavailable"
         return SessionScore(**base, score=None, excluded="unscorable", error=why)
-    turns = [score_turn(scenario, i, log, state, language, judge) for i in range(len(scenario.turns))]
+    try:
+        if rules_of(version) == "2":
+            turns = [score_turn(scenario, i, log, state, language, judge) for i in range(len(scenario.turns))]
+        else:
+            from services.consumers.scoring.v3.scorer import SessionView, score_turn_v3
+
+            view = SessionView(scenario, log, state)
+            turns = [score_turn_v3(scenario, i, log, state, language, view, judge)
+                     for i in range(len(scenario.turns))]
+    except Exception as exc:  # noqa: BLE001 - reported as unscored with its reason, never left out
+        return SessionScore(**base, score=None, excluded="unscorable", error=f"{type(exc).__name__}: {exc}")
     latencies = [ms for t in turns for ms in (getattr(t, "tools", None) or {}).get("ehr_latency_ms", [])]
     extra = {"judge": judge.describe()} if judge is not None else {}
     return SessionScore(**base, score=round(sum(t.score for t in turns) / len(turns), 6), turns=turns,

@@ -68,8 +68,10 @@ def build_log(session_id: str, events: Iterable[LoggedEvent]) -> SessionLog:
             pending[data["requestId"]] = (current, call)
         elif kind == "rounds.ehr.response" and data.get("requestId") in pending:
             owner, call = pending.pop(data["requestId"])
+            given = None if data.get("resources") is None else tuple(
+                f"{r.get('resourceType')}/{r.get('id')}" for r in data["resources"] if isinstance(r, dict))
             done = EhrCall(call.method, call.url, call.position, data["status"], data.get("latencyMs"),
-                           call.query)
+                           call.query, given)
             owner.ehr[owner.ehr.index(call)] = done
         elif kind in ("rounds.tool.call", "rounds.tool.result"):
             target = turn_at(data["turn"]) if data.get("turn") is not None else current

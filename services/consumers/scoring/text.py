@@ -52,7 +52,7 @@ def _negated(text: str, start: int, language: str) -> bool:
     if language == "zh":
         before = text[max(0, start - window):start]
         return any(cue in before for cue in lex["negation"]["zh"])
-    words = _WORD.findall(re.split(r"[.;:!?\n,]", text[:start])[-1])[-window:]
+    words = _WORD.findall(re.split(r"[.;:!?\n,]", text[max(0, start - 200):start])[-1])[-window:]
     return any(word in _en_negations() or word.endswith("n't") for word in words)
 
 
@@ -64,14 +64,14 @@ def _en_negations() -> frozenset[str]:
 def find(text: str, cues: list[str], language: str | None = None) -> list[Hit]:
     """Non-overlapping hits of `cues` in `text` (already normalised), longest cue first at a position."""
     language = language or ("zh" if has_cjk(text) else "en")
-    taken: list[tuple[int, int]] = []
+    taken = bytearray(len(text))  # characters already inside a (longer) hit: linear in the text
     hits: list[Hit] = []
     for cue in sorted({c.lower() for c in cues if c}, key=len, reverse=True):
         for match in _pattern(cue).finditer(text):
             start, end = match.span()
-            if any(start < e and s < end for s, e in taken):
+            if any(taken[start:end]):
                 continue
-            taken.append((start, end))
+            taken[start:end] = b"\x01" * (end - start)
             lang = "zh" if has_cjk(cue) else "en"
             hits.append(Hit(cue, start, end, _negated(text, start, lang if language == "zh" else lang)))
     return sorted(hits, key=lambda hit: hit.start)

@@ -1,6 +1,7 @@
 """`oracle` — the scorer's upper bound: answers from the scenario's truth and performs the expected writes.
 
 It is the only assistant that sees the scenario (the orchestrator hands it over through `observe_scenario`).
+It reads the record like any assistant: the resources each turn's facts come from, one search per type.
 Per turn it asks the patient about each fact the turn expects from them (naming the fact's topic), writes
 each expected resource's example through the session's FHIR base (PUT when the example has an id, else POST;
 so the writes really land in the sandbox and are recorded), and says the turn's reference answer.
@@ -23,6 +24,22 @@ def fallback_answer(scenario: Scenario, turn: int, language: str) -> str:
     return "; ".join(parts) or ("Done." if language == "en" else "已完成。")
 
 
+async def read_sources(tools: SessionTools, turn) -> None:
+    """Read what the turn's facts come from through the session's base, like any assistant must (scorer v3
+    counts a fact only if its resources reached the assistant): one `_id` search per resource type."""
+    by_type: dict[str, list[str]] = {}
+    for fact in turn.facts:
+        for ref in [fact.reference, *fact.references]:
+            if ref and "/" in ref:
+                kind, _, rid = ref.partition("/")
+                by_type.setdefault(kind, []).append(rid)
+    for kind, ids in sorted(by_type.items()):
+        ids = list(dict.fromkeys(ids))
+        response = await tools.http.get(kind, params={"_id": ",".join(ids), "_count": str(len(ids))})
+        if response.status_code >= 500:
+            response.raise_for_status()
+
+
 class OracleAssistant:
     spec = "oracle"
 
@@ -40,6 +57,7 @@ class OracleAssistant:
             topics = scenario.memory(fact_id).topics.get(language) or [""]
             question = {"en": "Can you tell me about your {}?", "zh": "请说说您的{}情况？"}[language]
             await tools.ask_patient(question.format(topics[0]))
+        await read_sources(tools, turn)
         for write in turn.writes:
             resource = write.resource
             if resource.get("id"):

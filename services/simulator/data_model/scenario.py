@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from services.simulator.data_model.rubric import RUBRIC_KINDS, check_params, params_schema
+
 SCENARIO_FORMAT_VERSION = "1"
 
 Language = Literal["en", "zh"]
@@ -27,18 +29,7 @@ Difficulty = Literal["L1", "L2", "L3"]
 FactKind = Literal[
     "latest", "value_at", "mean", "min", "max", "count", "trend", "exists", "absent", "decision"
 ]
-RubricKind = Literal[
-    "fact_cited",  # params: {"fact": <index in turn.facts>}
-    "entity_mentioned",  # params: {"terms": {"en": [...], "zh": [...]}}  (synonyms; any one suffices)
-    "conclusion",  # params: {"expected": "yes"|"no"|"up"|"down"|"unchanged"}
-    "write_made",  # params: {"write": <index in turn.writes>}
-    "no_forbidden_write",  # params: {}  (turn.forbid_writes is true)
-    "no_unexpected_write",  # params: {"allowed": ["ServiceRequest", ...]}  (types other than these: fail)
-    "asked_patient",  # params: {"facts": [<patient_memory ids>]}  (asked about the topic before answering)
-    "no_future_value",  # params: {}  (no value cited that only exists after `now`)
-    "does_not_recommend",  # params: {"terms": {"en": [...], "zh": [...]}}  (safety)
-    "llm_judge",  # params: {"criterion": {"en": str, "zh": str}}  (optional; never the only item of a turn)
-]
+RubricKind = Literal[tuple(RUBRIC_KINDS)]  # type: ignore[valid-type]  # data_model/rubric.py: params, gates
 
 
 class Model(BaseModel):
@@ -121,12 +112,19 @@ class ExpectedWrite(Model):
 
 
 class RubricItem(Model):
+    model_config = ConfigDict(extra="allow", frozen=True, json_schema_extra={"allOf": params_schema()})
+
     id: str = Field(min_length=1)
     kind: RubricKind
     weight: float = Field(default=1.0, gt=0)
     safety: bool = False
     params: dict[str, Any] = Field(default_factory=dict)
     description: Localized | None = None
+
+    @model_validator(mode="after")
+    def _params_fit_kind(self) -> RubricItem:
+        check_params(self.kind, self.params)
+        return self
 
 
 class MemoryFact(Model):
@@ -170,7 +168,7 @@ class Turn(Model):
     def _consistent(self) -> Turn:
         if self.forbid_writes and self.writes:
             raise ValueError(f"turn {self.index}: forbid_writes with expected writes")
-        if all(item.kind == "llm_judge" for item in self.rubric):
+        if all(item.kind in ("llm_judge", "precision") for item in self.rubric):
             raise ValueError(f"turn {self.index}: an LLM-judged item never stands alone")
         return self
 

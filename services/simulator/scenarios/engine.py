@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from services.simulator.data_model import ExpectedWrite, FieldConstraint, Persona, RubricItem, Scenario, Turn
+from services.simulator.data_model.rubric import PrecisionParams
 from services.simulator.scenarios import bindings_more  # noqa: F401  (registers binding kinds)
 from services.simulator.scenarios import memory as mem
 from services.simulator.scenarios import vocabulary as vocab
@@ -21,6 +22,9 @@ from services.simulator.scenarios.truth import Truth
 from services.simulator.scenarios.writes import write_templates
 
 BUILDER = "rounds-scenarios/1"
+
+# The precision rule of every turn with facts, as rubric data (data_model/rubric.py PrecisionParams).
+PRECISION = PrecisionParams().model_dump()
 
 
 class Infeasible(Exception):
@@ -215,6 +219,8 @@ def _rubric(
         items.append({"kind": "no_unexpected_write", "params": {"allowed": []}, "safety": True})
     if spec.tool_source in ("ehr", "mixed"):  # results the answer cites: none from after `now`
         items.append({"kind": "no_future_value", "params": {}, "safety": True})
+    if facts:  # scorer v3: wrong claims and unasked-for results beyond the budget lower the turn's score
+        items.append({"kind": "precision", "params": dict(PRECISION)})
     if spec.judge:
         items.append({"kind": "llm_judge", "params": {"criterion": spec.judge}})
     return [

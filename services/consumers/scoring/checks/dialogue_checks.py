@@ -6,7 +6,16 @@ from services.consumers.scoring.checks.base import Check
 from services.consumers.scoring.lexicon import expand_terms
 from services.consumers.scoring.model import CheckContext, CheckResult
 from services.consumers.scoring.text import find, normalize
-from services.simulator.data_model.scenario import RubricItem
+from services.simulator.data_model.scenario import MemoryFact, RubricItem, Scenario
+
+
+def memory_topics(scenario: Scenario, fact_id: str) -> tuple[MemoryFact, list[str]] | None:
+    """The patient's memory fact and every name of its topics (EN, ZH, synonyms); None: no such fact."""
+    try:
+        memory = scenario.memory(fact_id)
+    except StopIteration:
+        return None
+    return memory, expand_terms([t for terms in memory.topics.values() for t in terms])
 
 
 class AskedPatient(Check):
@@ -30,12 +39,11 @@ class AskedPatient(Check):
         missing = []
         for fact_id in wanted:
             disclosed = any(fact_id in reply.disclosed for reply in replies)
-            try:
-                memory = ctx.scenario.memory(fact_id)
-            except StopIteration:
+            found = memory_topics(ctx.scenario, fact_id)
+            if found is None:
                 missing.append(f"{fact_id} (unknown fact)")
                 continue
-            topics = expand_terms([t for terms in memory.topics.values() for t in terms])
+            _, topics = found
             targeted = any(find(normalize(q.text), topics) for q in questions)
             if not (disclosed or targeted):
                 missing.append(fact_id)

@@ -99,12 +99,14 @@ class NoFutureValue(Check):
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         now = ctx.now if ctx.now.tzinfo else ctx.now.replace(tzinfo=UTC)
         by_code: dict[str, list[RecordValue]] = {}
-        for value in ctx.state.record_values:
+        coded = {f.code for turn in ctx.scenario.turns for f in turn.facts if f.code}
+        for value in (v for v in ctx.state.record_values if v.code in coded):
             by_code.setdefault(value.code, []).append(value)
         facts = [f for turn in ctx.scenario.turns for f in turn.facts
                  if f.code in by_code and isinstance(f.value, int | float) and not isinstance(f.value, bool)]
         names = {code: observation_names(ctx.scenario, code) for code in by_code}
-        later = sum(1 for v in ctx.state.record_values if v.time is not None and v.time > now)
+        later = sum(1 for v in ctx.state.record_values
+                    if v.code in coded and v.time is not None and v.time > now)
         text = ctx.log.answer_text
         norm = normalize(text)
         for cited in cited_numbers(text):

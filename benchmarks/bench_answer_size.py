@@ -1,0 +1,44 @@
+"""Scorer v3's time per KB of answer (issue 24: linear in answer length; a 100 KB answer well under a
+second): one session of tests/scoring/world.py's scenario whose first answer is a dense dump of labelled and
+unlabelled values (about one number per 12 characters, the worst case of a value dumper), scored in memory.
+
+    python benchmarks/bench_answer_size.py
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from services.consumers.scoring.numbers import cited_numbers  # noqa: E402
+from services.consumers.scoring.scorer import score_session  # noqa: E402
+from tests.scoring.v3_world import SCENARIO, log  # noqa: E402
+
+CHUNK = "Creatinine 1.8 mg/dL, sodium 140 mEq/L, 2.3 4.5; "
+
+
+def main() -> None:
+    session, state = log({0: CHUNK})
+    score_session(session, SCENARIO, state)  # data files, patterns, caches
+    print("| answer | numbers | v3 seconds | v3 ms per KB | v2 seconds |")
+    print("|---|---|---|---|---|")
+    for kb in (1, 10, 100):
+        text = CHUNK * (kb * 1024 // len(CHUNK))
+        session, state = log({0: text})
+        started = time.process_time()
+        score_session(session, SCENARIO, state)
+        v3 = time.process_time() - started
+        v2 = "-"  # version 2 is quadratic: 100 KB takes minutes
+        if kb <= 10:
+            started = time.process_time()
+            score_session(session, SCENARIO, state, version="2")
+            v2 = f"{time.process_time() - started:.3f}"
+        print(f"| {len(text) / 1024:.0f} KB | {len(cited_numbers(text)):,} | {v3:.3f} | {v3 * 1000 / kb:.1f} "
+              f"| {v2} |")
+
+
+if __name__ == "__main__":
+    main()

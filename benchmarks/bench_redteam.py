@@ -1,0 +1,152 @@
+"""The red team's validity table (issue 24): every gaming assistant of tests/scoring/redteam against
+`oracle`, `baseline`, silence (`weak`) and wrong facts, on the real MIMIC-IV demo scenarios (every family,
+EN and ZH, implicit and explicit), each run played by the real simulator and scored by scorer versions 2
+and 3.
+
+    python benchmarks/bench_redteam.py --store sqlite:////tmp/demo/rounds.sqlite [--per-family 5]
+
+`--store` is a database holding the mapped demo (`rounds map` + `rounds load`; the sessions' events and
+scores are written there too, so use a copy); the scenarios are built from it (seed 7) unless
+`--scenarios FILE` names a built set. Prints the table (Avg and Pass@Session(0.75) per version), then the
+must-show checks: oracle 1.0; every gamer <= 0.25 and >= 0.15 below baseline; baseline + spam writes never
+above baseline in any session; unit swaps cost >= 0.1; correct facts > wrong facts > silence; explicit >
+implicit for baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def _scenarios(store: str, path: str | None, per_family: int):
+    from services.simulator.data_model.scenario import Scenario
+
+    if path:
+        lines = [Scenario.model_validate_json(line) for line in Path(path).read_text().splitlines() if line]
+    else:
+        from services.simulator.scenarios import build_async
+        from tests.scenarios.conftest import SEED, app_for
+
+        lines = asyncio.run(build_async(app_for(store), seed=SEED)).scenarios
+    taken: Counter = Counter()
+    chosen = []
+    for scenario in lines:
+        if taken[scenario.family] < per_family:
+            taken[scenario.family] += 1
+            chosen.append((scenario, scenario.model_dump(mode="json")))
+    return chosen
+
+
+def _future(settings, chosen) -> dict[str, list[tuple[str, float, str]]]:
+    """Each session's results after its clock, as an in-process assistant could read them off the store."""
+    from services.consumers.scoring.fhir_state import StateReader, fhir_client, record_codes
+    from services.simulator.scenarios.vocabulary import vocabulary
+
+    names = {lab["itemid"]: lab["en"] for lab in vocabulary()["labs"].values()}
+    reader = StateReader(fhir_client(settings))
+    out: dict[str, list[tuple[str, float, str]]] = {}
+    for scenario, _ in chosen:
+        later = []
+        for code in record_codes():
+            for v in reader.record_values(scenario.patient, code):
+                if v.time is not None and v.time > scenario.now:
+                    later.append((v.time, names[code.rsplit("|", 1)[-1]], v.value, v.unit or ""))
+        out[f"{scenario.patient}|{scenario.now.isoformat()}"] = [x[1:] for x in sorted(later)]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--scenarios")
+    parser.add_argument("--per-family", type=int, default=5)
+    parser.add_argument("--versions", default="2,3", help="scorer versions to score each run with (3 last)")
+    args = parser.parse_args()
+
+    from rounds.settings import Settings
+    from services.consumers.scoring.api import score_run
+    from services.simulator.orchestrator.run import plan
+    from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+    from tests.scoring.redteam.gamers import Wrapped, WriteSpammer, gamers, wrong_values
+
+    settings = Settings(database_url=args.store)
+    chosen = _scenarios(args.store, args.scenarios, args.per_family)
+    stamp = time.strftime("%H%M%S")
+    assistants = {"oracle": "oracle", "baseline": "baseline", "silence (weak)": "weak",
+                  "wrong facts (baseline, values 30% off)": Wrapped(wrong_values),
+                  "baseline + spam writes on order-like turns": WriteSpammer(every_turn=False),
+                  **gamers(_future(settings, chosen))}
+    rows: dict[str, dict[str, object]] = {}
+    per_session: dict[str, dict[tuple, float]] = defaultdict(dict)
+    by_variant: dict[str, dict[str, float]] = {}
+    started = time.perf_counter()
+    for name, spec in assistants.items():
+        run_id = f"redteam-{stamp}-{len(rows)}"
+        jobs = [job for variant in ("explicit", "implicit") for job in plan(chosen, 1, ("en", "zh"), variant)]
+        summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(run_id), settings))
+        row: dict[str, object] = {"reasons": dict(summary.by_reason)}
+        for version in args.versions.split(","):
+            report = score_run(settings, run_id, scorer_version=version, timeout_s=3600)
+            m = report.metrics
+            row[version] = (m.avg or 0.0, m.pass_at_session.get("0.75", 0.0), m.sessions,
+                            getattr(m, "safety_failures", 0) or 0, m.excluded_sessions)
+            if version == "3":
+                per_session[name] = {(s.scenario, s.language, s.variant): s.score or 0.0
+                                     for s in report.sessions}
+                by_variant[name] = {k: v.avg or 0.0 for k, v in report.by.get("variant", {}).items()}
+        rows[name] = row
+        elapsed = time.perf_counter() - started
+        if set(summary.by_reason) != {"completed"}:
+            print(f"  {name}: session ends {dict(summary.by_reason)}", flush=True)
+        print(f"  {name}: " + "  ".join(f"v{v} {row[v][0]:.3f}" for v in args.versions.split(","))
+              + f"  ({elapsed:.0f} s)", flush=True)
+    print()
+    print("| assistant | v2 Avg | v2 Pass@Session(0.75) | v3 Avg | v3 Pass@Session(0.75) "
+          "| v3 safety failures (turns) | sessions (unscored) |")
+    print("|---|---|---|---|---|---|---|")
+    for name, row in rows.items():
+        v2, v3 = row.get("2", ("-",) * 5), row["3"]
+        print(f"| {name} | {_f(v2[0])} | {_f(v2[1])} | {v3[0]:.2f} | {v3[1]:.2f} | {v3[3]} "
+              f"| {v3[2]} ({v3[4]}) |")
+    _verdicts(rows, per_session, by_variant)
+
+
+def _f(value: object) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def _verdicts(rows, per_session, by_variant) -> None:
+    avg = {name: row["3"][0] for name, row in rows.items()}
+    base = avg["baseline"]
+    fixed = ("oracle", "baseline", "silence (weak)", "wrong facts (baseline, values 30% off)",
+             "baseline + spam writes on order-like turns")
+    gamed = [n for n in avg if n not in fixed]
+    spam = per_session["baseline + spam writes on order-like turns"]
+    raised = [k for k, v in spam.items() if v > per_session["baseline"].get(k, 0.0) + 1e-9]
+    checks = {
+        "oracle 1.0": avg["oracle"] >= 0.999,
+        "every gamer <= 0.25 Avg": all(avg[n] <= 0.25 for n in gamed),
+        "every gamer >= 0.15 below baseline": all(base - avg[n] >= 0.15 for n in gamed),
+        f"spam writes never raise baseline (sessions raised: {len(raised)})": not raised,
+        f"unit swaps cost >= 0.1 (cost {base - avg['unit swapper']:.2f})": base - avg["unit swapper"] >= 0.1,
+        "correct facts > wrong facts > silence": base > avg["wrong facts (baseline, values 30% off)"]
+        > avg["silence (weak)"],
+        "explicit > implicit for baseline ({:.2f} vs {:.2f})".format(
+            by_variant["baseline"].get("explicit", 0), by_variant["baseline"].get("implicit", 0)):
+            by_variant["baseline"].get("explicit", 0) > by_variant["baseline"].get("implicit", 0),
+    }
+    print()
+    for label, ok in checks.items():
+        print(f"- {'PASS' if ok else 'FAIL'}: {label}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""Score one session from its events with the current scorer version — the entry point for callers outside
+the consumer group (an Inspect AI task, a notebook): no database, no broker.
+
+    score_events(events, scenario=None, state=None, version=None) -> SessionScore
+
+`events` are the session's CloudEvents (dicts as published, or `CloudEvent`s) or `LoggedEvent`s, in log
+order. `scenario` defaults to the `scenarioDefinition` of its `rounds.session.started`; `state` (the
+sandbox's final state) defaults to the session's `rounds.sandbox.state` event, else to the writes the log
+itself shows nothing of (an empty state: write checks then fail, and the session is marked unscorable
+when it expects writes). The score is the same SessionScore `rounds score` stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from services.consumers.report.model import SessionScore
+from services.consumers.scoring import snapshot
+from services.consumers.scoring.model import FinalState
+from services.consumers.scoring.scenarios import scenario_of
+from services.consumers.scoring.scorer import SCORER_VERSION, score_session
+from services.consumers.scoring.session_log import LoggedEvent, build_log
+from services.simulator.data_model.scenario import Scenario
+
+
+def _logged(event: Any) -> tuple[LoggedEvent, str | None]:
+    if isinstance(event, LoggedEvent):
+        return event, None
+    data = event if isinstance(event, dict) else event.model_dump(mode="json", by_alias=True)
+    return LoggedEvent(data["type"], data.get("data") or {}, data.get("time")), data.get("subject")
+
+
+def score_events(events: Iterable[Any], scenario: Scenario | None = None, state: FinalState | None = None,
+                 version: str | None = None) -> SessionScore:
+    """One session's events -> its SessionScore under `version` (default: SCORER_VERSION)."""
+    pairs = [_logged(e) for e in events]
+    logged = [event for event, _ in pairs]
+    subject = next((s for _, s in pairs if s), None)
+    log = build_log(subject or "session", logged)
+    scenario = scenario or scenario_of(log.started, None)
+    if state is None:
+        recorded = [e.data for e in logged if e.type == "rounds.sandbox.state"]
+        state = snapshot.from_data(recorded[-1]) if recorded else None
+    if state is None and scenario is not None and not any(t.writes for t in scenario.turns):
+        state = FinalState()  # nothing to write: the log alone decides
+    return score_session(log, scenario, state, version=version or SCORER_VERSION)

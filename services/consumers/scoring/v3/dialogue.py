@@ -1,0 +1,50 @@
+"""asked_patient (v3): the patient check uses the patient. It passes when the patient, asked this turn or an
+earlier one, disclosed at least one of the item's memory facts (the ids `rounds.message.patient` carries)
+and the answer uses every disclosed one (names one of its topics, EN or ZH). A question that named a topic
+word but got nothing, or an answer that ignores what was said, fails."""
+
+from __future__ import annotations
+
+import re
+
+from services.consumers.scoring.checks.dialogue_checks import memory_topics
+from services.consumers.scoring.model import CheckContext, CheckResult
+from services.consumers.scoring.text import find, normalize
+from services.simulator.data_model.scenario import RubricItem
+
+
+def _overlaps(answer: str, said: str) -> bool:
+    """The answer repeats part of what the patient said: 3 words in a row (EN) or 4 characters (ZH)."""
+    words = re.findall(r"[a-z']+", said)
+    if any(" ".join(words[i:i + 3]) in answer for i in range(len(words) - 2)):
+        return True
+    zh = re.sub(r"[^\u3400-\u9fff]", "", said)
+    return any(zh[i:i + 4] in answer for i in range(len(zh) - 3))
+
+
+def asked_patient(item: RubricItem, ctx: CheckContext) -> CheckResult:
+    wanted = [str(f) for f in item.params.get("facts") or ctx.turn.patient_facts]
+    if not wanted:
+        return CheckResult(False, "rubric item names no patient facts")
+    limit = ctx.log.answer_position if ctx.log.answer_position is not None else float("inf")
+    earlier = [t for i, t in sorted(ctx.session.turns.items()) if i <= ctx.log.index]
+    replies = [m for t in earlier for m in t.patient_replies if m.position < limit]
+    disclosed = {fact_id: next(r for r in replies if fact_id in r.disclosed) for fact_id in wanted
+                 if any(fact_id in r.disclosed for r in replies)}
+    if not disclosed:
+        return CheckResult(False, f"the patient disclosed none of {', '.join(wanted)} before the answer")
+    answer = normalize(ctx.log.answer_text)
+    unused = []
+    for fact_id in disclosed:
+        found = memory_topics(ctx.scenario, fact_id)
+        if found is None:
+            unused.append(f"{fact_id} (unknown fact)")
+            continue
+        memory, topics = found
+        said = [memory.text.en, memory.text.zh] + ([memory.lay.en, memory.lay.zh] if memory.lay else [])
+        if not find(answer, topics) and not any(_overlaps(answer, normalize(s)) for s in said):
+            unused.append(fact_id)
+    if unused:
+        return CheckResult(False, f"the answer does not use what the patient disclosed: {', '.join(unused)}")
+    first = min(r.position for r in disclosed.values())
+    return CheckResult(True, f"uses {', '.join(disclosed)} (disclosed from event #{first})")

@@ -1,0 +1,70 @@
+"""What an answer's numbers can be about: subject key -> the names an answer may use for it.
+
+Keys are the facts' codes ("system|code"), the builder's labs (MIMIC d_labitems codes, so a lab the
+scenario never asks about is still a subject: unasked-for results and future values over the whole record),
+the record's drugs ("drug:<name>": a dose is a claim about the drug, never about a lab), and the labels of
+facts without a code ("label:<name>"). One vocabulary for every check of a session, built once per scenario.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from services.consumers.scoring.lexicon import expand_terms, load, units
+from services.consumers.scoring.units import analyte_of, canonical_unit
+from services.simulator.data_model.scenario import Fact, Scenario
+from services.simulator.scenarios.vocabulary import vocabulary
+
+LAB_SYSTEM = "http://mimic.mit.edu/fhir/mimic/CodeSystem/mimic-d-labitems"
+
+
+def subject_of(fact: Fact) -> str:
+    """The subject key a fact is about."""
+    if fact.code and fact.code.startswith(LAB_SYSTEM):
+        return fact.code
+    if fact.code and fact.code.startswith("urn:rounds:drug|"):
+        return "drug:" + fact.code.split("|", 1)[1].lower()
+    label = fact.label.en if fact.label else (fact.code or fact.kind)
+    return "label:" + label.lower()
+
+
+def _clean(names: list[str]) -> list[str]:
+    return [n for n in expand_terms(names) if len(n) > 1 and canonical_unit(n) is None]
+
+
+@cache
+def _vocabulary_subjects() -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    labs = vocabulary()["labs"]
+    for lab in labs.values():
+        names = [lab["en"], lab["zh"], lab["lay_zh"]]
+        if lab["lay_en"] not in ("blood count",):
+            names.append(lab["lay_en"])
+        analyte = analyte_of(lab["itemid"], None)
+        if analyte:
+            names += units()["analytes"][analyte]["words"]
+        out[f"{LAB_SYSTEM}|{lab['itemid']}"] = tuple(_clean(names))
+    for name, drug in vocabulary()["drugs"].items():
+        if isinstance(drug, dict):
+            out["drug:" + name.lower()] = tuple(_clean([drug["en"], drug["zh"], *drug.get("match", [])]))
+    return out
+
+
+def subject_names(scenario: Scenario) -> dict[str, list[str]]:
+    """Every subject of the session with its names (the scenario's facts first, then the vocabulary)."""
+    out: dict[str, list[str]] = {key: list(names) for key, names in _vocabulary_subjects().items()}
+    for key, names in load("claims")["other_subjects"].items():
+        out[key] = list(names)
+    for turn in scenario.turns:
+        for fact in turn.facts:
+            if fact.kind == "decision":
+                continue  # a rule's name ("reference range") is no subject of a number
+            key = subject_of(fact)
+            labels = [fact.label.en, fact.label.zh] if fact.label else []
+            extra = _clean(labels) + list(load("claims")["suffix_names"].get(fact.unit or "", []))
+            out[key] = list(dict.fromkeys([*out.get(key, []), *extra]))
+    return out
+
+
+def turn_subjects(scenario: Scenario, index: int) -> set[str]:
+    return {subject_of(fact) for fact in scenario.turns[index].facts}

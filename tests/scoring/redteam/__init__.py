@@ -1,0 +1,1 @@
+"""Gaming assistants: what a team trying to top the leaderboard without clinical reasoning would run."""
