@@ -115,6 +115,8 @@ def calls_of_run(events: Iterable, run_id: str) -> list[Call]:
 def load_model_usage(settings, run_id: str, prompt_price: float | None = None,
                      completion_price: float | None = None) -> ModelUsage:
     """The run's model usage from the log (ROUNDS_BUS) of `settings`."""
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+
     from events.archive import read_log
     from events.bus import UnknownTopic
     from events.factory import open_bus
@@ -123,7 +125,9 @@ def load_model_usage(settings, run_id: str, prompt_price: float | None = None,
     bus = open_bus(settings)
     try:
         calls = calls_of_run((r.event for r in read_log(bus, [SESSIONS])), run_id)
-    except UnknownTopic:
+    except (UnknownTopic, OperationalError, ProgrammingError):
+        # no log beside the scores (a database holding scores only, its log tables never made): no model
+        # usage to show, which is not an error of the report
         calls = []
     finally:
         bus.close()
