@@ -42,6 +42,7 @@ SERVICE_PARAMS = ("postgres", "kafka")
 HEAVY_FIXTURES = frozenset({
     "demo_mapped", "demo_run", "demo_raw", "demo_url", "demo_app", "demo_build", "synthetic_url",
     "synthetic_app", "synthetic_build", "csv_record", "record", "fhir_app", "demo_ndjson", "demo_store",
+    "demo_loaded", "demo_fhir",
 })
 # Modules whose tests run whole pipelines (subprocess CLIs, every R4 example, generated requests, SIGKILLs).
 SLOW_MODULES = (

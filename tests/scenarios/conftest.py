@@ -74,11 +74,8 @@ def demo_raw(shared_data: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_url(demo_raw: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A store holding the mapped demo: loaded once per test run, each xdist worker writing to its own copy
-    (ROUNDS_TEST_DEMO_STORE: reuse one already loaded, quick reruns)."""
-    if os.environ.get("ROUNDS_TEST_DEMO_STORE"):
-        return os.environ["ROUNDS_TEST_DEMO_STORE"]
+def demo_loaded(demo_raw: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the demo mapped (`fhir/`) and loaded (`rounds.sqlite`), built once per test run."""
 
     def build(work: Path) -> None:
         hosp = work / "mimic" / "hosp"
@@ -89,8 +86,22 @@ def demo_url(demo_raw: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
         load_mimic(work / "mimic", work)
         checkpoint(work / "rounds.sqlite")
 
-    shared = built_once(tmp_path_factory, "scenario-demo", build)
-    return private_sqlite(shared / "rounds.sqlite", tmp_path_factory.mktemp("scenario-demo"))
+    return built_once(tmp_path_factory, "scenario-demo", build)
+
+
+@pytest.fixture(scope="session")
+def demo_fhir(demo_loaded: Path) -> Path:
+    """The NDJSON the demo store was loaded from (read-only)."""
+    return demo_loaded / "fhir"
+
+
+@pytest.fixture(scope="session")
+def demo_url(demo_loaded: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A store holding the mapped demo: each xdist worker writes to its own copy of the one loaded store
+    (ROUNDS_TEST_DEMO_STORE: reuse one already loaded, quick reruns)."""
+    if os.environ.get("ROUNDS_TEST_DEMO_STORE"):
+        return os.environ["ROUNDS_TEST_DEMO_STORE"]
+    return private_sqlite(demo_loaded / "rounds.sqlite", tmp_path_factory.mktemp("scenario-demo"))
 
 
 def app_for(url: str):

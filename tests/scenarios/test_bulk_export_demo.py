@@ -48,8 +48,8 @@ def export_all(url: str, folder: Path, types: list[str] | None = None) -> Path:
 
 
 @pytest.mark.slow
-def test_export_of_the_mapped_demo_equals_the_loaded_ndjson_and_loads_back(demo_url, tmp_path):
-    mapped = Path(demo_url.removeprefix("sqlite:///")).parent / "fhir"
+def test_export_of_the_mapped_demo_equals_the_loaded_ndjson_and_loads_back(demo_url, demo_fhir, tmp_path):
+    mapped = demo_fhir
     exported = export_all(demo_url, tmp_path / "first")
     expected, got = by_type(mapped), by_type(exported)
     assert sum(map(len, expected.values())) > 10_000
