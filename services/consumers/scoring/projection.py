@@ -232,7 +232,7 @@ class ScorerProjection(Projection):
             self._forget(tx, session, "ignored")
             return
         row = {"session_id": session_id, "position": session["next_position"], "type": event.type,
-               "data": orjson.dumps(data).decode(), "time": event.time}
+               "data": data, "time": event.time}  # serialised at finish, only if still buffered
         session["next_position"] += 1
         tx.state["buffered"].setdefault(session_id, []).append(row)
         if event.type == ENDED:
@@ -245,7 +245,8 @@ class ScorerProjection(Projection):
 
     def finish(self, tx: ProjectionTx) -> None:
         self._flush_scores(tx)
-        rows = [row for buffered in tx.state["buffered"].values() for row in buffered]
+        rows = [{**row, "data": orjson.dumps(row["data"]).decode()}
+                for buffered in tx.state["buffered"].values() for row in buffered]
         bulk_insert(tx.conn, self.tables["scoring_events"], rows)
         table, existing = self.tables["scoring_open"], tx.state["existing"]
         touched = sorted(tx.state["open"].values(), key=lambda s: s["session_id"])
@@ -256,16 +257,21 @@ class ScorerProjection(Projection):
     def _forget(self, tx: ProjectionTx, session: dict[str, Any], status: str) -> None:
         session["status"] = status
         tx.state["buffered"].pop(session["session_id"], None)
-        table = self.tables["scoring_events"]
-        tx.conn.execute(delete(table).where(table.c.session_id == session["session_id"]))
+        if session["session_id"] in tx.state["existing"]:  # a session first seen in this batch has no rows
+            table = self.tables["scoring_events"]
+            tx.conn.execute(delete(table).where(table.c.session_id == session["session_id"]))
 
     def _events(self, tx: ProjectionTx, session_id: str) -> list[LoggedEvent]:
-        table = self.tables["scoring_events"]
-        stored = tx.conn.execute(select(table.c.type, table.c.data, table.c.time)
-                                 .where(table.c.session_id == session_id).order_by(table.c.position)).all()
-        rows = [(t, d, tm) for t, d, tm in stored] + [
-            (r["type"], r["data"], r["time"]) for r in tx.state["buffered"].get(session_id, [])]
-        return [LoggedEvent(kind, orjson.loads(data), time) for kind, data, time in rows]
+        """The session's events: those earlier batches buffered (only a session seen before has any), then
+        this batch's (their data as JSON reads it back, the same as a buffered event's)."""
+        stored: list[LoggedEvent] = []
+        if session_id in tx.state["existing"]:
+            table = self.tables["scoring_events"]
+            stored = [LoggedEvent(t, orjson.loads(d), tm) for t, d, tm in tx.conn.execute(
+                select(table.c.type, table.c.data, table.c.time)
+                .where(table.c.session_id == session_id).order_by(table.c.position))]
+        return stored + [LoggedEvent(r["type"], orjson.loads(orjson.dumps(r["data"])), r["time"])
+                         for r in tx.state["buffered"].get(session_id, [])]
 
     def _score(self, tx: ProjectionTx, session_id: str, state: FinalState | None, live: bool) -> None:
         log = build_log(session_id, self._events(tx, session_id))
