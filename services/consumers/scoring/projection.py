@@ -68,6 +68,19 @@ MISSING = object()  # prefetched: the sandbox does not exist here
 READERS = 8  # sandboxes read (and verdicts asked) at once by a batch's prefetch
 
 
+def _recorded_in_batch(records: Sequence[Record]) -> set[str]:
+    """Sessions whose `rounds.sandbox.state` follows their `rounds.session.ended` in these records."""
+    ended: set[str] = set()
+    recorded: set[str] = set()
+    for r in records:
+        sid = r.key or r.event.subject
+        if r.event.type == ENDED:
+            ended.add(sid)
+        elif r.event.type == SNAPSHOT and sid in ended:
+            recorded.add(sid)
+    return recorded
+
+
 @dataclass
 class Prefetched:
     """What a batch's prefetch found: final states by session, and the judge's verdicts by (session, turn,
@@ -126,17 +139,20 @@ class ScorerProjection(Projection):
         return found
 
     def prefetch(self, records: Sequence[Record]) -> Prefetched:
-        """The final state of each sandbox whose session ends in this batch (MISSING: not on this server),
-        then, with a judge, its verdicts on the sessions this batch will score: all slow I/O of the batch,
-        done before its transaction opens."""
+        """The final state of each sandbox whose session ends in this batch (MISSING: not on this server, or
+        the batch itself holds the state recorded after the end: the session is then scored from that, as
+        first scored, without a read), then, with a judge, its verdicts on the sessions this batch will
+        score: all slow I/O of the batch, done before its transaction opens."""
         ended = [r.key for r in records if r.event.type == ENDED and self._mine(r.event.data or {})
                  and (r.event.data or {}).get("reason") not in EXCLUDED_REASONS]
         states: dict[str, Any] = {}
         if ended and self.read_state is not None:
-            starts = self._started(records, ended)
-            jobs = [(sid, scenario) for sid in ended
-                    if sid in starts and (scenario := scenario_of(starts[sid], self.scenarios)) is not None]
-            states = dict(zip([sid for sid, _ in jobs], self._parallel(lambda job: self._read(*job), jobs),
+            recorded = _recorded_in_batch(records)
+            states = {sid: MISSING for sid in ended if sid in recorded}
+            starts = self._started(records, [sid for sid in ended if sid not in recorded])
+            jobs = [(sid, scenario) for sid in ended if sid in starts and sid not in recorded
+                    and (scenario := scenario_of(starts[sid], self.scenarios)) is not None]
+            states |= dict(zip([sid for sid, _ in jobs], self._parallel(lambda job: self._read(*job), jobs),
                               strict=True))
         verdicts = self._judge_ahead(records, ended, states) if self.judge is not None else {}
         return Prefetched(states, verdicts)
