@@ -98,6 +98,7 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--demo-sessions", type=int, default=16, help="scenarios of the recorded run")
+    parser.add_argument("--profile", type=Path, help="write the child's cProfile statistics to this file")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-rescore-") as tmp:
         work = Path(tmp)
@@ -122,7 +123,8 @@ def main() -> None:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         load = os.getloadavg()[0]
         started = time.perf_counter()
-        command = [sys.executable, "-m", "rounds.cli", "score", "--run", run, "--database-url", url]
+        profile = ["-m", "cProfile", "-o", str(args.profile)] if args.profile else []
+        command = [sys.executable, *profile, "-m", "rounds.cli", "score", "--run", run, "--database-url", url]
         done = subprocess.run(command, capture_output=True, text=True,
                               env={**os.environ, "ROUNDS_DATABASE_URL": url})
         wall = time.perf_counter() - started

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from events import payloads as p
 from events.envelope import CloudEvent, EventError, InvalidEvent, utc_now
+from events.payloads.messages import FULL_CHECK as FULL_FHIR_CHECK
 from events.topics import DEADLETTER, FHIR_CHANGES, SCORES, SESSIONS
 
 SCHEMA_BASE = "https://rounds.dev/schemas/events"
@@ -198,11 +199,16 @@ class Catalog:
         return upgraded
 
     def decode(self, raw: bytes) -> CloudEvent | None:
-        """Bytes from the log -> current-version event, or None when they are not a valid catalogued event."""
+        """Bytes from the log -> current-version event, or None when they are not a valid catalogued event.
+        The log's events were validated in full when published: a message's R4B Communication model is not
+        run again here (its Rounds subset is)."""
+        token = FULL_FHIR_CHECK.set(False)
         try:
             return self.upgrade(CloudEvent.from_bytes(raw))
         except EventError:
             return None
+        finally:
+            FULL_FHIR_CHECK.reset(token)
 
     def _validate_data(self, spec: EventSpec, version: int, event: CloudEvent) -> BaseModel:
         try:

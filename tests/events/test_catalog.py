@@ -118,6 +118,22 @@ def test_messages_are_fhir_communications() -> None:
             make_event("rounds.message.assistant", broken, source="/t", subject=SESSION)
 
 
+def test_the_full_fhir_model_runs_at_publish_and_the_subset_on_read() -> None:
+    """An element R4B's Communication does not define: refused when published; the log's reader, whose
+    events all passed that check when published, runs the Rounds subset only (and still refuses a bad one)."""
+    data = {**MESSAGE["assistant"].to_data(), "notAnElement": 1}
+    with pytest.raises(InvalidEvent, match="not a valid FHIR R4 Communication"):
+        make_event("rounds.message.assistant", data, source="/t", subject=SESSION)
+    envelope = make_event("rounds.message.assistant", MESSAGE["assistant"], source="/t",
+                          subject=SESSION).to_dict()
+    assert CATALOG.decode(orjson.dumps(envelope)) is not None
+    event = CATALOG.decode(orjson.dumps({**envelope, "data": data}))
+    assert event is not None and event.data["notAnElement"] == 1
+    assert CATALOG.decode(orjson.dumps({**envelope, "data": {**data, "payload": []}})) is None
+    with pytest.raises(InvalidEvent, match="not a valid FHIR R4 Communication"):  # the reader left it on
+        make_event("rounds.message.assistant", data, source="/t", subject=SESSION)
+
+
 def test_dead_letter_keeps_the_record() -> None:
     letter = SAMPLES["rounds.event.deadlettered"]
     assert letter.raw_size == 4 and letter.original_type is None and letter.offset == 7

@@ -1,6 +1,7 @@
 """The HTML report's per-session view: for every session its turns, each with the conversation (doctor,
 assistant, patient, clarifications), every EHR call (method, URL, status, latency) and every check with
-pass/fail and the evidence the check saw.
+pass/fail and the evidence the check saw, and the precision rule's deductions (wrong claims, unasked-for
+results beyond the budget).
 
 Everything shown comes from LLMs, patients' simulators or scenario files, so every string goes through
 `escape` and nothing is ever placed inside a script or an event-handler attribute.
@@ -86,6 +87,39 @@ def check_row(c: Check, judged: dict[str, bool] | None = None) -> str:
     )
 
 
+def _claims_html(claims: list, kind: str) -> str:
+    return "".join(
+        f'<li class="claim {kind}" data-subject="{escape(str(c.get("subject") or ""))}">'
+        f'{escape(" ".join(str(c[k]) for k in ("text", "unit") if c.get(k)))}'
+        f'{" · " + escape(str(c.get("name") or c["subject"])) if c.get("subject") else ""}</li>'
+        for c in claims if isinstance(c, dict)
+    )
+
+
+def precision_html(t: TurnScore) -> str:
+    """The precision rule on this turn (v3's `precision` check): the wrong claims and the unasked-for results
+    it counted, the budget, the rates and the factor the turn's score was multiplied by; "" without one."""
+    rule = next((d for c in t.checks if isinstance(d := getattr(c, "precision", None), dict)), None)
+    if rule is None:
+        return ""
+    wrong, extra = rule.get("wrong") or [], rule.get("extra") or []
+    beyond, factor = int(rule.get("beyond_budget") or 0), float(rule.get("factor", 1.0))
+    deducted = factor < 1.0
+    head = (f"Precision · factor {factor:.2f} · {len(wrong)} wrong claim{'s' * (len(wrong) != 1)} "
+            f"× {rule.get('per_wrong')} · {len(extra)} unasked-for result{'s' * (len(extra) != 1)}, "
+            f"budget {rule.get('budget')}, {beyond} beyond it × {rule.get('per_extra')}")
+    parts = [f'<div class="precision" data-factor="{factor:.6f}" data-wrong="{len(wrong)}" '
+             f'data-extra="{len(extra)}" data-beyond="{beyond}" data-deducted="{str(deducted).lower()}">',
+             f'<h4 class="{"fail" if deducted else "pass"}">{escape(head)}</h4>']
+    if wrong:
+        parts.append('<p>wrong claims:</p><ul class="claims wrong">' + _claims_html(wrong, "wrong") + "</ul>")
+    if extra:
+        parts.append('<p>unasked-for results:</p><ul class="claims extra">' + _claims_html(extra, "extra")
+                     + "</ul>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
 def turn_html(t: TurnScore) -> str:
     task = f" · {escape(t.task_type)}" if t.task_type else ""
     passed = sum(c.passed for c in t.checks)
@@ -107,6 +141,7 @@ def turn_html(t: TurnScore) -> str:
         )
         parts.extend(check_row(c, judged) for c in t.checks)
         parts.append("</tbody></table>")
+        parts.append(precision_html(t))
     parts.append("</div>")
     return "".join(parts)
 

@@ -49,6 +49,8 @@ details.session[data-excluded="true"] > summary { background: #fffbea; }
 .status-ok { color: var(--ok); } .status-err { color: var(--bad); }
 tr.improved td { background: #eef8ee; } tr.regressed td { background: #fdecec; }
 td.session-label { background: #fff !important; }
+.precision h4 { margin: 6px 0 2px; font-size: 0.9em; }
+.precision ul.claims { margin: 0 0 6px; }
 td.evidence { max-width: 520px; white-space: pre-wrap; overflow-wrap: anywhere; }
 """
 

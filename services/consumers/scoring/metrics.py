@@ -92,6 +92,11 @@ def metrics(sessions: Iterable[SessionScore], *, per_turn_filter: str | None = N
         out.pass_at_turn = {tau: round(mean(t.score >= float(tau) for t in turns), 6) for tau in THRESHOLDS}
         out.tools = tool_metrics(turns)
         out.safety_failures = sum(1 for t in turns for c in t.checks if c.safety and not c.passed)
+        deductions = [d for t in turns for c in t.checks if (d := getattr(c, "precision", None))]
+        if deductions:  # v3's precision rule (older versions have no such check)
+            out.precision_deducted_turns = sum(1 for d in deductions if d["factor"] < 1.0)
+            out.wrong_claims = sum(len(d["wrong"]) for d in deductions)
+            out.unasked_results_beyond_budget = sum(d["beyond_budget"] for d in deductions)
     if scored and per_turn_filter is None:
         out.pass_at_session = {tau: round(mean(session_passes(s, float(tau)) for s in scored), 6)
                                for tau in THRESHOLDS}

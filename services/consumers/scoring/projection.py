@@ -68,6 +68,19 @@ MISSING = object()  # prefetched: the sandbox does not exist here
 READERS = 8  # sandboxes read (and verdicts asked) at once by a batch's prefetch
 
 
+def _recorded_in_batch(records: Sequence[Record]) -> set[str]:
+    """Sessions whose `rounds.sandbox.state` follows their `rounds.session.ended` in these records."""
+    ended: set[str] = set()
+    recorded: set[str] = set()
+    for r in records:
+        sid = r.key or r.event.subject
+        if r.event.type == ENDED:
+            ended.add(sid)
+        elif r.event.type == SNAPSHOT and sid in ended:
+            recorded.add(sid)
+    return recorded
+
+
 @dataclass
 class Prefetched:
     """What a batch's prefetch found: final states by session, and the judge's verdicts by (session, turn,
@@ -126,17 +139,20 @@ class ScorerProjection(Projection):
         return found
 
     def prefetch(self, records: Sequence[Record]) -> Prefetched:
-        """The final state of each sandbox whose session ends in this batch (MISSING: not on this server),
-        then, with a judge, its verdicts on the sessions this batch will score: all slow I/O of the batch,
-        done before its transaction opens."""
+        """The final state of each sandbox whose session ends in this batch (MISSING: not on this server, or
+        the batch itself holds the state recorded after the end: the session is then scored from that, as
+        first scored, without a read), then, with a judge, its verdicts on the sessions this batch will
+        score: all slow I/O of the batch, done before its transaction opens."""
         ended = [r.key for r in records if r.event.type == ENDED and self._mine(r.event.data or {})
                  and (r.event.data or {}).get("reason") not in EXCLUDED_REASONS]
         states: dict[str, Any] = {}
         if ended and self.read_state is not None:
-            starts = self._started(records, ended)
-            jobs = [(sid, scenario) for sid in ended
-                    if sid in starts and (scenario := scenario_of(starts[sid], self.scenarios)) is not None]
-            states = dict(zip([sid for sid, _ in jobs], self._parallel(lambda job: self._read(*job), jobs),
+            recorded = _recorded_in_batch(records)
+            states = {sid: MISSING for sid in ended if sid in recorded}
+            starts = self._started(records, [sid for sid in ended if sid not in recorded])
+            jobs = [(sid, scenario) for sid in ended if sid in starts and sid not in recorded
+                    and (scenario := scenario_of(starts[sid], self.scenarios)) is not None]
+            states |= dict(zip([sid for sid, _ in jobs], self._parallel(lambda job: self._read(*job), jobs),
                               strict=True))
         verdicts = self._judge_ahead(records, ended, states) if self.judge is not None else {}
         return Prefetched(states, verdicts)
@@ -232,7 +248,7 @@ class ScorerProjection(Projection):
             self._forget(tx, session, "ignored")
             return
         row = {"session_id": session_id, "position": session["next_position"], "type": event.type,
-               "data": orjson.dumps(data).decode(), "time": event.time}
+               "data": data, "time": event.time}  # serialised at finish, only if still buffered
         session["next_position"] += 1
         tx.state["buffered"].setdefault(session_id, []).append(row)
         if event.type == ENDED:
@@ -245,7 +261,8 @@ class ScorerProjection(Projection):
 
     def finish(self, tx: ProjectionTx) -> None:
         self._flush_scores(tx)
-        rows = [row for buffered in tx.state["buffered"].values() for row in buffered]
+        rows = [{**row, "data": orjson.dumps(row["data"]).decode()}
+                for buffered in tx.state["buffered"].values() for row in buffered]
         bulk_insert(tx.conn, self.tables["scoring_events"], rows)
         table, existing = self.tables["scoring_open"], tx.state["existing"]
         touched = sorted(tx.state["open"].values(), key=lambda s: s["session_id"])
@@ -256,16 +273,21 @@ class ScorerProjection(Projection):
     def _forget(self, tx: ProjectionTx, session: dict[str, Any], status: str) -> None:
         session["status"] = status
         tx.state["buffered"].pop(session["session_id"], None)
-        table = self.tables["scoring_events"]
-        tx.conn.execute(delete(table).where(table.c.session_id == session["session_id"]))
+        if session["session_id"] in tx.state["existing"]:  # a session first seen in this batch has no rows
+            table = self.tables["scoring_events"]
+            tx.conn.execute(delete(table).where(table.c.session_id == session["session_id"]))
 
     def _events(self, tx: ProjectionTx, session_id: str) -> list[LoggedEvent]:
-        table = self.tables["scoring_events"]
-        stored = tx.conn.execute(select(table.c.type, table.c.data, table.c.time)
-                                 .where(table.c.session_id == session_id).order_by(table.c.position)).all()
-        rows = [(t, d, tm) for t, d, tm in stored] + [
-            (r["type"], r["data"], r["time"]) for r in tx.state["buffered"].get(session_id, [])]
-        return [LoggedEvent(kind, orjson.loads(data), time) for kind, data, time in rows]
+        """The session's events: those earlier batches buffered (only a session seen before has any), then
+        this batch's (their data as JSON reads it back, the same as a buffered event's)."""
+        stored: list[LoggedEvent] = []
+        if session_id in tx.state["existing"]:
+            table = self.tables["scoring_events"]
+            stored = [LoggedEvent(t, orjson.loads(d), tm) for t, d, tm in tx.conn.execute(
+                select(table.c.type, table.c.data, table.c.time)
+                .where(table.c.session_id == session_id).order_by(table.c.position))]
+        return stored + [LoggedEvent(r["type"], orjson.loads(orjson.dumps(r["data"])), r["time"])
+                         for r in tx.state["buffered"].get(session_id, [])]
 
     def _score(self, tx: ProjectionTx, session_id: str, state: FinalState | None, live: bool) -> None:
         log = build_log(session_id, self._events(tx, session_id))

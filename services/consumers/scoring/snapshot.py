@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from datetime import UTC, datetime
 
 import orjson
 
 from events.catalog import CATALOG
 from events.envelope import CloudEvent
 from events.payloads import SandboxState
-from services.consumers.scoring.constraints import parse_time
 from services.consumers.scoring.model import FinalState, RecordValue, Written
 
 SOURCE = "/rounds/scoring"
@@ -33,8 +33,11 @@ def to_event(session_id: str, state: FinalState, time: str | None) -> CloudEvent
                         id=uuid.uuid5(_NAMESPACE, f"{session_id}|{digest}").hex, time=time)
 
 
-def _aware(moment):
-    return parse_time(moment.isoformat()) if moment is not None else None
+def _aware(moment: datetime | None) -> datetime | None:
+    """parse_time's reading of a time without a zone (UTC), without a round trip through text."""
+    if moment is None:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def from_data(data: dict) -> FinalState:

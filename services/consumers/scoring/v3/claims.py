@@ -128,16 +128,33 @@ def _names_in(norm: str, names: tuple[str, ...]) -> list[Hit]:
     return hits
 
 
+def _owners(subjects: Mapping[str, list[str]]) -> tuple[dict[str, list[str]], tuple[str, ...]]:
+    """Lowercased name -> its subjects, and the names longest first; once per mapping (subject_names gives
+    one mapping per scenario, so the turns of a run share it)."""
+    cached = _OWNERS.get(id(subjects))
+    if cached is not None and cached[0] is subjects:
+        return cached[1], cached[2]
+    owner: dict[str, list[str]] = {}
+    for key, names in subjects.items():
+        for name in names:
+            owner.setdefault(name.lower(), []).append(key)
+    ordered = tuple(sorted(owner, key=len, reverse=True))
+    if len(_OWNERS) >= 256:
+        _OWNERS.pop(next(iter(_OWNERS)))
+    _OWNERS[id(subjects)] = (subjects, owner, ordered)  # the mapping is held: its id stays its own
+    return owner, ordered
+
+
+_OWNERS: dict[int, tuple[Mapping[str, list[str]], dict[str, list[str]], tuple[str, ...]]] = {}
+
+
 def parse_claims(text: str, subjects: Mapping[str, list[str]]) -> list[Claim]:
     """Every number of `text` as a claim, left to right; linear in the text (one search per name list)."""
     norm = normalize(text)
     clauses = _clauses(norm)
     future = _future_clauses(norm, clauses)
-    owner: dict[str, list[str]] = {}
-    for key, names in subjects.items():
-        for name in names:
-            owner.setdefault(name.lower(), []).append(key)
-    hits = _names_in(norm, tuple(sorted(owner, key=len, reverse=True)))
+    owner, ordered = _owners(subjects)
+    hits = _names_in(norm, ordered)
     ends, starts = [h.end for h in hits], [h.start for h in hits]
     out: list[Claim] = []
     clause_index = 0

@@ -12,6 +12,7 @@ The turn's score is multiplied by max(0, 1 - per_wrong * wrong - per_extra * max
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from services.consumers.scoring.checks.facts import quantity_matches
@@ -30,6 +31,16 @@ class Precision:
     budget: int
     per_wrong: float
     per_extra: float
+
+    def deductions(self, names: Mapping[str, list[str]]) -> dict:
+        """What the report shows of the rule on a turn: each wrong claim and each unasked-for result (the
+        number as written, its unit, its subject key and first name), the budget, the rates and the factor."""
+        def claims(found: list[Claim]) -> list[dict]:
+            return [{"text": c.cited.text, "unit": c.unit, "subject": c.subject,
+                     "name": (names.get(c.subject) or [None])[0] if c.subject else None} for c in found]
+        return {"factor": self.factor, "wrong": claims(self.wrong), "extra": claims(self.extra),
+                "budget": self.budget, "beyond_budget": max(0, len(self.extra) - self.budget),
+                "per_wrong": self.per_wrong, "per_extra": self.per_extra}
 
     def evidence(self) -> str:
         wrong = ", ".join(c.cited.text for c in self.wrong[:5]) or "none"

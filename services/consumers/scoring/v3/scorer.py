@@ -191,7 +191,7 @@ def score_turn_v3(scenario: Scenario, index: int, log: SessionLog, state: FinalS
     subjects = turn_subjects(scenario, index)
     prec = precision(claims, turn.facts, subjects, view.known, rule)
     checks.append(CheckOut(id="precision", kind="precision", passed=prec.factor >= 1.0, weight=0.0,
-                           evidence=prec.evidence()))
+                           evidence=prec.evidence(), precision=prec.deductions(view.names)))
     total = sum(c.weight for c in checks)
     score = sum(c.weight for c in checks if c.passed) / total if total else float(bool(turn_log.answers))
     if not any(c.passed for c in checks if c.kind not in SUPPORTING and c.weight > 0):

@@ -51,7 +51,22 @@ def _vocabulary_subjects() -> dict[str, tuple[str, ...]]:
 
 
 def subject_names(scenario: Scenario) -> dict[str, list[str]]:
-    """Every subject of the session with its names (the scenario's facts first, then the vocabulary)."""
+    """Every subject of the session with its names (the scenario's facts first, then the vocabulary); one
+    mapping per scenario object (a run's sessions share their parsed scenarios): read it, never change it."""
+    cached = _NAMES.get(id(scenario))
+    if cached is not None and cached[0] is scenario:
+        return cached[1]
+    names = _subject_names(scenario)
+    if len(_NAMES) >= 256:
+        _NAMES.pop(next(iter(_NAMES)))
+    _NAMES[id(scenario)] = (scenario, names)  # the scenario is held: its id stays its own
+    return names
+
+
+_NAMES: dict[int, tuple[Scenario, dict[str, list[str]]]] = {}
+
+
+def _subject_names(scenario: Scenario) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {key: list(names) for key, names in _vocabulary_subjects().items()}
     for key, names in load("claims")["other_subjects"].items():
         out[key] = list(names)
