@@ -115,6 +115,32 @@ def test_a_hanging_model_times_out_and_retry_failed_reruns_it(settings, scenario
     started = {s.subject: s.data.get("retryOf") for s in run_events(settings, "run-retry",
                                                                      "rounds.session.started")}
     assert started == {timed_out.session_id: None, outcome.session_id: timed_out.session_id}
+    check_the_report_counts_the_rerun_only(settings, "run-retry", timed_out.session_id, outcome.session_id)
+
+
+def check_the_report_counts_the_rerun_only(settings, run_id: str, old: str, new: str) -> None:
+    """The superseded timeout is listed as superseded by its rerun, and counted nowhere: not in the metrics,
+    the reasons, pass^k, the terminal's counts or the HTML page's scores."""
+    from typer.testing import CliRunner
+
+    from rounds.cli import app
+    from services.consumers.report.html_page import render_html
+    from services.consumers.scoring.api import score_run
+
+    report = score_run(settings, run_id)
+    listed = {s.session: s for s in report.sessions}
+    assert set(listed) == {old, new}
+    assert listed[old].superseded_by == new and listed[old].reason == "timeout"
+    assert listed[new].superseded_by is None and listed[new].retry_of == old
+    assert (report.metrics.sessions, report.metrics.excluded_sessions, report.superseded) == (1, 0, 1)
+    assert report.reasons == {"completed": 1} and report.metrics.pass_hat_k.keys() == {"1"}
+    assert all(m.sessions == 1 for m in report.by["language"].values())
+    shown = CliRunner().invoke(app, ["report", "--run", run_id, "--database-url", settings.database_url],
+                               env={"COLUMNS": "160"})
+    assert shown.exit_code == 0, shown.output
+    assert "2 sessions: 1 scored, 0 unscored, 1 superseded by their reruns" in shown.output
+    page = render_html(report)
+    assert f'data-superseded-by="{new}"' in page and f"superseded by its rerun {new}" in page
 
 
 def test_cancelling_a_run_ends_open_sessions_interrupted_and_a_rerun_resumes(settings, scenarios, model):
