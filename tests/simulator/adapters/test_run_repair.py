@@ -259,3 +259,24 @@ def test_an_answer_too_large_for_an_event_is_stored_and_scored(settings, scenari
     report = score_run(settings, "run-huge")
     (scored,) = report.sessions
     assert scored.reason == "completed" and scored.score is not None
+
+
+def test_a_fact_past_the_first_64_kib_of_an_answer_is_scored(settings, scenarios, model) -> None:
+    """An answer too large for an event (256 KiB) carries its first 64 KiB; the creatinine the first turn asks
+    for comes after them, in the stored whole text, which the scorer judges (the view keeps the head)."""
+    from events.payloads import Communication
+    from services.consumers.scoring.api import score_run
+
+    fake, base = model
+    fake.reset(text(fake, "Looking. " * 35_000 + "Creatinine 1.6 mg/dL."))  # ~315 kB, the fact at the end
+    options = RunOptions("run-tail", max_tokens=200_000)
+    summary = run(settings, scenarios, f"openai:fake-model@{base}", options)
+    (outcome,) = summary.outcomes
+    assert outcome.reason == "completed", outcome.error
+    answer = next(Communication.model_validate(e.data) for e in session_events(settings, outcome.session_id)
+                  if e.type == "rounds.message.assistant")
+    assert answer.stored_text is not None and "Creatinine" not in answer.text
+    (scored,) = score_run(settings, "run-tail").sessions
+    (cited,) = [c for c in scored.turns[0].checks if c.kind == "fact_cited"]
+    assert cited.passed, cited.evidence
+    assert "Creatinine" not in (scored.turns[0].exchanges[-1].text or "")  # the view shows the head
