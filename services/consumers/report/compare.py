@@ -17,7 +17,7 @@ from services.consumers.report.comparison_model import (
     TurnStatus,
 )
 from services.consumers.report.model import RunReport, SessionScore, TurnScore
-from services.consumers.report.stats import EPSILON, is_excluded
+from services.consumers.report.stats import EPSILON, counted_sessions, is_excluded
 
 STATUS_ORDER: tuple[TurnStatus, ...] = (
     "improved",
@@ -35,7 +35,7 @@ def session_key(session: SessionScore) -> SessionKey:
 
 def _index(report: RunReport) -> dict[SessionKey, SessionScore]:
     sessions: dict[SessionKey, SessionScore] = {}
-    for s in report.sessions:
+    for s in counted_sessions(report):  # a superseded session shares its rerun's key
         sessions.setdefault(session_key(s), s)  # a duplicate key (should not happen) keeps the first
     return sessions
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from html import escape
 
 from services.consumers.report.model import Check, Exchange, RunReport, SessionScore, TurnScore
-from services.consumers.report.stats import is_excluded, reason_counts, session_passes
+from services.consumers.report.stats import is_excluded, is_superseded, reason_counts, session_passes
 from services.consumers.report.summary import fmt
 
 # who said it, as the view labels each kind of exchange
@@ -147,15 +147,18 @@ def turn_html(t: TurnScore) -> str:
 
 
 def session_html(s: SessionScore, open_: bool = False) -> str:
-    excluded = is_excluded(s)
+    superseded = is_superseded(s)
+    excluded = is_excluded(s) or superseded
     facets = [s.family, s.difficulty, s.language, s.variant]
     search = " ".join(x for x in [s.session, s.scenario, s.reason, *facets] if x).lower()
-    score = "excluded" if excluded else fmt(s.score)
+    score = "superseded" if superseded else "excluded" if excluded else fmt(s.score)
     reason_class = "excluded" if excluded else ("completed" if s.reason == "completed" else "")
+    rerun = (f' · <span class="badge superseded" data-superseded-by="{escape(s.superseded_by or "")}">'
+             f"superseded by its rerun {escape(s.superseded_by or '')}</span>" if superseded else "")
     summary = (
         f"<strong>{escape(s.scenario)}</strong> · trial {s.trial} · "
         f"{escape(' · '.join(x for x in facets if x))} · "
-        f'<span class="badge {reason_class}">{escape(s.reason)}</span> · '
+        f'<span class="badge {reason_class}">{escape(s.reason)}</span>{rerun} · '
         f'score <span class="score">{score}</span>'
         f' <span class="meta">({escape(s.session)})</span>'
     )

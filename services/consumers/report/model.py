@@ -72,6 +72,8 @@ class SessionScore(_Model):
     reason: str  # rounds.session.ended reason
     score: float | None = None  # None when excluded
     turns: list[TurnScore] = Field(default_factory=list)
+    retry_of: str | None = None  # the earlier session this one reruns (`retryOf` on its session.started)
+    superseded_by: str | None = None  # a later session of the run reran this one: shown, never counted
 
 
 class RunReport(_Model):
@@ -83,6 +85,7 @@ class RunReport(_Model):
     by: dict[str, dict[str, Metrics]] = Field(default_factory=dict)  # dimension -> value -> metrics
     reasons: dict[str, int] = Field(default_factory=dict)  # termination reason -> sessions
     sessions: list[SessionScore] = Field(default_factory=list)
+    superseded: int = 0  # sessions a rerun replaced (--retry-failed, interrupted): in `sessions`, not counted
     judge: dict[str, Any] | None = None  # optional LLM judge: model, prompt version, agreement
 
 

@@ -26,8 +26,18 @@ def is_excluded(session: SessionScore) -> bool:
     return session.reason in NOT_ASSISTANT_FAULT
 
 
+def is_superseded(session: SessionScore) -> bool:
+    """A later session of the run reran this one (`retryOf`): listed, never counted."""
+    return getattr(session, "superseded_by", None) is not None
+
+
+def counted_sessions(report: RunReport) -> list[SessionScore]:
+    """The sessions the metrics count from: every one no rerun superseded."""
+    return [s for s in report.sessions if not is_superseded(s)]
+
+
 def scored_sessions(report: RunReport) -> list[SessionScore]:
-    return [s for s in report.sessions if not is_excluded(s)]
+    return [s for s in counted_sessions(report) if not is_excluded(s)]
 
 
 def reason_counts(report: RunReport) -> tuple[dict[str, int], dict[str, int]]:
@@ -35,7 +45,8 @@ def reason_counts(report: RunReport) -> tuple[dict[str, int], dict[str, int]]:
 
     The document's `reasons` is used when the scorer filled it; otherwise the sessions are counted.
     """
-    counts = Counter(report.reasons) if report.reasons else Counter(s.reason for s in report.sessions)
+    counted = counted_sessions(report)
+    counts = Counter(report.reasons) if report.reasons else Counter(s.reason for s in counted)
     ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     scored = {r: n for r, n in ordered if r not in NOT_ASSISTANT_FAULT}
     excluded = {r: n for r, n in ordered if r in NOT_ASSISTANT_FAULT}

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from services.consumers.report.comparison_model import Comparison
 from services.consumers.report.model import Metrics, RunReport
-from services.consumers.report.stats import judge_agreement, reason_counts
+from services.consumers.report.stats import counted_sessions, judge_agreement, reason_counts
 from services.consumers.report.summary import DIMENSION_COLUMNS, dimension_table, fmt, fmt_delta, metric_rows
 
 TERMINAL_DIMENSIONS = ("difficulty", "language")
@@ -106,19 +106,23 @@ def judge_line(report: RunReport) -> Text | None:
 
 
 def counts_line(report: RunReport) -> str:
-    """Every session the run holds: scored, and unscored with why (none is left out of the report)."""
+    """Every session the run holds: scored, unscored with why, and superseded by a rerun (none left out)."""
+    counted = counted_sessions(report)
     unscored: dict[str, int] = {}
-    for s in report.sessions:
+    for s in counted:
         if s.score is None:
             why = getattr(s, "excluded", None) or "unscored"
             if getattr(s, "error", None) and why == "unscorable":
                 why = f"unscorable: {s.error}"[:60]
             unscored[why] = unscored.get(why, 0) + 1
-    scored = len(report.sessions) - sum(unscored.values())
+    scored = len(counted) - sum(unscored.values())
     detail = ", ".join(f"{n} {why}" for why, n in sorted(unscored.items()))
     safety = getattr(report.metrics, "safety_failures", None)
+    superseded = len(report.sessions) - len(counted)
     return (f"{len(report.sessions)} sessions: {scored} scored, {sum(unscored.values())} unscored"
-            + (f" ({detail})" if detail else "") + (f" · {safety} safety failures" if safety else ""))
+            + (f" ({detail})" if detail else "")
+            + (f", {superseded} superseded by their reruns" if superseded else "")
+            + (f" · {safety} safety failures" if safety else ""))
 
 
 def summary(report: RunReport, other: RunReport | None = None, comparison: Comparison | None = None) -> Group:

@@ -8,6 +8,9 @@ and persona, with termination reasons.
   succeeds when every turn is ≥ 0.75), C(c, k) / C(n, k), averaged over the tasks with n ≥ k; k = 1..max n.
 - Sessions ended by infrastructure/patient errors, or unscorable, are counted in `excluded_sessions` and in
   `reasons`, never in the scores.
+- A session a later session of the run reran (its `retryOf` names it: `--retry-failed`, an interrupted
+  session resumed) is superseded: listed with `superseded_by`, counted in `superseded`, never in the
+  metrics or `reasons` (a timeout retried once is one session of the run, not two).
 """
 
 from __future__ import annotations
@@ -109,9 +112,17 @@ def _value(session: SessionScore, dimension: str) -> str | None:
     return None if value is None else str(value)
 
 
+def supersede(sessions: list[SessionScore]) -> list[SessionScore]:
+    """`sessions` with `superseded_by` set on each one a later session reruns (by its `retry_of`)."""
+    rerun_by = {s.retry_of: s.session for s in sessions if getattr(s, "retry_of", None)}
+    return [s.model_copy(update={"superseded_by": rerun_by[s.session]}) if s.session in rerun_by else s
+            for s in sessions]
+
+
 def build_report(run: str, scorer_version: str, sessions: list[SessionScore]) -> RunReport:
-    sessions = sorted(sessions, key=lambda s: (s.scenario, s.language or "", s.variant or "", s.trial,
-                                               s.session))
+    listed = sorted(supersede(sessions), key=lambda s: (s.scenario, s.language or "", s.variant or "",
+                                                        s.trial, s.session))
+    sessions = [s for s in listed if s.superseded_by is None]  # what the metrics count
     by: dict[str, dict[str, Metrics]] = {}
     for dimension in DIMENSIONS:
         if dimension == "task_type":
@@ -131,7 +142,7 @@ def build_report(run: str, scorer_version: str, sessions: list[SessionScore]) ->
     judge = judge_summary(sessions)
     return RunReport(run=run, scorer_version=scorer_version, assistant=", ".join(assistants) or None,
                      metrics=metrics(sessions), by=by, reasons=dict(sorted(reasons.items())),
-                     sessions=sessions, judge=judge)
+                     sessions=listed, superseded=len(listed) - len(sessions), judge=judge)
 
 
 def judge_summary(sessions: list[SessionScore]) -> dict | None:

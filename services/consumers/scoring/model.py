@@ -49,6 +49,12 @@ class Utterance:
     time: str | None = None
     disclosed: tuple[str, ...] = ()
     sender: str = ""  # doctor | assistant | patient (a clarification goes both ways)
+    whole: str | None = None  # the whole text when `text` is the head of one too large for an event
+
+    @property
+    def full_text(self) -> str:
+        """What the checks judge: the whole text (stored_text.py), else the text as carried."""
+        return self.whole if self.whole is not None else self.text
 
 
 @dataclass
@@ -65,7 +71,7 @@ class TurnLog:
 
     @property
     def answer_text(self) -> str:
-        return "\n".join(m.text for m in self.answers)
+        return "\n".join(m.full_text for m in self.answers)
 
     @property
     def answer_position(self) -> int | None:

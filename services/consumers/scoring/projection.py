@@ -41,7 +41,7 @@ from events.projections.projection import (
 from events.projections.retry import RetryLater
 from events.topics import SCORES, SESSIONS
 from services.consumers.report.model import SessionScore
-from services.consumers.scoring import snapshot, tables
+from services.consumers.scoring import snapshot, stored_text, tables
 from services.consumers.scoring.events_out import session_event, turn_event
 from services.consumers.scoring.fhir_state import SandboxMissing
 from services.consumers.scoring.judge import Verdicts
@@ -211,7 +211,12 @@ class ScorerProjection(Projection):
                                              record.event.time))
                 if record.event.type == ENDED:
                     closed.add(sid)
-        return [build_log(sid, rows[sid]) for sid in sessions]
+        stored: dict[str, str] = {}
+        if self.engine is not None:
+            with self.engine.connect() as conn:
+                wanted = {ref for sid in sessions for ref in stored_text.refs(rows[sid])}
+                stored = stored_text.load(conn, wanted)
+        return [build_log(sid, rows[sid], stored) for sid in sessions]
 
     def _read(self, session_id: str, scenario: Scenario) -> FinalState | object:
         try:
@@ -290,7 +295,8 @@ class ScorerProjection(Projection):
                          for r in tx.state["buffered"].get(session_id, [])]
 
     def _score(self, tx: ProjectionTx, session_id: str, state: FinalState | None, live: bool) -> None:
-        log = build_log(session_id, self._events(tx, session_id))
+        events = self._events(tx, session_id)
+        log = build_log(session_id, events, stored_text.load(tx.conn, stored_text.refs(events)))
         scenario = scenario_of(log.started, self.scenarios)
         if state is None and live and scenario is not None and self.read_state is not None \
                 and log.reason not in EXCLUDED_REASONS:

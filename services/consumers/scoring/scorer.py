@@ -178,6 +178,7 @@ def score_session(log: SessionLog, scenario: Scenario | None, state: FinalState 
         "run": log.run_id,
         "persona": persona_label(scenario) if scenario else None,
         "assistant": started.get("assistant"),
+        "retry_of": started.get("retryOf"),
     }
     if log.reason in EXCLUDED_REASONS:
         return SessionScore(**base, score=None, excluded=log.reason)

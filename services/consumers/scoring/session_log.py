@@ -3,11 +3,12 @@ session, in order"): EHR calls and tool calls belong to the turn whose doctor me
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from events.payloads.messages import EXT_DISCLOSED, EXT_KIND, EXT_TURN
 from services.consumers.scoring.model import EhrCall, SessionLog, TurnLog, Utterance
+from services.consumers.scoring.stored_text import ref_of
 
 
 class LoggedEvent(NamedTuple):
@@ -22,7 +23,8 @@ def _extension(data: dict[str, Any], url: str, key: str) -> list[Any]:
     return [e.get(key) for e in data.get("extension") or () if e.get("url") == url]
 
 
-def _message(data: dict[str, Any], position: int, time: str | None) -> tuple[int | None, str, Utterance]:
+def _message(data: dict[str, Any], position: int, time: str | None,
+             stored: Mapping[str, str]) -> tuple[int | None, str, Utterance]:
     sender = data["sender"]["identifier"]["value"]
     recipients = {r["identifier"]["value"] for r in data.get("recipient") or ()}
     turn = next(iter(_extension(data, EXT_TURN, "valueInteger")), None)
@@ -34,12 +36,17 @@ def _message(data: dict[str, Any], position: int, time: str | None) -> tuple[int
         kind = "patient"
     else:
         kind = "clarification" if kind == "clarification" else "doctor"
-    text = "\n".join(part.get("contentString", "") for part in data.get("payload") or ())
+    parts = [part["contentString"] for part in data.get("payload") or () if "contentString" in part]
     disclosed = tuple(_extension(data, EXT_DISCLOSED, "valueString"))
-    return turn, kind, Utterance(kind, text, position, data.get("id", ""), time, disclosed, sender)
+    whole = stored.get(ref) if (ref := ref_of(data)) else None
+    text = "\n".join(parts)
+    return turn, kind, Utterance(kind, text, position, data.get("id", ""), time, disclosed, sender, whole)
 
 
-def build_log(session_id: str, events: Iterable[LoggedEvent]) -> SessionLog:
+def build_log(session_id: str, events: Iterable[LoggedEvent], stored: Mapping[str, str] | None = None,
+              ) -> SessionLog:
+    """The session's log; `stored` (blob reference -> whole text, stored_text.py) gives the messages too
+    large for an event their whole text."""
     log = SessionLog(session_id)
     current: TurnLog | None = None
     pending: dict[str, tuple[TurnLog, EhrCall]] = {}  # request id -> (turn, call without response)
@@ -53,7 +60,7 @@ def build_log(session_id: str, events: Iterable[LoggedEvent]) -> SessionLog:
         elif kind == "rounds.session.ended":
             log.ended, log.ended_time = data, time
         elif kind.startswith("rounds.message."):
-            turn, what, utterance = _message(data, position, time)
+            turn, what, utterance = _message(data, position, time, stored or {})
             if what == "doctor":
                 index = turn if turn is not None else (max(log.turns) + 1 if log.turns else 0)
                 current = turn_at(index)

@@ -115,6 +115,32 @@ def test_a_hanging_model_times_out_and_retry_failed_reruns_it(settings, scenario
     started = {s.subject: s.data.get("retryOf") for s in run_events(settings, "run-retry",
                                                                      "rounds.session.started")}
     assert started == {timed_out.session_id: None, outcome.session_id: timed_out.session_id}
+    check_the_report_counts_the_rerun_only(settings, "run-retry", timed_out.session_id, outcome.session_id)
+
+
+def check_the_report_counts_the_rerun_only(settings, run_id: str, old: str, new: str) -> None:
+    """The superseded timeout is listed as superseded by its rerun, and counted nowhere: not in the metrics,
+    the reasons, pass^k, the terminal's counts or the HTML page's scores."""
+    from typer.testing import CliRunner
+
+    from rounds.cli import app
+    from services.consumers.report.html_page import render_html
+    from services.consumers.scoring.api import score_run
+
+    report = score_run(settings, run_id)
+    listed = {s.session: s for s in report.sessions}
+    assert set(listed) == {old, new}
+    assert listed[old].superseded_by == new and listed[old].reason == "timeout"
+    assert listed[new].superseded_by is None and listed[new].retry_of == old
+    assert (report.metrics.sessions, report.metrics.excluded_sessions, report.superseded) == (1, 0, 1)
+    assert report.reasons == {"completed": 1} and report.metrics.pass_hat_k.keys() == {"1"}
+    assert all(m.sessions == 1 for m in report.by["language"].values())
+    shown = CliRunner().invoke(app, ["report", "--run", run_id, "--database-url", settings.database_url],
+                               env={"COLUMNS": "160"})
+    assert shown.exit_code == 0, shown.output
+    assert "2 sessions: 1 scored, 0 unscored, 1 superseded by their reruns" in shown.output
+    page = render_html(report)
+    assert f'data-superseded-by="{new}"' in page and f"superseded by its rerun {new}" in page
 
 
 def test_cancelling_a_run_ends_open_sessions_interrupted_and_a_rerun_resumes(settings, scenarios, model):
@@ -233,3 +259,24 @@ def test_an_answer_too_large_for_an_event_is_stored_and_scored(settings, scenari
     report = score_run(settings, "run-huge")
     (scored,) = report.sessions
     assert scored.reason == "completed" and scored.score is not None
+
+
+def test_a_fact_past_the_first_64_kib_of_an_answer_is_scored(settings, scenarios, model) -> None:
+    """An answer too large for an event (256 KiB) carries its first 64 KiB; the creatinine the first turn asks
+    for comes after them, in the stored whole text, which the scorer judges (the view keeps the head)."""
+    from events.payloads import Communication
+    from services.consumers.scoring.api import score_run
+
+    fake, base = model
+    fake.reset(text(fake, "Looking. " * 35_000 + "Creatinine 1.6 mg/dL."))  # ~315 kB, the fact at the end
+    options = RunOptions("run-tail", max_tokens=200_000)
+    summary = run(settings, scenarios, f"openai:fake-model@{base}", options)
+    (outcome,) = summary.outcomes
+    assert outcome.reason == "completed", outcome.error
+    answer = next(Communication.model_validate(e.data) for e in session_events(settings, outcome.session_id)
+                  if e.type == "rounds.message.assistant")
+    assert answer.stored_text is not None and "Creatinine" not in answer.text
+    (scored,) = score_run(settings, "run-tail").sessions
+    (cited,) = [c for c in scored.turns[0].checks if c.kind == "fact_cited"]
+    assert cited.passed, cited.evidence
+    assert "Creatinine" not in (scored.turns[0].exchanges[-1].text or "")  # the view shows the head

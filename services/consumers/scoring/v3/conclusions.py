@@ -18,7 +18,9 @@ from services.consumers.scoring.lexicon import lexicon, load
 from services.consumers.scoring.text import find, has_cjk, normalize
 
 _WORD = re.compile(r"[a-z0-9']+")
-_SENTENCE = re.compile(r"[^.!?。！？\n]*[?？]")
+# a clause and the mark that ends it: one match per clause, so a long answer without a "?" is read once (the
+# pattern "clause then ?" was retried from every position of such a run, quadratic in its length)
+_CLAUSE = re.compile(r"[^.!?。！？\n]*[.!?。！？\n]?")
 
 
 @cache
@@ -35,7 +37,8 @@ def without_question(answer: str, question: str, words: int | None = None,
                      chars_zh: int | None = None) -> str:
     """`answer` (normalised) with the runs that copy `question` and its own questions blanked."""
     norm = normalize(answer)
-    chars = list(_SENTENCE.sub(lambda m: " " * len(m.group()), norm))
+    chars = list(_CLAUSE.sub(lambda m: " " * len(m.group()) if m.group().endswith(("?", "？")) else m.group(),
+                             norm))
     q = normalize(question)
     n = words or _data()["echo_min_words"]
     q_words = _WORD.findall(q)

@@ -1,0 +1,41 @@
+"""The whole text of a message too large for an event (events/payloads/messages.py
+`Communication.stored_text`): its event carries the first 64 KiB inline and names the whole in `event_blobs`
+(events/blobs.py). The scorer judges the answer the assistant gave, so it reads the whole text; the report's
+conversation view keeps the head.
+
+`refs(events)` finds the references a session's messages hold; `load(conn, refs)` reads them in the caller's
+connection (the scorer's transaction: a database read, no network). A reference not stored here (a log
+loaded elsewhere) is left out, and its message is judged by its head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import Connection, inspect, select
+
+from events.blobs import BLOBS
+from events.payloads.messages import STORED_PREFIX
+
+
+def ref_of(data: Mapping[str, Any]) -> str | None:
+    """The blob reference ("sha256:<hex>") of a message's whole text, else None."""
+    for part in data.get("payload") or ():
+        url = (part.get("contentAttachment") or {}).get("url") or ""
+        if url.startswith(STORED_PREFIX):
+            return url.removeprefix(STORED_PREFIX)
+    return None
+
+
+def refs(events: Iterable[Any]) -> set[str]:
+    """The references of the messages among `events` (LoggedEvent-like: `.type`, `.data`)."""
+    return {ref for e in events if e.type.startswith("rounds.message.") and (ref := ref_of(e.data or {}))}
+
+
+def load(conn: Connection, wanted: set[str]) -> dict[str, str]:
+    """reference -> whole text, for those of `wanted` stored in this database."""
+    if not wanted or not inspect(conn).has_table(BLOBS.name):
+        return {}
+    rows = conn.execute(select(BLOBS.c.ref, BLOBS.c.content).where(BLOBS.c.ref.in_(sorted(wanted))))
+    return {ref: bytes(content).decode(errors="replace") for ref, content in rows}
