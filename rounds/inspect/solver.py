@@ -75,7 +75,8 @@ def rounds_session(scenarios: str | None = None, language: str = "en", variant: 
         assistant = InspectAssistant(get_model(), state)
         env = _Opened(run.env)
         options = SessionSettings(run_id=run.run_id, assistant_spec=assistant.spec, max_steps=max_steps,
-                                  turn_timeout_s=turn_timeout)
+                                  turn_timeout_s=turn_timeout,
+                                  on_cancel=lambda: cut_reason(sample_active(), _limits()))
         started = time.monotonic()
         try:
             outcome = await run_session(env, run.log, assistant, job, options)  # type: ignore[arg-type]

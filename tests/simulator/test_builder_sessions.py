@@ -12,7 +12,7 @@ from services.consumers.scoring.api import score_run
 from services.simulator.assistants.baseline import intents
 from services.simulator.orchestrator.run import plan
 from services.simulator.orchestrator.runner import RunOptions, run_scenarios
-from tests.scenarios.conftest import demo_app, demo_build, demo_raw, demo_url  # noqa: F401 - fixtures
+from tests.scenarios.conftest import demo_app, demo_build, demo_loaded, demo_raw, demo_url  # noqa: F401
 
 PER_FAMILY = 3
 

@@ -104,6 +104,9 @@ class SessionSettings:
     voice: object = None
     run_options: dict = field(default_factory=dict)  # recorded on session.started (runOptions)
     on_turn: Callable[[TurnProgress], None] | None = None
+    # what a cancellation of the session means, as (reason, detail); None: the run was stopped (interrupted).
+    # A harness whose limits cancel sessions (Inspect's time limit: `timeout`) says which limit it was.
+    on_cancel: Callable[[], tuple[str, str | None]] | None = None
 
 
 def charge(exc: BaseException, live: LiveSession) -> SessionFailure:
@@ -185,6 +188,8 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
     except asyncio.CancelledError:  # the run is being stopped: record the end, then let the run stop
         failure = SessionInterrupted(f"the run was stopped during turn {live.turn} "
                                      f"({live.model_calls} model calls in the session)")
+        if settings.on_cancel is not None:
+            failure.reason, failure.detail = settings.on_cancel()
     except Exception as exc:  # noqa: BLE001 - the bus or the orchestrator itself failed
         failure = InfrastructureFailure(f"the simulator failed: {exc!r} ({where(exc)})"[:2000])
     finally:
