@@ -28,14 +28,7 @@ def plan(scenario: Scenario, turn: int, language: str) -> list[tuple[str, dict[s
                                   "params": {"patient": scenario.patient.split("/", 1)[1], "_sort": "-date",
                                              "_count": 3}}))
     # the resources the turn's facts come from, as the oracle reads them (scorer v3 grounds every fact)
-    by_type: dict[str, list[str]] = {}
-    for fact in spec.facts:
-        for ref in [fact.reference, *fact.references]:
-            if ref and "/" in ref:
-                kind, _, rid = ref.partition("/")
-                by_type.setdefault(kind, []).append(rid)
-    for kind, ids in sorted(by_type.items()):
-        ids = list(dict.fromkeys(ids))
+    for kind, ids in sorted(spec.sources_by_type().items()):
         calls.append(("fhir_search", {"resourceType": kind, "params": {"_id": ",".join(ids),
                                                                          "_count": len(ids)}}))
     return calls

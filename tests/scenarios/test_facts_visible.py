@@ -22,7 +22,7 @@ def demo_store(demo_url: str):
 
 
 def _refs(fact) -> list[str]:
-    return [r for r in [fact.reference, *fact.references] if r and "/" in r and not r.startswith("urn:")]
+    return [r for r in fact.sources if "/" in r and not r.startswith("urn:")]
 
 
 def _visible(store, ctx, refs: set[str]) -> set[str]:

@@ -111,7 +111,7 @@ def score_turn(scenario: Scenario, index: int, log: SessionLog, state: FinalStat
 
 def turn_tools(turn, log: TurnLog) -> dict:
     """Tool metrics of one turn: FHIR calls, errors, resource types needed vs queried, patient questions."""
-    refs = [ref for fact in turn.facts for ref in [fact.reference, *fact.references] if ref]
+    refs = [ref for fact in turn.facts for ref in fact.sources]
     needed = {ref.split("/", 1)[0] for ref in refs}
     needed |= {w.resource_type for w in turn.writes}
     queried = {call.resource_type for call in log.ehr if call.resource_type}

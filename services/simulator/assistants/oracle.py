@@ -27,14 +27,7 @@ def fallback_answer(scenario: Scenario, turn: int, language: str) -> str:
 async def read_sources(tools: SessionTools, turn) -> None:
     """Read what the turn's facts come from through the session's base, like any assistant must (scorer v3
     counts a fact only if its resources reached the assistant): one `_id` search per resource type."""
-    by_type: dict[str, list[str]] = {}
-    for fact in turn.facts:
-        for ref in [fact.reference, *fact.references]:
-            if ref and "/" in ref:
-                kind, _, rid = ref.partition("/")
-                by_type.setdefault(kind, []).append(rid)
-    for kind, ids in sorted(by_type.items()):
-        ids = list(dict.fromkeys(ids))
+    for kind, ids in sorted(turn.sources_by_type().items()):
         response = await tools.http.get(kind, params={"_id": ",".join(ids), "_count": str(len(ids))})
         if response.status_code >= 500:
             response.raise_for_status()

@@ -77,6 +77,12 @@ class Fact(Model):
     reference: str | None = None
     references: list[str] = Field(default_factory=list)
 
+    @property
+    def sources(self) -> list[str]:
+        """Every resource the fact comes from: what an assistant must read to know it (scorer v3 grounds on
+        these)."""
+        return [ref for ref in [self.reference, *self.references] if ref]
+
 
 class FieldConstraint(Model):
     """One constraint on a written resource, addressed by a simple FHIR path (dots; `[0]` or none for lists:
@@ -163,6 +169,17 @@ class Turn(Model):
     patient_facts: list[str] = Field(default_factory=list)  # ids in Scenario.patient_memory
     rubric: list[RubricItem] = Field(min_length=1)
     answer: Localized | None = None  # a reference answer citing the facts (the oracle says it)
+
+    def sources_by_type(self) -> dict[str, list[str]]:
+        """The ids of the resources the turn's facts come from, by resource type (each once, in order): one
+        `_id` search per type reads them all."""
+        by_type: dict[str, list[str]] = {}
+        for fact in self.facts:
+            for ref in fact.sources:
+                kind, _, rid = ref.partition("/")
+                if rid and rid not in by_type.setdefault(kind, []):
+                    by_type[kind].append(rid)
+        return {kind: ids for kind, ids in by_type.items() if ids}
 
     @model_validator(mode="after")
     def _consistent(self) -> Turn:

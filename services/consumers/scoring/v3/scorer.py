@@ -68,7 +68,7 @@ class SessionView:
 
 def _grounded(fact: Fact, given: dict[str, int], view: SessionView) -> CheckResult | None:
     """None when the fact's sources reached the assistant (or the log does not record responses)."""
-    refs = [r for r in [fact.reference, *fact.references] if r]
+    refs = fact.sources
     if not refs or not view.grounding:
         return None
     missing = [r for r in refs if r not in given]
