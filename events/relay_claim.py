@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import fcntl
 import os
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from functools import partial
 from pathlib import Path
 
 from sqlalchemy import Engine
@@ -34,22 +34,16 @@ def lock_path(engine: Engine) -> Path | None:
     return Path(os.path.abspath(database)).with_name(Path(database).name + "-relay.lock")
 
 
-class FileClaim:
-    """An exclusive `flock` on one file: held by one relay of any process (or thread) at a time."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._local = threading.Lock()  # flock is per open file; threads of one relay share this object
-
-    @contextmanager
-    def __call__(self) -> Iterator[None]:
-        with self._local:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
-            finally:
-                os.close(fd)  # closing the descriptor releases the lock
+@contextmanager
+def file_claim(path: Path) -> Iterator[None]:
+    """An exclusive `flock` on `path` for the length of the block. The lock belongs to the open file, so two
+    relays block each other whether they are two processes or two threads of one."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 Claim = Callable[[], AbstractContextManager[None]]
@@ -58,4 +52,4 @@ Claim = Callable[[], AbstractContextManager[None]]
 def claim_for(engine: Engine) -> Claim:
     """The claim a relay on `engine` holds while it publishes and marks one batch."""
     path = lock_path(engine)
-    return FileClaim(path) if path is not None else nullcontext
+    return partial(file_claim, path) if path is not None else nullcontext
