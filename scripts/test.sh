@@ -2,9 +2,9 @@
 # Install everything the tests need, from nothing, and run them against a real Kafka broker, a real PostgreSQL
 # and headless Chromium. The pytest fixtures start Kafka and PostgreSQL through scripts/kafka.sh and
 # scripts/postgres.sh (one of each per pytest-xdist worker) and stop them at the end.
-#   scripts/test.sh                  the full suite, in parallel (ROUNDS_TEST_WORKERS, default: one per core)
-#   scripts/test.sh -m "not slow"    the fast lane: no PostgreSQL, Kafka or browser, a couple of minutes
-# Extra arguments go to pytest.
+#   scripts/test.sh        the full suite, in parallel (ROUNDS_TEST_WORKERS, default: one per core); extra
+#                          arguments go to pytest
+# The fast lane needs none of the installs: `python3 -m pytest -m "not slow" -n auto` (tests/conftest.py).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 in_ci() { case "${CI:-}" in 1|true|yes|TRUE|True) return 0 ;; *) return 1 ;; esac; }

@@ -14,18 +14,18 @@ as_root() {
   fi
 }
 
+_apt() {  # _apt LOG ARGS...: one bounded apt-get call with the privileges it needs
+  local log="$1"; shift
+  as_root timeout "${ROUNDS_APT_TIMEOUT:-900}" env DEBIAN_FRONTEND=noninteractive apt-get "$@" >>"$log" 2>&1
+}
+
 apt_install() {
   local log="$1"; shift
   command -v apt-get >/dev/null 2>&1 || { echo "apt-get is unavailable; install $* by hand." >&2; return 1; }
-  local limit="${ROUNDS_APT_TIMEOUT:-900}"
   : >"$log"
-  if as_root timeout "$limit" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >>"$log" 2>&1; then
-    return 0
-  fi
-  as_root timeout "$limit" env DEBIAN_FRONTEND=noninteractive apt-get update -q >>"$log" 2>&1 || true
-  if as_root timeout "$limit" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >>"$log" 2>&1; then
-    return 0
-  fi
+  _apt "$log" install -y -q "$@" && return 0
+  _apt "$log" update -q || true
+  _apt "$log" install -y -q "$@" && return 0
   tail -n 20 "$log" >&2
   echo "apt-get install $* failed (log: $log). Run as root or with passwordless sudo, and check the package mirror." >&2
   return 1
