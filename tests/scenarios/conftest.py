@@ -96,12 +96,13 @@ def demo_fhir(demo_loaded: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_url(demo_loaded: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+def demo_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A store holding the mapped demo: each xdist worker writes to its own copy of the one loaded store
-    (ROUNDS_TEST_DEMO_STORE: reuse one already loaded, quick reruns)."""
+    (ROUNDS_TEST_DEMO_STORE: reuse one already loaded, quick reruns, nothing built)."""
     if os.environ.get("ROUNDS_TEST_DEMO_STORE"):
         return os.environ["ROUNDS_TEST_DEMO_STORE"]
-    return private_sqlite(demo_loaded / "rounds.sqlite", tmp_path_factory.mktemp("scenario-demo"))
+    loaded = request.getfixturevalue("demo_loaded")
+    return private_sqlite(loaded / "rounds.sqlite", tmp_path_factory.mktemp("scenario-demo"))
 
 
 def app_for(url: str):
