@@ -6,7 +6,7 @@ free ports), so workers never see each other's topics or databases.
 
 The fast lane is `pytest -m "not slow"`: every test that needs Kafka, PostgreSQL or the browser is marked slow
 here at collection (by the fixtures it names, or a backend parameter such as `database_url[postgres]`), as is
-every test of a whole record (HEAVY_FIXTURES) or of a module that runs whole pipelines (SLOW_MODULES); a
+every test of a whole record (HEAVY_FIXTURES); modules of whole pipelines mark themselves (`pytestmark`). A
 service fixture asked for in the fast lane fails, naming the test to mark, instead of starting a service.
 """
 
@@ -44,25 +44,10 @@ HEAVY_FIXTURES = frozenset({
     "synthetic_app", "synthetic_build", "csv_record", "record", "fhir_app", "demo_ndjson", "demo_store",
     "demo_loaded", "demo_fhir",
 })
-# Modules whose tests run whole pipelines (subprocess CLIs, every R4 example, generated requests, SIGKILLs).
-SLOW_MODULES = (
-    "tests/demo/", "tests/events/faults/", "tests/fhir_api/test_r4_examples.py",
-    "tests/fhir_api/test_schemathesis.py", "tests/mapper/test_synthetic.py", "tests/mapper/test_bad_input.py",
-    "tests/mapper/test_spill.py", "tests/synth/test_cli_and_memory.py", "tests/scoring/test_kill_scorer.py",
-    "tests/simulator/test_isolation.py", "tests/simulator/test_cli.py", "tests/simulator/test_replay.py",
-    "tests/simulator/adapters/test_run.py", "tests/fhir_api/backbone/test_collector_on.py",
-    "tests/events/test_cli.py", "tests/fhir_store/test_index_migration.py",
-    "tests/fhir_store/test_mimic_demo.py",
-    "tests/foundation/test_migration_head.py", "tests/foundation/test_bad_setup.py",
-    "tests/fhir_api/test_search_templates.py", "tests/fhir_store/test_conformance_oracle.py",
-    "tests/events/projections/test_serve.py", "tests/fhir_api/test_metadata.py",
-)
 
 
 def _is_slow(item: pytest.Item) -> bool:
     if (SERVICE_FIXTURES | HEAVY_FIXTURES) & set(getattr(item, "fixturenames", ())):
-        return True
-    if Path(item.path).relative_to(REPO).as_posix().startswith(SLOW_MODULES):
         return True
     callspec = getattr(item, "callspec", None)
     values = [str(value) for value in callspec.params.values()] if callspec else []

@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from bs4 import BeautifulSoup
 
 from rounds.demo import run_demo
 from services.consumers.report.json_io import read_json
 from tests.report.test_html_browser import _chromium
+
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -18,6 +18,8 @@ import pytest
 from tests.simulator.adapters.conftest import Served, free_port
 from tests.simulator.adapters.fake_openai import FakeOpenAI, text, tool_call
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 REPO = Path(__file__).resolve().parents[2]
 BLOCK = re.compile(r"<!-- readme-job: (?P<job>[a-z]+) -->\n```(?P<lang>\w+)\n(?P<code>.*?)```", re.S)
 

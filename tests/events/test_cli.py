@@ -21,6 +21,8 @@ from rounds.migrate import upgrade
 from rounds.settings import Settings
 from tests.events.conftest import BACKENDS
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 runner = CliRunner()
 
 

@@ -10,9 +10,12 @@ import sys
 import time
 
 import httpx
+import pytest
 
 from tests.fhir_api.conftest import free_port, patient
 from tests.fhir_api.test_request_limits import raw, request
+
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
 SAMPLE_VALUES = {
     "date": "ge2150-01-01",

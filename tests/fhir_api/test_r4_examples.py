@@ -30,6 +30,8 @@ from services.fhir_api.http.validation import served_types
 from services.fhir_api.store import open_store
 from tests.fhir_api.conftest import LiveApi, start_live
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 TGZ = "fhir-r4-examples/hl7.fhir.r4.examples-4.0.1.tgz"
 LISTED = json.loads((Path(__file__).with_name("r4_example_refusals.json")).read_text())["refusals"]
 FHIR_JSON = {"Content-Type": "application/fhir+json", "Accept": "application/fhir+json"}

@@ -39,6 +39,8 @@ from services.fhir_api.backbone.wiring import BackboneSettings, install_event_ba
 from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 EXAMPLES = int(os.environ.get("ROUNDS_SCHEMATHESIS_EXAMPLES", "3"))
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 PATIENT = {"resourceType": "Patient", "id": "schema-p1", "gender": "female", "birthDate": "1970-01-01"}

@@ -14,6 +14,8 @@ from services.fhir_api.search import query as q
 from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context, SearchRequest
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 SHARED = Context()
 UCUM = "http://unitsofmeasure.org"
 

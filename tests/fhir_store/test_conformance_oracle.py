@@ -25,6 +25,8 @@ from services.fhir_api.search.registry import resource_types, supported_search_p
 from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context, SearchRequest
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 TGZ = "fhir-r4-examples/hl7.fhir.r4.examples-4.0.1.tgz"
 SKIP = {"_lastUpdated", "_id"}  # meta.lastUpdated is rewritten by the store; _id is not a FHIRPath search
 

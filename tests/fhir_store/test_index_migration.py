@@ -21,6 +21,8 @@ from services.fhir_api.store import models as m
 from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context, SearchRequest
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 ROWS = (
     "INSERT INTO fhir_idx_token (rid, res_type, param, system, code, text) VALUES"
     " (1, 'Observation', 'code', 'urn:lab', 'hgb', NULL),"

@@ -21,6 +21,8 @@ from fhir_mapper.pipeline import run_map
 from services.fhir_api.load import load_ndjson
 from services.fhir_api.store.interface import Context, NotFound, SearchRequest
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 LABITEMS = "http://mimic.mit.edu/fhir/mimic/CodeSystem/mimic-d-labitems"
 ZONE = ZoneInfo("America/New_York")  # the official mapping renders MIMIC times in this zone
 TABLES = ("patients", "admissions", "transfers", "labevents")

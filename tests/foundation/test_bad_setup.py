@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 REPO = Path(__file__).resolve().parents[2]
 
 

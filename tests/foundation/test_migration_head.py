@@ -13,6 +13,8 @@ from sqlalchemy import inspect
 from rounds.db import make_engine
 from rounds.migrate import REPO_ROOT, alembic_config
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 
 def test_the_history_has_a_single_head() -> None:
     heads = ScriptDirectory.from_config(alembic_config("sqlite://")).get_heads()

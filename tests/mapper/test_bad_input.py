@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 from fhir_mapper.pipeline import EXIT_REJECTED, run_map
 from rounds.cli import app
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 KEEP = ["hosp/patients", "hosp/admissions", "hosp/transfers", "hosp/d_labitems", "hosp/d_icd_procedures"]
 
 

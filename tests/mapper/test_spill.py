@@ -7,8 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fhir_mapper.pipeline import run_job
 from fhir_mapper.spill import SpillGroups
+
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
 
 def test_spill_groups_merge_partials_across_partitions(tmp_path: Path):

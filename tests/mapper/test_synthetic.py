@@ -16,6 +16,8 @@ from fhir_mapper.pipeline import run_map
 from fhir_mapper.synth.generate import generate
 from tests.mapper.conftest import dangling_references
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 ALL_PROFILES = [
     "Organization",
     "Location",

@@ -20,6 +20,8 @@ from tests.events.projections.helpers import read_all
 from tests.scoring import world
 from tests.scoring.conftest import World, make_world
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 GROUP = "fault.scorer"
 RUN = "kill-run"
 STYLES = ["oracle", "nothing", "wrong_dose", "leaky"]

@@ -18,6 +18,8 @@ from events.envelope import CloudEvent
 from services.simulator.orchestrator.environment import free_port
 from tests.simulator.conftest import SCENARIOS, assert_session_order, load_record
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = "python:tests.simulator.sample_assistants"
 

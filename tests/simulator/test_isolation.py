@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from fastapi.testclient import TestClient
 
 from services.fhir_api.app import create_app
 from services.simulator.orchestrator.runner import RunOptions, run_scenarios
 from tests.simulator.conftest import jobs, session_events
+
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
 
 def test_a_hundred_concurrent_sessions_see_only_their_own_writes(settings, scenarios):

@@ -6,10 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from rounds.cli import app
 from tests.synth.conftest import rows
+
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
 runner = CliRunner()
 

@@ -15,6 +15,8 @@ from events.projections.runner import ProjectionRunner
 from events.projections.transcript import TranscriptProjection
 from tests.events.projections.helpers import SOURCE, close_env, make_env, read_all, snapshot
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 
 def _request(n: int):
     sid = f"s-restart-{n % 7}"

@@ -18,6 +18,8 @@ from events.relay import Relay
 from tests.events.projections import helpers as h
 from tests.events.projections.emitting import ScoreCounter, ScoringProjection
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 REPO = h.__file__.rsplit("/tests/", 1)[0]
 
 

@@ -20,6 +20,8 @@ from events.projections.transcript import TranscriptProjection
 from tests.events.projections import helpers as h
 from tests.events.projections.helpers import Env
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 GROUP = "fault.transcript"
 
 

@@ -18,6 +18,8 @@ from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context
 from tests.events.projections import helpers as h
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 REPO = h.__file__.rsplit("/tests/", 1)[0]
 
 

@@ -17,6 +17,8 @@ from events.factory import open_bus
 from events.topics import FHIR_CHANGES, SESSIONS
 from rounds.settings import Settings
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 
 def _free_port() -> int:
     with socket.socket() as sock:

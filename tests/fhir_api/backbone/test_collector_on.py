@@ -23,6 +23,8 @@ from services.fhir_api.store import open_store
 from tests.events.projections import helpers as h
 from tests.fhir_api.conftest import free_port, start_live
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 FHIR_JSON = {"Content-Type": "application/fhir+json"}
 
 

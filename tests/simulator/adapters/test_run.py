@@ -23,6 +23,8 @@ from tests.simulator.adapters.fake_openai import FakeOpenAI, text, tool_call
 from tests.simulator.adapters.test_mcp import mcp_calls
 from tests.simulator.conftest import SCENARIOS, assert_session_order, jobs, session_events
 
+pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
+
 REPO = Path(__file__).resolve().parents[3]
 CREATININE = "http://mimic.mit.edu/fhir/mimic/CodeSystem/mimic-d-labitems|50912"
 
