@@ -113,7 +113,6 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
-log.flush.interval.messages=1
 PROPS
   cat > "$STATE/log4j2.properties" <<'L4J'
 status = error

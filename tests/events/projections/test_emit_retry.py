@@ -4,6 +4,7 @@ commits and never when it rolls back; `RetryLater` retries the batch after a bac
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 from sqlalchemy import func, select
@@ -147,10 +148,9 @@ def test_a_handler_that_keeps_asking_to_retry_holds_its_place_and_is_never_dead_
     projection.engine = env.engine
     runner = runner_for(env, projection, batch_size=1)
     with runner:
-        for _ in range(40):
+        deadline = time.monotonic() + 120  # polls, not time, are what a loaded broker's group join eats
+        while projection.attempts[stuck] < 5 and time.monotonic() < deadline:
             runner.poll_once()
-            if projection.attempts[stuck] >= 5:
-                break
         assert projection.attempts[stuck] >= 5 and runner.stats.dead_lettered == 0
         assert [row[0] for row in snapshot(env.engine, projection)["scored"]] == [first]  # later events wait
         projection.failures = 0  # the judge is back
