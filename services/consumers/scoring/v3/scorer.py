@@ -21,10 +21,11 @@ from services.consumers.scoring.v3.dialogue import asked_patient
 from services.consumers.scoring.v3.facts import fact_stated_v3
 from services.consumers.scoring.v3.gates import future_gate, write_gates
 from services.consumers.scoring.v3.precision import precision
-from services.consumers.scoring.v3.subjects import LAB_SYSTEM, subject_names, subject_of, turn_subjects
+from services.consumers.scoring.v3.subjects import subject_names, subject_of, turn_subjects
 from services.consumers.scoring.v3.writes import WriteKey, match_writes
 from services.simulator.data_model.rubric import GATES
 from services.simulator.data_model.scenario import Fact, RubricItem, Scenario
+from services.simulator.scenarios.vocabulary import LABITEMS
 
 SUPPORTING = frozenset({"entity_mentioned", "precision"})  # count only beside a delivered item
 
@@ -118,7 +119,7 @@ def implicit_subject(claims: list[Claim], facts: list[Fact]) -> list[Claim]:
 
     from services.consumers.scoring.units import alternatives, analyte_of, canonical_unit
 
-    numeric = {subject_of(f): f for f in facts if f.code and f.code.startswith(LAB_SYSTEM) and f.unit}
+    numeric = {subject_of(f): f for f in facts if f.code and f.code.startswith(LABITEMS) and f.unit}
     if len(numeric) != 1:
         return claims
     key, fact = next(iter(numeric.items()))

@@ -13,14 +13,12 @@ from functools import cache
 from services.consumers.scoring.lexicon import expand_terms, load, units
 from services.consumers.scoring.units import analyte_of, canonical_unit
 from services.simulator.data_model.scenario import Fact, Scenario
-from services.simulator.scenarios.vocabulary import vocabulary
-
-LAB_SYSTEM = "http://mimic.mit.edu/fhir/mimic/CodeSystem/mimic-d-labitems"
+from services.simulator.scenarios.vocabulary import LABITEMS, lab_code, vocabulary
 
 
 def subject_of(fact: Fact) -> str:
     """The subject key a fact is about."""
-    if fact.code and fact.code.startswith(LAB_SYSTEM):
+    if fact.code and fact.code.startswith(LABITEMS):
         return fact.code
     if fact.code and fact.code.startswith("urn:rounds:drug|"):
         return "drug:" + fact.code.split("|", 1)[1].lower()
@@ -36,14 +34,14 @@ def _clean(names: list[str]) -> list[str]:
 def _vocabulary_subjects() -> dict[str, tuple[str, ...]]:
     out: dict[str, tuple[str, ...]] = {}
     labs = vocabulary()["labs"]
-    for lab in labs.values():
+    for key, lab in labs.items():
         names = [lab["en"], lab["zh"], lab["lay_zh"]]
         if lab["lay_en"] not in ("blood count",):
             names.append(lab["lay_en"])
         analyte = analyte_of(lab["itemid"], None)
         if analyte:
             names += units()["analytes"][analyte]["words"]
-        out[f"{LAB_SYSTEM}|{lab['itemid']}"] = tuple(_clean(names))
+        out[lab_code(key)] = tuple(_clean(names))
     for name, drug in vocabulary()["drugs"].items():
         if isinstance(drug, dict):
             out["drug:" + name.lower()] = tuple(_clean([drug["en"], drug["zh"], *drug.get("match", [])]))
