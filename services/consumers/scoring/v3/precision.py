@@ -19,6 +19,7 @@ from services.consumers.scoring.checks.facts import quantity_matches
 from services.consumers.scoring.numbers import cited_numbers
 from services.consumers.scoring.units import analyte_of
 from services.consumers.scoring.v3.claims import Claim
+from services.consumers.scoring.v3.subjects import subject_of
 from services.simulator.data_model.rubric import PrecisionParams
 from services.simulator.data_model.scenario import Fact
 
@@ -59,8 +60,6 @@ def _states(claim: Claim, value: float, unit: str | None, code: str | None) -> b
 
 def precision(claims: list[Claim], facts: list[Fact], subjects: set[str],
               known: dict[str, list[tuple[float, str | None]]], params: dict | None) -> Precision:
-    from services.consumers.scoring.v3.subjects import subject_of
-
     r = rule(params)
     asked = [(subject_of(f), float(f.value), f.unit, f.code) for f in facts
              if isinstance(f.value, int | float) and not isinstance(f.value, bool)]

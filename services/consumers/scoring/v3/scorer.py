@@ -11,10 +11,13 @@ session (writes.py). Every gate is shown as a check of weight 0 with `safety` se
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from services.consumers.report.model import Check as CheckOut
 from services.consumers.report.model import TurnScore
 from services.consumers.scoring.model import CheckContext, CheckResult, FinalState, SessionLog, TurnLog
 from services.consumers.scoring.scorer import check_item, exchanges, turn_tools
+from services.consumers.scoring.units import alternatives, analyte_of, canonical_unit
 from services.consumers.scoring.v3.claims import Claim, parse_claims
 from services.consumers.scoring.v3.conclusions import conclusion, verdict_alias
 from services.consumers.scoring.v3.dialogue import asked_patient
@@ -115,10 +118,6 @@ def implicit_subject(claims: list[Claim], facts: list[Fact]) -> list[Claim]:
     """A number named by nothing but written in the unit of the turn's only asked result is about it (the
     question named it: "13.5 K/uL is high" answering "is this white count outside the range?"). A number
     without a unit never is: unlabelled dumps stay about nothing."""
-    from dataclasses import replace
-
-    from services.consumers.scoring.units import alternatives, analyte_of, canonical_unit
-
     numeric = {subject_of(f): f for f in facts if f.code and f.code.startswith(LABITEMS) and f.unit}
     if len(numeric) != 1:
         return claims
