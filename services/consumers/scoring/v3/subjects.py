@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from services.consumers.scoring.lexicon import expand_terms, load, units
+from services.consumers.scoring.lexicon import claims, expand_terms, units
 from services.consumers.scoring.units import analyte_of, canonical_unit
 from services.simulator.data_model.scenario import Fact, Scenario
 from services.simulator.scenarios.vocabulary import LABITEMS, lab_code, vocabulary
@@ -36,7 +36,7 @@ def _vocabulary_subjects() -> dict[str, tuple[str, ...]]:
     labs = vocabulary()["labs"]
     for key, lab in labs.items():
         names = [lab["en"], lab["zh"], lab["lay_zh"]]
-        if lab["lay_en"] not in ("blood count",):
+        if lab["lay_en"] not in claims()["panel_lay_names"]:
             names.append(lab["lay_en"])
         analyte = analyte_of(lab["itemid"], None)
         if analyte:
@@ -66,7 +66,7 @@ _NAMES: dict[int, tuple[Scenario, dict[str, list[str]]]] = {}
 
 def _subject_names(scenario: Scenario) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {key: list(names) for key, names in _vocabulary_subjects().items()}
-    for key, names in load("claims")["other_subjects"].items():
+    for key, names in claims()["other_subjects"].items():
         out[key] = list(names)
     for turn in scenario.turns:
         for fact in turn.facts:
@@ -74,7 +74,7 @@ def _subject_names(scenario: Scenario) -> dict[str, list[str]]:
                 continue  # a rule's name ("reference range") is no subject of a number
             key = subject_of(fact)
             labels = [fact.label.en, fact.label.zh] if fact.label else []
-            extra = _clean(labels) + list(load("claims")["suffix_names"].get(fact.unit or "", []))
+            extra = _clean(labels) + list(claims()["suffix_names"].get(fact.unit or "", []))
             out[key] = list(dict.fromkeys([*out.get(key, []), *extra]))
     return out
 
