@@ -100,8 +100,8 @@ def _unechoed(text: str, question: str) -> str:
 
 
 def _verdict_phrase(text: str, value: str) -> tuple[bool, str]:
-    """A decision without a yes/no alias ("abnormal"): the verdict word itself, on word boundaries, not
-    negated, and none of its opposites (data/lexicon.json `self_negating`) beside it."""
+    """A decision without a yes/no alias: the verdict word itself ("no_conflict" as "no conflict"), on word
+    boundaries and not negated."""
     hits = [h for h in find(normalize(text), [value.replace("_", " ")]) if not h.negated]
     return (bool(hits), f"verdict {value!r} {'stated' if hits else 'not stated'}")
 
