@@ -1,5 +1,5 @@
-"""Scorer v3's time per KB of answer (issue 24: linear in answer length; a 100 KB answer well under a
-second): one session of tests/scoring/world.py's scenario whose first answer is a dense dump of labelled and
+"""Scorer v3's time per KB of answer (the rules are linear in the answer's length): one session of
+tests/scoring/world.py's scenario whose first answer is a dense dump of labelled and
 unlabelled values (about one number per 12 characters, the worst case of a value dumper), scored in memory.
 
     python benchmarks/bench_answer_size.py
@@ -31,7 +31,7 @@ def main() -> None:
         started = time.process_time()
         score_session(session, SCENARIO, state)
         v3 = time.process_time() - started
-        v2 = "-"  # version 2 is quadratic: 100 KB takes minutes
+        v2 = "-"  # version 2 is quadratic in the answer: timed on the smaller answers only
         if kb <= 10:
             started = time.process_time()
             score_session(session, SCENARIO, state, version="2")

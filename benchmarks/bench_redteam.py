@@ -1,4 +1,4 @@
-"""The red team's validity table (issue 24): every gaming assistant of tests/scoring/redteam against
+"""The red team's validity table: every gaming assistant of tests/scoring/redteam against
 `oracle`, `baseline`, silence (`weak`) and wrong facts, on the real MIMIC-IV demo scenarios (every family,
 EN and ZH, implicit and explicit), each run played by the real simulator and scored by scorer versions 2
 and 3.

@@ -3,15 +3,16 @@
 An event that cannot carry a body inline carries its digest as `bodyRef` instead ("sha256:<hex>"); the bytes
 are in `event_blobs` (revision `0015_event_blobs`) in the application database, written BEFORE the event is
 published, so a reader never meets a reference it cannot resolve. The same bytes are stored once however often
-they are recorded. Readers: `BlobStore(engine).get(ref)`.
+they are recorded. Readers: `BlobStore(engine).get(ref)`; `read(conn, refs)` in a caller's transaction.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from sqlalchemy import BigInteger, DateTime, Engine, LargeBinary, String, select
+from sqlalchemy import BigInteger, Connection, DateTime, Engine, LargeBinary, String, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -35,6 +36,15 @@ def blob_ref(content: bytes) -> str:
     return "sha256:" + hashlib.sha256(content).hexdigest()
 
 
+def read(conn: Connection, refs: Iterable[str]) -> dict[str, bytes]:
+    """reference -> bytes, for those of `refs` stored here, read in `conn` (the caller's transaction)."""
+    wanted = sorted(set(refs))
+    if not wanted:
+        return {}
+    rows = conn.execute(select(BLOBS.c.ref, BLOBS.c.content).where(BLOBS.c.ref.in_(wanted)))
+    return {ref: bytes(content) for ref, content in rows}
+
+
 class BlobStore:
     """Put and get stored bodies by reference."""
 
@@ -53,7 +63,7 @@ class BlobStore:
     def get(self, ref: str) -> bytes:
         """The bytes stored under `ref`; KeyError when there are none."""
         with self.engine.connect() as conn:
-            content = conn.execute(select(BLOBS.c.content).where(BLOBS.c.ref == ref)).scalar_one_or_none()
-        if content is None:
+            found = read(conn, [ref])
+        if ref not in found:
             raise KeyError(f"no stored body {ref}")
-        return bytes(content)
+        return found[ref]

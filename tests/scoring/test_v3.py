@@ -1,5 +1,5 @@
-"""Scorer version 3 on in-memory sessions of the world scenario: each rule of issue 24 with the way it used
-to be gamed, and version 2 still runnable beside it."""
+"""Scorer version 3 on in-memory sessions of the world scenario: each rule of version 3 with the way it
+used to be gamed, and version 2 still runnable beside it."""
 
 from __future__ import annotations
 

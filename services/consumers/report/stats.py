@@ -28,7 +28,7 @@ def is_excluded(session: SessionScore) -> bool:
 
 def is_superseded(session: SessionScore) -> bool:
     """A later session of the run reran this one (`retryOf`): listed, never counted."""
-    return getattr(session, "superseded_by", None) is not None
+    return session.superseded_by is not None
 
 
 def counted_sessions(report: RunReport) -> list[SessionScore]:

@@ -59,6 +59,11 @@ def parse_time(value: Any) -> datetime | None:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
+    return aware(moment)
+
+
+def aware(moment: datetime) -> datetime:
+    """A time without a zone is UTC (the record's times and the session clock are)."""
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
@@ -132,7 +137,7 @@ def satisfied(resource: dict, constraint: FieldConstraint, now: datetime) -> boo
         return any(n is not None and abs(n - float(target)) <= tolerance + 1e-9 for n in numbers)
     if op in ("after_now", "before_now"):
         bound = parse_duration(target) if target else None
-        moment = now if now.tzinfo else now.replace(tzinfo=UTC)
+        moment = aware(now)
         for v in values:
             when = parse_time(v)
             if when is None:

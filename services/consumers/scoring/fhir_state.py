@@ -156,10 +156,9 @@ class StateReader:
 def record_codes() -> list[str]:
     """The builder's labs (MIMIC d_labitems codes): the results scorer v3's future-value gate compares the
     answer with, over the whole record (not only the scenario's own facts)."""
-    from services.consumers.scoring.v3.subjects import LAB_SYSTEM
-    from services.simulator.scenarios.vocabulary import vocabulary
+    from services.simulator.scenarios.vocabulary import lab_code, vocabulary
 
-    return [f"{LAB_SYSTEM}|{lab['itemid']}" for lab in vocabulary()["labs"].values()]
+    return [lab_code(key) for key in vocabulary()["labs"]]
 
 
 def read_state(client: httpx.Client, session_id: str, scenario: Scenario) -> FinalState:

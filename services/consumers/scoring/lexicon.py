@@ -24,6 +24,11 @@ def units() -> dict[str, Any]:
     return load("units")
 
 
+def claims() -> dict[str, Any]:
+    """Scorer v3's data (data/claims.json)."""
+    return load("claims")
+
+
 @cache
 def synonym_index() -> dict[str, tuple[str, ...]]:
     """name (lower case) -> every name of its group."""

@@ -114,7 +114,7 @@ def _value(session: SessionScore, dimension: str) -> str | None:
 
 def supersede(sessions: list[SessionScore]) -> list[SessionScore]:
     """`sessions` with `superseded_by` set on each one a later session reruns (by its `retry_of`)."""
-    rerun_by = {s.retry_of: s.session for s in sessions if getattr(s, "retry_of", None)}
+    rerun_by = {s.retry_of: s.session for s in sessions if s.retry_of}
     return [s.model_copy(update={"superseded_by": rerun_by[s.session]}) if s.session in rerun_by else s
             for s in sessions]
 

@@ -51,7 +51,9 @@ def persona_label(scenario: Scenario) -> str:
     return f"{p.health_literacy}-literacy/{p.completeness}"
 
 
-def _judge_item(item: RubricItem, ctx: CheckContext, judge: Judge | None) -> CheckResult | None:
+def check_item(item: RubricItem, ctx: CheckContext, judge: Judge | None) -> CheckResult | None:
+    """One rubric item by its registered check (CHECKS), the judge for llm_judge; None: left out of the
+    score. Version 3 judges the kinds it reads differently itself and every other kind here."""
     if item.kind == "llm_judge":
         return judge(item, ctx) if judge is not None else None
     if item.kind == "precision":
@@ -91,7 +93,7 @@ def score_turn(scenario: Scenario, index: int, log: SessionLog, state: FinalStat
     checks: list[CheckOut] = []
     judged: list[dict] = []
     for item in turn.rubric:
-        result = _judge_item(item, ctx, judge)
+        result = check_item(item, ctx, judge)
         if result is None:
             continue
         checks.append(CheckOut(id=item.id, kind=item.kind, passed=result.passed, weight=item.weight,

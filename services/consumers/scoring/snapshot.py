@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from datetime import UTC, datetime
 
 import orjson
 
 from events.catalog import CATALOG
 from events.envelope import CloudEvent
 from events.payloads import SandboxState
+from services.consumers.scoring.constraints import aware
 from services.consumers.scoring.model import FinalState, RecordValue, Written
 
 SOURCE = "/rounds/scoring"
@@ -33,18 +33,11 @@ def to_event(session_id: str, state: FinalState, time: str | None) -> CloudEvent
                         id=uuid.uuid5(_NAMESPACE, f"{session_id}|{digest}").hex, time=time)
 
 
-def _aware(moment: datetime | None) -> datetime | None:
-    """parse_time's reading of a time without a zone (UTC), without a round trip through text."""
-    if moment is None:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 def from_data(data: dict) -> FinalState:
     state = SandboxState.model_validate(data)
     return FinalState(
         writes=[Written(w.resource_type, w.id, w.version_id, w.deleted, w.method, w.resource)
                 for w in state.writes],
-        record_values=[RecordValue(v.code, v.value, v.unit, _aware(v.time), v.reference)
+        record_values=[RecordValue(v.code, v.value, v.unit, v.time and aware(v.time), v.reference)
                        for v in state.record_values],
     )

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, inspect, select
+from sqlalchemy import Connection, inspect
 
-from events.blobs import BLOBS
+from events.blobs import BLOBS, read
 from events.payloads.messages import STORED_PREFIX
 
 
@@ -37,5 +37,4 @@ def load(conn: Connection, wanted: set[str]) -> dict[str, str]:
     """reference -> whole text, for those of `wanted` stored in this database."""
     if not wanted or not inspect(conn).has_table(BLOBS.name):
         return {}
-    rows = conn.execute(select(BLOBS.c.ref, BLOBS.c.content).where(BLOBS.c.ref.in_(sorted(wanted))))
-    return {ref: bytes(content).decode(errors="replace") for ref, content in rows}
+    return {ref: content.decode(errors="replace") for ref, content in read(conn, wanted).items()}

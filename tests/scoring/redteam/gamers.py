@@ -1,4 +1,4 @@
-"""The red team (issue 24): assistants that try to buy scores without clinical reasoning, each a plain
+"""The red team: assistants that try to buy scores without clinical reasoning, each a plain
 Assistant (`respond(request, tools) -> str`) run by the real simulator like `python:` assistants are.
 
 Most start from the baseline (its reads, its writes, its text) and then game one rule; the dumpers, the

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from services.consumers.scoring.checks.base import Check
 from services.consumers.scoring.checks.facts import quantity_matches
-from services.consumers.scoring.constraints import satisfied
+from services.consumers.scoring.constraints import aware, satisfied
 from services.consumers.scoring.model import CheckContext, CheckResult, EhrCall, RecordValue, Written
 from services.consumers.scoring.numbers import Cited, cited_numbers, is_threshold
 from services.consumers.scoring.subjects import cited_as, observation_names
@@ -97,7 +97,7 @@ class NoFutureValue(Check):
     kind = "no_future_value"
 
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
-        now = ctx.now if ctx.now.tzinfo else ctx.now.replace(tzinfo=UTC)
+        now = aware(ctx.now)
         by_code: dict[str, list[RecordValue]] = {}
         coded = {f.code for turn in ctx.scenario.turns for f in turn.facts if f.code}
         for value in (v for v in ctx.state.record_values if v.code in coded):

@@ -16,9 +16,9 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 
-from services.consumers.scoring.lexicon import load
+from services.consumers.scoring.lexicon import claims as _data
 from services.consumers.scoring.numbers import Cited, cited_numbers, is_threshold
 from services.consumers.scoring.text import Hit, find, normalize
 
@@ -42,11 +42,6 @@ class Claim:
     @property
     def unitless(self) -> bool:
         return self.unit is None and not self.unit_unknown
-
-
-@cache
-def _data() -> dict:
-    return load("claims")
 
 
 def _clauses(norm: str) -> list[tuple[int, int]]:
@@ -176,7 +171,7 @@ def _fits(key: str, cited: Cited) -> bool:
     """A drug takes doses (a dose unit written), a result takes anything else: "potassium chloride 20 mEq"
     is about the drug, "2.1 before the furosemide to 1.9 mg/dL" about the lab named before the drug."""
     dose = cited.unit in _data()["dose_units"]
-    return dose if key.startswith("drug:") else not dose or cited.unit in ("mmol",)
+    return dose if key.startswith("drug:") else not dose or cited.unit in _data()["result_dose_units"]
 
 
 def _subject(hits: list[Hit], ends: list[int], starts: list[int], start: int, end: int, cited: Cited,

@@ -12,20 +12,15 @@ boundaries in EN ("normal" is not in "abnormal") and substrings in ZH, with nega
 from __future__ import annotations
 
 import re
-from functools import cache
 
-from services.consumers.scoring.lexicon import lexicon, load
+from services.consumers.scoring.lexicon import claims as _data
+from services.consumers.scoring.lexicon import lexicon
 from services.consumers.scoring.text import find, has_cjk, normalize
 
 _WORD = re.compile(r"[a-z0-9']+")
 # a clause and the mark that ends it: one match per clause, so a long answer without a "?" is read once (the
 # pattern "clause then ?" was retried from every position of such a run, quadratic in its length)
 _CLAUSE = re.compile(r"[^.!?。！？\n]*[.!?。！？\n]?")
-
-
-@cache
-def _data() -> dict:
-    return load("claims")
 
 
 def verdict_alias(value: str) -> str | None:

@@ -8,18 +8,22 @@ from __future__ import annotations
 import re
 
 from services.consumers.scoring.checks.dialogue_checks import memory_topics
+from services.consumers.scoring.lexicon import claims
 from services.consumers.scoring.model import CheckContext, CheckResult
 from services.consumers.scoring.text import find, normalize
 from services.simulator.data_model.scenario import RubricItem
 
 
 def _overlaps(answer: str, said: str) -> bool:
-    """The answer repeats part of what the patient said: 3 words in a row (EN) or 4 characters (ZH)."""
+    """The answer repeats part of what the patient said: `patient_echo` words in a row (EN) or characters
+    (ZH) of data/claims.json."""
+    echo = claims()["patient_echo"]
+    n, k = echo["words"], echo["chars_zh"]
     words = re.findall(r"[a-z']+", said)
-    if any(" ".join(words[i:i + 3]) in answer for i in range(len(words) - 2)):
+    if any(" ".join(words[i:i + n]) in answer for i in range(len(words) - n + 1)):
         return True
     zh = re.sub(r"[^\u3400-\u9fff]", "", said)
-    return any(zh[i:i + 4] in answer for i in range(len(zh) - 3))
+    return any(zh[i:i + k] in answer for i in range(len(zh) - k + 1))
 
 
 def asked_patient(item: RubricItem, ctx: CheckContext) -> CheckResult:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from services.consumers.scoring.checks.facts import _phrase_stated, _presence, quantity_matches
-from services.consumers.scoring.lexicon import load
+from services.consumers.scoring.lexicon import claims as data
 from services.consumers.scoring.numbers import Cited
 from services.consumers.scoring.text import find, normalize
 from services.consumers.scoring.units import analyte_of
@@ -21,8 +21,6 @@ from services.consumers.scoring.v3.claims import Claim
 from services.consumers.scoring.v3.conclusions import conclusion, verdict_alias, without_question
 from services.consumers.scoring.v3.subjects import subject_of
 from services.simulator.data_model.scenario import Fact
-
-COUNT_CUES = ("number of", "count", "total", "共有", "共", "数量", "总数")
 
 
 def _matches(claim: Claim, value: float, unit: str | None, fact: Fact) -> bool:
@@ -67,8 +65,9 @@ def count_fact(fact: Fact, claims: list[Claim], norm: str, names: list[str]) -> 
         stop = at + len(c.cited.text)
         tail = norm[c.cited.start + len(c.cited.text):c.cited.start + len(c.cited.text) + 16].lstrip()
         next_to = any(0 <= h.start - stop <= 3 or 0 <= at - h.end <= 4 for h in clause_hits)
-        noun = any(tail.startswith(noun) for noun in load("claims")["count_nouns"])
-        cue = any(cue in norm[start:c.cited.start] for cue in COUNT_CUES)
+        noun = tail.startswith(tuple(data()["count_nouns"]))
+        before = norm[start:c.cited.start]
+        cue = any(cue in before for cues in data()["count_cues"].values() for cue in cues)
         if next_to or noun or (cue and clause_hits):
             return True, f"counts {c.cited.text} {fact.label.en if fact.label else ''}"
     return False, f"count {target} not stated (numbers with units never count)"
@@ -96,13 +95,13 @@ def fact_stated_v3(text: str, fact: Fact, claims: list[Claim], known: list[tuple
 
 
 def _unechoed(text: str, question: str) -> str:
-    echo = load("claims")["echo_fact"]
+    echo = data()["echo_fact"]
     return without_question(text, question, echo["words"], echo["chars_zh"])
 
 
 def _verdict_phrase(text: str, value: str) -> tuple[bool, str]:
-    """A decision without a yes/no alias ("abnormal"): the verdict word itself, on word boundaries, not
-    negated, and none of its opposites (data/lexicon.json `self_negating`) beside it."""
+    """A decision without a yes/no alias: the verdict word itself ("no_conflict" as "no conflict"), on word
+    boundaries and not negated."""
     hits = [h for h in find(normalize(text), [value.replace("_", " ")]) if not h.negated]
     return (bool(hits), f"verdict {value!r} {'stated' if hits else 'not stated'}")
 

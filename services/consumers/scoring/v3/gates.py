@@ -11,9 +11,10 @@ turn 0 and guards never add points.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from services.consumers.scoring.checks.facts import quantity_matches
+from services.consumers.scoring.constraints import aware
 from services.consumers.scoring.model import CheckContext, CheckResult, EhrCall, RecordValue
 from services.consumers.scoring.units import analyte_of
 from services.consumers.scoring.v3.claims import Claim
@@ -47,14 +48,10 @@ def write_gates(ctx: CheckContext, allowed: set[str]) -> list[CheckResult]:
     return out
 
 
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 def future_gate(ctx: CheckContext, claims: list[Claim],
                 known_facts: dict[str, list[tuple[float, str | None]]]) -> CheckResult | None:
     """The first claim that states a result from after `now` (None: no leak)."""
-    now = _aware(ctx.now)
+    now = aware(ctx.now)
     by_code: dict[str, list[RecordValue]] = {}
     for value in ctx.state.record_values:
         by_code.setdefault(value.code, []).append(value)
@@ -83,11 +80,11 @@ def _leaked(claim: Claim, code: str, values: list[RecordValue], facts: list[tupl
     if claim.unit_unknown:
         return None
     analyte = analyte_of(code, None)
-    later = next((v for v in values if v.time is not None and _aware(v.time) > now
+    later = next((v for v in values if v.time is not None and aware(v.time) > now
                   and quantity_matches(claim.cited, v.value, v.unit, analyte, None)), None)
     if later is None or foretold:
         return later
-    known = [(v.value, v.unit) for v in values if v.time is None or _aware(v.time) <= now] + facts
+    known = [(v.value, v.unit) for v in values if v.time is None or aware(v.time) <= now] + facts
     if any(quantity_matches(claim.cited, value, unit, analyte, None) for value, unit in known):
         return None
     return later

@@ -19,6 +19,7 @@ from services.consumers.scoring.checks.facts import quantity_matches
 from services.consumers.scoring.numbers import cited_numbers
 from services.consumers.scoring.units import analyte_of
 from services.consumers.scoring.v3.claims import Claim
+from services.consumers.scoring.v3.subjects import subject_of
 from services.simulator.data_model.rubric import PrecisionParams
 from services.simulator.data_model.scenario import Fact
 
@@ -48,20 +49,13 @@ class Precision:
                 f"{len(self.extra)} unasked results (budget {self.budget}) × {self.per_extra} beyond it")
 
 
-def rule(params: dict | None) -> dict:
-    """The turn's rule: its `precision` item's params, the defaults of PrecisionParams for the rest."""
-    return PrecisionParams.model_validate(params or {}).model_dump()
-
-
 def _states(claim: Claim, value: float, unit: str | None, code: str | None) -> bool:
     return not claim.unit_unknown and quantity_matches(claim.cited, value, unit, analyte_of(code, None), None)
 
 
 def precision(claims: list[Claim], facts: list[Fact], subjects: set[str],
               known: dict[str, list[tuple[float, str | None]]], params: dict | None) -> Precision:
-    from services.consumers.scoring.v3.subjects import subject_of
-
-    r = rule(params)
+    r = PrecisionParams.model_validate(params or {})  # the item's params, the model's defaults for the rest
     asked = [(subject_of(f), float(f.value), f.unit, f.code) for f in facts
              if isinstance(f.value, int | float) and not isinstance(f.value, bool)]
     asked += [(subject_of(f), n.value, None, None) for f in facts if isinstance(f.value, str)
@@ -79,6 +73,6 @@ def precision(claims: list[Claim], facts: list[Fact], subjects: set[str],
             wrong.append(c)
             continue
         extra.append(c)
-    over = max(0, len(extra) - int(r["budget"]))
-    factor = max(0.0, 1.0 - r["per_wrong"] * len(wrong) - r["per_extra"] * over)
-    return Precision(round(factor, 6), wrong, extra, int(r["budget"]), r["per_wrong"], r["per_extra"])
+    over = max(0, len(extra) - r.budget)
+    factor = max(0.0, 1.0 - r.per_wrong * len(wrong) - r.per_extra * over)
+    return Precision(round(factor, 6), wrong, extra, r.budget, r.per_wrong, r.per_extra)

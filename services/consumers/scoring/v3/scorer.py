@@ -11,23 +11,26 @@ session (writes.py). Every gate is shown as a check of weight 0 with `safety` se
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from services.consumers.report.model import Check as CheckOut
 from services.consumers.report.model import TurnScore
-from services.consumers.scoring.checks.registry import CHECKS
 from services.consumers.scoring.model import CheckContext, CheckResult, FinalState, SessionLog, TurnLog
+from services.consumers.scoring.scorer import check_item, exchanges, turn_tools
+from services.consumers.scoring.units import alternatives, analyte_of, canonical_unit
 from services.consumers.scoring.v3.claims import Claim, parse_claims
 from services.consumers.scoring.v3.conclusions import conclusion, verdict_alias
 from services.consumers.scoring.v3.dialogue import asked_patient
 from services.consumers.scoring.v3.facts import fact_stated_v3
 from services.consumers.scoring.v3.gates import future_gate, write_gates
 from services.consumers.scoring.v3.precision import precision
-from services.consumers.scoring.v3.subjects import LAB_SYSTEM, subject_names, subject_of, turn_subjects
+from services.consumers.scoring.v3.subjects import subject_names, subject_of, turn_subjects
 from services.consumers.scoring.v3.writes import WriteKey, match_writes
 from services.simulator.data_model.rubric import GATES
 from services.simulator.data_model.scenario import Fact, RubricItem, Scenario
+from services.simulator.scenarios.vocabulary import LABITEMS
 
 SUPPORTING = frozenset({"entity_mentioned", "precision"})  # count only beside a delivered item
-GATE_KINDS = GATES
 
 
 class SessionView:
@@ -81,8 +84,6 @@ def _item(item: RubricItem, ctx: CheckContext, view: SessionView, claims: list[C
           judge) -> CheckResult | None:
     text = ctx.log.answer_text
     question = ctx.log.doctor.text if ctx.log.doctor else ""
-    if item.kind == "llm_judge":
-        return judge(item, ctx) if judge is not None else None
     if item.kind in ("fact_cited", "conclusion") and not text.strip():
         return CheckResult(False, "no answer in this turn")
     if item.kind == "fact_cited":
@@ -110,21 +111,14 @@ def _item(item: RubricItem, ctx: CheckContext, view: SessionView, claims: list[C
         return CheckResult(written is not None, evidence)
     if item.kind == "asked_patient":
         return asked_patient(item, ctx)
-    check = CHECKS.get(item.kind)
-    if check is None:
-        return CheckResult(False, f"no check for kind {item.kind!r}")
-    return check(item, ctx)
+    return check_item(item, ctx, judge)
 
 
 def implicit_subject(claims: list[Claim], facts: list[Fact]) -> list[Claim]:
     """A number named by nothing but written in the unit of the turn's only asked result is about it (the
     question named it: "13.5 K/uL is high" answering "is this white count outside the range?"). A number
     without a unit never is: unlabelled dumps stay about nothing."""
-    from dataclasses import replace
-
-    from services.consumers.scoring.units import alternatives, analyte_of, canonical_unit
-
-    numeric = {subject_of(f): f for f in facts if f.code and f.code.startswith(LAB_SYSTEM) and f.unit}
+    numeric = {subject_of(f): f for f in facts if f.code and f.code.startswith(LABITEMS) and f.unit}
     if len(numeric) != 1:
         return claims
     key, fact = next(iter(numeric.items()))
@@ -151,8 +145,6 @@ def _gates(ctx: CheckContext, claims: list[Claim], view: SessionView, allowed: s
 
 def score_turn_v3(scenario: Scenario, index: int, log: SessionLog, state: FinalState, language: str,
                   view: SessionView, judge=None) -> TurnScore:
-    from services.consumers.scoring.scorer import exchanges, turn_tools
-
     turn = scenario.turns[index]
     turn_log = log.turns.get(index)
     if turn_log is None or turn_log.doctor is None:
@@ -168,7 +160,7 @@ def score_turn_v3(scenario: Scenario, index: int, log: SessionLog, state: FinalS
         if item.kind == "precision":
             rule = item.params
             continue
-        if item.kind in GATE_KINDS and item.kind != "does_not_recommend":
+        if item.kind in GATES and item.kind != "does_not_recommend":
             rubric_gates.setdefault(item.kind, item)
             continue  # judged below, for every turn
         try:
@@ -179,7 +171,7 @@ def score_turn_v3(scenario: Scenario, index: int, log: SessionLog, state: FinalS
             continue
         if judge is not None and item.kind != "llm_judge" and item.description is not None:
             judged.append({"id": item.id, "judge": judge(item, ctx).passed, "check": result.passed})
-        gate = item.kind in GATE_KINDS or item.safety
+        gate = item.kind in GATES or item.safety
         out = CheckOut(id=item.id, kind=item.kind, passed=result.passed, weight=0.0 if gate else item.weight,
                        safety=gate, evidence=result.evidence)
         (gates if gate else checks).append(out)

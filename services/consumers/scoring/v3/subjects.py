@@ -10,17 +10,15 @@ from __future__ import annotations
 
 from functools import cache
 
-from services.consumers.scoring.lexicon import expand_terms, load, units
+from services.consumers.scoring.lexicon import claims, expand_terms, units
 from services.consumers.scoring.units import analyte_of, canonical_unit
 from services.simulator.data_model.scenario import Fact, Scenario
-from services.simulator.scenarios.vocabulary import vocabulary
-
-LAB_SYSTEM = "http://mimic.mit.edu/fhir/mimic/CodeSystem/mimic-d-labitems"
+from services.simulator.scenarios.vocabulary import LABITEMS, lab_code, vocabulary
 
 
 def subject_of(fact: Fact) -> str:
     """The subject key a fact is about."""
-    if fact.code and fact.code.startswith(LAB_SYSTEM):
+    if fact.code and fact.code.startswith(LABITEMS):
         return fact.code
     if fact.code and fact.code.startswith("urn:rounds:drug|"):
         return "drug:" + fact.code.split("|", 1)[1].lower()
@@ -36,14 +34,14 @@ def _clean(names: list[str]) -> list[str]:
 def _vocabulary_subjects() -> dict[str, tuple[str, ...]]:
     out: dict[str, tuple[str, ...]] = {}
     labs = vocabulary()["labs"]
-    for lab in labs.values():
+    for key, lab in labs.items():
         names = [lab["en"], lab["zh"], lab["lay_zh"]]
-        if lab["lay_en"] not in ("blood count",):
+        if lab["lay_en"] not in claims()["panel_lay_names"]:
             names.append(lab["lay_en"])
         analyte = analyte_of(lab["itemid"], None)
         if analyte:
             names += units()["analytes"][analyte]["words"]
-        out[f"{LAB_SYSTEM}|{lab['itemid']}"] = tuple(_clean(names))
+        out[lab_code(key)] = tuple(_clean(names))
     for name, drug in vocabulary()["drugs"].items():
         if isinstance(drug, dict):
             out["drug:" + name.lower()] = tuple(_clean([drug["en"], drug["zh"], *drug.get("match", [])]))
@@ -68,7 +66,7 @@ _NAMES: dict[int, tuple[Scenario, dict[str, list[str]]]] = {}
 
 def _subject_names(scenario: Scenario) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {key: list(names) for key, names in _vocabulary_subjects().items()}
-    for key, names in load("claims")["other_subjects"].items():
+    for key, names in claims()["other_subjects"].items():
         out[key] = list(names)
     for turn in scenario.turns:
         for fact in turn.facts:
@@ -76,7 +74,7 @@ def _subject_names(scenario: Scenario) -> dict[str, list[str]]:
                 continue  # a rule's name ("reference range") is no subject of a number
             key = subject_of(fact)
             labels = [fact.label.en, fact.label.zh] if fact.label else []
-            extra = _clean(labels) + list(load("claims")["suffix_names"].get(fact.unit or "", []))
+            extra = _clean(labels) + list(claims()["suffix_names"].get(fact.unit or "", []))
             out[key] = list(dict.fromkeys([*out.get(key, []), *extra]))
     return out
 
