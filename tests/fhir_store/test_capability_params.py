@@ -90,5 +90,5 @@ def test_deceased_follows_the_session_clock(client) -> None:
         assert ids(base, {"deceased": "true,false"}) == {"dies", "lives", "flag"}
         count = client.get(f"{base}/Patient", params={"deceased": "true", "_summary": "count"}).json()
         assert count["total"] == len(dead)
-    # the leak: a search on the hidden death date finds nothing before it
+    # a search on the hidden death date finds nothing before it
     assert ids(before.removeprefix("http://rounds"), {"_id": "dies", "death-date": "gt2180-04-01"}) == set()

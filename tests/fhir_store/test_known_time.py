@@ -88,7 +88,7 @@ def test_no_second_copy_of_the_rule_exists() -> None:
         "services/fhir_api/search/scope.py": "known_time import",
         "services/fhir_api/store/timing.py": "known_time import",
         "services/fhir_api/store/views.py": "known_time import",
-        "services/simulator/scenarios/reader.py": "known_time import known_at",
+        "services/simulator/scenarios/reader.py": "scope import known_at",
     }
     for rel, needle in readers.items():
         assert needle in (ROOT / rel).read_text(), f"{rel} does not read the known-time rule"
@@ -211,3 +211,36 @@ def test_the_builders_known_time_is_the_stores_clinical_time(store) -> None:
             assert to_us(mine) == expected, ref
     assert known(bodies["Observation/lab"]) == datetime(2180, 1, 3, 15, tzinfo=UTC)
     assert known(bodies["Condition/c"]) == datetime(2180, 1, 10, 12, 0, 0, 999999, tzinfo=UTC)
+
+
+def test_the_builder_inherits_through_the_parameters_the_store_reads(store) -> None:
+    """A MedicationDispense without times of its own is known with its order, read through `prescription`
+    (authorizingPrescription, a list), as the store dates it; a Specimen through `parent` (a list)
+    likewise."""
+    from sqlalchemy import select
+
+    from services.fhir_api.search.scope import known_at
+    from services.fhir_api.store import models as m
+
+    shared = Context()
+    order = {"resourceType": "MedicationRequest", "id": "rx", "status": "active", "intent": "order",
+             "subject": {"reference": P}, "medicationCodeableConcept": {"text": "heparin"},
+             "authoredOn": "2180-01-02T08:00:00Z"}
+    dispense = {"resourceType": "MedicationDispense", "id": "md", "status": "completed",
+                "medicationCodeableConcept": {"text": "heparin"}, "subject": {"reference": P},
+                "authorizingPrescription": [{"reference": "MedicationRequest/rx"}]}
+    parent = {"resourceType": "Specimen", "id": "sp", "subject": {"reference": P},
+              "collection": {"collectedDateTime": "2180-01-03T06:00:00Z"}}
+    child = {"resourceType": "Specimen", "id": "sp-child", "subject": {"reference": P},
+             "parent": [{"reference": "Specimen/sp"}]}
+    store.update(shared, "Patient", "p", {"resourceType": "Patient", "id": "p"})
+    for body in (order, dispense, parent, child):
+        store.update(shared, body["resourceType"], body["id"], body)
+    bodies = {f"{b['resourceType']}/{b['id']}": b for b in (order, dispense, parent, child)}
+    with store.engine.connect() as conn:
+        r = m.resource
+        rows = conn.execute(select(r.c.res_type, r.c.res_id, r.c.clinical_time)).all()
+    stored = {f"{t}/{i}": c for t, i, c in rows}
+    for ref in ("MedicationDispense/md", "Specimen/sp-child"):
+        assert stored[ref] is not None, ref
+        assert known_at(bodies[ref], bodies.get) == stored[ref], ref

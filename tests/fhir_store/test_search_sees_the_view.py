@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
-from services.fhir_api.search.extract import index_tuples
+from services.fhir_api.search.extract import KINDS, index_tuples
 from services.fhir_api.search.registry import params_for, supported_search_params
 from services.fhir_api.search.values import from_us, to_us
 from services.fhir_api.store.interface import Context, SearchRequest
@@ -37,7 +37,6 @@ TYPES = (
     "MedicationStatement",
 )
 MOST = 1500  # resources of one type copied per pair (a patient's labs run to thousands)
-KINDS = ("token", "string", "date", "number", "quantity", "reference", "uri")
 SKIPPED = {"_lastUpdated", "patient", "subject"}  # scoped by `patient` already; new versions' meta
 BEFORE_EVERYTHING = datetime(1800, 1, 1, tzinfo=UTC)
 
@@ -93,7 +92,7 @@ def _queries(rtype: str, views: list[dict], full: list[dict], now: int, rng: ran
 
 
 def _extra(rtype: str, views: list[dict], now: int) -> list[list]:
-    """Chains, _include and the parameter the issue found leaking."""
+    """Chains through the encounter (whose status and end the view rewrites), _include and _has."""
     found = []
     if "encounter" in params_for(rtype):
         found += [

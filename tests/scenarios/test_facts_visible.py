@@ -8,17 +8,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context, SearchRequest
 from services.simulator.scenarios.reader import _med_name
 from services.simulator.scenarios.vocabulary import drug_name
-
-
-@pytest.fixture(scope="module")
-def demo_store(demo_url: str):
-    store = open_store(demo_url)
-    yield store
-    store.engine.dispose()
 
 
 def _refs(fact) -> list[str]:
@@ -46,10 +38,10 @@ def _ongoing(store, ctx, encounter: str | None) -> bool:
 
 
 @pytest.mark.slow
-def test_active_medication_counts_are_the_sandboxs_active_orders(demo_build, demo_store) -> None:
+def test_active_medication_counts_are_the_sandboxs_active_orders(demo_build, demo_app) -> None:
     """An active-orders fact counts one per drug over the whole record: exactly the distinct drugs of the
     patient's orders the sandbox shows `active` at `now` (not only the builder's vocabulary drugs)."""
-    store, checked, wrong = demo_store, 0, []
+    store, checked, wrong = demo_app.state.store, 0, []
     for scenario in demo_build.scenarios:
         facts = [f for t in scenario.turns for f in t.facts if f.code == "urn:rounds:active-orders"]
         if not facts:
@@ -72,8 +64,8 @@ def test_active_medication_counts_are_the_sandboxs_active_orders(demo_build, dem
 
 
 @pytest.mark.slow
-def test_every_fact_is_visible_at_now_and_every_latest_is_the_latest(demo_build, demo_store) -> None:
-    store = demo_store
+def test_every_fact_is_visible_at_now_and_every_latest_is_the_latest(demo_build, demo_app) -> None:
+    store = demo_app.state.store
     facts = refs_checked = latest_checked = memory_sources = stays = 0
     hidden: list[str] = []
     not_latest: list[str] = []

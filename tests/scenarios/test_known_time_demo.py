@@ -9,15 +9,7 @@ import orjson
 import pytest
 
 from services.fhir_api.search.values import date_range, from_us
-from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context, SearchRequest
-
-
-@pytest.fixture(scope="module")
-def demo_store(demo_url: str):
-    store = open_store(demo_url)
-    yield store
-    store.engine.dispose()
 
 
 def _all(store, ctx, rtype: str, params: list[tuple[str, str]]) -> list[dict]:
@@ -26,8 +18,8 @@ def _all(store, ctx, rtype: str, params: list[tuple[str, str]]) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_no_current_stay_diagnosis_is_visible_mid_admission_on_the_demo(demo_store) -> None:
-    store, shared = demo_store, Context()
+def test_no_current_stay_diagnosis_is_visible_mid_admission_on_the_demo(demo_app) -> None:
+    store, shared = demo_app.state.store, Context()
     by_encounter: dict[str, set[str]] = {}
     for cond in _all(store, shared, "Condition", []):
         by_encounter.setdefault(cond["encounter"]["reference"], set()).add(cond["id"])

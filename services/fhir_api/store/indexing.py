@@ -10,7 +10,8 @@ from services.fhir_api.search.extract import index_tuples
 from services.fhir_api.search.keys import NO_PATIENT, as_of_key, patient_key, patient_rows
 from services.fhir_api.search.scope import clinical_time
 from services.fhir_api.store import models as m
-from services.fhir_api.store.views import RULES, timed_views
+from services.fhir_api.store.known_time import VIEWS
+from services.fhir_api.store.views import timed_views
 
 TABLES = m.INDEX_TABLES
 
@@ -22,7 +23,7 @@ def row_tuples(resource: dict, timed: bool = False) -> dict[str, list[tuple]]:
     """Index rows of one resource by index type, as tuples in table column order without the leading rid
     (the bulk load's COPY and the store's inserts: one source of rows for both). `timed` (shared resources):
     rows are extracted from each of the resource's as-of views too and hold only while theirs does."""
-    if timed and resource.get("resourceType") in RULES:
+    if timed and resource.get("resourceType") in VIEWS:
         views = timed_views(resource, clinical_time(resource))
         if views:
             return _timed_rows([(since, until, _plain_rows(view)) for since, until, view in views])

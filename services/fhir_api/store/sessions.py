@@ -23,15 +23,19 @@ from services.fhir_api.store.rows import SESSION, session_context
 from services.fhir_api.store.session_writes import session_writes
 
 
+def _utc(now: datetime) -> datetime:
+    """A session clock as stored: in UTC (SQLite drops the offset, so a local-time clock would shift by
+    hours)."""
+    return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+
+
 class SessionRows:
     _conn: Callable[..., AbstractContextManager[Connection]]
     _reading: Callable[[Callable[[Connection], Any]], Any]
 
     def create_session(self, now: datetime | None = None) -> str:
         sid = uuid.uuid4().hex
-        if now is not None:
-            # Stored as UTC: SQLite drops the offset, so a local-time clock would shift by hours.
-            now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+        now = _utc(now) if now is not None else None
         with self._conn(write=True) as conn:
             conn.execute(insert(m.session).values(id=sid, now=now, created=datetime.now(UTC)))
         return sid
@@ -46,9 +50,8 @@ class SessionRows:
 
     def set_session_clock(self, session_id: str, now: datetime) -> bool:
         """Move a session's as-of clock (`rounds feed`); False when there is no such session."""
-        now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
         with self._conn(write=True) as conn:
-            done = conn.execute(update(m.session).where(m.session.c.id == session_id).values(now=now))
+            done = conn.execute(update(m.session).where(m.session.c.id == session_id).values(now=_utc(now)))
         return bool(done.rowcount)
 
     def drop_session(self, session_id: str) -> None:

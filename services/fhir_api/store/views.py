@@ -21,8 +21,6 @@ from services.fhir_api.search.values import date_range, parse_reference, to_us
 from services.fhir_api.store.interface import Context, StoredResource
 from services.fhir_api.store.known_time import INHERIT, VIEWS
 
-RULES: dict[str, list[dict]] = VIEWS
-
 Key = tuple[str, str]  # (resource type, id)
 
 
@@ -63,7 +61,7 @@ def _split(path: str) -> list[str]:
 def apply(resource: dict, now: int) -> bool:
     """Rewrite `resource` (in place) as it stood at `now` (µs); True if anything changed."""
     changed = False
-    for rule in RULES.get(resource.get("resourceType", ""), ()):
+    for rule in VIEWS.get(resource.get("resourceType", ""), ()):
         path = _split(rule["date"])
         nodes = _nodes(resource, rule)
         for node in list(nodes):
@@ -90,7 +88,7 @@ def apply(resource: dict, now: int) -> bool:
 def breakpoints(resource: dict) -> list[int]:
     """The instants (µs, ascending) at which the view of `resource` changes: the dates its rules compare."""
     found = set()
-    for rule in RULES.get(resource.get("resourceType", ""), ()):
+    for rule in VIEWS.get(resource.get("resourceType", ""), ()):
         path = _split(rule["date"])
         for node in _nodes(resource, rule):
             low = _date_low(_get(node, path))

@@ -72,8 +72,7 @@ def _previous(b: Binding, m: Moment) -> T.Truth:
     if lab is None:
         return T.lab_truth("value_at", None, key)
     before = [x for x in T.known(m.chart, key, m.now) if T.chart_order(x) < T.chart_order(lab)]
-    series = sorted(before, key=T.chart_order)
-    return T.lab_truth("value_at", series[-1] if series else None, key)
+    return T.lab_truth("value_at", max(before, key=T.chart_order, default=None), key)
 
 
 def _value_at(b: Binding, m: Moment) -> T.Truth:

@@ -16,9 +16,8 @@ from typing import Any
 import httpx
 import orjson
 
-from services.fhir_api.search.scope import clinical_time
-from services.fhir_api.search.values import MAX_US, date_range, from_us
-from services.fhir_api.store.known_time import known_at
+from services.fhir_api.search.scope import known_at
+from services.fhir_api.search.values import MAX_US, from_us
 from services.simulator.scenarios import vocabulary as vocab
 from services.simulator.scenarios.chart import (
     Chart,
@@ -99,7 +98,7 @@ def known_time(referenced: dict[str, dict]) -> Known:
     chart's resources by "Type/id" (a diagnosis is known at its Encounter's end)."""
 
     def known(resource: dict) -> datetime | None:
-        us = known_at(resource, clinical_time, referenced.get, date_range, MAX_US)
+        us = known_at(resource, referenced.get)
         return None if us is None or us >= MAX_US - 1 else from_us(us)
 
     return known
