@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import orjson
 
@@ -31,6 +31,7 @@ from services.fhir_api.auth.compartment import narrowing
 from services.fhir_api.bulk.export import pages
 from services.fhir_api.search.scope import clinical_time
 from services.fhir_api.store.interface import Context, ResourceStore, StoredResource
+from services.fhir_api.store.rows import instant
 from services.fhir_api.subscriptions.lookup import live_subscriptions
 
 SOURCE = "/rounds/feed"
@@ -57,10 +58,6 @@ def parse_speed(text: str) -> float:
     if speed <= 0:
         raise FeedError("speed must be positive")
     return speed
-
-
-def _instant(when: datetime) -> str:
-    return when.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def scopes(store: ResourceStore, session: str, ctx: Context, types: list[str], patient: str | None
@@ -90,7 +87,7 @@ def announce(bus: Bus, session: str, clock: datetime, new: list[StoredResource],
     items = []
     for stored in sorted(new, key=_order):
         data = FhirResourceKnown(resource_type=stored.resource_type, id=stored.id,
-                                 version_id=str(stored.version_id), known_at=_instant(clock))
+                                 version_id=str(stored.version_id), known_at=instant(clock))
         event_id = uuid.uuid5(NAMESPACE, f"{session}/{stored.resource_type}/{stored.id}/{stored.version_id}")
         event = CATALOG.make("rounds.fhir.resource.known", data, source=SOURCE, subject=session,
                              id=event_id.hex)
