@@ -28,7 +28,7 @@ from events.catalog import CATALOG
 from events.payloads import FhirResourceKnown
 from events.topics import FHIR_CHANGES
 from services.fhir_api.auth.compartment import narrowing
-from services.fhir_api.bulk.export import pages
+from services.fhir_api.search.cursor import pages
 from services.fhir_api.search.scope import clinical_time
 from services.fhir_api.store.interface import Context, ResourceStore, StoredResource
 from services.fhir_api.store.rows import instant
