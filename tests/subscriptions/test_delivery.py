@@ -211,3 +211,16 @@ def test_criteria_the_search_refuses_are_an_error_and_never_stop_delivery(world,
     receiver.wait(lambda: len(receiver.notifications()) == 1, 20)
     assert receiver.notifications()[0]["body"]["entry"][1]["resource"]["id"] == obs["id"]
     receiver.wait(lambda: status_of(unknown)["status"] == "error" == status_of(bad_date)["status"], 20)
+
+
+def test_the_feed_runs_past_a_subscription_whose_criteria_the_search_refuses(world, receiver):
+    api, delivery = world
+    session = httpx.post(f"{api.root}/sessions", json={}).json()
+    pid = httpx.post(f"{api.fhir}/Patient", json=patient("feed-c")).json()["id"]
+    httpx.post(f"{api.fhir}/Observation", json=observation(pid, "f", "2150-01-01T12:00:00Z"))
+    bad = subscribe(session["fhirBase"], "Observation?date=yesterday", receiver)
+    assert status_of(bad)["status"] == "error"
+    report = feed(delivery.store, delivery.bus, session["id"], datetime(2150, 1, 1, tzinfo=UTC),
+                  datetime(2150, 1, 2, tzinfo=UTC), 86400, tick_s=0.5, types=["Observation"],
+                  sleep=lambda _s: None, topic=delivery.topic)
+    assert report.ticks == 2 and report.announced == 1

@@ -30,7 +30,7 @@ from events.topics import FHIR_CHANGES
 from services.fhir_api.auth.compartment import narrowing
 from services.fhir_api.search.cursor import pages
 from services.fhir_api.search.scope import clinical_time
-from services.fhir_api.store.interface import Context, ResourceStore, StoredResource
+from services.fhir_api.store.interface import Context, InvalidSearch, ResourceStore, StoredResource
 from services.fhir_api.store.rows import instant
 from services.fhir_api.subscriptions.lookup import live_subscriptions
 
@@ -71,9 +71,12 @@ def scopes(store: ResourceStore, session: str, ctx: Context, types: list[str], p
 def visible(store: ResourceStore, ctx: Context, scope: list[Scope]) -> dict[tuple[str, str], StoredResource]:
     seen: dict[tuple[str, str], StoredResource] = {}
     for rtype, params in scope:
-        for page in pages(store, ctx, rtype, list(params)):
-            for stored in page:
-                seen[(stored.resource_type, stored.id)] = stored
+        try:
+            for page in pages(store, ctx, rtype, list(params)):
+                for stored in page:
+                    seen[(stored.resource_type, stored.id)] = stored
+        except InvalidSearch:
+            continue  # a Subscription's criteria the search refuses: it is `error` (delivery.py), none match
     return seen
 
 
