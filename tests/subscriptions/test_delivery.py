@@ -193,3 +193,34 @@ def test_the_topic_based_form_takes_its_filter_criteria(world, receiver):
     bad = f"{api.fhir}/Subscription/{unfiltered['id']}"
     receiver.wait(lambda: status_of(bad)["status"] == "error", 20)
     assert "backport-filter-criteria" in status_of(bad)["error"]
+
+
+def test_criteria_the_search_refuses_are_an_error_and_never_stop_delivery(world, receiver):
+    api, _ = world
+    pid = httpx.post(f"{api.fhir}/Patient", json=patient("sub-c")).json()["id"]
+    unknown = subscribe(api.fhir, f"Observation?patient=Patient/{pid}&colour=blue", receiver)
+    bad_date = subscribe(api.fhir, f"Observation?patient=Patient/{pid}&date=yesterday", receiver)
+    for url, said in ((unknown, "colour"), (bad_date, "yesterday")):
+        assert status_of(url)["status"] == "error" and said in status_of(url)["error"]
+    assert receiver.kinds() == []  # no handshake for a Subscription that cannot be served
+    good = subscribe(api.fhir, f"Observation?patient=Patient/{pid}", receiver)
+    assert status_of(good)["status"] == "active"
+    for sub in (unknown, bad_date):  # set active again by hand: the change is matched, refused, error
+        assert httpx.put(sub, json=status_of(sub) | {"status": "active"}).status_code == 200
+    obs = httpx.post(f"{api.fhir}/Observation", json=observation(pid, "c", "2150-01-01T00:00:00Z")).json()
+    receiver.wait(lambda: len(receiver.notifications()) == 1, 20)
+    assert receiver.notifications()[0]["body"]["entry"][1]["resource"]["id"] == obs["id"]
+    receiver.wait(lambda: status_of(unknown)["status"] == "error" == status_of(bad_date)["status"], 20)
+
+
+def test_the_feed_runs_past_a_subscription_whose_criteria_the_search_refuses(world, receiver):
+    api, delivery = world
+    session = httpx.post(f"{api.root}/sessions", json={}).json()
+    pid = httpx.post(f"{api.fhir}/Patient", json=patient("feed-c")).json()["id"]
+    httpx.post(f"{api.fhir}/Observation", json=observation(pid, "f", "2150-01-01T12:00:00Z"))
+    bad = subscribe(session["fhirBase"], "Observation?date=yesterday", receiver)
+    assert status_of(bad)["status"] == "error"
+    report = feed(delivery.store, delivery.bus, session["id"], datetime(2150, 1, 1, tzinfo=UTC),
+                  datetime(2150, 1, 2, tzinfo=UTC), 86400, tick_s=0.5, types=["Observation"],
+                  sleep=lambda _s: None, topic=delivery.topic)
+    assert report.ticks == 2 and report.announced == 1

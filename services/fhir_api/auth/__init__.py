@@ -33,9 +33,12 @@ class Auth:
         return issue(self.key, scopes, expires_in=self.settings.auth_session_token_seconds,
                      subject=f"session:{session_id}", session=session_id, patient=patient)
 
-    def token(self, scopes: tuple[Scope, ...], subject: str, expires_in: int | None = None) -> str:
+    def token(self, scopes: tuple[Scope, ...], subject: str, expires_in: int | None = None, *,
+              session: str | None = None, patient: str | None = None) -> str:
+        """An access token of the token endpoint (client credentials, or a launched app's: bound to its
+        session and patient)."""
         return issue(self.key, scopes, expires_in=expires_in or self.settings.auth_token_seconds,
-                     subject=subject)
+                     subject=subject, session=session, patient=patient)
 
 
 def engine_of(store: Any, settings: Settings):

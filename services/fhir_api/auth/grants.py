@@ -16,12 +16,12 @@ from services.fhir_api.auth.launch import (
     Authorization,
     CodeLedger,
     InvalidToken,
+    issue_refresh,
     open_code,
     open_refresh,
     pkce_matches,
 )
 from services.fhir_api.auth.scopes import Scope, parse_scope, parse_scopes
-from services.fhir_api.auth.tokens import issue
 
 REFRESH_SCOPES = frozenset({"offline_access", "online_access"})
 
@@ -57,12 +57,10 @@ def grant_scopes(requested: str, patient: str | None) -> str:
 def token_response(auth: Any, grant: Authorization) -> dict:
     """The token response (SMART App Launch §token response): the access token, its context and, when
     offline_access or online_access was granted, a refresh token."""
-    from services.fhir_api.auth.launch import issue_refresh
-
     context = grant.context
     lifetime = auth.settings.auth_token_seconds
-    access = issue(auth.key, parse_scopes(grant.scope), expires_in=lifetime, subject=f"app:{grant.client_id}",
-                   session=context.session, patient=context.patient)
+    access = auth.token(parse_scopes(grant.scope), f"app:{grant.client_id}", lifetime,
+                        session=context.session, patient=context.patient)
     body: dict = {"access_token": access, "token_type": "Bearer", "expires_in": lifetime,
                   "scope": grant.scope}
     if context.patient is not None:

@@ -20,10 +20,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from joserfc import jwt
-from joserfc.errors import JoseError
 from joserfc.jwk import OctKey
 
-from services.fhir_api.auth.tokens import ALGORITHM, InvalidToken
+from services.fhir_api.auth.tokens import InvalidToken, open_signed, sign
 
 Kind = Literal["launch", "code", "refresh"]
 LIFETIME = {"launch": 3600, "code": 120}  # seconds; a refresh token lives as long as the settings say
@@ -56,20 +55,13 @@ def _sign(key: OctKey, kind: Kind, claims: dict, expires_in: int) -> str:
     now = int(time.time())
     body = {k: v for k, v in claims.items() if v not in (None, "")}
     body.update(iss=f"rounds/{kind}", iat=now, exp=now + expires_in)
-    return jwt.encode({"alg": ALGORITHM, "typ": "JWT"}, body, key)
+    return sign(key, body)
 
 
 def _open(key: OctKey, kind: Kind, token: str) -> dict:
     registry = jwt.JWTClaimsRegistry(iss={"essential": True, "value": f"rounds/{kind}"},
                                      exp={"essential": True})
-    try:
-        decoded = jwt.decode(token, key, algorithms=[ALGORITHM])
-        registry.validate(decoded.claims)
-    except JoseError as exc:
-        raise InvalidToken(exc.description or exc.error) from exc
-    except (ValueError, TypeError) as exc:
-        raise InvalidToken(f"malformed {kind} token") from exc
-    claims = decoded.claims
+    claims = open_signed(key, token, registry, f"{kind} token")
     if not all(isinstance(v, str) for k, v in claims.items() if k not in ("iat", "exp")):
         raise InvalidToken(f"malformed {kind} token")
     return claims

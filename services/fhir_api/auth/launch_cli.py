@@ -35,11 +35,10 @@ def launch(
     database_url: Url = None,
 ) -> None:
     """Print the EHR-launch URL of APP into SESSION (open it in a browser, or hand it to the app)."""
-    from rounds.db import make_engine
     from rounds.migrate import upgrade
     from rounds.settings import Settings
+    from services.fhir_api.auth import deployment_key
     from services.fhir_api.auth.launch import LaunchContext, issue_launch
-    from services.fhir_api.auth.tokens import signing_key
     from services.fhir_api.store import open_store
     from services.fhir_api.store.interface import Context, StoreError
 
@@ -67,8 +66,8 @@ def launch(
         store.read(ctx, "Patient", patient)
     except StoreError as exc:
         _fail(f"not in the {'session' if session else 'record'}: {exc}")
-    key = signing_key(make_engine(settings.database_url), settings.auth_key)
-    token = issue_launch(key, LaunchContext(session, patient, encounter, app_url), expires_in)
+    context = LaunchContext(session, patient, encounter, app_url)
+    token = issue_launch(deployment_key(settings), context, expires_in)
     root = (base_url or settings.base_url or "http://127.0.0.1:8080").rstrip("/")
     iss = f"{root}/sessions/{session}/fhir" if session else f"{root}/fhir"
     sep = "&" if parts.query else "?"

@@ -82,19 +82,30 @@ def issue(
         claims["session"] = session
     if patient is not None:
         claims["patient"] = patient
+    return sign(key, claims)
+
+
+def sign(key: OctKey, claims: dict) -> str:
+    """`claims` as a JWT signed with the deployment's key (access tokens here, launch.py's kinds)."""
     return jwt.encode({"alg": ALGORITHM, "typ": "JWT"}, claims, key)
 
 
-def verify(key: OctKey, token: str) -> Grant:
-    """The grant of a valid token; InvalidToken (with a reason fit for WWW-Authenticate) otherwise."""
+def open_signed(key: OctKey, token: str, registry: jwt.JWTClaimsRegistry, kind: str = "token") -> dict:
+    """The claims of a JWT `sign` made that `registry` accepts; InvalidToken (with a reason fit for
+    WWW-Authenticate or an OAuth error) otherwise."""
     try:
         decoded = jwt.decode(token, key, algorithms=[ALGORITHM])
-        _CLAIMS.validate(decoded.claims)
+        registry.validate(decoded.claims)
     except JoseError as exc:
         raise InvalidToken(exc.description or exc.error) from exc
     except (ValueError, TypeError) as exc:  # not even a JWS
-        raise InvalidToken("malformed token") from exc
-    claims = decoded.claims
+        raise InvalidToken(f"malformed {kind}") from exc
+    return decoded.claims
+
+
+def verify(key: OctKey, token: str) -> Grant:
+    """The grant of a valid access token; InvalidToken otherwise."""
+    claims = open_signed(key, token, _CLAIMS)
     try:
         scopes = parse_scopes(str(claims["scope"]))
     except ScopeError as exc:

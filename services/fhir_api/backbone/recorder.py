@@ -66,19 +66,14 @@ def _query(value: Any) -> dict[str, list[str]]:
     return out
 
 
-# Not recorded: a Bulk Data file is the record itself, streamed from disk (services/fhir_api/bulk); held and
-# copied as a session event it would be buffered whole. Its kick-off and status polls are recorded.
-UNRECORDED_ROUTES = frozenset({"export-file"})
-
-
-def _session_base(path: str) -> bool:
-    """Whether `path` is on a session's FHIR base (/sessions/<id>/fhir...), by the URL grammar (urls.py), and
-    not a route left unrecorded."""
+def _session_base(method: str, path: str) -> bool:
+    """Whether `method` `path` is on a session's FHIR base (/sessions/<id>/fhir...), by the URL grammar
+    (urls.py), and not on a route it marks unrecorded."""
     base = urls.on_base(path)
     if base is None or base.session_id is None:
         return False
-    found = urls.match("GET", base.rest)
-    return found is None or found.route.name not in UNRECORDED_ROUTES
+    found = urls.match("GET" if method.upper() == "HEAD" else method, base.rest)
+    return found is None or found.route.recorded
 
 
 def returned_resources(body: bytes) -> list[ResourceVersion]:
@@ -226,7 +221,7 @@ class InteractionRecorder:
     @staticmethod
     def wants(method: str, path: str) -> bool:
         """Asked before the exchange (services/fhir_api/http/interactions.py): /fhir traffic is not teed."""
-        return method.upper() in RECORDED_METHODS and _session_base(path)
+        return method.upper() in RECORDED_METHODS and _session_base(method, path)
 
     @staticmethod
     def recorded(interaction: Interaction) -> bool:
@@ -234,7 +229,8 @@ class InteractionRecorder:
         return bool(
             interaction.session_id
             and interaction.method.upper() in RECORDED_METHODS
-            and _session_base(interaction.path)  # e.g. GET /sessions/<id> itself: not an EHR call
+            # not e.g. GET /sessions/<id> itself (not an EHR call), nor a route left unrecorded
+            and _session_base(interaction.method, interaction.path)
             # An id no session can have (all digits, other characters: sessions are opened with opaque ids)
             # answered 404 and has no log; as a subject it would fail the envelope and turn that 404 into 503.
             and is_opaque_id(interaction.session_id)

@@ -18,11 +18,11 @@ import orjson
 
 from services.fhir_api.auth.compartment import narrowing_param
 from services.fhir_api.bulk.jobs import ExportJob, JobStore
-from services.fhir_api.search import cursor as cursors
+from services.fhir_api.search.cursor import pages
 from services.fhir_api.search.registry import patient_compartment
-from services.fhir_api.store.interface import Context, ResourceStore, SearchRequest, StoredResource
+from services.fhir_api.store.interface import Context, ResourceStore, StoredResource
 
-PAGE = 1000
+PAGE = 1000  # resources per search page
 PATIENT_BATCH = 50  # patients ORed into one compartment parameter
 
 
@@ -39,20 +39,6 @@ def level_types(job: ExportJob, served: frozenset[str]) -> list[str]:
     return [t for t in every if job.types is None or t in job.types]
 
 
-def pages(store: ResourceStore, ctx: Context, resource_type: str, params: list[tuple[str, str]]
-          ) -> Iterator[list[StoredResource]]:
-    """Every match of one search, a keyset page at a time."""
-    after, snapshot = None, None
-    while True:
-        request = SearchRequest(resource_type, list(params), count=PAGE, snapshot=snapshot, cursor=after)
-        result = store.search(ctx, request)
-        if result.matches:
-            yield result.matches
-        if not result.has_next or result.last_cursor is None:
-            return
-        after, snapshot = cursors.decode("after", result.last_cursor), result.snapshot
-
-
 def patient_batches(store: ResourceStore, ctx: Context, job: ExportJob) -> Iterator[list[str]]:
     """The export's patients, PATIENT_BATCH at a time: every Patient, or the Group's Patient members."""
     if job.level == "group":
@@ -63,7 +49,7 @@ def patient_batches(store: ResourceStore, ctx: Context, job: ExportJob) -> Itera
             yield ids[at:at + PATIENT_BATCH]
         return
     batch: list[str] = []
-    for page in pages(store, ctx, "Patient", []):
+    for page in pages(store, ctx, "Patient", [], PAGE):
         for stored in page:
             batch.append(stored.id)
             if len(batch) == PATIENT_BATCH:
@@ -103,7 +89,7 @@ def run_export(store: ResourceStore, ctx: Context, jobs: JobStore, job: ExportJo
             jobs.save(job)
             with _output(path) as out:
                 for params in searches(store, ctx, job, resource_type):
-                    for page in pages(store, ctx, resource_type, params):
+                    for page in pages(store, ctx, resource_type, params, PAGE):
                         if not folder.is_dir():
                             raise Cancelled
                         out.write(b"".join(_line(r) for r in page))

@@ -30,6 +30,7 @@ from services.fhir_api.http.outcome import Call
 from services.fhir_api.http.params import check_id, parse_instant
 from services.fhir_api.http.validation import served_types
 from services.fhir_api.store.interface import StoreError
+from services.fhir_api.store.rows import instant
 
 FORMATS = frozenset({"application/fhir+ndjson", "application/ndjson", "ndjson"})
 KNOWN = frozenset({"_type", "_since", "_outputFormat", "_format"})
@@ -37,10 +38,6 @@ KNOWN = frozenset({"_type", "_since", "_outputFormat", "_format"})
 
 def jobs_of(request: Request) -> JobStore:
     return JobStore(request.app.state.settings.bulk_dir)
-
-
-def _instant(when: datetime) -> str:
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _job(call: Call, request: Request, level: Level, group: str | None) -> ExportJob:
@@ -58,8 +55,8 @@ def _job(call: Call, request: Request, level: Level, group: str | None) -> Expor
         raise FhirHttpError(400, f"_type: unknown resource types {', '.join(bad)}")
     since = params.get("_since")
     if since is not None:
-        since = _instant(parse_instant(since, "_since"))
-    return ExportJob(level, str(request.url), _instant(datetime.now(UTC)), call.ctx.session_id, group, types,
+        since = instant(parse_instant(since, "_since"))
+    return ExportJob(level, str(request.url), instant(datetime.now(UTC)), call.ctx.session_id, group, types,
                      since)
 
 

@@ -27,6 +27,7 @@ class Route:
     method: str
     template: str  # "" is the base itself; "/{type}/{id}" etc.
     fast: bool = False  # served by the fast lane (GET read and type search)
+    recorded: bool = True  # a session's exchange on it is a session event (backbone/recorder.py)
     pattern: re.Pattern = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -52,7 +53,9 @@ ROUTES: tuple[Route, ...] = (
     Route("conditional-delete", "DELETE", "/{type}"),
     Route("export-type", "GET", "/{type}/$export"),
     Route("export-instance", "GET", "/{type}/{id}/$export"),
-    Route("export-file", "GET", "/$export-file/{job}/{file}"),
+    # a Bulk Data file is the record itself, streamed from disk: held whole as a session event it would be
+    # buffered and copied (its kick-off and status polls are recorded)
+    Route("export-file", "GET", "/$export-file/{job}/{file}", recorded=False),
     Route("everything", "GET", "/{type}/{id}/$everything"),
     Route("read", "GET", "/{type}/{id}", fast=True),
     Route("update", "PUT", "/{type}/{id}"),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, Literal
 
@@ -35,7 +35,15 @@ from sqlalchemy import (
 )
 
 from services.fhir_api.search import query as q
-from services.fhir_api.store.interface import Cursor, InvalidSearch, SearchResult
+from services.fhir_api.store.interface import (
+    Context,
+    Cursor,
+    InvalidSearch,
+    ResourceStore,
+    SearchRequest,
+    SearchResult,
+    StoredResource,
+)
 
 Direction = Literal["after", "before"]
 MAX_CURSOR = 4096  # characters: a few sort keys, each at most an indexed value
@@ -159,3 +167,18 @@ def window(
     if page:
         result.first_cursor, result.last_cursor = encode(position(page[0])), encode(position(page[-1]))
     return page
+
+
+def pages(store: ResourceStore, ctx: Context, resource_type: str, params: list[tuple[str, str]],
+          count: int = 1000) -> Iterator[list[StoredResource]]:
+    """Every match of one search, a page at a time, each continuing from the last one's cursor and pinned
+    to the first page's snapshot (as a client following `next` links is): nothing more than a page is held."""
+    after, snapshot = None, None
+    while True:
+        request = SearchRequest(resource_type, list(params), count=count, snapshot=snapshot, cursor=after)
+        result = store.search(ctx, request)
+        if result.matches:
+            yield result.matches
+        if not result.has_next or result.last_cursor is None:
+            return
+        after, snapshot = decode("after", result.last_cursor), result.snapshot

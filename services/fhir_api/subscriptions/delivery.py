@@ -30,7 +30,13 @@ import orjson
 from events.bus import Bus, Record, TopicPartition
 from events.projections.retry import Backoff
 from events.topics import FHIR_CHANGES
-from services.fhir_api.store.interface import Context, ResourceStore, SearchRequest, StoreError
+from services.fhir_api.store.interface import (
+    Context,
+    ResourceStore,
+    SearchRequest,
+    SearchResult,
+    StoreError,
+)
 from services.fhir_api.subscriptions import notify
 from services.fhir_api.subscriptions.lookup import live_subscriptions
 from services.fhir_api.subscriptions.model import SINCE, BadSubscription, Subscription, parse
@@ -110,7 +116,11 @@ class Delivery:
                 continue
             if sub.since and event.time and _instant(event.time) < _instant(sub.since):
                 continue
-            found = self.store.search(ctx, SearchRequest(rtype, [*sub.params, ("_id", id)], count=1))
+            try:
+                found = self._search(ctx, sub, [("_id", id)], count=1)
+            except StoreError as exc:  # criteria changed since the handshake checked them
+                self._set_status(ctx, sub.id, "error", f"criteria: {exc}")
+                continue
             if found.matches:
                 raw = found.matches[0].raw if sub.content == "full-resource" else None
                 action = "created" if event.type.endswith(("created", "known")) else "updated"
@@ -144,6 +154,11 @@ class Delivery:
         except BadSubscription as exc:
             self._set_status(ctx, id, "error", str(exc))
             return
+        try:
+            self._search(ctx, sub, [], count=0)
+        except StoreError as exc:
+            self._set_status(ctx, id, "error", f"criteria: {exc}")
+            return
         if sub.channel == "websocket":
             if self.websockets is None:
                 self._set_status(ctx, id, "error", "this consumer serves no websocket (--ws-port)")
@@ -159,6 +174,14 @@ class Delivery:
             self._set_status(ctx, id, "error", f"handshake answered HTTP {answer.status_code}")
             return
         self._set_status(ctx, id, "active", None, since=event_time)
+
+    def _search(self, ctx: Context, sub: Subscription, more: list[tuple[str, str]], count: int
+                ) -> SearchResult:
+        """The Subscription's criteria (plus `more`) searched as the server searches with `Prefer:
+        handling=strict`: a parameter it does not know is an error, never silently dropped (which would
+        match every resource of the type)."""
+        return self.store.search(ctx, SearchRequest(sub.resource_type, [*sub.params, *more], count=count,
+                                                    strict=True))
 
     def _set_status(self, ctx: Context, id: str, status: str, error: str | None, since: str | None = None
                     ) -> None:

@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import orjson
 
@@ -28,9 +28,10 @@ from events.catalog import CATALOG
 from events.payloads import FhirResourceKnown
 from events.topics import FHIR_CHANGES
 from services.fhir_api.auth.compartment import narrowing
-from services.fhir_api.bulk.export import pages
+from services.fhir_api.search.cursor import pages
 from services.fhir_api.search.scope import clinical_time
-from services.fhir_api.store.interface import Context, ResourceStore, StoredResource
+from services.fhir_api.store.interface import Context, InvalidSearch, ResourceStore, StoredResource
+from services.fhir_api.store.rows import instant
 from services.fhir_api.subscriptions.lookup import live_subscriptions
 
 SOURCE = "/rounds/feed"
@@ -59,10 +60,6 @@ def parse_speed(text: str) -> float:
     return speed
 
 
-def _instant(when: datetime) -> str:
-    return when.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def scopes(store: ResourceStore, session: str, ctx: Context, types: list[str], patient: str | None
            ) -> list[Scope]:
     found: list[Scope] = [(s.resource_type, s.params) for s in live_subscriptions(store, ctx, session)]
@@ -74,9 +71,12 @@ def scopes(store: ResourceStore, session: str, ctx: Context, types: list[str], p
 def visible(store: ResourceStore, ctx: Context, scope: list[Scope]) -> dict[tuple[str, str], StoredResource]:
     seen: dict[tuple[str, str], StoredResource] = {}
     for rtype, params in scope:
-        for page in pages(store, ctx, rtype, list(params)):
-            for stored in page:
-                seen[(stored.resource_type, stored.id)] = stored
+        try:
+            for page in pages(store, ctx, rtype, list(params)):
+                for stored in page:
+                    seen[(stored.resource_type, stored.id)] = stored
+        except InvalidSearch:
+            continue  # a Subscription's criteria the search refuses: it is `error` (delivery.py), none match
     return seen
 
 
@@ -90,7 +90,7 @@ def announce(bus: Bus, session: str, clock: datetime, new: list[StoredResource],
     items = []
     for stored in sorted(new, key=_order):
         data = FhirResourceKnown(resource_type=stored.resource_type, id=stored.id,
-                                 version_id=str(stored.version_id), known_at=_instant(clock))
+                                 version_id=str(stored.version_id), known_at=instant(clock))
         event_id = uuid.uuid5(NAMESPACE, f"{session}/{stored.resource_type}/{stored.id}/{stored.version_id}")
         event = CATALOG.make("rounds.fhir.resource.known", data, source=SOURCE, subject=session,
                              id=event_id.hex)

@@ -9,17 +9,13 @@ A notification's `Bundle.id` is derived from the subscription and the change eve
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 
 import orjson
 
+from events.envelope import utc_now
 from services.fhir_api.subscriptions.model import Subscription
 
 NAMESPACE = uuid.UUID("6f1c1a44-3f0a-4c1e-9f55-8d3c0b6f9a30")
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _status(base: str, sub: Subscription, kind: str, status: str, events: list[dict]) -> dict:
@@ -39,7 +35,7 @@ def _status(base: str, sub: Subscription, kind: str, status: str, events: list[d
 def bundle(base: str, sub: Subscription, kind: str, status: str, entries: list[dict] | None = None,
            event_id: str | None = None, events: list[dict] | None = None) -> bytes:
     bundle_id = uuid.uuid5(NAMESPACE, f"{sub.session}/{sub.id}/{event_id}") if event_id else uuid.uuid4()
-    body = {"resourceType": "Bundle", "id": str(bundle_id), "type": "history", "timestamp": _now(),
+    body = {"resourceType": "Bundle", "id": str(bundle_id), "type": "history", "timestamp": utc_now(),
             "entry": [_status(base, sub, kind, status, events or []), *(entries or [])]}
     return orjson.dumps(body)
 
@@ -58,7 +54,7 @@ def event(base: str, sub: Subscription, event_id: str, resource_type: str, id: s
     focus = f"{base}/{resource_type}/{id}"
     detail = {"name": "notification-event", "part": [
         {"name": "event-number", "valueString": event_id},
-        {"name": "timestamp", "valueInstant": _now()},
+        {"name": "timestamp", "valueInstant": utc_now()},
         *([{"name": "focus", "valueReference": {"reference": focus}}] if sub.content != "empty" else []),
     ]}
     entries: list[dict] = []
