@@ -19,13 +19,17 @@ from tests.inspect.test_task import run
 pytestmark = pytest.mark.slow  # each runs an Inspect eval (a few seconds)
 
 
-def ended(settings, session_id: str) -> dict:
+def endings(settings, session_id: str) -> list[dict]:
     bus = open_bus(settings)
     try:
-        return next(r.event.data for r in read_log(bus, [SESSIONS], session=session_id)
-                    if r.event is not None and r.event.type == "rounds.session.ended")
+        return [r.event.data for r in read_log(bus, [SESSIONS], session=session_id)
+                if r.event is not None and r.event.type == "rounds.session.ended"]
     finally:
         bus.close()
+
+
+def ended(settings, session_id: str) -> dict:
+    return endings(settings, session_id)[0]
 
 
 def only_sample(log):
@@ -61,8 +65,9 @@ def test_a_time_limit_cancels_the_sample_and_the_session_ends_timeout(rounds_db,
     sample = only_sample(log)
     assert sample.limit is not None and sample.limit.type == "time"
     meta = sample.metadata["rounds"]
-    end = ended(rounds_db, meta["session"])
+    [end] = endings(rounds_db, meta["session"])  # ended once, with the turns it completed
     assert end["reason"] == "timeout" == meta["reason"] and "Inspect time limit" in end["error"]
+    assert end["turns"] == meta["turns"]
     assert sample.scores["rounds_scorer"].metadata["rounds"]["reason"] == "timeout"
 
 
