@@ -10,9 +10,10 @@ import pytest
 from events.archive import read_log
 from events.factory import open_bus
 from events.topics import SESSIONS
-from rounds.inspect.limits import end_reason
+from rounds.inspect.limits import cut_reason, end_reason
 from services.consumers.scoring.api import load_report
 from services.consumers.scoring.api import open_engine as scores_engine
+from services.simulator.data_model import NOT_ASSISTANT_FAULT
 from tests.inspect.policy import scripted
 from tests.inspect.test_task import run
 
@@ -69,6 +70,11 @@ def test_a_time_limit_cancels_the_sample_and_the_session_ends_timeout(rounds_db,
     assert end["reason"] == "timeout" == meta["reason"] and "Inspect time limit" in end["error"]
     assert end["turns"] == meta["turns"]
     assert sample.scores["rounds_scorer"].metadata["rounds"]["reason"] == "timeout"
+
+
+def test_an_operators_stop_ends_the_session_interrupted_as_ctrl_c_does():
+    reason, detail = cut_reason(None, None)  # no limit recorded, no clock spent: somebody stopped it
+    assert reason == "interrupted" and reason in NOT_ASSISTANT_FAULT and "cancelled" in detail
 
 
 def failing_once(models):
