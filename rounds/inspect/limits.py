@@ -19,19 +19,7 @@ import json
 from functools import cache
 from importlib import resources
 
-from services.simulator.data_model import (
-    NOT_ASSISTANT_FAULT,
-    AssistantTimeout,
-    InfrastructureFailure,
-    SessionFailure,
-    StepLimitExceeded,
-)
-
-FAILURES: dict[str, type[SessionFailure]] = {
-    "max_steps": StepLimitExceeded,
-    "timeout": AssistantTimeout,
-    "infrastructure_error": InfrastructureFailure,
-}
+from services.simulator.data_model import NOT_ASSISTANT_FAULT, SessionFailure
 
 
 class RoundsSessionError(RuntimeError):
@@ -55,8 +43,9 @@ def end_reason(limit_type: str) -> str:
 
 def failure_for(limit_type: str, message: str) -> SessionFailure:
     """The Rounds failure that ends the session the way the limit says."""
-    reason = end_reason(limit_type)
-    return FAILURES[reason](f"Inspect {limit_type} limit: {message}")
+    failure = SessionFailure(f"Inspect {limit_type} limit: {message}")
+    failure.reason = end_reason(limit_type)  # any end reason data/limits.json names
+    return failure
 
 
 def not_charged(reason: str) -> bool:
