@@ -3,8 +3,9 @@
 Inspect → Rounds: a `LimitExceededError` raised inside the assistant's turn (a message, token, turn or cost
 limit: Inspect raises it from `generate` or from appending to the conversation) becomes the Rounds failure of
 the reason data/limits.json gives, so `run_session` ends the session with that reason and the session is
-scored as Rounds scores any such session. A time or working-time limit cancels the sample instead; the
-solver then ends the session itself (`timeout`) before the cancellation goes on.
+scored as Rounds scores any such session. A time or working-time limit (or an operator's stop) cancels the
+sample instead; `run_session` then ends the session with the reason `cut_reason` gives (the solver's
+`SessionSettings.on_cancel`: `timeout`, or `interrupted` for a stop) before the cancellation goes on.
 
 Rounds → Inspect: after the session ended, the solver re-raises the limit error so Inspect records the
 sample's limit and still scores it; a session Rounds does not charge to the assistant (`infrastructure_error`,
@@ -18,19 +19,7 @@ import json
 from functools import cache
 from importlib import resources
 
-from services.simulator.data_model import (
-    NOT_ASSISTANT_FAULT,
-    AssistantTimeout,
-    InfrastructureFailure,
-    SessionFailure,
-    StepLimitExceeded,
-)
-
-FAILURES: dict[str, type[SessionFailure]] = {
-    "max_steps": StepLimitExceeded,
-    "timeout": AssistantTimeout,
-    "infrastructure_error": InfrastructureFailure,
-}
+from services.simulator.data_model import NOT_ASSISTANT_FAULT, SessionFailure
 
 
 class RoundsSessionError(RuntimeError):
@@ -54,8 +43,9 @@ def end_reason(limit_type: str) -> str:
 
 def failure_for(limit_type: str, message: str) -> SessionFailure:
     """The Rounds failure that ends the session the way the limit says."""
-    reason = end_reason(limit_type)
-    return FAILURES[reason](f"Inspect {limit_type} limit: {message}")
+    failure = SessionFailure(f"Inspect {limit_type} limit: {message}")
+    failure.reason = end_reason(limit_type)  # any end reason data/limits.json names
+    return failure
 
 
 def not_charged(reason: str) -> bool:

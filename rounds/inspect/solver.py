@@ -10,14 +10,14 @@ failure is charged to and records `rounds.session.ended`. The assistant is the s
   (`RoundsSessionError`; `--retry-on-error` runs the sample again in a fresh sandbox), never a score;
 - a session an Inspect limit ended re-raises that limit, so Inspect records it and still scores the sample;
 - a cancellation (Inspect's time or working-time limit, an operator's stop) ends the session on the log
-  first, with the reason limits.py gives, shielded from the cancellation, then goes on.
+  (`run_session` records the end shielded, with the reason limits.py gives: `SessionSettings.on_cancel`),
+  then goes on to Inspect.
 
 What the scorer needs to find the session again is in `state.metadata["rounds"]` (kept in the Inspect log).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -27,28 +27,12 @@ from inspect_ai.model import get_model
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.util import sample_limits
 
-from events.payloads import SessionEnded
 from rounds.inspect.assistant import InspectAssistant
 from rounds.inspect.dataset import load_jobs, selection
 from rounds.inspect.limits import RoundsSessionError, cut_reason, not_charged
 from rounds.inspect.runs import RUNS, RoundsRun
 from rounds.settings import Settings
 from services.simulator.orchestrator.session import SessionJob, SessionSettings, run_session
-
-
-class _Opened:
-    """The run's environment as one session sees it: the same server, noting the session id it opens (a
-    cancelled session has to be ended by id)."""
-
-    def __init__(self, env: Any) -> None:
-        self._env, self.session_id = env, None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._env, name)
-
-    async def open_session(self, now):
-        self.session_id, base = await self._env.open_session(now)
-        return self.session_id, base
 
 
 def inspect_ids() -> tuple[str, str | None]:
@@ -73,19 +57,13 @@ def rounds_session(scenarios: str | None = None, language: str = "en", variant: 
         run = await RUNS.get(eval_id, run_id or eval_id, settings, fhir_base, inspect_run)
         run.sessions += 1
         assistant = InspectAssistant(get_model(), state)
-        env = _Opened(run.env)
         options = SessionSettings(run_id=run.run_id, assistant_spec=assistant.spec, max_steps=max_steps,
                                   turn_timeout_s=turn_timeout,
                                   on_cancel=lambda: cut_reason(sample_active(), _limits()))
-        started = time.monotonic()
-        try:
-            outcome = await run_session(env, run.log, assistant, job, options)  # type: ignore[arg-type]
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await _end_cut(run, env.session_id, state, started)
-            raise
+        outcome = await run_session(run.env, run.log, assistant, job, options)
         _record(state, run, outcome.session_id, outcome.reason, outcome.error, outcome.turns,
                 trial=job.trial, assistant=assistant.spec)
+        await anyio.lowlevel.checkpoint()  # a cancellation the session ended on goes on to Inspect
         if not_charged(outcome.reason):
             raise RoundsSessionError(outcome.reason, outcome.error, outcome.session_id)
         if assistant.limit is not None:
@@ -93,23 +71,6 @@ def rounds_session(scenarios: str | None = None, language: str = "en", variant: 
         return state
 
     return solve
-
-
-async def _end_cut(run: RoundsRun, session_id: str | None, state: TaskState, started: float) -> None:
-    """End a session the sample's cancellation cut short: what it queued, then `rounds.session.ended`."""
-    if session_id is None:
-        return
-    live = run.env.sessions.pop(session_id, None)
-    turns = max(live.turn, 0) if live is not None else 0
-    if live is not None:
-        live.closed = True
-    reason, detail = cut_reason(sample_active(), _limits())
-    run.log.emit(session_id, "rounds.session.ended", SessionEnded(
-        reason=reason, turns=turns, duration_ms=(time.monotonic() - started) * 1000, error=detail,
-        run_id=run.run_id))
-    await run.log.flush(session_id)
-    run.log.forget(session_id)
-    _record(state, run, session_id, reason, detail, turns)
 
 
 def _record(state: TaskState, run: RoundsRun, session_id: str | None, reason: str, error: str | None,

@@ -10,22 +10,27 @@ import pytest
 from events.archive import read_log
 from events.factory import open_bus
 from events.topics import SESSIONS
-from rounds.inspect.limits import end_reason
+from rounds.inspect.limits import cut_reason, end_reason
 from services.consumers.scoring.api import load_report
 from services.consumers.scoring.api import open_engine as scores_engine
+from services.simulator.data_model import NOT_ASSISTANT_FAULT
 from tests.inspect.policy import scripted
 from tests.inspect.test_task import run
 
 pytestmark = pytest.mark.slow  # each runs an Inspect eval (a few seconds)
 
 
-def ended(settings, session_id: str) -> dict:
+def endings(settings, session_id: str) -> list[dict]:
     bus = open_bus(settings)
     try:
-        return next(r.event.data for r in read_log(bus, [SESSIONS], session=session_id)
-                    if r.event is not None and r.event.type == "rounds.session.ended")
+        return [r.event.data for r in read_log(bus, [SESSIONS], session=session_id)
+                if r.event is not None and r.event.type == "rounds.session.ended"]
     finally:
         bus.close()
+
+
+def ended(settings, session_id: str) -> dict:
+    return endings(settings, session_id)[0]
 
 
 def only_sample(log):
@@ -61,9 +66,15 @@ def test_a_time_limit_cancels_the_sample_and_the_session_ends_timeout(rounds_db,
     sample = only_sample(log)
     assert sample.limit is not None and sample.limit.type == "time"
     meta = sample.metadata["rounds"]
-    end = ended(rounds_db, meta["session"])
+    [end] = endings(rounds_db, meta["session"])  # ended once, with the turns it completed
     assert end["reason"] == "timeout" == meta["reason"] and "Inspect time limit" in end["error"]
+    assert end["turns"] == meta["turns"]
     assert sample.scores["rounds_scorer"].metadata["rounds"]["reason"] == "timeout"
+
+
+def test_an_operators_stop_ends_the_session_interrupted_as_ctrl_c_does():
+    reason, detail = cut_reason(None, None)  # no limit recorded, no clock spent: somebody stopped it
+    assert reason == "interrupted" and reason in NOT_ASSISTANT_FAULT and "cancelled" in detail
 
 
 def failing_once(models):

@@ -35,11 +35,11 @@ def profiles() -> dict[str, Any]:
 @dataclass(frozen=True)
 class Endpoint:
     model: str
-    base_url: str | None  # None: the SDK's default (OPENAI_BASE_URL or api.openai.com)
+    base_url: str | None  # `@<base_url>`, else OPENAI_BASE_URL; None: the SDK's default (api.openai.com)
 
     @property
     def url(self) -> str:
-        return (self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE).rstrip("/")
+        return (self.base_url or DEFAULT_BASE).rstrip("/")
 
     @property
     def profile(self) -> str:
@@ -69,7 +69,7 @@ def parse_spec(arg: str, what: str = "openai") -> Endpoint:
     if any(c.isspace() for c in model):
         raise ValueError(f"{form}: the model name {model!r} contains spaces")
     if not at:
-        return Endpoint(model, None)
+        return Endpoint(model, os.environ.get("OPENAI_BASE_URL") or None)
     parts = urlsplit(base)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         hint = f"; did you mean http://{base}?" if base and "://" not in base else ""

@@ -261,7 +261,7 @@ def create(arg: str) -> OpenAIChatAssistant:
     endpoint = parse_spec(arg)
     client = AsyncOpenAI(
         api_key=api_key(endpoint.base_url),
-        base_url=endpoint.base_url or os.environ.get("OPENAI_BASE_URL") or None,
+        base_url=endpoint.base_url,
         max_retries=0,
         timeout=float(profiles()[endpoint.profile]["model_timeout_s"]),  # each call sets the run's own
     )

@@ -142,8 +142,9 @@ def register(app: typer.Typer) -> None:
         max_steps: Annotated[int, typer.Option(min=1, help="tool steps per turn")] = 8,
         seed: Annotated[int, typer.Option()] = 0,
         retry_failed: Annotated[bool, typer.Option(
-            "--retry-failed", help="with --run-id: also rerun sessions that ended in timeout or "
-                                   "infrastructure_error (interrupted ones always are)")] = False,
+            "--retry-failed", help="with --run-id: also rerun sessions that ended in timeout, "
+                                   "infrastructure_error or patient_error (interrupted ones always "
+                                   "are)")] = False,
         accept_changed_options: Annotated[bool, typer.Option(
             "--accept-changed-options", help="with --run-id: continue the run with options other than the "
                                              "ones it recorded")] = False,

@@ -5,7 +5,8 @@ Resuming needs nothing but the log: the run's `rounds.session.started` events sa
 and its `rounds.session.ended` events which are over. A rerun of the run id is refused when it asks for other
 options (unless told to accept them: the run would mix two set-ups), skips the jobs that ended, and runs
 again, in a fresh sandbox, the jobs never started, cut off, or `interrupted` — with `retry_failed` also those
-that ended in `timeout` or `infrastructure_error`; the new session names the one it reruns (`retryOf`).
+that ended in `timeout`, `infrastructure_error` or `patient_error`; the new session names the one it reruns
+(`retryOf`).
 Sandboxes are kept after their session ends: the scorer reads their final state.
 
 A cancelled run (Ctrl-C) is not an error here: every open session records its end as `interrupted` with what
@@ -27,7 +28,7 @@ from pathlib import Path
 from events.blobs import BlobStore
 from events.bus import Bus
 from events.topics import SESSIONS
-from services.simulator.data_model import Scenario
+from services.simulator.data_model import NOT_ASSISTANT_FAULT, Scenario
 from services.simulator.orchestrator.environment import FhirEnvironment
 from services.simulator.orchestrator.log import SessionLog
 from services.simulator.orchestrator.session import SessionJob, SessionOutcome, SessionSettings, run_session
@@ -67,9 +68,9 @@ def plan(scenarios: Iterable[tuple[Scenario, dict]], trials: int, languages: Ite
 
 
 # End reasons a rerun runs again: always `interrupted` (the run was stopped, not the session); with
-# `retry_failed` also the failures that may pass another time.
+# `retry_failed` also every other end never charged to the assistant, and `timeout` (a slow endpoint).
 RESUMED: frozenset[str] = frozenset({"interrupted"})
-RETRIED: frozenset[str] = RESUMED | {"timeout", "infrastructure_error"}
+RETRIED: frozenset[str] = RESUMED | NOT_ASSISTANT_FAULT | {"timeout"}
 
 
 class RunOptionsChanged(ValueError):

@@ -44,7 +44,7 @@ class RunOptions:
     voice: object = None
     max_tokens: int | None = None  # per model call (adapters that call a model); None: the profile's
     model_timeout_s: float | None = None  # per model call; None: the profile's
-    retry_failed: bool = False  # a rerun also reruns sessions that ended timeout / infrastructure_error
+    retry_failed: bool = False  # a rerun also reruns timeouts and the ends not charged (run.RETRIED)
     accept_changed_options: bool = False  # a rerun may change the recorded options
     preflight: bool = True
     on_turn: Callable[[TurnProgress], None] | None = None

@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import anyio
 import httpx
 
 from events.payloads import SessionEnded, SessionStarted, communication
@@ -192,22 +193,24 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
             failure.reason, failure.detail = settings.on_cancel()
     except Exception as exc:  # noqa: BLE001 - the bus or the orchestrator itself failed
         failure = InfrastructureFailure(f"the simulator failed: {exc!r} ({where(exc)})"[:2000])
-    finally:
+    # Shielded: a harness's cancel scope (Inspect's time limit) cancels again at every await while it is
+    # cancelled; the end is recorded once, whole, and the harness's next await meets its cancellation.
+    with anyio.CancelScope(shield=True):
         live.closed = True
         await client.aclose()
-    outcome = SessionOutcome(job, session_id, failure.reason if failure else "completed", turns,
-                             failure.detail if failure else None, (time.monotonic() - started) * 1000,
-                             live.physician.clarifications, live.patient_questions, live.model_calls)
-    try:
-        log.emit(session_id, "rounds.session.ended", SessionEnded(
-            reason=outcome.reason, turns=turns, duration_ms=outcome.duration_ms, error=outcome.error,
-            run_id=settings.run_id))
-        await log.flush(session_id)  # whatever the last turn left queued, then the end: one write
-    except Exception as exc:  # noqa: BLE001 - the log is down: the run's summary still says what happened
-        outcome.reason, outcome.error = "infrastructure_error", f"could not record the end: {exc!r}"
-    finally:
-        env.sessions.pop(session_id, None)
-        log.forget(session_id)
+        outcome = SessionOutcome(job, session_id, failure.reason if failure else "completed", turns,
+                                 failure.detail if failure else None, (time.monotonic() - started) * 1000,
+                                 live.physician.clarifications, live.patient_questions, live.model_calls)
+        try:
+            log.emit(session_id, "rounds.session.ended", SessionEnded(
+                reason=outcome.reason, turns=turns, duration_ms=outcome.duration_ms, error=outcome.error,
+                run_id=settings.run_id))
+            await log.flush(session_id)  # whatever the last turn left queued, then the end: one write
+        except Exception as exc:  # noqa: BLE001 - the log is down: the run's summary still says what happened
+            outcome.reason, outcome.error = "infrastructure_error", f"could not record the end: {exc!r}"
+        finally:
+            env.sessions.pop(session_id, None)
+            log.forget(session_id)
     return outcome
 
 

@@ -193,6 +193,17 @@ def test_spec_parsing_and_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     assert 0 < openai_chat.RetryPolicy(base_delay_s=1).delay(3, None) <= 8.0
 
 
+def test_a_base_url_from_the_environment_is_the_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OPENAI_BASE_URL without `@<base_url>`: the endpoint, key placeholder and profile as if given inline."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("ROUNDS_OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1")
+    local = create("qwen2.5:7b")
+    assert str(local.client.base_url).startswith("http://127.0.0.1:11434/v1")
+    assert local.client.api_key == "unused" and local.profile == "local"
+    assert local.endpoint.url == "http://127.0.0.1:11434/v1"
+
+
 def test_the_prompt_names_the_patient_clock_and_language(sandbox: Sandbox) -> None:
     zh = openai_chat.opening_messages(
         sandbox.request("肌酐多少？", language="zh", now="2150-01-02T08:00:00Z")

@@ -13,11 +13,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from services.simulator.data_model import EndpointUnavailable
-from services.simulator.orchestrator.run import RunOptionsChanged
+from services.simulator.data_model import NOT_ASSISTANT_FAULT, EndpointUnavailable
+from services.simulator.orchestrator.run import RecordedSession, RunOptionsChanged, jobs_to_run
 from services.simulator.orchestrator.runner import RunOptions, run_scenarios
 from tests.simulator.adapters.conftest import Served
 from tests.simulator.adapters.fake_openai import HANG, FakeOpenAI, error, text, tool_call
@@ -116,6 +117,19 @@ def test_a_hanging_model_times_out_and_retry_failed_reruns_it(settings, scenario
                                                                      "rounds.session.started")}
     assert started == {timed_out.session_id: None, outcome.session_id: timed_out.session_id}
     check_the_report_counts_the_rerun_only(settings, "run-retry", timed_out.session_id, outcome.session_id)
+
+
+def test_retry_failed_reruns_every_end_the_exit_code_sends_it() -> None:
+    """Exit code 1 names `--retry-failed` for every end not charged to the assistant: each is rerun by it."""
+    ends = [*sorted(NOT_ASSISTANT_FAULT), "timeout", "completed", "assistant_error", "max_steps"]
+    recorded = {f"s{i}": RecordedSession(f"s{i}", (reason,), f"e{i}", {}, ended=reason, time=f"t{i}")
+                for i, reason in enumerate(ends)}
+    jobs = [SimpleNamespace(key=(reason,)) for reason in ends]
+    resumed, _ = jobs_to_run(recorded, jobs, retry_failed=False)
+    assert [j.key for j in resumed] == [("interrupted",)]
+    retried, retry_of = jobs_to_run(recorded, jobs, retry_failed=True)
+    assert {j.key[0] for j in retried} == NOT_ASSISTANT_FAULT | {"timeout"}
+    assert retry_of == {j.key: f"s{ends.index(j.key[0])}" for j in retried}  # each names what it reruns
 
 
 def check_the_report_counts_the_rerun_only(settings, run_id: str, old: str, new: str) -> None:
