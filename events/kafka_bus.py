@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -27,6 +28,8 @@ from events.catalog import CATALOG, Catalog
 from events.codec import CheckedPublisher, Row, to_record
 from events.envelope import MAX_EVENT_BYTES
 from events.topics import partition_for
+
+log = logging.getLogger(__name__)
 
 PRODUCER_CONFIG = {
     "acks": "all",
@@ -236,7 +239,23 @@ class KafkaBusConsumer:
                     raise UnknownTopic(f"no partition metadata for {topic!r} after {timeout_s}s")
                 time.sleep(0.1)
 
+    def _keep_rejoining(self) -> None:
+        """Keep kafka-python awaiting a join it already sent, so the assignment it brings is applied.
+
+        kafka-python 3.0.x rejoins when the metadata changes under the assignment it computed, without setting
+        its own `rejoin_needed`; a poll that times out mid-join leaves the join in flight, and once the leader
+        recomputes the assignment the next poll no longer sees a rejoin to wait for: the assignment in the
+        SyncGroup answer is never applied and the member fetches nothing, heartbeating, for ever (seen on a
+        fresh group whose topic metadata arrived during its first join). A join in flight is a rejoin."""
+        coordinator = getattr(self.kafka, "_coordinator", None)
+        joining = coordinator is not None and getattr(coordinator, "_join_task", None) is not None
+        if joining and not coordinator.rejoin_needed:
+            log.debug("group %s: a join is in flight; waiting for its assignment", self.group_id)
+            coordinator.request_rejoin()
+
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Record]:
+        if self.group_id is not None:
+            self._keep_rejoining()
         batches = self.kafka.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
         return [  # decoded with the collector as the caller has it (a projection's batch pauses it)
             to_record(m.topic, m.partition, m.offset, m.key, m.value, m.timestamp, self.bus.catalog)
