@@ -9,6 +9,7 @@ from services.consumers.scoring.scorer import SCORER_VERSION, score_session
 from services.consumers.scoring.v3.claims import parse_claims
 from services.consumers.scoring.v3.conclusions import conclusion
 from services.consumers.scoring.v3.subjects import subject_names
+from services.simulator.data_model.scenario import Fact
 from tests.scoring.v3_world import LAB, SCENARIO, apixaban, log
 
 CR, GLU = f"{LAB}|50912", f"{LAB}|50931"
@@ -179,3 +180,20 @@ def test_rubric_kinds_are_defined_once_and_every_kind_has_its_check() -> None:
         RubricItem(id="x", kind="not_a_kind")
     schema = render().decode()
     assert all(f'"const": "{kind}"' in schema for kind in RUBRIC_KINDS)
+
+
+def test_numbers_inside_the_records_drug_names_are_no_claims() -> None:
+    """An active-orders list in the record's own names ("Dextrose 50%", "Sodium Chloride 0.9% Flush") states
+    one number, the count: the strengths are names, and "Calcium Carbonate 50%" is no calcium result."""
+    listed = Fact(kind="count", code="urn:rounds:active-orders",
+                  label={"en": "active medications", "zh": "当前用药"}, value=3,
+                  list_en="Albuterol 0.083% Neb Soln, Calcium Carbonate, Dextrose 50%",
+                  list_zh="Albuterol 0.083% Neb Soln、碳酸钙、Dextrose 50%")
+    first = SCENARIO.turns[0].model_copy(update={"facts": [*SCENARIO.turns[0].facts, listed]})
+    scenario = SCENARIO.model_copy(update={"turns": [first, *SCENARIO.turns[1:]]})
+    names = subject_names(scenario)
+    answer = "3 active medications: Albuterol 0.083% Neb Soln, Calcium Carbonate, Dextrose 50%."
+    assert [(c.subject, c.value) for c in parse_claims(answer, names)] == [("label:active medications", 3.0)]
+    zh = parse_claims("当前用药3种：Albuterol 0.083% Neb Soln、碳酸钙、Dextrose 50%。", names)
+    assert [c.value for c in zh] == [3.0]
+    assert [(c.subject, c.value) for c in parse_claims("calcium 50 %", names)][0][1] == 50.0  # still a claim

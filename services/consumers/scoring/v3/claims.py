@@ -5,9 +5,9 @@ first one after it): names come from `subject_names` (the scenario's facts, the 
 the drugs of the record), and ONE search over all of them attributes each number, so "potassium chloride
 20 mEq" is a claim about the drug, not about potassium. A token after a number that looks like a unit but is
 none the parser knows ("3.4 mEq" against mEq/L is fine, "3.4 meqs" is not) makes the unit `unknown`; a
-number inside a unit ("mL/min/1.73m²") or a date/time is no claim. `future` marks a clause with a future
-cue ("will be", "next draw", "下次"). Thresholds ("below 3.5") and counts ("13 results") stay claims with
-`threshold`/`count_noun` set: the checks decide what each may satisfy.
+number inside a unit ("mL/min/1.73m²"), a name ("Dextrose 50%") or a date/time is no claim. `future` marks
+a clause with a future cue ("will be", "next draw", "下次"). Thresholds ("below 3.5") and counts ("13
+results") stay claims with `threshold`/`count_noun` set: the checks decide what each may satisfy.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def parse_claims(text: str, subjects: Mapping[str, list[str]]) -> list[Claim]:
     out: list[Claim] = []
     clause_index = 0
     for cited in cited_numbers(text):
-        if _inside_unit(norm, cited) or _date_part(norm, cited):
+        if _inside_unit(norm, cited) or _date_part(norm, cited) or _inside_name(hits, starts, cited):
             continue
         while clauses[clause_index][1] <= cited.start and clause_index < len(clauses) - 1:
             clause_index += 1
@@ -165,6 +165,12 @@ def parse_claims(text: str, subjects: Mapping[str, list[str]]) -> list[Claim]:
         out.append(Claim(subject, cited.value, cited.unit, _unit_unknown(norm, cited), cited, (start, end),
                          clause_index in future, bound, norm[start:end].rstrip().endswith(("?", "？"))))
     return out
+
+
+def _inside_name(hits: list[Hit], starts: list[int], cited: Cited) -> bool:
+    """"0.9" of "Sodium Chloride 0.9% Flush", "12" of "B12": part of a name the answer uses, not a value."""
+    at = bisect_right(starts, cited.start) - 1
+    return at >= 0 and hits[at].end > cited.start
 
 
 def _fits(key: str, cited: Cited) -> bool:

@@ -70,6 +70,9 @@ def _subject_names(scenario: Scenario) -> dict[str, list[str]]:
         out[key] = list(names)
     for turn in scenario.turns:
         for fact in turn.facts:
+            for en, zh in _listed(fact):  # the record's own names: "Dextrose 50%" names a drug
+                key = "drug:" + en.lower()
+                out[key] = list(dict.fromkeys([*out.get(key, []), *_clean([en, zh])]))
             if fact.kind == "decision":
                 continue  # a rule's name ("reference range") is no subject of a number
             key = subject_of(fact)
@@ -77,6 +80,15 @@ def _subject_names(scenario: Scenario) -> dict[str, list[str]]:
             extra = _clean(labels) + list(claims()["suffix_names"].get(fact.unit or "", []))
             out[key] = list(dict.fromkeys([*out.get(key, []), *extra]))
     return out
+
+
+def _listed(fact: Fact) -> list[tuple[str, str]]:
+    """The (EN, ZH) names a count fact lists (`list_en` / `list_zh`, joined by ", " and "、" by the builder's
+    bindings); ZH names pair with EN ones by position when the lists agree, else each EN name stands alone."""
+    extra = fact.model_extra or {}
+    en = [n for n in str(extra.get("list_en", "")).split(", ") if n and n != "none"]
+    zh = [n for n in str(extra.get("list_zh", "")).split("、") if n and n != "无"]
+    return list(zip(en, zh if len(zh) == len(en) else en, strict=True))
 
 
 def turn_subjects(scenario: Scenario, index: int) -> set[str]:
