@@ -18,7 +18,7 @@ from services.consumers.report.compare import compare_runs
 from services.consumers.report.html_page import render_html
 from services.consumers.report.json_io import ReportFileError, read_json, to_json
 from services.consumers.report.model import RunReport
-from services.consumers.report.model_usage import load_model_usage, usage_table
+from services.consumers.report.model_usage import ModelUsage, load_model_usage, usage_table
 from services.consumers.report.source import ReportUnavailable, load_report
 from services.consumers.report.terminal import print_summary
 
@@ -106,8 +106,9 @@ def register(app: typer.Typer) -> None:
         if run is not None:  # the model's latency, tokens and cost, from the run's log
             usage = load_model_usage(settings, run, prompt_price, completion_price)
             if usage.calls:
-                Console().print(usage_table(usage))
                 report.model_usage = usage.model_dump()
+        if report.model_usage:  # from the log, or kept in a --from-json document
+            Console().print(usage_table(ModelUsage.model_validate(report.model_usage)))
         if html is not None:
             _write(html, render_html(report, other, html_sessions or None, comparison))
             typer.echo(f"wrote {html}")

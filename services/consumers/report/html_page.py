@@ -18,6 +18,7 @@ from services.consumers.report.html_compare import compare_section
 from services.consumers.report.html_sessions import sessions_section
 from services.consumers.report.html_style import CSS, SCRIPT
 from services.consumers.report.model import DIMENSIONS, RunReport
+from services.consumers.report.model_usage import COLUMNS, ModelUsage, cost_line, rows, title
 from services.consumers.report.stats import judge_agreement, reason_counts
 from services.consumers.report.summary import DIMENSION_COLUMNS, dimension_table, fmt, fmt_delta, metric_rows
 
@@ -104,6 +105,30 @@ def judge_table(reports: Sequence[RunReport]) -> str:
         '<table class="judge"><caption>LLM judge (model, prompt version, agreement with the deterministic '
         f"checks)</caption><tbody>{''.join(rows)}</tbody></table>"
     )
+
+
+def model_tables(reports: Sequence[RunReport]) -> str:
+    """The model's latency, tokens and cost per run that called one (the terminal's table, same rows)."""
+    out = []
+    for r in reports:
+        if not r.model_usage:
+            continue
+        usage = ModelUsage.model_validate(r.model_usage)
+        body = "".join(
+            f'<tr data-measure="{escape(label)}"><th>{escape(label)}</th>'
+            + "".join(f"<td>{escape(cell)}</td>" for cell in cells) + "</tr>"
+            for label, *cells in rows(usage)
+        )
+        cost = cost_line(usage)
+        foot = f'<tfoot><tr class="cost"><td colspan="5">{escape(cost)}</td></tr></tfoot>' if cost else ""
+        out.append(
+            f'<table class="model" data-run="{escape(r.run)}" data-calls="{usage.calls}">'
+            f"<caption>{escape(r.run)}: {escape(title(usage))}</caption><thead><tr><th>measure</th>"
+            + "".join(f"<th>{c}</th>" for c in COLUMNS) + f"</tr></thead><tbody>{body}</tbody>{foot}</table>"
+        )
+    if not out:
+        return ""
+    return f'<section id="model"><h2>Model calls</h2><div class="tables">{"".join(out)}</div></section>'
 
 
 def dimension_html(reports: Sequence[RunReport], dimension: str) -> str:
@@ -193,6 +218,7 @@ def render_html(
         f"content=\"default-src 'none'; style-src 'unsafe-inline'; "
         f"script-src '{SCRIPT_HASH}'; img-src data:\">"
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
-        f"{_header(report, other, more)}{summary}{charts_section(reports)}{compare}{sessions}"
+        f"{_header(report, other, more)}{summary}{model_tables(reports)}{charts_section(reports)}{compare}"
+        f"{sessions}"
         f"<script>{SCRIPT}</script></body></html>\n"
     )

@@ -87,6 +87,7 @@ class RunReport(_Model):
     sessions: list[SessionScore] = Field(default_factory=list)
     superseded: int = 0  # sessions a rerun replaced (--retry-failed, interrupted): in `sessions`, not counted
     judge: dict[str, Any] | None = None  # optional LLM judge: model, prompt version, agreement
+    model_usage: dict[str, Any] | None = None  # model_usage.ModelUsage from the log, when a model was called
 
 
 DIMENSIONS = ("family", "task_type", "difficulty", "language", "variant", "persona")

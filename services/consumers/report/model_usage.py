@@ -142,24 +142,48 @@ def _n(value: float | None) -> str:
     return "–" if value is None else f"{value:,.0f}"
 
 
+# The section's rows, terminal and HTML alike: label, measure, format; token sums per turn have no total
+# worth reading (the per-session total is the same sum).
+ROWS = (
+    ("latency per call", "latency_ms_per_call", _ms, True),
+    ("latency per turn", "latency_ms_per_turn", _ms, True),
+    ("prompt tokens per turn", "prompt_tokens_per_turn", _n, False),
+    ("completion tokens per turn", "completion_tokens_per_turn", _n, False),
+    ("prompt tokens per session", "prompt_tokens_per_session", _n, True),
+    ("completion tokens per session", "completion_tokens_per_session", _n, True),
+)
+COLUMNS = ("p50", "p95", "mean", "total")
+
+
+def title(usage: ModelUsage) -> str:
+    return (f"model calls: {usage.calls} in {usage.turns} turns of {usage.sessions} sessions"
+            f" ({usage.retries} retries)")
+
+
+def rows(usage: ModelUsage) -> list[tuple[str, str, str, str, str]]:
+    """Each measure formatted: label, p50, p95, mean, total ("" where no total is shown)."""
+    out = []
+    for label, attr, fmt, total in ROWS:
+        value: Spread = getattr(usage, attr)
+        shown = fmt(value.total) if total else ""
+        out.append((label, fmt(value.p50), fmt(value.p95), fmt(value.mean), shown))
+    return out
+
+
+def cost_line(usage: ModelUsage) -> str | None:
+    if usage.cost_usd is None:
+        return None
+    prices = usage.prices_per_million or {}
+    return (f"cost: ${usage.cost_usd:,.4f} at ${prices.get('prompt', 0):g} / "
+            f"${prices.get('completion', 0):g} per million prompt / completion tokens")
+
+
 def usage_table(usage: ModelUsage) -> Table:
     """The terminal section: one row per measure, p50 / p95 / mean / total."""
-    table = Table(title=f"model calls: {usage.calls} in {usage.turns} turns of {usage.sessions} sessions"
-                        f" ({usage.retries} retries)")
-    for column in ("", "p50", "p95", "mean", "total"):
+    table = Table(title=title(usage))
+    for column in ("", *COLUMNS):
         table.add_column(column, justify="left" if not column else "right")
-    for label, value, fmt in (
-        ("latency per call", usage.latency_ms_per_call, _ms),
-        ("latency per turn", usage.latency_ms_per_turn, _ms),
-        ("prompt tokens per turn", usage.prompt_tokens_per_turn, _n),
-        ("completion tokens per turn", usage.completion_tokens_per_turn, _n),
-        ("prompt tokens per session", usage.prompt_tokens_per_session, _n),
-        ("completion tokens per session", usage.completion_tokens_per_session, _n),
-    ):
-        table.add_row(label, fmt(value.p50), fmt(value.p95), fmt(value.mean),
-                      "" if "per turn" in label and "latency" not in label else fmt(value.total))
-    if usage.cost_usd is not None:
-        prices = usage.prices_per_million or {}
-        table.caption = (f"cost: ${usage.cost_usd:,.4f} at ${prices.get('prompt', 0):g} / "
-                         f"${prices.get('completion', 0):g} per million prompt / completion tokens")
+    for row in rows(usage):
+        table.add_row(*row)
+    table.caption = cost_line(usage)
     return table
