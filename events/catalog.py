@@ -274,6 +274,7 @@ CATALOG = Catalog(
         _spec("rounds.ehr.response", p.EhrResponse),
         _spec("rounds.tool.call", p.ToolCall),
         _spec("rounds.tool.result", p.ToolResult),
+        _spec("rounds.model.call", p.ModelCall),
         _spec("rounds.sandbox.state", p.SandboxState),
         _spec("rounds.score.turn", p.ScoreTurn, topic=SCORES),
         _spec("rounds.score.session", p.ScoreSession, topic=SCORES),

@@ -1,6 +1,13 @@
 """Typed payload models (an event's `data`), one module per area; the catalog maps event types to them."""
 
-from events.payloads.interaction import EhrRequest, EhrResponse, ResourceVersion, ToolCall, ToolResult
+from events.payloads.interaction import (
+    EhrRequest,
+    EhrResponse,
+    ModelCall,
+    ResourceVersion,
+    ToolCall,
+    ToolResult,
+)
 from events.payloads.messages import Communication, communication
 from events.payloads.outcome import DeadLetter, FhirResourceChange, FhirResourceKnown, ScoreSession, ScoreTurn
 from events.payloads.sandbox import SandboxState
@@ -30,5 +37,6 @@ __all__ = [
     "SessionStarted",
     "ToolCall",
     "ToolResult",
+    "ModelCall",
     "communication",
 ]

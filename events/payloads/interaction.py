@@ -1,4 +1,5 @@
-"""What the assistant did: EHR HTTP interactions (`rounds.ehr.*`) and tool calls (`rounds.tool.*`)."""
+"""What the assistant did: EHR HTTP interactions (`rounds.ehr.*`), tool calls (`rounds.tool.*`) and the model
+calls that produced no tool result (`rounds.model.call`)."""
 
 from __future__ import annotations
 
@@ -78,3 +79,14 @@ class ToolResult(Payload):
         if self.output is not None and self.error is not None:
             raise ValueError("a tool result has either output or error, not both")
         return self
+
+
+class ModelCall(Payload):
+    """A model call of the assistant that produced no tool result to carry its `usage`: cut by the model or
+    turn timeout, the run's stop or the step limit, or failed. A call that produced a result is accounted on
+    its first `rounds.tool.result` instead, so every model call is recorded exactly once."""
+
+    outcome: Literal["timeout", "cancelled", "step_limit", "failed"]
+    turn: int | None = Field(default=None, ge=0)
+    usage: dict[str, int] = Field(description="latency_ms and retries; tokens when the model answered")
+    error: str | None = None

@@ -1,9 +1,10 @@
 """The model's side of a run: latency of each model call and of each turn's calls together, tokens per turn
 and per session, and — when prices are given — what the run cost.
 
-The simulator records every model call of a tool-using adapter (`openai:`) on the first
+The simulator records every model call of a tool-using adapter (`openai:`) once: on the first
 `rounds.tool.result` that call produced, as `usage` (`latency_ms`, `prompt_tokens`, `completion_tokens`,
-`retries`). This module reads
+`retries`), or, for a call that produced none (cut by a timeout, the run's stop or the step limit, or
+failed), as its own `rounds.model.call` with its `outcome`. This module reads
 those from the log for one run's sessions (`rounds.session.started` with its `runId`) and summarises them; the
 report shows it beside the scores (terminal, `--json` as `model_usage`). A run whose assistant calls no model
 (`baseline`, webhooks) has no calls and no section. Prices are USD per million tokens, prompt and completion
@@ -12,7 +13,7 @@ apart, as providers list them.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -42,6 +43,7 @@ class ModelUsage(BaseModel):
     prompt_tokens_per_session: Spread = Field(default_factory=Spread)
     completion_tokens_per_session: Spread = Field(default_factory=Spread)
     retries: int = 0
+    cut: dict[str, int] = Field(default_factory=dict)  # outcome -> calls that produced no tool result
     cost_usd: float | None = None  # with prices
     prices_per_million: dict[str, float] | None = None
 
@@ -54,6 +56,7 @@ class Call:
     prompt_tokens: int
     completion_tokens: int
     retries: int
+    outcome: str | None = None  # a call that produced no tool result: rounds.model.call's outcome
 
 
 def spread(values: list[float]) -> Spread:
@@ -85,6 +88,7 @@ def summarise(calls: Iterable[Call], prompt_price: float | None = None,
         prompt_tokens_per_session=spread(sums(per_session, "prompt_tokens")),
         completion_tokens_per_session=spread(sums(per_session, "completion_tokens")),
         retries=sum(c.retries for c in calls),
+        cut=dict(sorted(Counter(c.outcome for c in calls if c.outcome).items())),
     )
     if prompt_price is not None or completion_price is not None:
         prices = {"prompt": prompt_price or 0.0, "completion": completion_price or 0.0}
@@ -95,9 +99,10 @@ def summarise(calls: Iterable[Call], prompt_price: float | None = None,
 
 
 def calls_of_run(events: Iterable, run_id: str) -> list[Call]:
-    """The model calls of `run_id`'s sessions among `events` (rounds.sessions in any order)."""
+    """The model calls of `run_id`'s sessions among `events` (rounds.sessions in any order): the usage on
+    tool results, and the calls recorded on their own (`rounds.model.call`)."""
     sessions: set[str] = set()
-    found: list[tuple[str, dict]] = []
+    found: list[tuple[str, dict, str | None]] = []
     for event in events:
         if event is None:
             continue
@@ -105,11 +110,13 @@ def calls_of_run(events: Iterable, run_id: str) -> list[Call]:
         if event.type == "rounds.session.started" and data.get("runId") == run_id:
             sessions.add(event.subject)
         elif event.type == "rounds.tool.result" and data.get("usage"):
-            found.append((event.subject, data))
+            found.append((event.subject, data, None))
+        elif event.type == "rounds.model.call":
+            found.append((event.subject, data, str(data.get("outcome"))))
     return [Call(subject, data.get("turn") or 0, float(data["usage"].get("latency_ms", 0)),
                  int(data["usage"].get("prompt_tokens", 0)), int(data["usage"].get("completion_tokens", 0)),
-                 int(data["usage"].get("retries", 0)))
-            for subject, data in found if subject in sessions]
+                 int(data["usage"].get("retries", 0)), outcome)
+            for subject, data, outcome in found if subject in sessions]
 
 
 def load_model_usage(settings, run_id: str, prompt_price: float | None = None,
@@ -156,8 +163,9 @@ COLUMNS = ("p50", "p95", "mean", "total")
 
 
 def title(usage: ModelUsage) -> str:
+    cut = "".join(f"; {n} {outcome}" for outcome, n in usage.cut.items())
     return (f"model calls: {usage.calls} in {usage.turns} turns of {usage.sessions} sessions"
-            f" ({usage.retries} retries)")
+            f" ({usage.retries} retries{cut})")
 
 
 def rows(usage: ModelUsage) -> list[tuple[str, str, str, str, str]]:

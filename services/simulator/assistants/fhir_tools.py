@@ -33,6 +33,7 @@ from services.simulator.data_model import (
     InfrastructureFailure,
     SessionFailure,
     SessionTools,
+    StepLimitExceeded,
 )
 
 FHIR_JSON = {"Accept": "application/fhir+json", "Content-Type": "application/fhir+json"}
@@ -215,10 +216,18 @@ async def call_recorded(
     executor: ToolExecutor, name: str, raw_arguments: str | dict | None, usage: dict[str, int] | None = None
 ) -> ToolOutcome:
     """Run one tool call with its `rounds.tool.call|result` pair: `step` first (it counts steps and may end
-    the turn), then the call, then `result` — also when the call ends the session, so the log shows why."""
+    the turn), then the call, then `result` — also when the call ends the session, so the log shows why.
+    `usage` (the model call that asked for it) is recorded on every path: on the result, or on its own when
+    `step` ended the turn before there was one."""
     tools = executor.tools
     arguments, _ = parse_arguments(raw_arguments)
-    call_id = tools.step(name, arguments)
+    try:
+        call_id = tools.step(name, arguments)
+    except SessionFailure as exc:
+        if usage is not None:
+            outcome = "step_limit" if isinstance(exc, StepLimitExceeded) else "failed"
+            tools.model_call(outcome, usage, str(exc)[:500])
+        raise
     try:
         outcome = await executor.run(name, raw_arguments)
     except SessionFailure as exc:

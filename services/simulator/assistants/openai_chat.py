@@ -45,6 +45,7 @@ from services.simulator.data_model import (
     AssistantFailure,
     AssistantTimeout,
     InfrastructureFailure,
+    SessionFailure,
     SessionTools,
     StepLimitExceeded,
     TurnRequest,
@@ -154,62 +155,83 @@ class OpenAIChatAssistant:
         executor = ToolExecutor(tools)
         steps = 0
         while True:
-            completion, usage = await self._complete(messages)
-            message = _message(completion)
-            calls = message.tool_calls or []
-            if not calls:
-                text = message.content
-                if not isinstance(text, str) or not text.strip():
-                    raise AssistantFailure(f"the model answered without text (finish: {_finish(completion)})")
-                outcome = await call_recorded(executor, "answer", {"text": text}, usage)
-                return outcome.final or text.strip()
-            messages.append(assistant_message(message))
-            for call in calls:
-                if call.type != "function":
-                    raise AssistantFailure(f"tool call of unsupported type {call.type!r}")
-                name = call.function.name
-                if name != "answer":
-                    steps += 1
-                    if steps > request.max_steps:
-                        # On the log first (the orchestrator's `step` raises StepLimitExceeded itself).
-                        tools.step(name, parse_arguments(call.function.arguments)[0])
-                        raise StepLimitExceeded(
-                            f"more than {request.max_steps} tool steps in turn {request.turn}"
-                        )
-                outcome = await call_recorded(executor, name, call.function.arguments, usage)
-                usage = None  # the model call is accounted on its first result only
-                if outcome.final is not None:
-                    return outcome.final
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.for_model()})
-
-    async def _complete(self, messages: list[dict[str, Any]]) -> tuple[Any, dict[str, int]]:
-        """One chat completion, retried on transient failures; its usage (tokens, latency, retries)."""
-        attempt = 0
-        while True:
-            started = time.perf_counter()
+            completion, usage = await self._complete(messages, tools)
             try:
-                completion = await self.client.chat.completions.create(
-                    model=self.model, messages=messages, tools=openai_tools(), tool_choice="auto",
-                    max_tokens=self.max_tokens, timeout=self.model_timeout_s,
-                )
-            except openai.APITimeoutError as exc:
-                raise AssistantTimeout(f"the model gave no reply within the model timeout of "
-                                       f"{self.model_timeout_s:g} s ({self.endpoint.url})") from exc
-            except openai.APIStatusError as exc:
-                if not self._retryable(exc.status_code) or attempt + 1 >= self.retry.attempts:
-                    raise self._classify(exc, attempt) from exc
-                await asyncio.sleep(self.retry.delay(attempt, exc.response.headers.get("retry-after")))
-            except openai.APIConnectionError as exc:
-                if attempt + 1 >= self.retry.attempts:
-                    raise InfrastructureFailure(
-                        f"model endpoint {self.endpoint.url} unreachable after {attempt + 1} attempts: "
-                        f"{exc.__cause__ or exc}"
-                    ) from exc
-                await asyncio.sleep(self.retry.delay(attempt, None))
-            else:
-                latency = round((time.perf_counter() - started) * 1000)
-                return completion, _usage(completion, latency, attempt)
-            attempt += 1
+                message = _message(completion)
+                calls = message.tool_calls or []
+                if not calls:
+                    text = message.content
+                    if not isinstance(text, str) or not text.strip():
+                        raise AssistantFailure(
+                            f"the model answered without text (finish: {_finish(completion)})")
+                    spent, usage = usage, None  # call_recorded accounts for it, whatever happens
+                    outcome = await call_recorded(executor, "answer", {"text": text}, spent)
+                    return outcome.final or text.strip()
+                messages.append(assistant_message(message))
+                for call in calls:
+                    if call.type != "function":
+                        raise AssistantFailure(f"tool call of unsupported type {call.type!r}")
+                    name = call.function.name
+                    if name != "answer":
+                        steps += 1
+                        if steps > request.max_steps:
+                            if usage is not None:
+                                tools.model_call("step_limit", usage)
+                                usage = None
+                            # On the log first (the orchestrator's `step` raises StepLimitExceeded itself).
+                            tools.step(name, parse_arguments(call.function.arguments)[0])
+                            raise StepLimitExceeded(
+                                f"more than {request.max_steps} tool steps in turn {request.turn}"
+                            )
+                    spent, usage = usage, None  # on its first result only
+                    outcome = await call_recorded(executor, name, call.function.arguments, spent)
+                    if outcome.final is not None:
+                        return outcome.final
+                    messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.for_model()})
+            except SessionFailure as exc:
+                if usage is not None:  # the reply was refused before any result carried its usage
+                    tools.model_call("failed", usage, str(exc)[:500])
+                raise
+
+    async def _complete(self, messages: list[dict[str, Any]],
+                        tools: SessionTools) -> tuple[Any, dict[str, int]]:
+        """One chat completion, retried on transient failures; its usage (tokens, latency, retries). A call
+        that ends without a completion (model timeout, the turn cut, the endpoint's error) is recorded here
+        with the time it took (`tools.model_call`)."""
+        attempt = 0
+        first = time.perf_counter()
+        try:
+            while True:
+                started = time.perf_counter()
+                try:
+                    completion = await self.client.chat.completions.create(
+                        model=self.model, messages=messages, tools=openai_tools(), tool_choice="auto",
+                        max_tokens=self.max_tokens, timeout=self.model_timeout_s,
+                    )
+                except openai.APITimeoutError as exc:
+                    raise AssistantTimeout(f"the model gave no reply within the model timeout of "
+                                           f"{self.model_timeout_s:g} s ({self.endpoint.url})") from exc
+                except openai.APIStatusError as exc:
+                    if not self._retryable(exc.status_code) or attempt + 1 >= self.retry.attempts:
+                        raise self._classify(exc, attempt) from exc
+                    await asyncio.sleep(self.retry.delay(attempt, exc.response.headers.get("retry-after")))
+                except openai.APIConnectionError as exc:
+                    if attempt + 1 >= self.retry.attempts:
+                        raise InfrastructureFailure(
+                            f"model endpoint {self.endpoint.url} unreachable after {attempt + 1} attempts: "
+                            f"{exc.__cause__ or exc}"
+                        ) from exc
+                    await asyncio.sleep(self.retry.delay(attempt, None))
+                else:
+                    latency = round((time.perf_counter() - started) * 1000)
+                    return completion, _usage(completion, latency, attempt)
+                attempt += 1
+        except BaseException as exc:  # the call is spent whatever ended it: account for it, then let it go on
+            outcome = ("timeout" if isinstance(exc, AssistantTimeout) else
+                       "cancelled" if isinstance(exc, asyncio.CancelledError) else "failed")
+            spent = {"latency_ms": round((time.perf_counter() - first) * 1000), "retries": attempt}
+            tools.model_call(outcome, spent, None if outcome == "cancelled" else str(exc)[:500])
+            raise
 
     def _retryable(self, status: int) -> bool:
         return status >= 500 or status in self.retry.retry_statuses

@@ -68,6 +68,9 @@ class SessionTools:
     # The tool's outcome for a call id from `step`: emits rounds.tool.result
     # (call_id, name, output=None, error=None, latency_ms=None, usage=None).
     result: Callable[..., None] = field(default=lambda *args, **kwargs: None)
+    # A model call that produced no tool result (outcome "timeout" | "cancelled" | "step_limit" | "failed",
+    # usage, error=None): emits rounds.model.call, so a cut call's latency and tokens are still accounted.
+    model_call: Callable[..., None] = field(default=lambda *args, **kwargs: None)
     # Ask the physician a clarifying question instead of answering (bounded by the physician; counted).
     ask_physician: Callable[[str], Awaitable[str]] | None = None
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from events.payloads import ToolCall, ToolResult, communication
+from events.payloads import ModelCall, ToolCall, ToolResult, communication
 from services.simulator.agents.patient import PatientAgent
 from services.simulator.agents.physician import Physician
 from services.simulator.data_model import (
@@ -52,7 +52,7 @@ class LiveSession:
     closed: bool = False
     patient_questions: int = 0
     pending_failure: Exception | None = None  # raised where the assistant could not see it (HTTP endpoints)
-    model_calls: int = 0  # model calls the assistant reported (tool results carrying usage), whole session
+    model_calls: int = 0  # the assistant's model calls (usage on a tool result or model.call), whole session
     turn_model_calls: int = 0
     turn_started: float = 0.0  # time.monotonic() at the turn's start
     watch: Callable[[LiveSession, bool], None] | None = None  # progress: a model call (False) or turn (True)
@@ -116,10 +116,20 @@ class LiveSession:
                                  error=error, latency_ms=latency_ms, turn=self.turn, usage=usage),
                       correlationid=call_id)
         if usage is not None:  # a model call finished (its usage rides on its first result)
-            self.model_calls += 1
-            self.turn_model_calls += 1
-            if self.watch is not None:
-                self.watch(self, False)
+            self._model_called()
+
+    def model_call(self, outcome: str, usage: dict[str, int], error: str | None = None) -> None:
+        """A model call that produced no tool result (cut or failed): recorded on its own, so its latency and
+        tokens are not lost. Recorded after the session's end too (a call cut by the end is still spent)."""
+        self.log.emit(self.session_id, "rounds.model.call",
+                      ModelCall(outcome=outcome, turn=max(self.turn, 0), usage=usage, error=error))
+        self._model_called()
+
+    def _model_called(self) -> None:
+        self.model_calls += 1
+        self.turn_model_calls += 1
+        if self.watch is not None:
+            self.watch(self, False)
 
     async def ask_patient(self, text: str) -> str:
         """The assistant asks the patient: question and answer are both recorded (the answer with the ids of

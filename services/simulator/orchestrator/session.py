@@ -231,6 +231,7 @@ def _watcher(settings: SessionSettings, session_id: str, scenario: str, turns: i
 async def _turn(assistant, live: LiveSession, client: httpx.AsyncClient, settings: SessionSettings,
                 request: TurnRequest) -> str:
     tools = SessionTools(http=client, ask_patient=live.ask_patient, step=live.step, result=live.result,
+                         model_call=live.model_call,
                          ask_physician=live.ask_physician)
     try:
         answer = await asyncio.wait_for(assistant.respond(request, tools), settings.turn_timeout_s)

@@ -109,6 +109,7 @@ class Recorder:
     calls: list[tuple[str, str, dict]] = field(default_factory=list)  # (call id, name, arguments)
     results: list[dict] = field(default_factory=list)
     questions: list[str] = field(default_factory=list)
+    model_calls: list[dict] = field(default_factory=list)  # calls recorded on their own (no tool result)
     patient_reply: str = "I take my pills every morning."
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -116,6 +117,13 @@ class Recorder:
         call_id = f"c{next(self._ids)}"
         self.calls.append((call_id, name, arguments))
         return call_id
+
+    def model_call(self, outcome: str, usage: dict, error: str | None = None) -> None:
+        self.model_calls.append({"outcome": outcome, "usage": usage, "error": error})
+
+    def accounted(self) -> int:
+        """Model calls recorded: on a tool result or on their own."""
+        return sum(1 for r in self.results if r["usage"] is not None) + len(self.model_calls)
 
     def result(self, call_id, name, output=None, error=None, latency_ms=None, usage=None) -> None:
         self.results.append(
@@ -158,6 +166,7 @@ class Sandbox:
             ask_patient=recorder.ask_patient,
             step=recorder.step,
             result=recorder.result,
+            model_call=recorder.model_call,
             ask_physician=ask_physician,
         )
 

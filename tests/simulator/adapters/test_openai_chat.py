@@ -153,14 +153,20 @@ def test_looping_past_the_step_limit(fake, sandbox: Sandbox) -> None:
         respond(base, sandbox, recorder, "Hello?", max_steps=2)
     assert len(server.requests) == 3 and len(recorder.calls) == 3  # the call past the limit is on the log
     assert len(recorder.results) == 2  # ...and was not run
+    # ...and the model call that asked for it is still accounted, once, with its tokens
+    assert [c["outcome"] for c in recorder.model_calls] == ["step_limit"] and recorder.accounted() == 3
+    assert recorder.model_calls[0]["usage"]["prompt_tokens"] > 0
 
 
 @pytest.mark.parametrize("content", [None, "   "])
 def test_non_text_or_empty_answers_are_the_assistants_fault(fake, sandbox: Sandbox, content) -> None:
     server, base = fake
     server.reset(text(server, content))
+    recorder = Recorder()
     with pytest.raises(AssistantFailure, match="without text"):
-        respond(base, sandbox, Recorder(), "Hello?")
+        respond(base, sandbox, recorder, "Hello?")
+    failed = [(c["outcome"], c["error"][:26]) for c in recorder.model_calls]
+    assert failed == [("failed", "the model answered without")]
 
 
 def test_no_choices_is_the_assistants_fault(fake, sandbox: Sandbox) -> None:
@@ -273,11 +279,11 @@ def configured(base_url: str, **limits) -> OpenAIChatAssistant:
     return assistant
 
 
-def limited_turn(base_url: str, sandbox: Sandbox, **limits) -> str:
+def limited_turn(base_url: str, sandbox: Sandbox, recorder: Recorder | None = None, **limits) -> str:
     async def turn() -> str:
         assistant = configured(base_url, **limits)
         try:
-            return await assistant.respond(sandbox.request("Hi"), sandbox.tools(Recorder()))
+            return await assistant.respond(sandbox.request("Hi"), sandbox.tools(recorder or Recorder()))
         finally:
             await assistant.aclose()
 
@@ -307,9 +313,12 @@ def test_a_hanging_model_times_out_as_the_models_fault_and_the_request_is_closed
     server.reset(HANG)
     from services.simulator.data_model import AssistantTimeout
 
+    recorder = Recorder()
     with pytest.raises(AssistantTimeout, match="model timeout of 0.3 s"):
-        limited_turn(base, sandbox, model_timeout_s=0.3)
+        limited_turn(base, sandbox, model_timeout_s=0.3, recorder=recorder)
     assert len(server.requests) == 1  # not retried: it would queue behind the abandoned generation
+    cut = recorder.model_calls
+    assert [c["outcome"] for c in cut] == ["timeout"] and cut[0]["usage"]["latency_ms"] >= 300  # time spent
     assert wait_for_disconnect(server) == 1
 
 
@@ -319,16 +328,20 @@ def test_a_cancelled_turn_closes_the_model_request(fake, sandbox: Sandbox) -> No
     server, base = fake
     server.reset(HANG)
 
+    recorder = Recorder()
+
     async def turn() -> None:
         assistant = configured(base, model_timeout_s=60)
         try:
-            await asyncio.wait_for(assistant.respond(sandbox.request("Hi"), sandbox.tools(Recorder())), 0.3)
+            await asyncio.wait_for(assistant.respond(sandbox.request("Hi"), sandbox.tools(recorder)), 0.3)
         finally:
             await assistant.aclose()
 
     with pytest.raises(TimeoutError):
         asyncio.run(turn())
     assert wait_for_disconnect(server) == 1
+    assert [(c["outcome"], c["error"]) for c in recorder.model_calls] == [("cancelled", None)]
+    assert recorder.model_calls[0]["usage"]["latency_ms"] >= 300
 
 
 def test_mistyped_specs_are_refused_not_taken_for_model_names() -> None:

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from services.consumers.report.model_usage import load_model_usage
 from services.simulator.data_model import NOT_ASSISTANT_FAULT, EndpointUnavailable
 from services.simulator.orchestrator.run import RecordedSession, RunOptionsChanged, jobs_to_run
 from services.simulator.orchestrator.runner import RunOptions, run_scenarios
@@ -107,6 +108,11 @@ def test_a_hanging_model_times_out_and_retry_failed_reruns_it(settings, scenario
     first = run(settings, scenarios, spec, RunOptions("run-retry", model_timeout_s=0.3))
     (timed_out,) = first.outcomes
     assert timed_out.reason == "timeout" and "model timeout of 0.3 s" in timed_out.error
+    logged = session_events(settings, None)
+    (cut,) = [e for e in logged if e.type == "rounds.model.call" and e.subject == timed_out.session_id]
+    assert (cut.data["outcome"], cut.data["turn"]) == ("timeout", 0)  # the spent call is on the log
+    usage = load_model_usage(settings, "run-retry")
+    assert (usage.calls, usage.cut) == (1, {"timeout": 1}) and usage.latency_ms_per_call.p50 >= 300
     fake.reset(text(fake, "Here now."))
     plain = run(settings, scenarios, spec, RunOptions("run-retry", model_timeout_s=0.3))
     assert (plain.skipped, plain.outcomes) == (1, [])  # a timeout is a result unless asked
@@ -175,9 +181,11 @@ def test_cancelling_a_run_ends_open_sessions_interrupted_and_a_rerun_resumes(set
 
     summary = asyncio.run(cancelled())
     (outcome,) = summary.outcomes
-    assert summary.interrupted and outcome.reason == "interrupted" and outcome.model_calls == 1
+    assert summary.interrupted and outcome.reason == "interrupted" and outcome.model_calls == 2
     events = session_events(settings, outcome.session_id)
     types = [e.type for e in events]
+    (cut,) = [e.data for e in events if e.type == "rounds.model.call"]
+    assert cut["outcome"] == "cancelled" and cut["usage"]["latency_ms"] >= 0
     assert types[-1] == "rounds.session.ended" and events[-1].data["reason"] == "interrupted"
     assert "rounds.tool.result" in types and "rounds.ehr.response" in types
     deadline = time.monotonic() + 5
