@@ -2,7 +2,7 @@
 from a small real run, where no sandbox exists (the scorer reads each session's recorded
 `rounds.sandbox.state`, as on a log loaded elsewhere).
 
-    python benchmarks/bench_rescore.py [--sessions 10000] [--demo-sessions 16]
+    python benchmarks/bench_rescore.py [--sessions 10000] [--demo-sessions 16] [--workers N]
 
 1. A small real run, recorded once: `rounds demo` (synthetic record, built scenarios, `baseline`, `oracle`
    and `weak` sessions in EN and ZH through the simulator, scored: each session's log holds its sandbox
@@ -11,9 +11,10 @@ from a small real run, where no sandbox exists (the scorer reads each session's 
    are copied in log order, round robin over the recorded sessions, until `--sessions` sessions: each copy
    under a new session id, new event ids and one new run id, into the embedded SQL log of a fresh SQLite
    database that has neither the sandboxes nor the record.
-3. `python -m rounds.cli score --run RUN` in a child process, timed: wall seconds, its CPU seconds, sessions,
-   turns, turns/s; and the Avg of the copies beside the Avg of the sessions they copy (the same scorer on the
-   same logs: they must agree).
+3. `python -m rounds.cli score --run RUN [--workers N]` in a child process (default: the command's own choice
+   of members, one per partition up to the cores + 1), timed: wall seconds, the CPU seconds of it and its
+   members, sessions, turns, turns/s; and the Avg of the copies beside the Avg of the sessions they copy (the
+   same scorer on the same logs: they must agree).
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--demo-sessions", type=int, default=16, help="scenarios of the recorded run")
     parser.add_argument("--profile", type=Path, help="write the child's cProfile statistics to this file")
+    parser.add_argument("--workers", type=int, help="members of the re-score's group")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-rescore-") as tmp:
         work = Path(tmp)
@@ -124,7 +126,8 @@ def main() -> None:
         load = os.getloadavg()[0]
         started = time.perf_counter()
         profile = ["-m", "cProfile", "-o", str(args.profile)] if args.profile else []
-        command = [sys.executable, *profile, "-m", "rounds.cli", "score", "--run", run, "--database-url", url]
+        command = [sys.executable, *profile, "-m", "rounds.cli", "score", "--run", run, "--database-url", url,
+                   *(["--workers", str(args.workers)] if args.workers else [])]
         done = subprocess.run(command, capture_output=True, text=True,
                               env={**os.environ, "ROUNDS_DATABASE_URL": url})
         wall = time.perf_counter() - started

@@ -19,11 +19,11 @@ from sqlalchemy import Engine, inspect, select
 
 from events.bus import Bus
 from events.projections.replay import new_suffix
-from events.projections.runner import ProjectionRunner
 from events.topics import SCORES
 from rounds.db import make_engine
 from rounds.settings import Settings
 from services.consumers.report.model import RunReport, SessionScore
+from services.consumers.scoring import members
 from services.consumers.scoring.fhir_state import StateReader, fhir_client
 from services.consumers.scoring.metrics import build_report
 from services.consumers.scoring.projection import ScorerProjection, store_scores
@@ -51,10 +51,15 @@ def score_run(
     client: httpx.Client | None = None,
     judge: Judge | None = None,
     timeout_s: float | None = 600,
+    workers: int | None = 1,
 ) -> RunReport:
-    version = scorer_version or SCORER_VERSION
+    """`workers` members of the re-score's group (None: `auto_workers`); those past the first run in child
+    processes, which need the settings' own bus, FHIR API and no judge object (they make their own)."""
+    spec = members.MemberSpec(settings, run_id, scorer_version or SCORER_VERSION, new_suffix(),
+                              Path(scenarios) if scenarios else None, topics, scores_topic, timeout_s)
     fresh = load_scenarios(scenarios) if scenarios else None
     with ExitStack() as stack:
+        own = bus is None and client is None and judge is None  # what a member elsewhere can rebuild
         if bus is None:
             from events.factory import open_bus
 
@@ -64,20 +69,24 @@ def score_run(
         stack.callback(engine.dispose)
         if client is None:
             client = stack.enter_context(fhir_client(settings))
-        suffix = new_suffix()
-        projection = make_projection(client, engine, suffix=suffix, topics=topics, run_id=run_id,
-                                     scorer_version=version, scenarios=fresh, judge=judge,
-                                     scores_topic=scores_topic)
-        runner = ProjectionRunner(bus, engine, projection, group_id=f"scorer.rescore.{suffix}",
-                                  batch_size=500, poll_timeout_s=0.2, publish_dead_letters=False)
+        projection = members.projection_of(spec, client, engine, judge=judge, scenarios=fresh)
+        runner = members.runner_of(spec, bus, engine, projection)
+        if workers is None:
+            workers = members.auto_workers(bus, projection.topics) if own else 1
+        elif workers > 1 and not own:
+            raise ValueError("members in other processes need the settings' own bus and FHIR API, no judge")
         try:
-            with runner:
-                runner.run(until_caught_up=True, timeout_s=timeout_s)
+            with runner:  # joined (and the tables made) before the others start
+                children = members.spawn(spec, workers - 1)
+                try:
+                    runner.run(until_caught_up=True, timeout_s=timeout_s)
+                finally:
+                    members.reap(children)
             _finalize_waiting(engine, projection)
         finally:
             for base in ("scoring_events", "scoring_open"):  # the group's buffers; scores stay
                 projection.tables[base].drop(engine, checkfirst=True)
-        return load_report(engine, run_id, version)
+        return load_report(engine, run_id, spec.scorer_version)
 
 
 def _finalize_waiting(engine: Engine, projection: ScorerProjection) -> None:

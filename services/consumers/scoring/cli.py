@@ -45,6 +45,10 @@ def score_command(
     scores_topic: str = typer.Option(SCORES, "--scores-topic"),
     json_out: Path | None = typer.Option(None, "--json", help="also write the RunReport document here"),
     judge: str | None = JUDGE,
+    workers: int | None = typer.Option(None, "--workers", min=1, help="members of the re-score's consumer "
+                                       "group, those past the first in child processes (default: one per "
+                                       "partition, up to the cores + 1, for a log large enough; 1 with "
+                                       "--judge)"),
     database_url: str | None = DATABASE_URL,
 ) -> None:
     """Re-score a run from the log with a fresh consumer group; prints the summary as JSON."""
@@ -54,7 +58,7 @@ def score_command(
     try:
         report = score_run(_settings(database_url), run, scorer_version=scorer_version, scenarios=scenarios,
                            topics=(topic,) if topic else None, scores_topic=scores_topic,
-                           judge=_judge(judge))
+                           judge=_judge(judge), workers=1 if judge else workers)
     except ScenarioFileError as exc:
         raise typer.BadParameter(str(exc), param_hint="--scenarios") from None
     if json_out is not None:

@@ -83,11 +83,12 @@ def _recorded_in_batch(records: Sequence[Record]) -> set[str]:
 
 @dataclass
 class Prefetched:
-    """What a batch's prefetch found: final states by session, and the judge's verdicts by (session, turn,
-    item id)."""
+    """What a batch's prefetch found: final states by session, the judge's verdicts by (session, turn,
+    item id), and the scores it computed by session (whether scored live, the log, the score)."""
 
     states: dict[str, Any] = field(default_factory=dict)
     verdicts: dict[tuple[str, int, str], CheckResult] = field(default_factory=dict)
+    scores: dict[str, tuple[bool, SessionLog, SessionScore]] = field(default_factory=dict)
 
 
 class ScorerProjection(Projection):
@@ -141,8 +142,9 @@ class ScorerProjection(Projection):
     def prefetch(self, records: Sequence[Record]) -> Prefetched:
         """The final state of each sandbox whose session ends in this batch (MISSING: not on this server, or
         the batch itself holds the state recorded after the end: the session is then scored from that, as
-        first scored, without a read), then, with a judge, its verdicts on the sessions this batch will
-        score: all slow I/O of the batch, done before its transaction opens."""
+        first scored, without a read), with a judge its verdicts, then the scores of the sessions the batch
+        will score: all slow I/O and the checks' CPU of the batch, done before its transaction opens (so
+        the transaction only writes, and members of one group in several processes score at once)."""
         ended = [r.key for r in records if r.event.type == ENDED and self._mine(r.event.data or {})
                  and (r.event.data or {}).get("reason") not in EXCLUDED_REASONS]
         states: dict[str, Any] = {}
@@ -154,8 +156,23 @@ class ScorerProjection(Projection):
                     and (scenario := scenario_of(starts[sid], self.scenarios)) is not None]
             states |= dict(zip([sid for sid, _ in jobs], self._parallel(lambda job: self._read(*job), jobs),
                               strict=True))
-        verdicts = self._judge_ahead(records, ended, states) if self.judge is not None else {}
-        return Prefetched(states, verdicts)
+        snapshots: dict[str, dict[str, Any]] = {}
+        for r in records:
+            if r.event.type == SNAPSHOT and isinstance(r.event.data, dict):
+                snapshots.setdefault(r.key, r.event.data)
+        missing = {sid for sid in ended if states.get(sid) is MISSING}
+        waiting = set(snapshots) & (missing | self._waiting(set(snapshots) - missing))
+        live = [sid for sid in ended if isinstance(states.get(sid), FinalState)]
+        judged = [sid for sid in ended if states.get(sid) is not MISSING] if self.judge is not None else live
+        wanted = [*judged, *sorted(waiting - set(judged))]
+        logs = {log.session_id: log for log in self._logs(records, wanted)} if self.engine is not None else {}
+        verdicts = self._judge_ahead(list(logs.values())) if self.judge is not None else {}
+        scores: dict[str, tuple[bool, SessionLog, SessionScore]] = {}
+        for sid, state, is_live in [*((sid, states[sid], True) for sid in live),
+                                    *((sid, snapshot.from_data(snapshots[sid]), False) for sid in waiting)]:
+            if sid in logs:
+                scores[sid] = (is_live, logs[sid], self._score_log(logs[sid], state, verdicts))
+        return Prefetched(states, verdicts, scores)
 
     def _parallel(self, work: Callable[[Any], Any], jobs: list) -> list:
         """`work` over `jobs`, READERS at once (they wait on an API, not the CPU)."""
@@ -164,21 +181,21 @@ class ScorerProjection(Projection):
         with ThreadPoolExecutor(min(READERS, len(jobs))) as pool:
             return list(pool.map(work, jobs))
 
-    def _judge_ahead(self, records: Sequence[Record], ended: list[str], states: dict[str, Any],
-                     ) -> dict[tuple[str, int, str], CheckResult]:
+    def _judge_ahead(self, logs: list[SessionLog]) -> dict[tuple[str, int, str], CheckResult]:
         """The judge's verdicts for every session this batch scores: those ending in it with a state, and
         those whose `rounds.sandbox.state` arrives in it while they wait (or ended in it without one)."""
-        snapshots = {r.key for r in records if r.event.type == SNAPSHOT}
-        scored = [sid for sid in ended if states.get(sid) is not MISSING]
-        missing = {sid for sid in ended if states.get(sid) is MISSING}
-        waiting = snapshots & (missing | self._waiting(snapshots))
-        logs = self._logs(records, [*scored, *sorted(waiting - set(scored))])
         requests = [(item, ctx) for log in logs
                     for item, ctx in judge_requests(log, scenario_of(log.started, self.scenarios))]
         assert self.judge is not None
         results = self._parallel(lambda request: self.judge(*request), requests)  # type: ignore[misc]
         return {(ctx.session.session_id, ctx.log.index, item.id): result
                 for (item, ctx), result in zip(requests, results, strict=True)}
+
+    def _score_log(self, log: SessionLog, state: FinalState | None,
+                   verdicts: dict[tuple[str, int, str], CheckResult]) -> SessionScore:
+        judge = Verdicts(self.judge, verdicts) if self.judge else None
+        return score_session(log, scenario_of(log.started, self.scenarios), state, judge,  # type: ignore[arg-type]
+                             self.version)
 
     def _waiting(self, sessions: set[str]) -> set[str]:
         if not sessions or self.engine is None:
@@ -202,7 +219,7 @@ class ScorerProjection(Projection):
                         .where(table.c.session_id.in_(sessions))
                         .order_by(table.c.session_id, table.c.position)):
                     rows[sid].append(LoggedEvent(kind, orjson.loads(data), time))
-        closed: set[str] = set()
+        closed = {sid for sid, logged in rows.items() if any(e.type == ENDED for e in logged)}
         for record in records:
             sid = record.key or record.event.subject
             if sid in rows and sid not in closed and record.event.type != SNAPSHOT:
@@ -295,15 +312,11 @@ class ScorerProjection(Projection):
                          for r in tx.state["buffered"].get(session_id, [])]
 
     def _score(self, tx: ProjectionTx, session_id: str, state: FinalState | None, live: bool) -> None:
-        events = self._events(tx, session_id)
-        log = build_log(session_id, events, stored_text.load(tx.conn, stored_text.refs(events)))
-        scenario = scenario_of(log.started, self.scenarios)
-        if state is None and live and scenario is not None and self.read_state is not None \
-                and log.reason not in EXCLUDED_REASONS:
-            state = self._read(session_id, scenario)  # not prefetched (no engine to find its start)
-            state = None if state is MISSING else state
-        judge = Verdicts(self.judge, tx.prefetched.verdicts if tx.prefetched else {}) if self.judge else None
-        score = score_session(log, scenario, state, judge, self.version)  # type: ignore[arg-type]
+        cached = tx.prefetched.scores.get(session_id) if tx.prefetched else None
+        if cached is not None and cached[0] == live:  # scored by the prefetch from the same events
+            _, log, score = cached
+        else:
+            log, state, score = self._score_now(tx, session_id, state, live)
         self._store(tx, score)
         reached = [t for t in score.turns if t.reached is not False]
         events = [turn_event(score, t, log, self.version, SCORER) for t in reached]
@@ -314,6 +327,18 @@ class ScorerProjection(Projection):
             if recorded is not None:
                 self._emit(tx, [recorded], session_id, self.topics[0])
         self.scored.append(score)
+
+    def _score_now(self, tx: ProjectionTx, session_id: str, state: FinalState | None, live: bool,
+                   ) -> tuple[SessionLog, FinalState | None, SessionScore]:
+        events = self._events(tx, session_id)
+        log = build_log(session_id, events, stored_text.load(tx.conn, stored_text.refs(events)))
+        scenario = scenario_of(log.started, self.scenarios)
+        if state is None and live and scenario is not None and self.read_state is not None \
+                and log.reason not in EXCLUDED_REASONS:
+            state = self._read(session_id, scenario)  # not prefetched (no engine to find its start)
+            state = None if state is MISSING else state
+        verdicts = tx.prefetched.verdicts if tx.prefetched else {}
+        return log, state, self._score_log(log, state, verdicts)  # type: ignore[arg-type]
 
     def _store(self, tx: ProjectionTx, score: SessionScore) -> None:
         tx.state.setdefault("scores", {})[score.session] = score  # written at finish, one statement per table
