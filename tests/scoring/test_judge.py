@@ -28,7 +28,7 @@ from events.topics import topic_specs
 from rounds.db import make_engine
 from rounds.migrate import upgrade
 from rounds.settings import Settings
-from services.consumers.scoring import api
+from services.consumers.scoring import api, members
 from services.consumers.scoring.api import score_run
 from services.consumers.scoring.fhir_state import fhir_client
 from services.consumers.scoring.judge import PROMPT_VERSION, LlmJudge
@@ -216,7 +216,7 @@ def test_a_loaded_log_is_judged_ahead_when_its_recorded_state_arrives(
     bus.ensure_topics(topic_specs(3))
     spy = OutsideTransactions(judge)
     monkeypatch.setattr(api, "make_engine", lambda url: spy.watch(make_engine(url)))
-    monkeypatch.setattr(api, "ProjectionRunner",
+    monkeypatch.setattr(members, "ProjectionRunner",
                         lambda *a, **kw: ProjectionRunner(*a, **{**kw, "batch_size": batch_size}))
     try:
         load(bus, archive.getvalue().splitlines())
