@@ -74,10 +74,32 @@ def test_a_webhook_answer_without_text_is_the_assistants_fault_and_an_unreachabl
     (looped,) = asyncio.run(run_scenarios(saying("loop"), f"http:{webhook[5:]}",
                                           RunOptions("run-loop-hook"), settings)).outcomes
     assert looped.reason == "max_steps" and "past the limit of 8" in looped.error
-    closed = f"http://127.0.0.1:{free_port()}/answer"
-    (down,) = asyncio.run(run_scenarios(jobs(scenarios), f"http:{closed[5:]}", RunOptions("run-down-hook"),
-                                        settings)).outcomes
+    closed = f"http://127.0.0.1:{free_port()}/answer"  # a webhook that went away after the pre-flight
+    (down,) = asyncio.run(run_scenarios(jobs(scenarios), f"http:{closed[5:]}",
+                                        RunOptions("run-down-hook", preflight=False), settings)).outcomes
     assert down.reason == "infrastructure_error" and "unreachable" in down.error
+
+
+def test_the_preflight_stops_a_run_on_a_webhook_nobody_serves_before_any_session(settings, scenarios,
+                                                                                 webhook):
+    from services.simulator.data_model import EndpointUnavailable
+
+    closed = f"http://127.0.0.1:{free_port()}/answer"
+    with pytest.raises(EndpointUnavailable, match=rf"cannot reach the assistant webhook {closed}"):
+        asyncio.run(run_scenarios(jobs(scenarios), f"http:{closed[5:]}", RunOptions("run-no-hook"), settings))
+    from events.bus import UnknownTopic
+
+    try:
+        logged = session_events(settings, None)
+    except UnknownTopic:  # nothing was ever recorded in this database
+        logged = []
+    assert not [e for e in logged if (e.data or {}).get("runId") == "run-no-hook"]
+    summary = asyncio.run(run_scenarios(jobs(scenarios), f"http:{webhook[5:]}", RunOptions("run-hook-up"),
+                                        settings))
+    assert summary.endpoint.startswith(f"{webhook} answers (HTTP ") and summary.by_reason == {"completed": 1}
+    for bad in ("http:", "http:not a url", "https://"):
+        with pytest.raises(ValueError, match="expected http:<an http"):
+            asyncio.run(run_scenarios(jobs(scenarios), bad, RunOptions("run-bad-spec"), settings))
 
 
 @pytest.mark.parametrize("separate", [False, True], ids=["embedded", "separate-server"])

@@ -3,13 +3,15 @@
 Rounds POSTs `{session, turn, message, language, fhirBase, patientUrl, history}` and expects `{"text": ...}`;
 the assistant calls the session's FHIR base and the patient endpoint itself (so the FHIR server records its
 EHR calls like anyone's). An answer that is not 2xx JSON with a non-empty `text` string is the assistant's
-fault; a connection that cannot be made or breaks is the network's (infrastructure).
+fault; a connection that cannot be made or breaks is the network's (infrastructure). Before the first session
+the URL is probed (`preflight`): a webhook nobody serves stops the run with one message naming it.
 """
 
 from __future__ import annotations
 
 import httpx
 
+from services.simulator.assistants import webhook
 from services.simulator.data_model import (
     AssistantFailure,
     InfrastructureFailure,
@@ -23,8 +25,11 @@ class HttpAssistant:
     needs_network = True  # the FHIR base and patient URL it gets must be reachable from another process
 
     def __init__(self, url: str) -> None:
-        self.url = url
+        self.url = webhook.checked_url(url, "http")
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(600, connect=10))
+
+    async def preflight(self) -> str:
+        return await webhook.preflight(self.client, self.url, "assistant webhook")
 
     async def respond(self, request: TurnRequest, tools: SessionTools) -> str:
         payload = {

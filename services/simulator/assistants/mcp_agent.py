@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from services.simulator.assistants import webhook
 from services.simulator.assistants.mcp_server import REGISTRY, TurnRegistry
 from services.simulator.data_model import (
     AssistantFailure,
@@ -43,6 +44,9 @@ class McpAgentAssistant:
     def __init__(self, spec: str, url: str, registry: TurnRegistry = REGISTRY) -> None:
         self.spec, self.url, self.registry = spec, url, registry
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(600, connect=10))
+
+    async def preflight(self) -> str:
+        return await webhook.preflight(self.client, self.url, "MCP agent's webhook")
 
     def payload(self, request: TurnRequest) -> dict[str, Any]:
         return {
@@ -89,7 +93,5 @@ class McpAgentAssistant:
 
 def create(arg: str) -> McpAgentAssistant:
     """`mcp:<url>` → the assistant (the registry calls this with what follows `mcp:`)."""
-    url = arg.strip()
-    if not url.startswith(("http://", "https://")):
-        raise ValueError(f"mcp: expected mcp:<http(s) url of the agent's webhook>, got {arg!r}")
+    url = webhook.checked_url(arg.strip(), "mcp")
     return McpAgentAssistant(f"mcp:{url}", url)

@@ -200,6 +200,22 @@ def test_mcp_agent_failures(live: Live, agent: str) -> None:
         run_agent(f"http://127.0.0.1:{free_port()}/agent", sandbox, live.registry, Recorder(), "lookup")
 
 
+def test_the_preflight_names_an_agent_webhook_nobody_serves(agent: str) -> None:
+    from services.simulator.data_model import EndpointUnavailable
+
+    async def probe(url: str) -> str:
+        assistant = mcp_agent.create(url)
+        try:
+            return await assistant.preflight()
+        finally:
+            await assistant.aclose()
+
+    assert asyncio.run(probe(agent)).startswith(f"{agent} answers (HTTP ")
+    closed = f"http://127.0.0.1:{free_port()}/agent"
+    with pytest.raises(EndpointUnavailable, match=rf"cannot reach the MCP agent's webhook {closed}"):
+        asyncio.run(probe(closed))
+
+
 def test_spec_and_urls() -> None:
     assert mcp_agent.mcp_url("http://h:1/sessions/abc/fhir/") == "http://h:1/sessions/abc/mcp"
     assert mcp_agent.mcp_url("http://sim:2/sessions/abc/patient") == "http://sim:2/sessions/abc/mcp"
