@@ -1,4 +1,7 @@
-"""Alembic environment: one metadata (rounds.db.Base) covering every component's tables."""
+"""Alembic environment: one metadata (rounds.db.Base) covering every component's tables.
+
+The model registry (rounds/registry.py) is imported here, when alembic runs a migration, so
+`rounds.migrate.upgrade()`, which services call, does not import the top floor itself."""
 
 from __future__ import annotations
 
@@ -7,7 +10,8 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import pool
 
-from rounds.db import load_all_models, make_engine
+from rounds.db import make_engine
+from rounds.registry import load_all_models
 from rounds.settings import get_settings
 
 config = context.config

@@ -1,8 +1,11 @@
-"""SQLAlchemy plumbing shared by every component: declarative base, engine factory, model registry."""
+"""SQLAlchemy plumbing shared by every component: the declarative base and the engine factory.
+
+Ground floor: it imports nothing of the project but the settings. Which modules declare tables on `Base` is
+the top floor's business (rounds/registry.py `MODEL_MODULES`, `load_all_models()`): each component declares
+its tables on this `Base` when its models module is imported, and only alembic's environment and the schema
+tests need all of them at once."""
 
 from __future__ import annotations
-
-import importlib
 
 from sqlalchemy import Engine, MetaData, create_engine, event
 from sqlalchemy.orm import DeclarativeBase
@@ -21,24 +24,6 @@ NAMING_CONVENTION = {
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-
-
-# Modules that declare tables on Base.metadata; alembic and tests import them all. A new one: add it here
-# (tests/foundation/test_registrations.py fails until every module declaring tables is listed).
-MODEL_MODULES: list[str] = [
-    "rounds.models",
-    "services.fhir_api.store.models",
-    "events.sql_models",
-    "events.projections.tracking", "events.outbox", "events.sequences", "events.blobs",
-    "services.fhir_api.auth.models",
-]
-
-
-def load_all_models() -> MetaData:
-    """Import every model module so Base.metadata is complete (alembic autogenerate needs this)."""
-    for name in MODEL_MODULES:
-        importlib.import_module(name)
-    return Base.metadata
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - trivial

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from rounds.settings import get_settings
+from rounds.options import DatabaseUrl
+from rounds.settings import settings_for
 
 
 def register(app: typer.Typer) -> None:
@@ -12,13 +13,13 @@ def register(app: typer.Typer) -> None:
 
     @db.command("upgrade")
     def upgrade_cmd(
-        database_url: str = typer.Option(None, help="SQLAlchemy URL (default: ROUNDS_DATABASE_URL)."),
+        database_url: DatabaseUrl = None,
         revision: str = typer.Option("head", help="Target revision."),
     ) -> None:
         """Create or upgrade the schema."""
         from rounds.migrate import upgrade
 
-        url = database_url or get_settings().database_url
+        url = settings_for(database_url).database_url
         upgrade(url, revision)
         typer.echo(f"schema at {revision} on {url.split('@')[-1]}")
 

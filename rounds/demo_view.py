@@ -15,7 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from rounds.demo import DEMO_ASSISTANTS, DemoResult, run_demo
-from rounds.settings import get_settings
+from rounds.options import DatabaseUrl
+from rounds.settings import settings_for
 
 COLUMNS = (
     ("Avg", lambda m: m.avg),
@@ -76,12 +77,12 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(Path("rounds-demo"), "--out", help="Where report.html and the files go."),
         sessions: int = typer.Option(16, "--sessions", min=1, help="Multi-turn scenarios to build."),
         workdir: Path | None = typer.Option(None, "--workdir", help="Where to write tables and NDJSON."),
-        database_url: str | None = typer.Option(None, help="Default: ROUNDS_DATABASE_URL (SQLite file)."),
+        database_url: DatabaseUrl = None,
     ) -> None:
         """The whole loop: synthesize → map → load → scenarios → baseline/oracle/weak sessions → score →
         report.html."""
         console = Console()
-        url = database_url or get_settings().database_url
+        url = settings_for(database_url).database_url
         progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),

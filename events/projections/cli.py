@@ -15,14 +15,8 @@ import typer
 
 from events.topics import DEADLETTER
 from rounds.db import make_engine
-from rounds.settings import Settings
-
-DATABASE_URL = typer.Option(None, "--database-url", help="default: ROUNDS_DATABASE_URL")
-
-
-def _settings(database_url: str | None) -> Settings:
-    settings = Settings()  # the environment now, not the process-wide cache
-    return settings.model_copy(update={"database_url": database_url}) if database_url else settings
+from rounds.options import DatabaseUrl
+from rounds.settings import settings_for
 
 
 def _open(database_url: str | None):
@@ -30,7 +24,7 @@ def _open(database_url: str | None):
 
     from events.factory import open_bus
 
-    settings = _settings(database_url)
+    settings = settings_for(database_url)
     engine = make_engine(settings.database_url)
     if not inspect(engine).has_table("event_consumer_positions"):
         engine.dispose()
@@ -64,7 +58,7 @@ def project(
     idle_exit: float | None = typer.Option(None, help="stop after this many seconds without records"),
     topic: list[str] | None = typer.Option(None, help="read these topics instead of the projection's own"),
     deadletter_topic: str = typer.Option(DEADLETTER, help="where poison events go"),
-    database_url: str | None = DATABASE_URL,
+    database_url: DatabaseUrl = None,
 ) -> None:
     """Run a projection consumer (exactly-once into the database); SIGTERM/SIGINT finish the batch, stop."""
     bus, engine = _open(database_url)
@@ -85,7 +79,7 @@ def replay_command(
     name: str = typer.Argument("transcript", help="projection to rebuild"),
     session: str | None = typer.Option(None, help="only this session's events (records keyed by it)"),
     suffix: str | None = typer.Option(None, help="table name suffix (default: r<timestamp>_<random>)"),
-    database_url: str | None = DATABASE_URL,
+    database_url: DatabaseUrl = None,
 ) -> None:
     """Rebuild a projection from the beginning into fresh tables; prints the tables and figures."""
     projection = _projection(name)
@@ -106,7 +100,7 @@ def replay_command(
 def relay_command(
     once: bool = typer.Option(False, help="publish what is pending, then exit"),
     interval: float = typer.Option(0.2, help="seconds between polls of the outbox"),
-    database_url: str | None = DATABASE_URL,
+    database_url: DatabaseUrl = None,
 ) -> None:
     """Publish the FHIR outbox to rounds.fhir-changes (marks rows sent after the broker acknowledges)."""
     from events.relay import Relay

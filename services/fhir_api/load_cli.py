@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from rounds.options import DatabaseUrl
+
 
 def register(app: typer.Typer) -> None:
     @app.command("load")
@@ -13,7 +15,7 @@ def register(app: typer.Typer) -> None:
         ndjson: Path = typer.Option(
             ..., "--ndjson", exists=True, file_okay=False, help="folder of *.ndjson[.gz]"
         ),
-        database_url: str | None = typer.Option(None, "--database-url", help="default: ROUNDS_DATABASE_URL"),
+        database_url: DatabaseUrl = None,
         workers: int | None = typer.Option(None, help="loader processes (default: CPU count + 1)"),
         validate: bool = typer.Option(
             False, "--validate", help="validate every resource (skip invalid ones)"
@@ -22,10 +24,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Stream a folder of FHIR NDJSON into the store: idempotent, resumable, COPY on PostgreSQL."""
         from rounds.migrate import upgrade
-        from rounds.settings import get_settings
+        from rounds.settings import settings_for
         from services.fhir_api.load import load_ndjson
 
-        url = database_url or get_settings().database_url
+        url = settings_for(database_url).database_url
         upgrade(url)
         report = load_ndjson(url, ndjson, workers=workers, progress=progress, validate=validate)
         typer.echo(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import typer
 from sqlalchemy import Engine, not_, select
 
+from rounds.options import DatabaseUrl
 from services.fhir_api import json_numbers
 from services.fhir_api.search.registry import resource_types
 from services.fhir_api.store import models as m
@@ -65,14 +66,14 @@ def register(app: typer.Typer) -> None:
     @app.command("reindex")
     def reindex_cmd(
         types: list[str] = typer.Option([], "--type", help="a type to re-index (repeatable; default: all)"),
-        database_url: str | None = typer.Option(None, "--database-url", help="default: ROUNDS_DATABASE_URL"),
+        database_url: DatabaseUrl = None,
     ) -> None:
         """Recompute the search-index rows of stored resources (after the search parameters changed)."""
         from rounds.db import make_engine
         from rounds.migrate import upgrade
-        from rounds.settings import get_settings
+        from rounds.settings import settings_for
 
-        url = database_url or get_settings().database_url
+        url = settings_for(database_url).database_url
         upgrade(url)
         engine = make_engine(url)
         try:

@@ -7,9 +7,10 @@ from alembic.migration import MigrationContext
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from rounds.db import load_all_models, make_engine
+from rounds.db import make_engine
 from rounds.migrate import upgrade
 from rounds.models import InstallationInfo
+from rounds.registry import load_all_models
 
 
 def test_migrations_match_models(database_url: str) -> None:

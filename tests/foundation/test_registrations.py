@@ -1,10 +1,10 @@
 """The hand-kept module lists stay complete: a module that defines CLI commands, tables or a replayable
 projection but is missing from its list fails here (read from the source, nothing imported to find them).
 
-- rounds/cli.py COMMAND_MODULES: every module with a module-level `register(app)`;
+- rounds/registry.py COMMAND_MODULES: every module with a module-level `register(app)`;
 - events/cli.py SUBCOMMAND_MODULES: every module with `register_subcommands(events_app)`;
-- rounds/db.py MODEL_MODULES: every module declaring a table on `rounds.db.Base`'s metadata (a mapped class
-  with `__tablename__`, or a Core `Table(...)` given `Base.metadata`);
+- rounds/registry.py MODEL_MODULES: every module declaring a table on `rounds.db.Base`'s metadata (a mapped
+  class with `__tablename__`, or a Core `Table(...)` given `Base.metadata`);
 - events/projections/replay.py PROJECTIONS: every Projection subclass in events/ that sets its own `name`.
 """
 
@@ -16,8 +16,7 @@ from pathlib import Path
 
 from events.cli import SUBCOMMAND_MODULES
 from events.projections.replay import PROJECTIONS
-from rounds.cli import COMMAND_MODULES
-from rounds.db import MODEL_MODULES
+from rounds.registry import COMMAND_MODULES, MODEL_MODULES
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("rounds", "events", "services", "fhir_mapper")
@@ -55,7 +54,7 @@ def _bases(cls: ast.ClassDef) -> set[str]:
 
 def test_every_command_module_is_registered() -> None:
     assert set(COMMAND_MODULES) == defining_function("register"), (
-        "add the module to rounds/cli.py COMMAND_MODULES (or give it a register(app) function)")
+        "add the module's commands to rounds/registry.py COMMANDS (or give it a register(app) function)")
     assert len(COMMAND_MODULES) == len(set(COMMAND_MODULES))
 
 
@@ -76,7 +75,7 @@ def _declares_tables(tree: ast.Module) -> bool:
 def test_every_model_module_is_listed() -> None:
     declaring = {module for module, tree in modules().items() if _declares_tables(tree)}
     assert "events.blobs" in declaring and "services.fhir_api.store.models" in declaring  # the scan works
-    assert set(MODEL_MODULES) == declaring, "add the module to rounds/db.py MODEL_MODULES"
+    assert set(MODEL_MODULES) == declaring, "add the module to rounds/registry.py MODEL_MODULES"
 
 
 def test_every_projection_in_events_is_replayable_by_name() -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from rounds.settings import Settings
+from rounds.options import DatabaseUrl
+from rounds.settings import Settings, settings_for
 from services.consumers.report.compare import compare_runs
 from services.consumers.report.html_page import render_html
 from services.consumers.report.json_io import ReportFileError, read_json, to_json
@@ -77,7 +78,7 @@ def register(app: typer.Typer) -> None:
             HTML_SESSIONS, "--html-sessions", min=0,
             help="sessions listed per run in the HTML page, failing/excluded first (0: all)",
         ),
-        database_url: str | None = typer.Option(None, "--database-url", help="default: ROUNDS_DATABASE_URL"),
+        database_url: DatabaseUrl = None,
         prompt_price: float | None = typer.Option(
             None, "--prompt-price", min=0, help="USD per million prompt tokens: the run's model cost"),
         completion_price: float | None = typer.Option(
@@ -90,7 +91,7 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(
                 "give at most one of --compare and --compare-json", param_hint="--compare"
             )
-        settings = Settings(database_url=database_url) if database_url else Settings()
+        settings = settings_for(database_url)
         if from_json is not None:
             report = _from_file(from_json, scorer_version, "--from-json")
         else:

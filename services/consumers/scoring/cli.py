@@ -12,9 +12,9 @@ from pathlib import Path
 import typer
 
 from events.topics import DEADLETTER, SCORES
-from rounds.settings import Settings
+from rounds.options import DatabaseUrl
+from rounds.settings import settings_for
 
-DATABASE_URL = typer.Option(None, "--database-url", help="default: ROUNDS_DATABASE_URL")
 JUDGE = typer.Option(None, "--judge", help="optional LLM judge MODEL@BASE_URL (OpenAI-compatible; key in "
                      "ROUNDS_JUDGE_API_KEY); off by default")
 
@@ -28,11 +28,6 @@ def _judge(spec: str | None):
         return LlmJudge.from_spec(spec)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--judge") from None
-
-
-def _settings(database_url: str | None) -> Settings:
-    settings = Settings()
-    return settings.model_copy(update={"database_url": database_url}) if database_url else settings
 
 
 def score_command(
@@ -49,15 +44,15 @@ def score_command(
                                        "group, those past the first in child processes (default: one per "
                                        "partition, up to the cores + 1, for a log large enough; 1 with "
                                        "--judge)"),
-    database_url: str | None = DATABASE_URL,
+    database_url: DatabaseUrl = None,
 ) -> None:
     """Re-score a run from the log with a fresh consumer group; prints the summary as JSON."""
     from services.consumers.scoring.api import score_run
     from services.consumers.scoring.scenarios import ScenarioFileError
 
     try:
-        report = score_run(_settings(database_url), run, scorer_version=scorer_version, scenarios=scenarios,
-                           topics=(topic,) if topic else None, scores_topic=scores_topic,
+        report = score_run(settings_for(database_url), run, scorer_version=scorer_version,
+                           scenarios=scenarios, topics=(topic,) if topic else None, scores_topic=scores_topic,
                            judge=_judge(judge), workers=1 if judge else workers)
     except ScenarioFileError as exc:
         raise typer.BadParameter(str(exc), param_hint="--scenarios") from None
@@ -82,7 +77,7 @@ def consume_scorer(
     scores_topic: str = typer.Option(SCORES, "--scores-topic"),
     deadletter_topic: str = typer.Option(DEADLETTER, "--deadletter-topic"),
     judge: str | None = JUDGE,
-    database_url: str | None = DATABASE_URL,
+    database_url: DatabaseUrl = None,
 ) -> None:
     """Run the scorer as a long-lived consumer group (scales by partitions); SIGTERM finishes the batch."""
     from events.factory import open_bus
@@ -93,7 +88,7 @@ def consume_scorer(
     from services.consumers.scoring.fhir_state import fhir_client
     from services.consumers.scoring.scorer import SCORER_VERSION
 
-    settings = _settings(database_url)
+    settings = settings_for(database_url)
     bus, engine = open_bus(settings), make_engine(settings.database_url)
     client = fhir_client(settings)
     projection = make_projection(client, engine, topics=tuple(topic) if topic else None,

@@ -10,18 +10,17 @@ from typing import Annotated
 
 import typer
 
+from rounds.options import DatabaseUrl
+
 token_app = typer.Typer(help="Bearer tokens for the FHIR API (access control: ROUNDS_AUTH=on).",
                         no_args_is_help=True)
-
-DatabaseUrl = Annotated[str | None, typer.Option(help="SQLAlchemy URL (default ROUNDS_DATABASE_URL)")]
-
 
 def _engine(database_url: str | None):
     from rounds.db import make_engine
     from rounds.migrate import upgrade
-    from rounds.settings import Settings
+    from rounds.settings import settings_for
 
-    settings = Settings(database_url=database_url) if database_url else Settings()
+    settings = settings_for(database_url)
     if settings.auth_key is None:
         upgrade(settings.database_url)
         return settings, make_engine(settings.database_url)
@@ -63,11 +62,11 @@ def add_client(
     """Register a backend-service client for POST /auth/token (client_credentials); prints its secret."""
     from rounds.db import make_engine
     from rounds.migrate import upgrade
-    from rounds.settings import Settings
+    from rounds.settings import settings_for
     from services.fhir_api.auth.clients import register_client
     from services.fhir_api.auth.scopes import ScopeError
 
-    settings = Settings(database_url=database_url) if database_url else Settings()
+    settings = settings_for(database_url)
     upgrade(settings.database_url)
     try:
         typer.echo(register_client(make_engine(settings.database_url), client_id, scope, secret))

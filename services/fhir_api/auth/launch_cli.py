@@ -14,13 +14,12 @@ from urllib.parse import urlencode, urlsplit
 import orjson
 import typer
 
+from rounds.options import DatabaseUrl, ServerRoot
+
 
 def _fail(message: str) -> None:
     typer.echo(message, err=True)
     raise typer.Exit(2)
-
-
-Url = Annotated[str | None, typer.Option(help="SQLAlchemy URL (default ROUNDS_DATABASE_URL)")]
 
 
 def launch(
@@ -29,14 +28,13 @@ def launch(
     patient: Annotated[str | None, typer.Option(help="the patient in context (Patient/<id> or <id>)")] = None,
     encounter: Annotated[str | None, typer.Option(help="the encounter in context (its subject is the patient "
                                                        "unless --patient says otherwise)")] = None,
-    base_url: Annotated[str | None, typer.Option(help="this server's root as apps reach it (default "
-                                                      "ROUNDS_BASE_URL, else http://127.0.0.1:8080)")] = None,
+    base_url: ServerRoot = None,
     expires_in: Annotated[int, typer.Option(min=1, help="how long the launch may be used (s)")] = 3600,
-    database_url: Url = None,
+    database_url: DatabaseUrl = None,
 ) -> None:
     """Print the EHR-launch URL of APP into SESSION (open it in a browser, or hand it to the app)."""
     from rounds.migrate import upgrade
-    from rounds.settings import Settings
+    from rounds.settings import settings_for
     from services.fhir_api.auth import deployment_key
     from services.fhir_api.auth.launch import LaunchContext, issue_launch
     from services.fhir_api.store import open_store
@@ -45,7 +43,7 @@ def launch(
     parts = urlsplit(app_url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         _fail("--app must be an absolute http(s) URL")
-    settings = Settings(database_url=database_url) if database_url else Settings()
+    settings = settings_for(database_url)
     upgrade(settings.database_url)
     store = open_store(settings.database_url)
     ctx = Context()

@@ -20,18 +20,14 @@ from functools import lru_cache
 
 from fastapi import Request
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-ANY = "*"  # trust every peer: only when the server is reachable through the proxy alone
+from rounds.settings import Network, proxy_networks
 
 
 @lru_cache(maxsize=16)
 def trusted_networks(configured: str) -> tuple[Network, ...] | None:
-    """The networks of a comma-separated list of IPs and CIDRs (ROUNDS_TRUSTED_PROXIES); None for `*`.
-    Raises ValueError on an entry that is neither (the settings validator calls it at start-up)."""
-    entries = [part.strip() for part in configured.split(",") if part.strip()]
-    if ANY in entries:
-        return None
-    return tuple(ipaddress.ip_network(entry, strict=False) for entry in entries)
+    """The networks of ROUNDS_TRUSTED_PROXIES (None: every peer), parsed once per value; the parser is the
+    settings' own (rounds/settings.py), which validates the list at start-up."""
+    return proxy_networks(configured)
 
 
 def is_trusted(peer: str | None, networks: tuple[Network, ...] | None) -> bool:

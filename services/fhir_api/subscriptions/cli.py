@@ -6,22 +6,16 @@ from typing import Annotated
 
 import typer
 
+from rounds.options import DatabaseUrl, ServerRoot
+from rounds.settings import settings_for
+
 subscriptions_app = typer.Typer(help="FHIR Subscriptions fed by rounds.fhir-changes.", no_args_is_help=True)
-DatabaseUrl = Annotated[str | None, typer.Option(help="SQLAlchemy URL (default ROUNDS_DATABASE_URL)")]
 Topic = Annotated[str, typer.Option(help="the change topic")]
-BaseUrl = Annotated[str | None, typer.Option(help="this server's root as receivers reach it (default "
-                                                  "ROUNDS_BASE_URL, else http://127.0.0.1:8080)")]
-
-
-def _settings(database_url: str | None):
-    from rounds.settings import Settings
-
-    return Settings(database_url=database_url) if database_url else Settings()
 
 
 @subscriptions_app.command("deliver")
 def deliver(
-    base_url: BaseUrl = None,
+    base_url: ServerRoot = None,
     group: Annotated[str, typer.Option(help="the consumer group")] = "rounds-subscriptions",
     idle_exit: Annotated[float | None, typer.Option(help="stop after this many idle seconds")] = None,
     topic: Topic = "rounds.fhir-changes",
@@ -37,7 +31,7 @@ def deliver(
     from services.fhir_api.subscriptions.delivery import Delivery
     from services.fhir_api.subscriptions.websocket import WebSocketHub
 
-    settings = _settings(database_url)
+    settings = settings_for(database_url)
     upgrade(settings.database_url)
     bus = open_bus(settings, ensure_topics=True)
     root = base_url or settings.base_url or "http://127.0.0.1:8080"
@@ -73,7 +67,7 @@ def feed(
     from services.fhir_api.subscriptions.feed import FeedError, parse_speed
     from services.fhir_api.subscriptions.feed import feed as run_feed
 
-    settings = _settings(database_url)
+    settings = settings_for(database_url)
     try:
         window = parse_instant(start, "--from"), parse_instant(end, "--to")
         rate = parse_speed(speed)

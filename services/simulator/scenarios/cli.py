@@ -7,9 +7,11 @@ from pathlib import Path
 
 import typer
 
+from rounds.options import DatabaseUrl
 from services.simulator.data_model import Scenario
 
-scenarios_app = typer.Typer(help="Record-grounded benchmark sessions (issue 15).", no_args_is_help=True)
+scenarios_app = typer.Typer(help="Record-grounded benchmark sessions built from a FHIR record.",
+                            no_args_is_help=True)
 
 
 def _source(fhir_base: str | None, database_url: str | None):
@@ -17,13 +19,10 @@ def _source(fhir_base: str | None, database_url: str | None):
     ROUNDS_DATABASE_URL)."""
     if fhir_base:
         return fhir_base, None
-    from rounds.settings import get_settings
+    from rounds.settings import settings_for
     from services.fhir_api.app import create_app
 
-    settings = get_settings()
-    if database_url:
-        settings = settings.model_copy(update={"database_url": database_url})
-    app = create_app(settings)
+    app = create_app(settings_for(database_url))
     return app, app.state.store
 
 
@@ -31,9 +30,7 @@ def _source(fhir_base: str | None, database_url: str | None):
 def build_cmd(
     out: Path = typer.Option(..., "--out", help="FILE.jsonl (FILE.summary.json is written beside it)."),
     fhir_base: str | None = typer.Option(None, "--fhir-base", help="Any FHIR R4 server base URL."),
-    database_url: str | None = typer.Option(
-        None, "--database-url", help="Rounds' store (default: ROUNDS_DATABASE_URL)."
-    ),
+    database_url: DatabaseUrl = None,
     seed: int = typer.Option(0, "--seed"),
     sessions: int = typer.Option(324, "--sessions", min=0, help="Multi-turn sessions in all."),
     per_category: int = typer.Option(

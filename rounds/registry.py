@@ -1,0 +1,100 @@
+"""The composition root's two lists: which module contributes each `rounds` command, and which modules
+declare tables.
+
+Both name modules of every floor (mapper, FHIR API, event log, simulator, consumers), so they live here, on
+the top floor, and nothing below imports this module: `rounds.db` owns only `Base` and the engine factory,
+`rounds.cli` builds the command line from `COMMANDS`, and alembic's `migrations/env.py` (a script alembic
+runs, not a module of the project) calls `load_all_models()` when a migration runs. This module imports
+nothing of the project at import time, so `rounds --help` reads the command table without loading a
+command.
+
+A new command module: add its commands to `COMMANDS`; a new module declaring tables: add it to
+`MODEL_MODULES` (tests/foundation/test_registrations.py fails until both lists are complete, and
+tests/foundation/test_cli_registry.py until each summary is the command's own help).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sqlalchemy import MetaData
+
+
+@dataclass(frozen=True)
+class CommandEntry:
+    """One top-level `rounds` command: its name, the module whose `register(app)` adds it, and the line
+    `rounds --help` shows for it (the first paragraph of the command's own help)."""
+
+    name: str
+    module: str
+    summary: str
+
+
+# The order of `rounds --help`. A module adding several commands is listed once per command.
+COMMANDS: tuple[CommandEntry, ...] = (
+    CommandEntry("demo", "rounds.demo_view",
+        "The whole loop: synthesize → map → load → scenarios → baseline/oracle/weak sessions → score "
+        "→ report.html."),
+    CommandEntry("synth", "fhir_mapper.synth.cli",
+        "Generate MIMIC-IV-shaped tables (hosp, icu incl. chartevents, ed, note) with faker."),
+    CommandEntry("map", "fhir_mapper.cli",
+        "Map MIMIC-IV (real, demo or synthetic) to FHIR R4 NDJSON compatible with MIMIC-IV on FHIR."),
+    CommandEntry("serve", "services.fhir_api.serve",
+        "Serve the FHIR R4 API (/fhir, /sessions, /docs)."),
+    CommandEntry("load", "services.fhir_api.load_cli",
+        "Stream a folder of FHIR NDJSON into the store: idempotent, resumable, COPY on PostgreSQL."),
+    CommandEntry("reindex", "services.fhir_api.reindex",
+        "Recompute the search-index rows of stored resources (after the search parameters changed)."),
+    CommandEntry("launch", "services.fhir_api.auth.cli",
+        "Print the EHR-launch URL of APP into SESSION (open it in a browser, or hand it to the app)."),
+    CommandEntry("feed", "services.fhir_api.subscriptions.cli",
+        "Advance SESSION's clock from --from to --to so what became known appears, in order, and is "
+        "announced to the session's Subscriptions (through rounds.fhir-changes)."),
+    CommandEntry("report", "services.consumers.report.cli",
+        "Summary table on the terminal; --html/--json write the page and the document."),
+    CommandEntry("run", "services.simulator.orchestrator.cli",
+        "Run sessions between the physician and patient agents and an assistant; every message an "
+        "event."),
+    CommandEntry("replay", "services.simulator.orchestrator.cli",
+        "Replay a run's sessions (same scenarios, clocks, trials, languages) against another "
+        "assistant."),
+    CommandEntry("score", "services.consumers.scoring.cli",
+        "Re-score a run from the log with a fresh consumer group; prints the summary as JSON."),
+    CommandEntry("db", "rounds.db_cli",
+        "Database schema management (alembic)."),
+    CommandEntry("events", "events.cli",
+        "The event log: topics, export and import."),
+    CommandEntry("token", "services.fhir_api.auth.cli",
+        "Bearer tokens for the FHIR API (access control: ROUNDS_AUTH=on)."),
+    CommandEntry("subscriptions", "services.fhir_api.subscriptions.cli",
+        "FHIR Subscriptions fed by rounds.fhir-changes."),
+    CommandEntry("consume", "services.consumers.scoring.cli",
+        "Run a consumer service (a consumer group on the event log)."),
+    CommandEntry("scenarios", "services.simulator.scenarios.cli",
+        "Record-grounded benchmark sessions built from a FHIR record."),
+)
+
+# Modules exposing `register(app: typer.Typer) -> None`, each once, in the order of their first command.
+COMMAND_MODULES: list[str] = list(dict.fromkeys(entry.module for entry in COMMANDS))
+
+# Modules that declare tables on rounds.db.Base.metadata; alembic and the tests import them all.
+MODEL_MODULES: list[str] = [
+    "rounds.models",
+    "services.fhir_api.store.models",
+    "events.sql_models",
+    "events.projections.tracking", "events.outbox", "events.sequences", "events.blobs",
+    "services.fhir_api.auth.models",
+]
+
+
+def load_all_models() -> MetaData:
+    """Import every model module so Base.metadata is complete (alembic autogenerate and the schema tests
+    compare it with the migrations)."""
+    from rounds.db import Base
+
+    for name in MODEL_MODULES:
+        importlib.import_module(name)
+    return Base.metadata
