@@ -68,9 +68,9 @@ class Settings(BaseSettings):
         "FHIR API root where services that read the record over HTTP (the scorer) find it, e.g. "
         "`http://api:8080`; unset: an in-process app on `ROUNDS_DATABASE_URL`"))
     auth: bool = Field(False, description=(
-        "`on`: the FHIR API wants bearer tokens with SMART scopes and `POST /sessions` returns a session's "
-        "`accessToken` (services/fhir_api/auth/README.md); off on the embedded default, on in the compose "
-        "deployment"))
+        "`on` (or `true`): the FHIR API wants bearer tokens with SMART scopes and `POST /sessions` returns "
+        "a session's `accessToken` (services/fhir_api/auth/README.md); off on the embedded default, on in "
+        "the compose deployment"))
     auth_key: str | None = Field(None, description=(
         "token-signing secret of the HS256 tokens (≥ 32 bytes); unset: generated and kept in the database on "
         "first use, so every process on that database agrees"))

@@ -18,7 +18,6 @@ from services.fhir_api.http.fastlane import FastLane
 from services.fhir_api.http.interactions import InteractionListener, InteractionMiddleware
 from services.fhir_api.http.openapi import install_openapi
 from services.fhir_api.http.request_limits import RequestLimits
-from services.fhir_api.limits import DEFAULT_MAX_BODY
 from services.fhir_api.store.interface import ResourceStore
 
 DESCRIPTION = """FHIR R4 REST API over the Rounds record.
@@ -48,12 +47,14 @@ def create_app(
     settings: Settings | None = None,
     store: ResourceStore | None = None,
     *,
-    max_body_bytes: int = DEFAULT_MAX_BODY,
+    max_body_bytes: int | None = None,
     fast_lane: bool = True,
 ) -> FastAPI:
     """Build the API. Without `store`, opens the SQL store at settings.database_url. `fast_lane=False` sends
-    reads and searches through FastAPI's routing too (the tests compare both)."""
+    reads and searches through FastAPI's routing too (the tests compare both). `max_body_bytes`: default
+    the settings' (ROUNDS_MAX_BODY_BYTES)."""
     settings = settings or get_settings()
+    max_body_bytes = max_body_bytes or settings.max_body_bytes
     if store is None:
         from services.fhir_api.store import open_store
 

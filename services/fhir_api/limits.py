@@ -1,4 +1,5 @@
-"""Request limits, kept import-light so the CLI can show defaults without loading the web stack.
+"""Request limits, kept import-light so the CLI can show defaults without loading the web stack. The body
+limit is a setting (ROUNDS_MAX_BODY_BYTES, `rounds serve --max-body-bytes`; rounds/settings.py).
 
 The server states them in its CapabilityStatement (`rest.documentation`, http/request_limits.py).
 Requests over the URL and header limits are refused by an ASGI middleware with an OperationOutcome
@@ -7,7 +8,6 @@ to that middleware and answers anything larger itself, also with an OperationOut
 request gets a non-FHIR answer.
 """
 
-DEFAULT_MAX_BODY = 10 * 1024 * 1024  # bytes; larger bodies get 413
 MAX_SEARCH_PARAMS = 100  # search parameters in one search (or one set of conditional criteria); more: 400
 MAX_SEARCH_VALUES = 1000  # OR alternatives over all of a search's parameters together; more: 400
 MAX_URL_BYTES = 32 * 1024  # path + query as sent (percent-encoded); more: 414 (longer searches: POST _search)

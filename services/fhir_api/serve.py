@@ -6,13 +6,11 @@ from typing import Annotated
 
 import typer
 
-from services.fhir_api.limits import DEFAULT_MAX_BODY
+from rounds.options import DatabaseUrl
 
 
 def serve(
-    database_url: Annotated[
-        str | None, typer.Option(help="SQLAlchemy URL (default ROUNDS_DATABASE_URL)")
-    ] = None,
+    database_url: DatabaseUrl = None,
     host: Annotated[str, typer.Option(help="interface to bind")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port")] = 8080,
     base_url: Annotated[str | None, typer.Option(help="externally visible base URL for links")] = None,
@@ -29,7 +27,9 @@ def serve(
         int | None,
         typer.Option(help="requests in progress at once per worker, the rest queue; 0: no limit (default 2)"),
     ] = None,
-    max_body_bytes: Annotated[int, typer.Option(help="largest accepted request body")] = DEFAULT_MAX_BODY,
+    max_body_bytes: Annotated[
+        int | None, typer.Option(min=1, help="largest request body accepted (default ROUNDS_MAX_BODY_BYTES)")
+    ] = None,
 ) -> None:
     """Serve the FHIR R4 API (/fhir, /sessions, /docs)."""
     import os
@@ -47,7 +47,8 @@ def serve(
         os.environ["ROUNDS_BASE_URL"] = base_url
     if trusted_proxies:
         os.environ["ROUNDS_TRUSTED_PROXIES"] = trusted_proxies
-    os.environ["ROUNDS_MAX_BODY_BYTES"] = str(max_body_bytes)
+    if max_body_bytes:
+        os.environ["ROUNDS_MAX_BODY_BYTES"] = str(max_body_bytes)
     if threads:
         os.environ["ROUNDS_API_THREADS"] = str(threads)
     if concurrency is not None:
@@ -72,11 +73,9 @@ def serve(
 
 def app_from_env():
     """uvicorn factory (each worker builds its own app and store from the environment)."""
-    import os
-
     from services.fhir_api.app import create_app
 
-    app = create_app(max_body_bytes=int(os.environ.get("ROUNDS_MAX_BODY_BYTES", DEFAULT_MAX_BODY)))
+    app = create_app()
     from services.fhir_api.backbone.wiring import (
         install_event_backbone,  # outbox + EHR interaction events on ROUNDS_BUS
     )

@@ -1,10 +1,15 @@
 """README.md's configuration table lists every ROUNDS_* setting the settings classes read (rounds/settings.py
-and every other pydantic BaseSettings with the ROUNDS_ prefix), and nothing that no code reads."""
+and every other pydantic BaseSettings with the ROUNDS_ prefix), and nothing that no code reads; row by row,
+each variable's name, default and meaning are its field's (the table is written by
+scripts/gen_config_table.py)."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
+from itertools import zip_longest
 from pathlib import Path
+from types import ModuleType
 
 from pydantic_settings import BaseSettings
 
@@ -35,6 +40,14 @@ def settings_classes() -> list[str]:
     return sorted(found)
 
 
+def generator() -> ModuleType:
+    path = REPO / "scripts" / "gen_config_table.py"
+    spec = importlib.util.spec_from_file_location("gen_config_table", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_every_setting_is_in_the_readme_table() -> None:
     assert settings_classes() == ["BackboneSettings", "Settings"]  # a new settings class: add it below
     missing = (read_by(Settings) | read_by(BackboneSettings)) - documented()
@@ -46,3 +59,14 @@ def test_every_documented_setting_is_read_somewhere() -> None:
     stale = {name for name in documented()
              if name not in read_by(Settings) | read_by(BackboneSettings) and name not in code}
     assert stale == set(), f"README.md documents settings no code reads: {sorted(stale)}"
+
+
+def test_each_row_is_its_fields_name_default_and_meaning() -> None:
+    gen = generator()
+    assert gen.settings_classes() == [Settings, BackboneSettings]
+    _, _, table = gen.table_lines((REPO / "README.md").read_text())
+    assert table[:2] == gen.HEADER
+    for number, (written, field) in enumerate(zip_longest(table[2:], gen.rows()), start=1):
+        assert written == field, (f"README.md configuration row {number} differs from its setting "
+                                  "(run python scripts/gen_config_table.py)")
+    assert len(documented()) == len(table) - 2  # each variable once

@@ -9,13 +9,13 @@ The scorer asks it in its batch's prefetch, outside the database transaction (`V
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import httpx
 import orjson
 
 from events.projections.retry import RetryLater
+from rounds.settings import Settings
 from services.consumers.scoring.model import CheckContext, CheckResult
 from services.simulator.data_model.scenario import RubricItem
 
@@ -40,7 +40,7 @@ class LlmJudge:
     def __init__(self, model: str, base_url: str, *, api_key: str | None = None, timeout_s: float = 60,
                  client: httpx.Client | None = None) -> None:
         self.model, self.prompt_version = model, PROMPT_VERSION
-        key = api_key or os.environ.get("ROUNDS_JUDGE_API_KEY") or "unused"
+        key = api_key or Settings().judge_api_key or "unused"  # the environment now, not the cached settings
         self.client = client or httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout_s,
                                              headers={"Authorization": f"Bearer {key}"})
 

@@ -39,6 +39,7 @@ from typing import Any
 import openai
 from openai import AsyncOpenAI
 
+from rounds.settings import Settings
 from services.simulator.assistants.endpoint import Endpoint, parse_spec, preflight, profiles
 from services.simulator.assistants.fhir_tools import ToolExecutor, call_recorded, parse_arguments, toolset
 from services.simulator.data_model import (
@@ -270,7 +271,7 @@ def _usage(completion: Any, latency_ms: int, retries: int) -> dict[str, int]:
 
 
 def api_key(base_url: str | None) -> str:
-    key = os.environ.get("ROUNDS_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    key = Settings().openai_api_key or os.environ.get("OPENAI_API_KEY")  # the environment now, not cached
     if key:
         return key
     if base_url:

@@ -11,7 +11,6 @@ given server over HTTP, and the patient endpoint is served by the simulator on i
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -158,10 +157,10 @@ async def remote(fhir_root: str, *, network: bool = False, mcp: bool = False,
     if network:
         # In a container the webhook must reach the patient endpoint: ROUNDS_SIMULATOR_HOST/PORT say where to
         # listen, ROUNDS_SIMULATOR_URL how others reach it (default: the loopback address it listens on).
-        host = os.environ.get("ROUNDS_SIMULATOR_HOST", "127.0.0.1")
-        port = int(os.environ.get("ROUNDS_SIMULATOR_PORT", "0"))
-        patient_root, server, task = await serve_in_loop(app, host, port)
-        env.patient_root = os.environ.get("ROUNDS_SIMULATOR_URL", patient_root).rstrip("/")
+        # Read now, as the run starts (a fresh Settings, not the process-wide cache).
+        listen = Settings()
+        patient_root, server, task = await serve_in_loop(app, listen.simulator_host, listen.simulator_port)
+        env.patient_root = (listen.simulator_url or patient_root).rstrip("/")
         env._closers.append(lambda: _stop(server, task))
     return env
 
