@@ -24,7 +24,7 @@ sender thread, the consumer + projection process, the broker's JVM with --broker
 when the cores are shared, as wall-clock rates then mostly measure the other load. The end-to-end phase also
 prints each process's busy share of one core over the window and the rate its CPU per event allows on idle
 cores: a process well below 100 % busy while the rate is below that cap is idling, not working.
-Goals on Kafka (issue 5): >= 20,000 events/s end to end; replay of 1 M events in under 2 minutes.
+Goals on Kafka: >= 20,000 events/s end to end; replay of 1 M events in under 2 minutes.
 
 The end-to-end CPU per event of each process is also compared with what the same work cost alone (the
 producer's in phase 1, the consumer's in the replay): a ratio well above 1 means the two processes slowed each

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rounds.settings import Settings, get_settings
+from rounds.settings import Settings, settings_for
 
 DEMO_ASSISTANTS = ("baseline", "oracle", "weak")
 LANGUAGES = ("en", "zh")
@@ -97,7 +97,7 @@ def run_demo(
     from services.consumers.report.json_io import to_json
     from services.fhir_api.load import load_ndjson
 
-    settings = get_settings().model_copy(update={"database_url": database_url, "bus": "sql"})
+    settings = settings_for(database_url, bus="sql")
     out = out or workdir
     out.mkdir(parents=True, exist_ok=True)
     result = DemoResult()
@@ -107,7 +107,7 @@ def run_demo(
             result.figures["synthetic_rows"] = sum(generate(mimic, patients, seed).values())
     with _timed(result, "map", step):
         fhir_dir = workdir / "fhir"
-        summary, _ = run_map(mimic, fhir_dir)
+        summary, _ = run_map(mimic, fhir_dir, workers=1)  # one core of two: the rest of the machine is free
         result.figures["mapped_resources"] = summary["total_resources"]
         result.figures["rejected_rows"] = summary["rejected_rows"]
     with _timed(result, "load", step):

@@ -1,4 +1,4 @@
-"""A patient-confined session token (issue 19) by every route that could leave the compartment: batch and
+"""A patient-confined session token by every route that could leave the compartment: batch and
 transaction entries, type / instance / system `_history`, `_include` / `_revinclude`, `$everything`, and
 conditional create. The client is fhirpy passing the session's token; the record holds a second patient whose
 data must never come back. On SQLite and PostgreSQL."""

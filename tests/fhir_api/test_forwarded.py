@@ -1,4 +1,4 @@
-"""Forwarded headers (issue 20): a client's spoofed X-Forwarded-* / Forwarded changes no link unless the peer
+"""Forwarded headers: a client's spoofed X-Forwarded-* / Forwarded changes no link unless the peer
 is a configured trusted proxy (ROUNDS_TRUSTED_PROXIES); ROUNDS_BASE_URL wins over both. Over HTTP, against the
 live server (which, like `rounds serve`, runs uvicorn without its own proxy-header rewriting), and against
 `rounds serve` itself."""

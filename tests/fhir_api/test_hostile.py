@@ -1,4 +1,4 @@
-"""Hostile input (issue 19 item 4) on both backends: each request is a 4xx OperationOutcome, never a 5xx or a
+"""Hostile input on both backends: each request is a 4xx OperationOutcome, never a 5xx or a
 dropped connection, and nothing of it is stored."""
 
 from __future__ import annotations

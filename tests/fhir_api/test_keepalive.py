@@ -1,5 +1,5 @@
 """An unhandled error is a 500 OperationOutcome sent as an ordinary response, so the client's keep-alive
-connection stays usable (issue 20): one httpx.Client against a real uvicorn server, a failure injected into
+connection stays usable: one httpx.Client against a real uvicorn server, a failure injected into
 the store on the fast lane (GET read), on the router (POST create, in the thread pool) and in a session, and
 after each the next request goes out on the same TCP connection and succeeds."""
 

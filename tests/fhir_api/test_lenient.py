@@ -1,4 +1,4 @@
-"""HAPI-style leniency for real clients (issue 19 item 5), replaying MedAgentBench's request shapes as its
+"""HAPI-style leniency for real clients, replaying MedAgentBench's request shapes as its
 agents send them: empty values, and an unencoded `+` in a dateTime offset (which arrives as a space)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The OpenAPI document is complete (issue 20): valid OpenAPI, every route of the app described, every path
+"""The OpenAPI document is complete: valid OpenAPI, every route of the app described, every path
 parameter declared, FHIR bodies with their media types, every error an OperationOutcome. Whether the server
 keeps to it is test_schemathesis.py's job."""
 

@@ -1,4 +1,4 @@
-"""FHIR JSON's primitive extensions (issue 20): a `_name` sibling carries the id and extensions of primitive
+"""FHIR JSON's primitive extensions: a `_name` sibling carries the id and extensions of primitive
 `name`, on every primitive, in arrays index by index with null placeholders. What R4 allows is stored as
 written; what it forbids (an empty element, arrays that do not pair, extensions on an id or Extension.url,
 two types in one value[x]) is refused; the store's validation and the HTTP layer's checks together."""

@@ -1,4 +1,4 @@
-"""No read may hang the server (issue 13, item 6): every statement of the served store is bounded
+"""No read may hang the server: every statement of the served store is bounded
 (ROUNDS_QUERY_TIMEOUT_MS: PostgreSQL statement_timeout, a SQLite progress handler); a query stopped by the
 bound answers 503 with an OperationOutcome, and the server and the store keep serving.
 """

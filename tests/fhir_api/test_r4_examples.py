@@ -1,4 +1,4 @@
-"""Every official FHIR R4 example of a type the API serves, sent to it over HTTP (issue 20): what is refused,
+"""Every official FHIR R4 example of a type the API serves, sent to it over HTTP: what is refused,
 and why, is reported (a JSON file, printed with -s) and must be exactly the refusals listed with their reasons
 in r4_example_refusals.json — a new refusal fails, and so does a listed one that is accepted now.
 

@@ -1,4 +1,4 @@
-"""Over-long URLs and headers (issue 19 item 4) against a real uvicorn: every refusal is a 414 / 431 (400 for
+"""Over-long URLs and headers against a real uvicorn: every refusal is a 414 / 431 (400 for
 a malformed head) with an OperationOutcome body, never a plain-text answer or a reset connection; requests
 just under the stated limits are served. Both HTTP parsers uvicorn may run (httptools, h11), both backends."""
 

@@ -1,4 +1,4 @@
-"""Schemathesis (issues 19 and 20) against the app's own, complete OpenAPI on both backends.
+"""Schemathesis against the app's own, complete OpenAPI on both backends.
 
 The app is wired as `rounds serve` wires it (session exchanges recorded on the event log before they are
 answered). Every generated request must get a response the document describes: no 5xx, a documented status,

@@ -1,4 +1,4 @@
-"""Patient/$everything (issue 13, item 5): keyset pages that are stable and add up to the unpaged walk, the
+"""Patient/$everything: keyset pages that are stable and add up to the unpaged walk, the
 total only when asked, and every reference in the result resolvable within it -- two steps away too (the
 ingredient Medications of a mix a MedicationRequest points to; the Location a ward is part of and the
 Organizations above it).

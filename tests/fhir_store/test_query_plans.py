@@ -1,4 +1,4 @@
-"""Session searches sorted by date read the patient's own rows, on both databases (issue 13, item 6).
+"""Session searches sorted by date read the patient's own rows, on both databases.
 
 `Observation?patient=<id>&_sort=-date` in a session once read every Observation of the store on SQLite (the
 session's OR kept the planner from reading the (type, session, deleted) index by rid) and looked each match's

@@ -33,7 +33,8 @@ def test_each_module_registers_exactly_its_commands_with_their_summaries() -> No
 
 
 def test_the_root_help_imports_no_command() -> None:
-    code = ("import sys\nfrom rounds.cli import app\ntry:\n    app(['--help'])\nexcept SystemExit:\n    pass\n"
+    code = ("import sys\nfrom rounds.cli import app\n"
+            "try:\n    app(['--help'])\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "{'services', 'fhir_mapper', 'events', 'sqlalchemy', 'pydantic'} or m in "
             f"{COMMAND_MODULES!r}))")

@@ -1,5 +1,5 @@
 """The builder on the real MIMIC-IV demo (mapped and loaded, read through the FHIR API): the volume and
-coverage issue 15 asks for, and sessions that hold together."""
+coverage a benchmark needs, and sessions that hold together."""
 
 from __future__ import annotations
 

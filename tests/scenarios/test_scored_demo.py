@@ -1,5 +1,5 @@
 """The scorer on sessions the simulator played over scenarios the builder made from the real MIMIC-IV demo
-(issue 17's validity check): the oracle scores full marks in EN and ZH, an assistant that answers without
+(the validity check): the oracle scores full marks in EN and ZH, an assistant that answers without
 looking anything up scores near 0, the heuristic baseline in between."""
 
 from __future__ import annotations

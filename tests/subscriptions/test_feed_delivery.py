@@ -1,4 +1,4 @@
-"""Must show (issue 30): a rest-hook receiver gets every new lab of a replayed admission in clinical order,
+"""Must show: a rest-hook receiver gets every new lab of a replayed admission in clinical order,
 once each after deduplication by event id, across a kill -9 of the delivering consumer; on SQLite (SQL log)
 and on Kafka + PostgreSQL.
 

@@ -1,4 +1,4 @@
-"""Access control for the FHIR API: SMART-style bearer tokens and scopes (issue 19). See README.md."""
+"""Access control for the FHIR API: SMART-style bearer tokens and scopes. See README.md."""
 
 from __future__ import annotations
 

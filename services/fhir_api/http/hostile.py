@@ -1,4 +1,4 @@
-"""Refusals of input no FHIR client should send, before it reaches the store (issue 19 item 4): each a 400
+"""Refusals of input no FHIR client should send, before it reaches the store: each a 400
 OperationOutcome, never a 5xx (PostgreSQL refuses NUL in text; SQL statements have a bounded size).
 
 - Resource bodies: control characters other than tab, CR and LF in any string (FHIR `string` is

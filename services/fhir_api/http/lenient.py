@@ -1,4 +1,4 @@
-"""Leniency real clients need, as HAPI FHIR has it (issue 19 item 5): applied to search parameters before the
+"""Leniency real clients need, as HAPI FHIR has it: applied to search parameters before the
 store sees them, unless the client asked for strict handling (`Prefer: handling=strict`).
 
 - An empty value (`Patient?given=&family=&birthdate=`, as MedAgentBench's agents send) is ignored: the

@@ -1,1 +1,1 @@
-"""FHIR R4 Subscriptions fed by the change log, and `rounds feed` (issue 30). See README.md."""
+"""FHIR R4 Subscriptions fed by the change log, and `rounds feed`. See README.md."""

@@ -1,4 +1,4 @@
-"""Scenario builder (issue 15): record-grounded multi-turn sessions with machine-checkable truth, EN + ZH,
+"""Scenario builder: record-grounded multi-turn sessions with machine-checkable truth, EN + ZH,
 explicit + implicit, built from any FHIR R4 server holding MIMIC-on-FHIR-shaped data.
 
 Entry points: `build_scenarios(source, seed, sessions, families)` (tests, other components) and
