@@ -2,7 +2,7 @@
 
 Ground floor: this module imports nothing of the project, so every component can read its configuration
 without loading another. Every `ROUNDS_*` variable a component reads is a field here (or of the FHIR API's
-`BackboneSettings`) with its description; README.md's configuration table is generated from these fields
+`BackboneSettings`) with its docstring; README.md's configuration table is generated from these fields
 (`python scripts/gen_config_table.py`) and tests/foundation/test_readme_config.py compares it row by row.
 """
 
@@ -35,67 +35,68 @@ class Settings(BaseSettings):
     so a fresh clone runs with no broker and no database server.
     """
 
-    model_config = SettingsConfigDict(env_prefix="ROUNDS_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="ROUNDS_", extra="ignore", use_attribute_docstrings=True)
 
-    database_url: str = Field("sqlite:///rounds.sqlite", description=(
-        "SQLAlchemy URL of Rounds' database; PostgreSQL: `postgresql+psycopg://user@host:port/db`"))
-    bus: Literal["sql", "kafka"] = Field("sql", description="`sql` (embedded log in the database) or `kafka`")
-    kafka_bootstrap: str | None = Field(None, description=(
-        "Kafka bootstrap servers (`host:port[,host:port]`) when `ROUNDS_BUS=kafka`"))
-    kafka_partitions: int = Field(3, description=(
-        "partitions of each topic `rounds events topics` (or a service's start) creates"))
-    base_url: str | None = Field(None, description=(
-        "externally visible base URL for absolute FHIR links, e.g. `https://ehr.example.org` (wins over"
-        " forwarded headers)"))
-    trusted_proxies: str | None = Field(None, description=(
-        "reverse proxies whose `Forwarded` / `X-Forwarded-Proto/-Host/-Port/-Prefix` headers build the links,"
-        " as comma-separated IPs and CIDRs (`*`: any peer); from any other peer, and when unset from every "
-        "peer, they are ignored (`serve --trusted-proxies`)"))
-    api_threads: int | None = Field(None, description=(
-        "FHIR API: store operations at once per worker process (`serve --threads`); unset: the connection "
-        "pool size"))
-    api_concurrency: int = Field(2, ge=0, description=(
-        "FHIR API: requests in progress at once per worker, the rest queue first come, first served (0: no "
-        "limit); with the database on the same cores 2 kept p99 lowest, raise it for a remote one "
-        "(`serve --concurrency`)"))
-    query_timeout_ms: int = Field(15_000, ge=0, description=(
-        "FHIR API: the longest one database statement may run (PostgreSQL `statement_timeout`, a SQLite "
-        "progress handler); past it the request answers 503 with an OperationOutcome (0: no limit)"))
-    max_body_bytes: int = Field(10 * 1024 * 1024, ge=1, description=(
-        "FHIR API: the largest request body accepted, in bytes; a larger one answers 413 "
-        "(`serve --max-body-bytes`)"))
-    fhir_base: str | None = Field(None, description=(
-        "FHIR API root where services that read the record over HTTP (the scorer) find it, e.g. "
-        "`http://api:8080`; unset: an in-process app on `ROUNDS_DATABASE_URL`"))
-    auth: bool = Field(False, description=(
-        "`on` (or `true`): the FHIR API wants bearer tokens with SMART scopes and `POST /sessions` returns "
-        "a session's `accessToken` (services/fhir_api/auth/README.md); off on the embedded default, on in "
-        "the compose deployment"))
-    auth_key: str | None = Field(None, description=(
-        "token-signing secret of the HS256 tokens (≥ 32 bytes); unset: generated and kept in the database on "
-        "first use, so every process on that database agrees"))
-    auth_token_seconds: int = Field(3600, ge=1, description=(
-        "lifetime of tokens from `POST /auth/token` and `rounds token issue`"))
-    auth_session_token_seconds: int = Field(86_400, ge=1, description=(
-        "lifetime of a session's `accessToken` (and of the simulator's and scorer's own tokens)"))
-    auth_auto_approve: bool = Field(False, description=(
-        "SMART App Launch: approve an authorization request whose context is complete without the consent "
-        "page (tests, unattended demos)"))
-    bulk_dir: str = Field("rounds-bulk", description=(
-        "where Bulk Data `$export` jobs write their NDJSON files and state, shared by the workers "
-        "(services/fhir_api/bulk/README.md)"))
-    judge_api_key: str | None = Field(None, description=(
-        "key for the optional LLM judge (`rounds score --judge MODEL@BASE_URL`)"))
-    openai_api_key: str | None = Field(None, description=(
-        "key of `openai:` assistants, else `OPENAI_API_KEY`; a local server given as `@<base_url>` needs "
-        "none"))
-    simulator_host: str = Field("127.0.0.1", description=(
-        "interface the simulator's patient endpoint listens on when a networked assistant (`http:`) must "
-        "reach it; `0.0.0.0` in a container"))
-    simulator_port: int = Field(0, ge=0, description="TCP port of that endpoint (0: any free port)")
-    simulator_url: str | None = Field(None, description=(
-        "how others reach that endpoint, e.g. `http://simulator:8090`; unset: the loopback address it "
-        "listens on"))
+    database_url: str = "sqlite:///rounds.sqlite"
+    """SQLAlchemy URL of Rounds' database; PostgreSQL: `postgresql+psycopg://user@host:port/db`"""
+    bus: Literal["sql", "kafka"] = "sql"
+    """`sql` (embedded log in the database) or `kafka`"""
+    kafka_bootstrap: str | None = None
+    """Kafka bootstrap servers (`host:port[,host:port]`) when `ROUNDS_BUS=kafka`"""
+    kafka_partitions: int = 3
+    """partitions of each topic `rounds events topics` (or a service's start) creates"""
+    base_url: str | None = None
+    """externally visible base URL for absolute FHIR links, e.g. `https://ehr.example.org` (wins over
+    forwarded headers)"""
+    trusted_proxies: str | None = None
+    """reverse proxies whose `Forwarded` / `X-Forwarded-Proto/-Host/-Port/-Prefix` headers build the links, as
+    comma-separated IPs and CIDRs (`*`: any peer); from any other peer, and when unset from every peer, they
+    are ignored (`serve --trusted-proxies`)"""
+    api_threads: int | None = None
+    """FHIR API: store operations at once per worker process (`serve --threads`); unset: the connection pool
+    size"""
+    api_concurrency: int = Field(2, ge=0)
+    """FHIR API: requests in progress at once per worker, the rest queue first come, first served (0: no
+    limit); with the database on the same cores 2 kept p99 lowest, raise it for a remote one
+    (`serve --concurrency`)"""
+    query_timeout_ms: int = Field(15_000, ge=0)
+    """FHIR API: the longest one database statement may run (PostgreSQL `statement_timeout`, a SQLite progress
+    handler); past it the request answers 503 with an OperationOutcome (0: no limit)"""
+    max_body_bytes: int = Field(10 * 1024 * 1024, ge=1)
+    """FHIR API: the largest request body accepted, in bytes; a larger one answers 413
+    (`serve --max-body-bytes`)"""
+    fhir_base: str | None = None
+    """FHIR API root where services that read the record over HTTP (the scorer) find it, e.g.
+    `http://api:8080`; unset: an in-process app on `ROUNDS_DATABASE_URL`"""
+    auth: bool = False
+    """`on` (or `true`): the FHIR API wants bearer tokens with SMART scopes and `POST /sessions` returns a
+    session's `accessToken` (services/fhir_api/auth/README.md); off on the embedded default, on in the
+    compose deployment"""
+    auth_key: str | None = None
+    """token-signing secret of the HS256 tokens (≥ 32 bytes); unset: generated and kept in the database on
+    first use, so every process on that database agrees"""
+    auth_token_seconds: int = Field(3600, ge=1)
+    """lifetime of tokens from `POST /auth/token` and `rounds token issue`"""
+    auth_session_token_seconds: int = Field(86_400, ge=1)
+    """lifetime of a session's `accessToken` (and of the simulator's and scorer's own tokens)"""
+    auth_auto_approve: bool = False
+    """SMART App Launch: approve an authorization request whose context is complete without the consent page
+    (tests, unattended demos)"""
+    bulk_dir: str = "rounds-bulk"
+    """where Bulk Data `$export` jobs write their NDJSON files and state, shared by the workers
+    (services/fhir_api/bulk/README.md)"""
+    judge_api_key: str | None = None
+    """key for the optional LLM judge (`rounds score --judge MODEL@BASE_URL`)"""
+    openai_api_key: str | None = None
+    """key of `openai:` assistants, else `OPENAI_API_KEY`; a local server given as `@<base_url>` needs none"""
+    simulator_host: str = "127.0.0.1"
+    """interface the simulator's patient endpoint listens on when a networked assistant (`http:`) must reach
+    it; `0.0.0.0` in a container"""
+    simulator_port: int = Field(0, ge=0)
+    """TCP port of that endpoint (0: any free port)"""
+    simulator_url: str | None = None
+    """how others reach that endpoint, e.g. `http://simulator:8090`; unset: the loopback address it listens
+    on"""
 
     @field_validator("trusted_proxies")
     @classmethod

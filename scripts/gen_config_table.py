@@ -1,8 +1,9 @@
 """Write README.md's configuration table from the settings classes, one row per `ROUNDS_*` variable.
 
 Each row is a field of `rounds.settings.Settings` or of the FHIR API's `BackboneSettings`: the variable's
-name, its default (– when unset) and the field's description. Run it after changing a setting; the
-README test (tests/foundation/test_readme_config.py) compares the table with `rows()` line by line.
+name, its default (– when unset) and the field's docstring (pydantic's `use_attribute_docstrings`). Run it
+after changing a setting; the README test (tests/foundation/test_readme_config.py) compares the table with
+`rows()` line by line.
 
     python scripts/gen_config_table.py
 """
@@ -48,7 +49,8 @@ def rows() -> list[str]:
             if not field.description:
                 raise ValueError(f"{settings.__name__}.{name} has no description for the README")
             variable = (prefix + name).upper()
-            out.append(f"| `{variable}` | {default_cell(field)} | {field.description} |")
+            meaning = " ".join(field.description.split())  # the field's docstring, on one line
+            out.append(f"| `{variable}` | {default_cell(field)} | {meaning} |")
     return out
 
 

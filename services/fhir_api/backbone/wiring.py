@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fastapi import FastAPI
-from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import Engine
 
@@ -30,13 +29,12 @@ from services.fhir_api.backbone.recorder import InteractionRecorder
 class BackboneSettings(BaseSettings):
     """A service's event wiring: ROUNDS_OUTBOX_RELAY=in-process|off, ROUNDS_RECORD_INTERACTIONS=true|false."""
 
-    model_config = SettingsConfigDict(env_prefix="ROUNDS_", extra="ignore")
-    outbox_relay: Literal["in-process", "off"] = Field("in-process", description=(
-        "the FHIR API relays its outbox to the bus in a thread (`in-process`) or leaves it to "
-        "`rounds events relay` (`off`)"))
-    record_interactions: bool = Field(True, description=(
-        "the FHIR API records every exchange through a session base on `rounds.sessions` before answering "
-        "it"))
+    model_config = SettingsConfigDict(env_prefix="ROUNDS_", extra="ignore", use_attribute_docstrings=True)
+    outbox_relay: Literal["in-process", "off"] = "in-process"
+    """the FHIR API relays its outbox to the bus in a thread (`in-process`) or leaves it to `rounds events
+    relay` (`off`)"""
+    record_interactions: bool = True
+    """the FHIR API records every exchange through a session base on `rounds.sessions` before answering it"""
 
 
 @dataclass
