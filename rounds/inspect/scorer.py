@@ -27,7 +27,7 @@ from inspect_ai.scorer import (
 from inspect_ai.solver import TaskState
 
 from rounds.inspect.scoring import score_logged_session, version
-from rounds.settings import Settings
+from rounds.settings import settings_for
 from services.consumers.report.model import RunReport, SessionScore
 from services.consumers.scoring.metrics import SUCCESS_THRESHOLD, build_report, session_passes
 
@@ -36,11 +36,6 @@ TAU = str(SUCCESS_THRESHOLD)
 
 class UnscoredSession(RuntimeError):
     """The session has no score (excluded or unscorable): a Rounds failure, never a score of 0."""
-
-
-def _settings(database_url: str | None, fhir_base: str | None) -> Settings:
-    updates = {k: v for k, v in (("database_url", database_url), ("fhir_base", fhir_base)) if v}
-    return Settings().model_copy(update=updates)
 
 
 @score_reducer(name="rounds_trials")
@@ -110,7 +105,7 @@ def rounds_scorer(database_url: str | None = None, fhir_base: str | None = None)
         session_id = found.get("session")
         if not session_id:
             raise UnscoredSession("the sample ran no Rounds session (no metadata['rounds']['session'])")
-        settings = _settings(database_url, fhir_base)
+        settings = settings_for(database_url, fhir_base=fhir_base)
         session = await anyio.to_thread.run_sync(score_logged_session, settings, session_id)
         if session.score is None:
             raise UnscoredSession(f"session {session_id} is not scored: {session.excluded} "
