@@ -14,11 +14,11 @@ from collections.abc import Iterator, MutableMapping
 
 import typer
 import typer.main
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from rounds.registry import COMMANDS, CommandEntry
 
-Command = typer.main.TyperCommand | TyperGroup
+Command = TyperCommand | TyperGroup
 
 
 class LazyCommands(MutableMapping[str, "Command"]):
@@ -70,8 +70,8 @@ class LazyGroup(TyperGroup):
 
     def format_help(self, ctx: typer.Context, formatter: object) -> None:
         """The root's help in Typer's layout, drawn with rich's console, panel and table alone: Typer's own
-        help renderer imports rich's Markdown and syntax highlighting (~0.15 s, half of the time budget of
-        `rounds --help`) for markup the summaries do not use."""
+        help renderer imports rich's Markdown and syntax highlighting (pygments), which took as long as the
+        rest of `rounds --help` together, for markup the summaries do not use."""
         from rich import box
         from rich.console import Console
         from rich.padding import Padding
