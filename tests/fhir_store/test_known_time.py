@@ -15,9 +15,10 @@ import pytest
 
 from services.fhir_api.store import known_time
 from services.fhir_api.store.interface import Context, SearchRequest
+from tests.conftest import SHARED_DATA
 
 ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = ROOT.parent.parent / "shared" / "REFERENCE.md"
+REFERENCE = SHARED_DATA.parent / "REFERENCE.md"  # ../shared beside the checkout (tests/conftest.py finds it)
 PROFILE = "http://mimic.mit.edu/fhir/mimic/StructureDefinition/mimic-"
 RULE_FILE = "known_time.json"
 MIMIC_TABLE = re.compile(r"\b(?:hosp|icu|ed|note)/[a-z_]+")
