@@ -1,5 +1,9 @@
 """The event catalog: each event type's payload model per schema version, its topic and key, its upcasters.
 
+Each payload class declares the type it is the data of (`TYPE`, e.g. `SessionEnded.TYPE`; a message's type is
+its sender's, `Communication.event_type`), and the catalog is built from the classes: `make_event(payload,
+source=..., subject=...)` infers the type, so no producer spells a type string.
+
 Upgrade rule (docs/events/README.md): an additive change (new optional field) keeps the version; a breaking
 change adds version N+1 and registers an upcaster N -> N+1 (a pure function on the JSON `data`). Old events
 are never rewritten in the log: `decode` upcasts them on read, so consumers always see the current version.
@@ -92,8 +96,8 @@ class Catalog:
     # -- producing -----------------------------------------------------------------------------------------
     def make(
         self,
-        type_: str,
-        data: BaseModel | dict[str, Any],
+        type_or_payload: str | BaseModel,
+        data: BaseModel | dict[str, Any] | None = None,
         *,
         source: str,
         subject: str | None = None,
@@ -103,7 +107,17 @@ class Catalog:
         causationid: str | None = None,
         time: str | None = None,
     ) -> CloudEvent:
-        """A validated CloudEvent of `type_` with the current schema version (fresh uuid id, time now)."""
+        """A validated CloudEvent with the current schema version (fresh uuid id, time now).
+
+        `make(payload, ...)` sends the payload as the type its class declares (`type_of`); `make(type_, data,
+        ...)` names the type, for a payload of several types (a FHIR change) or raw JSON `data`.
+        """
+        if isinstance(type_or_payload, str):
+            if data is None:
+                raise TypeError(f"make({type_or_payload!r}) needs the event's data")
+            type_ = type_or_payload
+        else:
+            type_, data = type_of(type_or_payload), type_or_payload
         spec = self.spec(type_)
         raw = data.to_data() if hasattr(data, "to_data") else data
         event = CloudEvent.build(
@@ -236,10 +250,23 @@ class Catalog:
                 raise InvalidEvent(f"{event.type} id={event.id}: {exc}") from None
 
 
+def type_of(payload: BaseModel) -> str:
+    """The event type a payload is the data of: a message's sender's, else the one its class declares."""
+    declared = getattr(payload, "event_type", None) or getattr(type(payload), "TYPE", "")
+    if not declared:
+        raise UnknownEventType(
+            f"{type(payload).__name__} is the data of no single event type: name it (e.g. "
+            "make_event(FhirResourceChange.TYPES[action], data, ...))"
+        )
+    return declared
+
+
 def _sent_by(role: str) -> Callable[[p.Communication], None]:
+    type_ = p.MESSAGE_TYPES[role]
+
     def check(message: p.Communication) -> None:
         if message.sender_role != role:
-            raise ValueError(f"a rounds.message.{role} must be sent by the {role}, not {message.sender_role}")
+            raise ValueError(f"a {type_} must be sent by the {role}, not {message.sender_role}")
 
     return check
 
@@ -253,50 +280,45 @@ def _dead_letter_key(event: CloudEvent) -> str:
     return str((event.data or {}).get("key", ""))
 
 
-def _spec(type_: str, model: type[BaseModel], topic: str = SESSIONS, **kw: Any) -> EventSpec:
-    return EventSpec(type=type_, versions={1: model}, topic=topic, **kw)
+def _spec(model: type[BaseModel], topic: str = SESSIONS, *, type_: str = "", **kw: Any) -> EventSpec:
+    """The spec of a one-version type: the type its payload class declares unless `type_` names one."""
+    return EventSpec(type=type_ or model.TYPE, versions={1: model}, topic=topic, **kw)
 
 
 CATALOG = Catalog(
     [
-        _spec("rounds.session.started", p.SessionStarted),
+        _spec(p.SessionStarted),
         EventSpec(
-            type="rounds.session.ended",
+            type=p.SessionEnded.TYPE,
             versions={1: p.SessionEndedV1, 2: p.SessionEnded},
             topic=SESSIONS,
             upcasters={1: p.session_ended_v1_to_v2},
         ),
         *(
-            _spec(f"rounds.message.{role}", p.Communication, check=_sent_by(role))
-            for role in ("doctor", "patient", "assistant")
+            _spec(p.Communication, type_=type_, check=_sent_by(role))
+            for role, type_ in p.Communication.TYPES.items()
         ),
-        _spec("rounds.ehr.request", p.EhrRequest),
-        _spec("rounds.ehr.response", p.EhrResponse),
-        _spec("rounds.tool.call", p.ToolCall),
-        _spec("rounds.tool.result", p.ToolResult),
-        _spec("rounds.model.call", p.ModelCall),
-        _spec("rounds.sandbox.state", p.SandboxState),
-        _spec("rounds.score.turn", p.ScoreTurn, topic=SCORES),
-        _spec("rounds.score.session", p.ScoreSession, topic=SCORES),
+        _spec(p.EhrRequest),
+        _spec(p.EhrResponse),
+        _spec(p.ToolCall),
+        _spec(p.ToolResult),
+        _spec(p.ModelCall),
+        _spec(p.SandboxState),
+        _spec(p.ScoreTurn, topic=SCORES),
+        _spec(p.ScoreSession, topic=SCORES),
         *(
             _spec(
-                f"rounds.fhir.resource.{change}",
                 p.FhirResourceChange,
                 topic=FHIR_CHANGES,
+                type_=type_,
                 key=_resource_key,
                 requires_subject=False,
             )
-            for change in ("created", "updated", "deleted")
+            for type_ in p.FhirResourceChange.TYPES.values()
         ),
         # keyed by the session (the default): one session's feed is totally ordered
-        _spec("rounds.fhir.resource.known", p.FhirResourceKnown, topic=FHIR_CHANGES),
-        _spec(
-            "rounds.event.deadlettered",
-            p.DeadLetter,
-            topic=DEADLETTER,
-            key=_dead_letter_key,
-            requires_subject=False,
-        ),
+        _spec(p.FhirResourceKnown, topic=FHIR_CHANGES),
+        _spec(p.DeadLetter, topic=DEADLETTER, key=_dead_letter_key, requires_subject=False),
     ]
 )
 

@@ -8,7 +8,15 @@ from events.payloads.interaction import (
     ToolCall,
     ToolResult,
 )
-from events.payloads.messages import Communication, communication
+from events.payloads.messages import (
+    ASSISTANT_MESSAGE,
+    DOCTOR_MESSAGE,
+    MESSAGE_PREFIX,
+    MESSAGE_TYPES,
+    PATIENT_MESSAGE,
+    Communication,
+    communication,
+)
 from events.payloads.outcome import DeadLetter, FhirResourceChange, FhirResourceKnown, ScoreSession, ScoreTurn
 from events.payloads.sandbox import SandboxState
 from events.payloads.session import (
@@ -20,6 +28,11 @@ from events.payloads.session import (
 )
 
 __all__ = [
+    "ASSISTANT_MESSAGE",
+    "DOCTOR_MESSAGE",
+    "MESSAGE_PREFIX",
+    "MESSAGE_TYPES",
+    "PATIENT_MESSAGE",
     "END_REASONS",
     "SessionEndedV1",
     "session_ended_v1_to_v2",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
@@ -14,6 +16,11 @@ class Payload(BaseModel):
     """
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+    # The CloudEvent type this payload is the `data` of, declared on the class so that the catalog is built
+    # from the classes and producers and consumers name a type by its class (`SessionEnded.TYPE`), never by
+    # a string they spell. Empty on the parts of a payload (a score's check, a response's resource).
+    TYPE: ClassVar[str] = ""
 
     def to_data(self) -> dict:
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)

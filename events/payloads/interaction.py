@@ -3,7 +3,7 @@ calls that produced no tool result (`rounds.model.call`)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -37,6 +37,8 @@ class ResourceVersion(Payload):
 class EhrRequest(_BodyOrDigest):
     """An HTTP request the assistant made to the session's FHIR base."""
 
+    TYPE: ClassVar[str] = "rounds.ehr.request"
+
     request_id: str = Field(min_length=1)
     method: Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
     url: str = Field(min_length=1, description="path relative to the FHIR base, e.g. Patient/123/$everything")
@@ -45,6 +47,8 @@ class EhrRequest(_BodyOrDigest):
 
 class EhrResponse(_BodyOrDigest):
     """The FHIR server's answer to `request_id`."""
+
+    TYPE: ClassVar[str] = "rounds.ehr.response"
 
     request_id: str = Field(min_length=1)
     status: int = Field(ge=100, le=599)
@@ -57,6 +61,8 @@ class EhrResponse(_BodyOrDigest):
 class ToolCall(Payload):
     """The assistant invoked a tool (function calling)."""
 
+    TYPE: ClassVar[str] = "rounds.tool.call"
+
     call_id: str = Field(min_length=1)
     name: str = Field(min_length=1)
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -65,6 +71,8 @@ class ToolCall(Payload):
 
 class ToolResult(Payload):
     """The tool's output for `call_id`; exactly one of output / error."""
+
+    TYPE: ClassVar[str] = "rounds.tool.result"
 
     call_id: str = Field(min_length=1)
     name: str = Field(min_length=1)
@@ -85,6 +93,8 @@ class ModelCall(Payload):
     """A model call of the assistant that produced no tool result to carry its `usage`: cut by the model or
     turn timeout, the run's stop or the step limit, or failed. A call that produced a result is accounted on
     its first `rounds.tool.result` instead, so every model call is recorded exactly once."""
+
+    TYPE: ClassVar[str] = "rounds.model.call"
 
     outcome: Literal["timeout", "cancelled", "step_limit", "failed"]
     turn: int | None = Field(default=None, ge=0)

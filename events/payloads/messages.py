@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from datetime import datetime
-from typing import Literal
+from typing import ClassVar, Literal
 
 from fhir.resources.R4B.communication import Communication as FhirCommunication
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -19,6 +19,14 @@ from events.envelope import utc_now
 ROLE_SYSTEM = "https://rounds.dev/fhir/CodeSystem/participant-role"
 Role = Literal["doctor", "patient", "assistant"]
 ROLE_RESOURCE: dict[str, str] = {"doctor": "Practitioner", "patient": "Patient", "assistant": "Device"}
+# One CloudEvent type per sender: a consumer subscribes to the doctor's words without decoding every message.
+DOCTOR_MESSAGE = "rounds.message.doctor"
+PATIENT_MESSAGE = "rounds.message.patient"
+ASSISTANT_MESSAGE = "rounds.message.assistant"
+MESSAGE_TYPES: dict[str, str] = {
+    "doctor": DOCTOR_MESSAGE, "patient": PATIENT_MESSAGE, "assistant": ASSISTANT_MESSAGE,
+}
+MESSAGE_PREFIX = "rounds.message."  # what every message type starts with
 # Simulator annotations, as FHIR extensions so the payload stays a valid Communication. They are for scorers
 # and reports (which turn a message belongs to, which patient facts it disclosed, whether the physician was
 # answering a clarifying question); the assistant under test only ever sees the text.
@@ -90,6 +98,8 @@ class Communication(BaseModel):
     payload: list[ContentString | ContentAttachment] = Field(min_length=1)
     inResponseTo: list[CommunicationRef] | None = None  # noqa: N815
 
+    TYPES: ClassVar[dict[str, str]] = MESSAGE_TYPES  # the type is the sender's: see `event_type`
+
     @model_validator(mode="after")
     def _fhir_valid(self) -> Communication:
         for who in (self.sender, *self.recipient):
@@ -106,6 +116,11 @@ class Communication(BaseModel):
     @property
     def sender_role(self) -> str:
         return self.sender.identifier.value
+
+    @property
+    def event_type(self) -> str:
+        """The CloudEvent type this message is sent as: the sender's (`rounds.message.doctor`, ...)."""
+        return MESSAGE_TYPES[self.sender_role]
 
     @property
     def text(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from typing import ClassVar
 
 from pydantic import Field
 
@@ -41,6 +42,8 @@ class ScoreTurn(_Scored):
     """One scorer's verdict on one physician turn: `message_id` is the assistant's answer (its
     Communication id), or the doctor's message when the turn got no answer."""
 
+    TYPE: ClassVar[str] = "rounds.score.turn"
+
     scorer: str = Field(min_length=1)
     metric: str = Field(min_length=1)
     value: float
@@ -55,6 +58,8 @@ class ScoreTurn(_Scored):
 class ScoreSession(_Scored):
     """A scorer's summary of a whole session. `excluded` names why a session is not scored (its end reason
     `infrastructure_error` / `patient_error`, or `unscorable`): it is counted apart, never scored 0."""
+
+    TYPE: ClassVar[str] = "rounds.score.session"
 
     scorer: str = Field(min_length=1)
     metrics: dict[str, float]
@@ -73,10 +78,18 @@ class FhirResourceChange(Payload):
     id: str = Field(pattern=FHIR_ID)
     version_id: str = Field(pattern=FHIR_ID)
 
+    # One payload, three types: the change is in the type, not in the data (as in Azure's FHIR events).
+    CREATED: ClassVar[str] = "rounds.fhir.resource.created"
+    UPDATED: ClassVar[str] = "rounds.fhir.resource.updated"
+    DELETED: ClassVar[str] = "rounds.fhir.resource.deleted"
+    TYPES: ClassVar[dict[str, str]] = {"created": CREATED, "updated": UPDATED, "deleted": DELETED}
+
 
 class FhirResourceKnown(Payload):
     """A resource became known to a session whose clock moved past the time it was known (`rounds feed`):
     id-only, like a change; read it on the session's base to see it."""
+
+    TYPE: ClassVar[str] = "rounds.fhir.resource.known"
 
     resource_type: str = Field(pattern=r"^[A-Z][A-Za-z]{1,63}$")
     id: str = Field(pattern=FHIR_ID)
@@ -86,6 +99,8 @@ class FhirResourceKnown(Payload):
 
 class DeadLetter(Payload):
     """A record a consumer could not process, kept with the reason so it never blocks the stream."""
+
+    TYPE: ClassVar[str] = "rounds.event.deadlettered"
 
     topic: str
     partition: int = Field(ge=0)

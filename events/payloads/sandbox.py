@@ -5,7 +5,7 @@ and loaded where the sandbox does not exist)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -34,5 +34,6 @@ class RecordValue(Payload):
 
 
 class SandboxState(Payload):
+    TYPE: ClassVar[str] = "rounds.sandbox.state"
     writes: list[WrittenResource] = Field(default_factory=list)
     record_values: list[RecordValue] = Field(default_factory=list)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -17,6 +17,8 @@ class SessionStarted(Payload):
     alone: the run, the scenario (its id, the digest of its line and the line itself), the trial, the
     language and variant the physician speaks, and the seed.
     """
+
+    TYPE: ClassVar[str] = "rounds.session.started"
 
     assistant: str = Field(min_length=1, description="assistant under test (its spec, e.g. openai:gpt-x)")
     patient: str | None = Field(default=None, pattern=r"^Patient/[A-Za-z0-9.-]{1,64}$")
@@ -56,6 +58,8 @@ END_REASONS: tuple[str, ...] = EndReason.__args__
 class SessionEndedV1(Payload):
     """Schema v1 (before the simulator): four coarse reasons."""
 
+    TYPE: ClassVar[str] = "rounds.session.ended"
+
     reason: Literal["completed", "aborted", "timeout", "error"]
     turns: int = Field(ge=0)
     duration_ms: float | None = Field(default=None, ge=0)
@@ -68,6 +72,8 @@ class SessionEnded(Payload):
     `patient_error` (the simulated patient) and `interrupted` (the run was stopped, e.g. Ctrl-C) are never
     charged to it. `turns` counts completed physician turns.
     """
+
+    TYPE: ClassVar[str] = "rounds.session.ended"
 
     reason: EndReason
     turns: int = Field(ge=0)

@@ -18,7 +18,7 @@ from events.payloads import DeadLetter
 
 log = logging.getLogger(__name__)
 
-DEADLETTER_TYPE = "rounds.event.deadlettered"
+DEADLETTER_TYPE = DeadLetter.TYPE
 _NAMESPACE = uuid.UUID("0b5c3f0e-8a51-4b8e-9d7e-4f8f3c1a2d60")
 
 

@@ -10,6 +10,7 @@ from sqlalchemy import Column, PrimaryKeyConstraint, String
 from sqlalchemy.schema import SchemaItem
 
 from events.bus import Record
+from events.payloads.outcome import FhirResourceChange
 from events.projections.projection import Projection, ProjectionTx
 from events.topics import FHIR_CHANGES
 
@@ -19,7 +20,7 @@ ACTIONS = ("created", "updated", "deleted")
 class FhirChangesProjection(Projection):
     name = "fhir_changes"
     topics = (FHIR_CHANGES,)
-    types = frozenset(f"rounds.fhir.resource.{action}" for action in ACTIONS)
+    types = frozenset(FhirResourceChange.TYPES[action] for action in ACTIONS)
 
     def schema(self) -> dict[str, list[SchemaItem]]:
         return {

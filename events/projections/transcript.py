@@ -23,6 +23,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.schema import SchemaItem
 
+from events import payloads as p
 from events.bus import Record
 from events.projections.projection import (
     Projection,
@@ -66,13 +67,13 @@ def _lifecycle(data: dict[str, Any]) -> dict[str, Any]:
 
 # event type -> (entry columns from `data`, the session counter it increments)
 ENTRY_KINDS: dict[str, tuple[Callable[[dict[str, Any]], dict[str, Any]], str | None]] = {
-    "rounds.session.started": (_lifecycle, None),
-    "rounds.session.ended": (_lifecycle, None),
-    **{f"rounds.message.{role}": (_message, "message_count") for role in ROLES},
-    "rounds.ehr.request": (_ehr_request, "ehr_request_count"),
-    "rounds.ehr.response": (_ehr_response, "ehr_response_count"),
-    "rounds.tool.call": (_tool_call, "tool_call_count"),
-    "rounds.tool.result": (_tool_result, None),
+    p.SessionStarted.TYPE: (_lifecycle, None),
+    p.SessionEnded.TYPE: (_lifecycle, None),
+    **{p.MESSAGE_TYPES[role]: (_message, "message_count") for role in ROLES},
+    p.EhrRequest.TYPE: (_ehr_request, "ehr_request_count"),
+    p.EhrResponse.TYPE: (_ehr_response, "ehr_response_count"),
+    p.ToolCall.TYPE: (_tool_call, "tool_call_count"),
+    p.ToolResult.TYPE: (_tool_result, None),
 }
 COUNTERS = ("entry_count", "message_count", "ehr_request_count", "ehr_response_count", "tool_call_count")
 
@@ -153,9 +154,9 @@ class TranscriptProjection(Projection):
         if counter:
             session[counter] += 1
         time, sequence = event.time, event.sequence
-        if kind == "rounds.session.started":
+        if kind == p.SessionStarted.TYPE:
             session["started_time"] = time
-        elif kind == "rounds.session.ended":
+        elif kind == p.SessionEnded.TYPE:
             session["status"], session["ended_time"] = "ended", time
         if sequence is not None:
             last = session["last_sequence"] or 0

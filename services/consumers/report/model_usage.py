@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 from rich.table import Table
 
+from events.payloads import ModelCall, SessionStarted, ToolResult
 from services.consumers.report.stats import percentile
 
 
@@ -107,11 +108,11 @@ def calls_of_run(events: Iterable, run_id: str) -> list[Call]:
         if event is None:
             continue
         data = event.data or {}
-        if event.type == "rounds.session.started" and data.get("runId") == run_id:
+        if event.type == SessionStarted.TYPE and data.get("runId") == run_id:
             sessions.add(event.subject)
-        elif event.type == "rounds.tool.result" and data.get("usage"):
+        elif event.type == ToolResult.TYPE and data.get("usage"):
             found.append((event.subject, data, None))
-        elif event.type == "rounds.model.call":
+        elif event.type == ModelCall.TYPE:
             found.append((event.subject, data, str(data.get("outcome"))))
     return [Call(subject, data.get("turn") or 0, float(data["usage"].get("latency_ms", 0)),
                  int(data["usage"].get("prompt_tokens", 0)), int(data["usage"].get("completion_tokens", 0)),

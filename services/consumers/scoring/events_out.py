@@ -43,7 +43,7 @@ def turn_event(score: SessionScore, turn: TurnScore, log: SessionLog, version: s
                            evidence=(c.evidence or "")[:500] or None) for c in turn.checks],
         **_identity(score, version),
     )
-    return CATALOG.make("rounds.score.turn", payload, source=SOURCE, subject=log.session_id,
+    return CATALOG.make(payload, source=SOURCE, subject=log.session_id,
                         id=event_id(version, score.run, log.session_id, turn.index), time=log.ended_time)
 
 
@@ -56,5 +56,5 @@ def session_event(score: SessionScore, log: SessionLog, version: str, scorer: st
         passed=passed, score=score.score, reason=score.reason, excluded=excluded, turns=len(score.turns),
         rationale=getattr(score, "error", None), **_identity(score, version),
     )
-    return CATALOG.make("rounds.score.session", payload, source=SOURCE, subject=log.session_id,
+    return CATALOG.make(payload, source=SOURCE, subject=log.session_id,
                         id=event_id(version, score.run, log.session_id, None), time=log.ended_time)

@@ -156,7 +156,7 @@ class StateReader:
 def record_codes() -> list[str]:
     """The builder's labs (MIMIC d_labitems codes): the results scorer v3's future-value gate compares the
     answer with, over the whole record (not only the scenario's own facts)."""
-    from services.simulator.scenarios.vocabulary import lab_code, vocabulary
+    from contracts.vocabulary import lab_code, vocabulary
 
     return [lab_code(key) for key in vocabulary()["labs"]]
 

@@ -7,13 +7,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from contracts.vocabulary import resolve
+
 DATA = Path(__file__).parent / "data"
 
 
 @cache
 def load(name: str) -> dict[str, Any]:
-    """data/<name>.json, parsed once per process."""
-    return json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
+    """data/<name>.json, parsed once per process, with the clinical vocabulary's entries it names filled in
+    (`@labs.creatinine.itemid`: a lab's codes are written once, in contracts/data/vocabulary.json)."""
+    return resolve(json.loads((DATA / f"{name}.json").read_text(encoding="utf-8")))
 
 
 def lexicon() -> dict[str, Any]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from events.payloads import SandboxState
 from services.consumers.report.model import SessionScore
 from services.consumers.scoring import snapshot
 from services.consumers.scoring.model import FinalState
@@ -40,7 +41,7 @@ def score_events(events: Iterable[Any], scenario: Scenario | None = None, state:
     log = build_log(subject or "session", logged)
     scenario = scenario or scenario_of(log.started, None)
     if state is None:
-        recorded = [e.data for e in logged if e.type == "rounds.sandbox.state"]
+        recorded = [e.data for e in logged if e.type == SandboxState.TYPE]
         state = snapshot.from_data(recorded[-1]) if recorded else None
     if state is None and scenario is not None and not any(t.writes for t in scenario.turns):
         state = FinalState()  # nothing to write: the log alone decides

@@ -27,6 +27,7 @@ import orjson
 from sqlalchemy import Connection, Engine, delete, insert, select
 from sqlalchemy.schema import SchemaItem
 
+from events import payloads as p
 from events.bus import Record
 from events.envelope import CloudEvent
 from events.outbox import OUTBOX
@@ -58,10 +59,10 @@ from services.consumers.scoring.scorer import (
 from services.consumers.scoring.session_log import LoggedEvent, build_log
 from services.simulator.data_model.scenario import Scenario
 
-ENDED, STARTED, SNAPSHOT = "rounds.session.ended", "rounds.session.started", "rounds.sandbox.state"
+ENDED, STARTED, SNAPSHOT = p.SessionEnded.TYPE, p.SessionStarted.TYPE, p.SandboxState.TYPE
 SESSION_TYPES = frozenset({
-    STARTED, ENDED, SNAPSHOT, "rounds.message.doctor", "rounds.message.patient", "rounds.message.assistant",
-    "rounds.ehr.request", "rounds.ehr.response", "rounds.tool.call", "rounds.tool.result",
+    STARTED, ENDED, SNAPSHOT, *p.MESSAGE_TYPES.values(),
+    p.EhrRequest.TYPE, p.EhrResponse.TYPE, p.ToolCall.TYPE, p.ToolResult.TYPE,
 })
 StateReader = Callable[[str, Scenario], FinalState]
 MISSING = object()  # prefetched: the sandbox does not exist here

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from events.payloads.messages import EXT_DISCLOSED, EXT_KIND, EXT_TURN
+from events.payloads import EhrRequest, EhrResponse, SessionEnded, SessionStarted, ToolCall, ToolResult
+from events.payloads.messages import EXT_DISCLOSED, EXT_KIND, EXT_TURN, MESSAGE_PREFIX
 from services.consumers.scoring.model import EhrCall, SessionLog, TurnLog, Utterance
 from services.consumers.scoring.stored_text import ref_of
 
@@ -55,11 +56,11 @@ def build_log(session_id: str, events: Iterable[LoggedEvent], stored: Mapping[st
         return log.turns.setdefault(index, TurnLog(index))
 
     for position, (kind, data, time) in enumerate(events):
-        if kind == "rounds.session.started":
+        if kind == SessionStarted.TYPE:
             log.started, log.started_time = data, time
-        elif kind == "rounds.session.ended":
+        elif kind == SessionEnded.TYPE:
             log.ended, log.ended_time = data, time
-        elif kind.startswith("rounds.message."):
+        elif kind.startswith(MESSAGE_PREFIX):
             turn, what, utterance = _message(data, position, time, stored or {})
             if what == "doctor":
                 index = turn if turn is not None else (max(log.turns) + 1 if log.turns else 0)
@@ -69,18 +70,18 @@ def build_log(session_id: str, events: Iterable[LoggedEvent], stored: Mapping[st
             target = turn_at(turn) if turn is not None else current
             if target is not None:
                 target.messages.append(utterance)
-        elif kind == "rounds.ehr.request" and current is not None:
+        elif kind == EhrRequest.TYPE and current is not None:
             call = EhrCall(data["method"], data["url"], position, query=data.get("query") or {})
             current.ehr.append(call)
             pending[data["requestId"]] = (current, call)
-        elif kind == "rounds.ehr.response" and data.get("requestId") in pending:
+        elif kind == EhrResponse.TYPE and data.get("requestId") in pending:
             owner, call = pending.pop(data["requestId"])
             given = None if data.get("resources") is None else tuple(
                 f"{r.get('resourceType')}/{r.get('id')}" for r in data["resources"] if isinstance(r, dict))
             done = EhrCall(call.method, call.url, call.position, data["status"], data.get("latencyMs"),
                            call.query, given)
             owner.ehr[owner.ehr.index(call)] = done
-        elif kind in ("rounds.tool.call", "rounds.tool.result"):
+        elif kind in (ToolCall.TYPE, ToolResult.TYPE):
             target = turn_at(data["turn"]) if data.get("turn") is not None else current
             if target is not None:
                 target.tools.append({"event": kind.rsplit(".", 1)[-1], "name": data.get("name"),

@@ -29,7 +29,7 @@ def to_event(session_id: str, state: FinalState, time: str | None) -> CloudEvent
     if len(body) > MAX_BYTES:
         return None
     digest = hashlib.sha256(body).hexdigest()
-    return CATALOG.make("rounds.sandbox.state", payload, source=SOURCE, subject=session_id,
+    return CATALOG.make(payload, source=SOURCE, subject=session_id,
                         id=uuid.uuid5(_NAMESPACE, f"{session_id}|{digest}").hex, time=time)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, inspect
 
 from events.blobs import BLOBS, read
-from events.payloads.messages import STORED_PREFIX
+from events.payloads.messages import MESSAGE_PREFIX, STORED_PREFIX
 
 
 def ref_of(data: Mapping[str, Any]) -> str | None:
@@ -30,7 +30,7 @@ def ref_of(data: Mapping[str, Any]) -> str | None:
 
 def refs(events: Iterable[Any]) -> set[str]:
     """The references of the messages among `events` (LoggedEvent-like: `.type`, `.data`)."""
-    return {ref for e in events if e.type.startswith("rounds.message.") and (ref := ref_of(e.data or {}))}
+    return {ref for e in events if e.type.startswith(MESSAGE_PREFIX) and (ref := ref_of(e.data or {}))}
 
 
 def load(conn: Connection, wanted: set[str]) -> dict[str, str]:

@@ -22,7 +22,7 @@ FHIR_SOURCE = "/rounds/fhir"
 def change_event(change: ResourceChange) -> CloudEvent:
     """The id-only `rounds.fhir.resource.<action>` event for one stored version (like Azure's FHIR events)."""
     return CATALOG.make(
-        f"rounds.fhir.resource.{change.action}",
+        FhirResourceChange.TYPES[change.action],
         FhirResourceChange(
             resource_type=change.resource_type, id=change.id, version_id=str(change.version_id)
         ),

@@ -173,7 +173,6 @@ class InteractionRecorder:
 
         def request(**body: Any) -> CloudEvent:
             return CATALOG.make(
-                "rounds.ehr.request",
                 EhrRequest(request_id=request_id, method=interaction.method.upper(), url=relative,
                            query=_query(interaction.query), body_digest=_digest(interaction.request_digest),
                            content_type=interaction.request_content_type, **body),
@@ -184,7 +183,6 @@ class InteractionRecorder:
 
         def response(**body: Any) -> CloudEvent:
             return CATALOG.make(
-                "rounds.ehr.response",
                 EhrResponse(request_id=request_id, status=interaction.status,
                             latency_ms=max(0.0, interaction.latency_ms),
                             body_digest=_digest(interaction.response_digest),

@@ -28,6 +28,7 @@ import httpx
 import orjson
 
 from events.bus import Bus, Record, TopicPartition
+from events.payloads import FhirResourceChange, FhirResourceKnown
 from events.projections.retry import Backoff
 from events.topics import FHIR_CHANGES
 from services.fhir_api.store.interface import (
@@ -44,8 +45,7 @@ from services.fhir_api.subscriptions.websocket import WebSocketHub
 
 log = logging.getLogger(__name__)
 GROUP = "rounds-subscriptions"
-NOTIFIED = frozenset({"rounds.fhir.resource.created", "rounds.fhir.resource.updated",
-                      "rounds.fhir.resource.known"})
+NOTIFIED = frozenset({FhirResourceChange.CREATED, FhirResourceChange.UPDATED, FhirResourceKnown.TYPE})
 
 
 class Stopped(Exception):

@@ -92,7 +92,7 @@ def announce(bus: Bus, session: str, clock: datetime, new: list[StoredResource],
         data = FhirResourceKnown(resource_type=stored.resource_type, id=stored.id,
                                  version_id=str(stored.version_id), known_at=instant(clock))
         event_id = uuid.uuid5(NAMESPACE, f"{session}/{stored.resource_type}/{stored.id}/{stored.version_id}")
-        event = CATALOG.make("rounds.fhir.resource.known", data, source=SOURCE, subject=session,
+        event = CATALOG.make(FhirResourceKnown.TYPE, data, source=SOURCE, subject=session,
                              id=event_id.hex)
         items.append((session, event))
     if items:

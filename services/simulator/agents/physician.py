@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contracts.vocabulary import phrase
 from services.simulator.data_model import Scenario
 
-INSIST = {
-    "en": "Please answer with what you can find in the chart.",
-    "zh": "请根据病历里能查到的信息直接回答。",
-}
+INSIST: dict[str, str] = phrase("physician_insist")  # said once the clarifications are used up
 
 
 @dataclass

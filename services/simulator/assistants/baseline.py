@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import orjson
 
+from contracts.vocabulary import resolve
 from services.simulator.agents.patient import mentions
 from services.simulator.data_model import AssistantFailure, SessionTools, TurnRequest
 
@@ -34,7 +35,8 @@ MEDICATION_ELEMENTS = "status,intent,medicationCodeableConcept,medicationReferen
 
 @cache
 def vocabulary() -> dict:
-    return json.loads(VOCABULARY.read_text(encoding="utf-8"))
+    """The baseline's words, its labs' codes and names as the clinical vocabulary has them (`@labs...`)."""
+    return resolve(json.loads(VOCABULARY.read_text(encoding="utf-8")))
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ so the writes really land in the sandbox and are recorded), and says the turn's 
 
 from __future__ import annotations
 
+from contracts.vocabulary import phrase
 from services.simulator.data_model import AssistantFailure, Scenario, SessionTools, TurnRequest
 
 
@@ -21,7 +22,7 @@ def fallback_answer(scenario: Scenario, turn: int, language: str) -> str:
         unit = f" {fact.unit}" if fact.unit else ""
         when = f" ({fact.time.isoformat()})" if fact.time else ""
         parts.append(f"{label}:{value}{unit}{when}")
-    return "; ".join(parts) or ("Done." if language == "en" else "已完成。")
+    return "; ".join(parts) or phrase("oracle_done")[language]
 
 
 async def read_sources(tools: SessionTools, turn) -> None:
@@ -48,7 +49,7 @@ class OracleAssistant:
         language = request.language
         for fact_id in turn.patient_facts:
             topics = scenario.memory(fact_id).topics.get(language) or [""]
-            question = {"en": "Can you tell me about your {}?", "zh": "请说说您的{}情况？"}[language]
+            question = phrase("oracle_ask_patient")[language]
             await tools.ask_patient(question.format(topics[0]))
         await read_sources(tools, turn)
         for write in turn.writes:

@@ -6,12 +6,10 @@ that scorers really discriminate: a scorer that gives `weak` the marks of `basel
 
 from __future__ import annotations
 
+from contracts.vocabulary import phrase
 from services.simulator.data_model import SessionTools, TurnRequest
 
-ANSWER = {
-    "en": "Based on the usual picture, things look stable; I'd continue the current plan.",
-    "zh": "按一般情况看，病情稳定，建议继续目前的方案。",
-}
+ANSWER: dict[str, str] = phrase("weak_answer")  # the same words whatever was asked
 
 
 class WeakAssistant:

@@ -93,7 +93,7 @@ class LiveSession:
         self.declared_steps = True
         call_id = new_id()
         args = arguments if isinstance(arguments, dict) else {"value": repr(arguments)}
-        self.log.emit(self.session_id, "rounds.tool.call",
+        self.log.emit(self.session_id,
                       ToolCall(call_id=call_id, name=str(name) or "?", arguments=args, turn=self.turn),
                       correlationid=call_id)
         if name not in TOOL_NAMES:
@@ -111,7 +111,7 @@ class LiveSession:
         latency_ms: float | None = None,
         usage: dict[str, int] | None = None,
     ) -> None:
-        self.log.emit(self.session_id, "rounds.tool.result",
+        self.log.emit(self.session_id,
                       ToolResult(call_id=call_id, name=name, output=output if error is None else None,
                                  error=error, latency_ms=latency_ms, turn=self.turn, usage=usage),
                       correlationid=call_id)
@@ -121,7 +121,7 @@ class LiveSession:
     def model_call(self, outcome: str, usage: dict[str, int], error: str | None = None) -> None:
         """A model call that produced no tool result (cut or failed): recorded on its own, so its latency and
         tokens are not lost. Recorded after the session's end too (a call cut by the end is still spent)."""
-        self.log.emit(self.session_id, "rounds.model.call",
+        self.log.emit(self.session_id,
                       ModelCall(outcome=outcome, turn=max(self.turn, 0), usage=usage, error=error))
         self._model_called()
 
@@ -141,7 +141,7 @@ class LiveSession:
             self._count("ask_patient")
         self.patient_questions += 1
         question_id = new_id()
-        self.log.emit(self.session_id, "rounds.message.assistant",
+        self.log.emit(self.session_id,
                       communication(question_id, "assistant", ["patient"], text, language=self.language,
                                     turn=self.turn, kind="question",
                                     in_response_to=[self.doctor_message] if self.doctor_message else None))
@@ -152,7 +152,7 @@ class LiveSession:
                 said = await self.voice.speak(text, reply, self)
         except Exception as exc:  # noqa: BLE001 - any patient-side bug is the patient's, never the assistant's
             raise PatientFailure(f"turn {self.turn}: the patient agent failed: {exc!r}") from exc
-        self.log.emit(self.session_id, "rounds.message.patient",
+        self.log.emit(self.session_id,
                       communication(new_id(), "patient", ["assistant"], said, language=self.language,
                                     turn=self.turn, kind="answer", disclosed=list(reply.disclosed),
                                     in_response_to=[question_id]))
@@ -165,11 +165,11 @@ class LiveSession:
         if not isinstance(text, str) or not text.strip():
             raise AssistantFailure(f"turn {self.turn}: empty question to the physician")
         question_id = new_id()
-        self.log.emit(self.session_id, "rounds.message.assistant",
+        self.log.emit(self.session_id,
                       communication(question_id, "assistant", ["doctor"], text, language=self.language,
                                     turn=self.turn, kind="clarification"))
         reply = self.physician.clarify(self.turn, text)
-        self.log.emit(self.session_id, "rounds.message.doctor",
+        self.log.emit(self.session_id,
                       communication(new_id(), "doctor", ["assistant"], reply, language=self.language,
                                     turn=self.turn, kind="clarification", in_response_to=[question_id]))
         await self.log.flush(self.session_id)

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from events.blobs import BlobStore
 from events.bus import Bus
-from events.catalog import CATALOG
+from events.catalog import CATALOG, type_of
 from events.envelope import CloudEvent, EventTooLarge
 from events.sequences import SessionSequences
 from events.topics import SESSIONS
@@ -56,15 +56,15 @@ class SessionLog:
     def emit(
         self,
         session_id: str,
-        type_: str,
         data: BaseModel,
         *,
         correlationid: str | None = None,
         causationid: str | None = None,
     ) -> str:
-        """Queue an event; returns its id (known before it is written, so later events can point at it)."""
+        """Queue the event `data` is the payload of (its type is the payload's: `type_of`); returns its id
+        (known before it is written, so later events can point at it)."""
         event_id = new_id()
-        self._pending[session_id].append(Pending(type_, data, event_id, correlationid, causationid))
+        self._pending[session_id].append(Pending(type_of(data), data, event_id, correlationid, causationid))
         return event_id
 
     async def flush(self, session_id: str) -> list[CloudEvent]:
@@ -75,8 +75,8 @@ class SessionLog:
                 return []
             return await asyncio.to_thread(self._write, session_id, items)
 
-    async def publish(self, session_id: str, type_: str, data: BaseModel, **ids: str | None) -> str:
-        event_id = self.emit(session_id, type_, data, **ids)
+    async def publish(self, session_id: str, data: BaseModel, **ids: str | None) -> str:
+        event_id = self.emit(session_id, data, **ids)
         await self.flush(session_id)
         return event_id
 

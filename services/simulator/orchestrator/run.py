@@ -27,6 +27,7 @@ from pathlib import Path
 
 from events.blobs import BlobStore
 from events.bus import Bus
+from events.payloads import SessionEnded, SessionStarted
 from events.topics import SESSIONS
 from services.simulator.data_model import NOT_ASSISTANT_FAULT, Scenario
 from services.simulator.orchestrator.environment import FhirEnvironment
@@ -121,12 +122,12 @@ def recorded_sessions(bus: Bus, run_id: str) -> dict[str, RecordedSession]:
     endings: dict[str, str] = {}
     for record in read_log(bus, [SESSIONS]):
         event = record.event
-        if event is None or event.type not in ("rounds.session.started", "rounds.session.ended"):
+        if event is None or event.type not in (SessionStarted.TYPE, SessionEnded.TYPE):
             continue
         data = event.data or {}
         if data.get("runId") != run_id:
             continue
-        if event.type == "rounds.session.ended":
+        if event.type == SessionEnded.TYPE:
             endings[event.subject] = data["reason"]
             continue
         key = (data.get("scenario"), data.get("trial") or 0, data.get("language"), data.get("variant"))

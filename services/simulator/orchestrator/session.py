@@ -156,7 +156,7 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
                                            if live.access_token else {})})
     turns, failure = 0, None
     try:
-        log.emit(session_id, "rounds.session.started", SessionStarted(
+        log.emit(session_id, SessionStarted(
             assistant=settings.assistant_spec, patient=scenario.patient, encounter=scenario.encounter,
             scenario=scenario.id, as_of=scenario.now, fhir_base=fhir_base, seed=settings.seed,
             run_id=settings.run_id, trial=job.trial, language=job.language, variant=job.variant,
@@ -167,7 +167,7 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
         for turn in scenario.turns:
             text = live.physician.say(turn.index)
             doctor_id = new_id()
-            log.emit(session_id, "rounds.message.doctor", communication(
+            log.emit(session_id, communication(
                 doctor_id, "doctor", ["assistant"], text, language=job.language, turn=turn.index,
                 kind="request"))
             await log.flush(session_id)
@@ -177,7 +177,7 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
                 language=job.language, history=tuple(history), fhir_base=fhir_base,
                 patient_url=live.patient_url, patient=scenario.patient, now=scenario.now.isoformat(),
                 max_steps=settings.max_steps, access_token=live.access_token))
-            log.emit(session_id, "rounds.message.assistant", communication(
+            log.emit(session_id, communication(
                 new_id(), "assistant", ["doctor"], answer, language=job.language, turn=turn.index,
                 kind="answer", in_response_to=[doctor_id]))
             history += [HistoryItem("doctor", text, turn.index), HistoryItem("assistant", answer, turn.index)]
@@ -202,7 +202,7 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
                                  failure.detail if failure else None, (time.monotonic() - started) * 1000,
                                  live.physician.clarifications, live.patient_questions, live.model_calls)
         try:
-            log.emit(session_id, "rounds.session.ended", SessionEnded(
+            log.emit(session_id, SessionEnded(
                 reason=outcome.reason, turns=turns, duration_ms=outcome.duration_ms, error=outcome.error,
                 run_id=settings.run_id))
             await log.flush(session_id)  # whatever the last turn left queued, then the end: one write

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
+from contracts.vocabulary import label, listing
 from services.simulator.scenarios import truth as T
 from services.simulator.scenarios import vocabulary as vocab
 from services.simulator.scenarios.chart import Chart, Isolate, Med
@@ -147,7 +148,7 @@ def _age(b: Binding, m: Moment) -> T.Truth:
         time=m.now,
         refs=[m.chart.patient],
         code="urn:rounds:derived|age",
-        label={"en": "age", "zh": "年龄"},
+        label=label("age"),
         present=age is not None,
     )
 
@@ -159,7 +160,7 @@ def _demographics(b: Binding, m: Moment) -> T.Truth:
         value=c.mrn,
         refs=[c.patient],
         code="http://mimic.mit.edu/fhir/mimic/identifier/patient",
-        label={"en": "MRN", "zh": "病历号"},
+        label=label("mrn"),
         present=bool(c.mrn and c.birth_date),
         extra={"name": c.name, "birth_date": c.birth_date.isoformat() if c.birth_date else None},
     )
@@ -199,11 +200,11 @@ def _class_duplicates(b: Binding, m: Moment) -> T.Truth:
         value="duplicate" if others else "no_duplicate",
         refs=[m.med.ref, *(x.ref for _, x in others)],
         code="urn:rounds:rule|duplicate_therapy",  # type: ignore[union-attr]
-        label={"en": "duplicate therapy", "zh": "重复用药"},
+        label=label("duplicate_therapy"),
         extra={
             "class": mine,
-            "others_en": ", ".join(n["en"] for n in names) or "none",
-            "others_zh": "、".join(n["zh"] for n in names) or "无",
+            "others_en": listing(names, "en"),
+            "others_zh": listing(names, "zh"),
         },
     )
 
@@ -223,8 +224,8 @@ def _allergy(b: Binding, m: Moment) -> T.Truth:
         value="conflict" if hits else "no_conflict",
         refs=[m.med.ref, *(c.ref for c in hits[-1:])],
         code="urn:rounds:rule|allergy_conflict",  # type: ignore[union-attr]
-        label={"en": "allergy check", "zh": "过敏核查"},
-        extra={"allergy_en": entry["en"] if entry else "none", "allergy_zh": entry["zh"] if entry else "无"},
+        label=label("allergy_check"),
+        extra={"allergy_en": (entry or label("none"))["en"], "allergy_zh": (entry or label("none"))["zh"]},
     )
 
 
@@ -259,11 +260,11 @@ def _susceptibility(b: Binding, m: Moment) -> T.Truth:
         value=len(hits),
         refs=[s.ref for s in hits],
         code=f"urn:rounds:susceptibility|{want}",
-        label={"en": "susceptible" if want == "S" else "resistant", "zh": "敏感" if want == "S" else "耐药"},
+        label=label("susceptible" if want == "S" else "resistant"),
         present=bool(hits),
         extra={
-            "list_en": ", ".join(n["en"] for n in names) or "none",
-            "list_zh": "、".join(n["zh"] for n in names) or "无",
+            "list_en": listing(names, "en"),
+            "list_zh": listing(names, "zh"),
             "antibiotics": [s.antibiotic for s in hits],
         },
     )

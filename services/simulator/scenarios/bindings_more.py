@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 
+from contracts.vocabulary import label, listing, phrase
 from services.simulator.scenarios import truth as T
 from services.simulator.scenarios import vocabulary as vocab
 from services.simulator.scenarios.bindings import KINDS, Moment, _active, _lab_of
@@ -48,12 +49,12 @@ def _range(b: Binding, m: Moment) -> T.Truth:
         value="normal" if side == "normal" else "abnormal",
         refs=list(source.refs),
         code="urn:rounds:rule|reference_range",
-        label={"en": "reference range", "zh": "参考范围"},
+        label=label("reference_range"),
         extra={
             "low": entry["low"],
             "high": entry["high"],
             "side": side,
-            "side_zh": {"high": "偏高", "low": "偏低", "normal": "正常"}[side],
+            "side_zh": label(side)["zh"],
         },
     )
 
@@ -73,11 +74,11 @@ def _active_meds(b: Binding, m: Moment) -> T.Truth:
         value=len(meds),
         refs=sorted(x.ref for x in meds.values()),
         code="urn:rounds:active-orders",
-        label={"en": "active medications", "zh": "当前用药"},
+        label=label("active_medications"),
         present=bool(meds),
         extra={
-            "list_en": ", ".join(n["en"] for n in names) or "none",
-            "list_zh": "、".join(n["zh"] for n in names) or "无",
+            "list_en": listing(names, "en"),
+            "list_zh": listing(names, "zh"),
         },
     )
 
@@ -92,13 +93,13 @@ def _coverage(b: Binding, m: Moment) -> T.Truth:
     covered = [x for x, s in hits if s.interpretation == "S"]
     outcome = "covered" if covered else "not_covered" if hits else "untested"
     pick = (covered or [x for x, _ in hits] or [None])[0]
-    drug = vocab.drug(pick.key) if pick else {"en": "none", "zh": "无"}
+    drug = vocab.drug(pick.key) if pick else label("none")
     return T.Truth(
         kind="decision",
         value=outcome,
         refs=[*(x.ref for x, _ in hits), *(s.ref for _, s in hits)],
         code="urn:rounds:rule|antibiotic_coverage",
-        label={"en": "antibiotic coverage", "zh": "抗生素覆盖"},
+        label=label("antibiotic_coverage"),
         extra={"drug_en": drug["en"], "drug_zh": drug["zh"]},
     )
 
@@ -114,7 +115,7 @@ def _vital_bp(b: Binding, m: Moment) -> T.Truth:
         time=m.now,
         refs=[m.chart.patient],
         code="http://loinc.org|85354-9",
-        label={"en": "blood pressure", "zh": "血压"},
+        label=label("blood_pressure"),
         extra={"bp": bp, "text": f"{bp} mmHg"},
     )
 
@@ -127,11 +128,7 @@ def _referral(b: Binding, m: Moment) -> T.Truth:
     if key is None:
         return T.Truth(kind="exists", value=False, present=False)
     cond, service = vocab.condition(key), services[key]
-    sbar = (
-        f"Situation: referral to {service['en']} for {cond['en']}. "
-        f"Background: {cond['en']} documented in the record. Assessment: needs specialist follow-up. "
-        f"Recommendation: {service['en']} to evaluate and advise."
-    )
+    sbar = phrase("referral_sbar")["en"].format(service=service["en"], condition=cond["en"])
     return T.Truth(
         kind="exists",
         value=True,

@@ -16,19 +16,12 @@ from collections.abc import Iterable
 from datetime import datetime
 from functools import lru_cache
 
+from contracts.vocabulary import phrase as phrasing
 from services.simulator.data_model import MemoryFact, Persona
 from services.simulator.scenarios import vocabulary as vocab
 from services.simulator.scenarios.chart import Chart
+from services.simulator.scenarios.templates import render
 
-MED_TOPICS = {
-    "en": ["medicine", "medicines", "medication", "medications", "pills", "drugs"],
-    "zh": ["药", "用药", "吃药"],
-}
-ADHERENCE = {
-    "good": ("I take my {en} every day as prescribed.", "我每天都按时吃{zh}。"),
-    "partial": ("I sometimes forget my {en}.", "我有时候会忘记吃{zh}。"),
-    "poor": ("Honestly, I stopped taking my {en} a while ago.", "说实话，我{zh}停了有一阵子了。"),
-}
 MAX_MEDS = 6
 MAX_SOURCES = 3  # the most recent sources a fact keeps (a diagnosis coded at every admission)
 
@@ -62,6 +55,12 @@ def _fact(fid: str, category: str, en: str, zh: str, topics_en, topics_zh, sourc
     if lay:
         fact["lay"] = {"en": lay[0], "zh": lay[1]}
     return fact
+
+
+def _said(key: str, entry: dict) -> tuple[str, str]:
+    """A memory phrase (contracts' vocabulary) filled with a vocabulary entry's names: (EN, ZH)."""
+    template = phrasing(key)
+    return render(template["en"], entry), render(template["zh"], entry)
 
 
 def propose(chart: Chart, adherence: str, now: datetime) -> list[dict]:
@@ -104,12 +103,11 @@ def propose(chart: Chart, adherence: str, now: datetime) -> list[dict]:
                 _fact(
                     f"condition-{key}",
                     "condition",
-                    f"I have {entry['en']}.",
-                    f"我有{entry['zh']}。",
+                    *_said("condition", entry),
                     topics_en,
                     topics_zh,
                     refs,
-                    lay=(f"They told me I have {entry['lay_en']}.", f"医生说我{entry['lay_zh']}。"),
+                    lay=_said("condition_lay", entry),
                 )
             )
             if entry.get("symptom_en"):
@@ -133,15 +131,9 @@ def propose(chart: Chart, adherence: str, now: datetime) -> list[dict]:
     for key in sorted(meds):
         entry, refs = vocab.drug(key), sorted(meds[key])
         otc = entry.get("otc", False)
-        topics_en = [entry["en"], entry["lay_en"], *MED_TOPICS["en"]]
-        topics_zh = [entry["zh"], entry["lay_zh"], *MED_TOPICS["zh"]]
-        if otc:
-            en, zh = f"I take {entry['lay_en']} ({entry['en']}) on my own.", f"我自己会吃{entry['lay_zh']}。"
-        else:
-            en, zh = (
-                f"I take {entry['en']}, my {entry['lay_en']}.",
-                f"我在吃{entry['zh']}（{entry['lay_zh']}）。",
-            )
+        topics_en = [entry["en"], entry["lay_en"], *phrasing("topics_medication")["en"]]
+        topics_zh = [entry["zh"], entry["lay_zh"], *phrasing("topics_medication")["zh"]]
+        en, zh = _said("otc" if otc else "medication", entry)
         out.append(
             _fact(
                 f"{'otc' if otc else 'medication'}-{key}",
@@ -155,15 +147,14 @@ def propose(chart: Chart, adherence: str, now: datetime) -> list[dict]:
         )
         if not otc and not adherence_done:
             adherence_done = True
-            en, zh = ADHERENCE[adherence]
+            topics = phrasing("topics_adherence")
             out.append(
                 _fact(
                     f"adherence-{key}",
                     "adherence",
-                    en.format(en=entry["en"]),
-                    zh.format(zh=entry["zh"]),
-                    [entry["en"], entry["lay_en"], "take", "miss", "forget", "adherence"],
-                    [entry["zh"], entry["lay_zh"], "按时", "忘", "漏服"],
+                    *_said(f"adherence_{adherence}", entry),
+                    [entry["en"], entry["lay_en"], *topics["en"]],
+                    [entry["zh"], entry["lay_zh"], *topics["zh"]],
                     refs,
                 )
             )
@@ -181,8 +172,8 @@ def propose(chart: Chart, adherence: str, now: datetime) -> list[dict]:
                         "social",
                         social[phrase]["en"],
                         social[phrase]["zh"],
-                        ["live", "home", "family", "alone", "living"],
-                        ["住", "家", "家人", "一个人"],
+                        phrasing("topics_home")["en"],
+                        phrasing("topics_home")["zh"],
                         [note.ref],
                     )
                 )

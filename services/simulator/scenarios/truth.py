@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from contracts.vocabulary import label
 from services.simulator.data_model import Fact
 from services.simulator.scenarios import vocabulary as vocab
 from services.simulator.scenarios.chart import Chart, Lab
@@ -170,7 +171,7 @@ def egfr_truth(chart: Chart, cr: Truth, now: datetime) -> Truth:
             kind="absent",
             value=True,
             code=EGFR_CODE,
-            label={"en": "eGFR", "zh": "估算肾小球滤过率"},
+            label=label("egfr"),
             present=False,
         )
     value = egfr(float(cr.value), age, chart.gender == "female")
@@ -181,7 +182,7 @@ def egfr_truth(chart: Chart, cr: Truth, now: datetime) -> Truth:
         time=cr.time,
         refs=[*cr.refs, chart.patient],
         code=EGFR_CODE,
-        label={"en": "eGFR", "zh": "估算肾小球滤过率"},
+        label=label("egfr"),
         tolerance=3.0,
         extra={"formula": "CKD-EPI 2021", "age": age},
     )

@@ -1,44 +1,22 @@
-"""The curated EN<->ZH clinical vocabulary (data/vocabulary.json): which record codes a family speaks about
-and
-how a clinician and a patient name them in each language. Loaded once; lookups are pure."""
+"""The scenario builder's lookups in the clinical vocabulary (contracts/vocabulary.py): which vocabulary drug
+a MIMIC drug name is, which condition an ICD code is, and how organisms and antibiotics are named."""
 
 from __future__ import annotations
 
-import json
 import re
 from functools import cache
 from pathlib import Path
-from typing import Any
+
+from contracts.vocabulary import LABITEMS, LOINC, condition, drug, lab, lab_code, vocabulary
+
+__all__ = ["LABITEMS", "LOINC", "condition", "drug", "lab", "lab_code", "lab_keys_by_itemid", "vocabulary"]
 
 DATA = Path(__file__).parent / "data"
-LABITEMS = "http://mimic.mit.edu/fhir/mimic/CodeSystem/mimic-d-labitems"
-LOINC = "http://loinc.org"
-
-
-@cache
-def vocabulary() -> dict[str, Any]:
-    return json.loads((DATA / "vocabulary.json").read_text(encoding="utf-8"))
 
 
 @cache
 def lab_keys_by_itemid() -> dict[str, str]:
-    return {lab["itemid"]: key for key, lab in vocabulary()["labs"].items()}
-
-
-def lab(key: str) -> dict[str, Any]:
-    return vocabulary()["labs"][key]
-
-
-def drug(key: str) -> dict[str, Any]:
-    return vocabulary()["drugs"][key]
-
-
-def condition(key: str) -> dict[str, Any]:
-    return vocabulary()["conditions"][key]
-
-
-def lab_code(key: str) -> str:
-    return f"{LABITEMS}|{lab(key)['itemid']}"
+    return {entry["itemid"]: key for key, entry in vocabulary()["labs"].items()}
 
 
 def drug_key(name: str) -> str | None:

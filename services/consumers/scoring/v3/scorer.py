@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from contracts.vocabulary import LABITEMS
 from services.consumers.report.model import Check as CheckOut
 from services.consumers.report.model import TurnScore
 from services.consumers.scoring.model import CheckContext, CheckResult, FinalState, SessionLog, TurnLog
@@ -28,7 +29,6 @@ from services.consumers.scoring.v3.subjects import subject_names, subject_of, tu
 from services.consumers.scoring.v3.writes import WriteKey, match_writes
 from services.simulator.data_model.rubric import GATES
 from services.simulator.data_model.scenario import Fact, RubricItem, Scenario
-from services.simulator.scenarios.vocabulary import LABITEMS
 
 SUPPORTING = frozenset({"entity_mentioned", "precision"})  # count only beside a delivered item
 
