@@ -9,9 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from rounds.migrate import upgrade
-from services.fhir_api.search import engine
-from services.fhir_api.search import query as q
-from services.fhir_api.store import open_store
+from services.fhir_api.store import engine, open_store
+from services.fhir_api.store import query as q
 from services.fhir_api.store.interface import Context, SearchRequest
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.fhir_api.search import cursor
+from services.fhir_api.store import cursor
 from services.fhir_api.store.interface import Context, Cursor, InvalidSearch, SearchRequest
 
 SHARED = Context()

@@ -22,13 +22,14 @@ from psycopg.rows import namedtuple_row
 from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import Engine, Select
 
-from services.fhir_api.search.engine import Step, driver_sql, includes_asked, search_steps
+from services.fhir_api.store.asof import visible_row
 from services.fhir_api.store.connections import (
     bounded,
     connection_lost,
     raise_if_unanswered,
     session_options,
 )
+from services.fhir_api.store.engine import Step, driver_sql, includes_asked, search_steps
 from services.fhir_api.store.interface import (
     Context,
     SearchRequest,
@@ -36,7 +37,6 @@ from services.fhir_api.store.interface import (
     StoredResource,
 )
 from services.fhir_api.store.rows import CURRENT, SESSION, readable, session_context
-from services.fhir_api.store.visibility import visible_row
 
 NEEDS_THREAD = object()
 

@@ -35,12 +35,12 @@ from sqlalchemy import (
     union_all,
 )
 
-from services.fhir_api.search import cursor
-from services.fhir_api.search import query as q
-from services.fhir_api.search.engine import ESTIMATE_CAP, SNAPSHOT, aware, fetch, referenced_rids, rows_of
 from services.fhir_api.search.keys import stored_keys
 from services.fhir_api.search.registry import patient_compartment
+from services.fhir_api.store import cursor
 from services.fhir_api.store import models as m
+from services.fhir_api.store import query as q
+from services.fhir_api.store.engine import ESTIMATE_CAP, SNAPSHOT, aware, fetch, referenced_rids, rows_of
 from services.fhir_api.store.interface import (
     Context,
     Cursor,

@@ -11,11 +11,11 @@ from typing import Any
 from psycopg.rows import namedtuple_row
 from sqlalchemy import BigInteger, Connection, Integer, Select, and_, bindparam, func, or_, select, union_all
 
-from services.fhir_api.search import cursor
-from services.fhir_api.search import query as q
 from services.fhir_api.search.keys import param_keys
 from services.fhir_api.search.registry import get_param
+from services.fhir_api.store import cursor
 from services.fhir_api.store import models as m
+from services.fhir_api.store import query as q
 from services.fhir_api.store.interface import (
     Context,
     Cursor,
