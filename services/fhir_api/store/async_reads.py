@@ -26,10 +26,11 @@ from services.fhir_api.store.asof import visible_row
 from services.fhir_api.store.connections import (
     bounded,
     connection_lost,
+    driver_sql,
     raise_if_unanswered,
     session_options,
 )
-from services.fhir_api.store.engine import Step, driver_sql, includes_asked, search_steps
+from services.fhir_api.store.engine import Step, includes_asked, search_steps
 from services.fhir_api.store.interface import (
     Context,
     SearchRequest,

@@ -40,7 +40,8 @@ from services.fhir_api.search.registry import patient_compartment
 from services.fhir_api.store import cursor
 from services.fhir_api.store import models as m
 from services.fhir_api.store import query as q
-from services.fhir_api.store.engine import ESTIMATE_CAP, SNAPSHOT, aware, fetch, referenced_rids, rows_of
+from services.fhir_api.store.connections import rows_of
+from services.fhir_api.store.engine import ESTIMATE_CAP, SNAPSHOT, fetch, referenced_rids
 from services.fhir_api.store.interface import (
     Context,
     Cursor,
@@ -49,6 +50,7 @@ from services.fhir_api.store.interface import (
     SearchResult,
     StoredResource,
 )
+from services.fhir_api.store.rows import aware
 
 WINDOW = 4  # members sorted per page: this many times the page (more only when most of them are hidden)
 UNCUT = 2**31 - 1

@@ -11,9 +11,14 @@ from sqlalchemy.dialects.postgresql import ARRAY
 
 from services.fhir_api.store import models as m
 from services.fhir_api.store.asof import visible_row
-from services.fhir_api.store.engine import aware, rows_of
+from services.fhir_api.store.connections import rows_of
 from services.fhir_api.store.interface import Context, Gone, NotFound, StoredResource
 from services.fhir_api.store.known_time import clinical_time
+
+
+def aware(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; every stored time is UTC."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
 def now_ms() -> datetime:
@@ -50,16 +55,19 @@ def index_clinical_time(resource: dict | None) -> int | None:
     return clinical_time(resource) if resource is not None else None
 
 
-def stored_resource(row) -> StoredResource:
+def stored_resource(row, rid: int | None = None) -> StoredResource:
+    """A fetched row (with its version's raw JSON and method) as served. With `rid`: a search's current row,
+    which is never a tombstone (its select leaves `deleted` out)."""
     return StoredResource(
         row.res_type,
         row.res_id,
         row.version,
         aware(row.last_updated),
         bytes(row.raw or b""),
-        row.deleted,
+        row.deleted if rid is None else False,
         row.method,
         row.session,
+        rid,
     )
 
 

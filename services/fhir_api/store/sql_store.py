@@ -32,8 +32,7 @@ from services.fhir_api.store import engine as search_engine
 from services.fhir_api.store import models as m
 from services.fhir_api.store.asof import version_scope, visible_row
 from services.fhir_api.store.async_reads import AsyncReader, LoopReads
-from services.fhir_api.store.connections import bounded, connection_lost, prepare_engine
-from services.fhir_api.store.engine import rows_of
+from services.fhir_api.store.connections import bounded, connection_lost, prepare_engine, rows_of
 from services.fhir_api.store.everything import everything
 from services.fhir_api.store.indexing import index_resource, unindex
 from services.fhir_api.store.interface import (
