@@ -4,7 +4,7 @@ session clock applied, `_since` / `_type`, and what the page refers to outside t
 A page is one statement over the reference index: the compartment members are the reference rows of the
 compartment parameters pointing at the Patient, each row's type known from its parameter key, so the walk
 is ordered by (type number, rid) from the index alone and only the page's rows (count + 1) are looked up,
-checked against the session's view and read. Pages continue by keyset cursor (search/cursor.py) and are
+checked against the session's view and read. Pages continue by keyset cursor (store/cursor.py) and are
 pinned to the first page's snapshot, so resources deleted or created between two page requests never shift,
 repeat or drop another. The total is counted only when asked (`_total`), like every other search.
 
