@@ -40,9 +40,9 @@ def test_the_sql_and_the_python_compiled_from_the_clock_agree(kind: str) -> None
     table.metadata.create_all(engine)
     with engine.begin() as conn:
         conn.execute(insert(table), rows)
-        by_sql = set(conn.execute(select(table.c.n).where(asof._sql(kind, table, now))).scalars())
+        by_sql = set(conn.execute(select(table.c.n).where(asof.sql_clock(kind, table, now))).scalars())
         fetched = conn.execute(select(table)).all()
-    shows = asof._python(kind)
+    shows = asof.python_clock(kind)
     assert {row.n for row in fetched if shows(row, now)} == by_sql
     assert 0 < len(by_sql) < len(rows)  # the clock hides some rows and shows others
 

@@ -8,8 +8,8 @@ What the clock shows is data (`CLOCK` below, over times the known-time rule writ
 computes `fhir_resource.clinical_time` per type from known_time.json, the types without one included;
 store/timing.py inherits and dates the rest in SQL): a shared resource from its clinical time on, an index
 row of a shared resource from `since` until `until` (store/indexing.py writes the spans of its as-of views).
-ONE compiler turns each clause into SQL (`_sql`) and into the Python predicate (`_python`) that the reads by
-key apply to the rows their one prebuilt statement returns.
+ONE compiler turns each clause into SQL (`sql_clock`) and into the Python predicate (`python_clock`) that
+the reads by key apply to the rows their one prebuilt statement returns.
 
 Entry points: `visible` (search, includes, chains, `_has`, `$everything`), `visible_row` (read, vread, the
 async reads, and store/rows.py `hidden_keys`: the as-of views' reference check), `version_scope` (history,
@@ -48,13 +48,13 @@ CLOCK: dict[str, tuple[tuple[str, str], ...]] = {
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {"<=": operator.le, ">": operator.gt}
 
 
-def _sql(kind: str, table, now) -> ColumnElement[bool]:
+def sql_clock(kind: str, table, now) -> ColumnElement[bool]:
     """The clock's clauses for `kind` as a SQL condition on `table` (an alias), `now` a bound value."""
     clauses = [or_(table.c[col].is_(None), _COMPARE[op](table.c[col], now)) for col, op in CLOCK[kind]]
     return and_(*clauses) if len(clauses) > 1 else clauses[0]
 
 
-def _python(kind: str) -> Callable[[Any, int], bool]:
+def python_clock(kind: str) -> Callable[[Any, int], bool]:
     """The same clauses as a predicate on a fetched row (attributes by column name) and `now` (µs)."""
     clauses = [(col, _COMPARE[op]) for col, op in CLOCK[kind]]
 
@@ -64,7 +64,7 @@ def _python(kind: str) -> Callable[[Any, int], bool]:
     return shows
 
 
-_RESOURCE_SHOWN = _python("resource")
+_RESOURCE_SHOWN = python_clock("resource")
 
 OWN = m.resource.alias("own")
 OWN.c  # noqa: B018 - build the proxies at import, not racing in the server's worker threads
@@ -91,7 +91,7 @@ def _now(ctx: Context):
 
 
 def _clock(r, ctx: Context) -> ColumnElement[bool]:
-    return true() if ctx.now is None else _sql("resource", r, _now(ctx))
+    return true() if ctx.now is None else sql_clock("resource", r, _now(ctx))
 
 
 def visible(r, ctx: Context) -> ColumnElement[bool]:
@@ -139,4 +139,4 @@ def version_scope(v, r, ctx: Context) -> ColumnElement[bool]:
 def row_clock(table, ctx: Context) -> ColumnElement[bool] | None:
     """Index rows of shared resources hold from `since` to `until` (µs; None: unbounded) in clocked
     sessions (store/views.py `timed_views`); None where no clock applies."""
-    return None if ctx.now is None else _sql("index_row", table, _now(ctx))
+    return None if ctx.now is None else sql_clock("index_row", table, _now(ctx))
