@@ -6,7 +6,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import ColumnElement, Connection, Select, Text, and_, bindparam, cast, func, literal, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    FromClause,
+    Select,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    func,
+    literal,
+    select,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from services.fhir_api.store import models as m
@@ -97,7 +109,7 @@ _KEYS = (
 )
 
 
-def _candidates(key_filter: ColumnElement[bool], source=None) -> Select:
+def _candidates(key_filter: ColumnElement[bool], source: FromClause | None = None) -> Select:
     """The current rows (shared and the session's) of the keys asked: what `visible_row` chooses from."""
     stmt = select(_R.c.session, _R.c.res_type, _R.c.res_id, _R.c.clinical_time, _R.c.deleted)
     scope = _R.c.session.in_([literal(""), bindparam("session")])
@@ -113,7 +125,8 @@ SEEN_PG = _candidates(and_(_R.c.res_type == _KEYS.c.t, _R.c.res_id == _KEYS.c.i)
 SEEN_SQLITE = _candidates(
     and_(_R.c.res_type == bindparam("rtype"), _R.c.res_id.in_(bindparam("ids", expanding=True)))
 )
-SEEN_SQLITE.compile()
+for _stmt in (SEEN_PG, SEEN_SQLITE):
+    _stmt.compile()  # settle lazily built parts at import, not racing in the server's worker threads
 _SQLITE_CHUNK = 400  # ids per probe (under SQLite's oldest limit of bound values, 999)
 
 
