@@ -17,9 +17,8 @@ from collections import Counter
 import orjson
 from sqlalchemy import select
 
-from services.fhir_api.search import cursor
+from services.fhir_api.store import cursor, open_store
 from services.fhir_api.store import models as m
-from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context, SearchResult
 
 

@@ -72,7 +72,7 @@ def test_paging_skips_nothing_when_resources_are_deleted_or_updated_between_page
 def test_malformed_or_foreign_paging_cursors_are_client_errors(client, family):
     import base64
 
-    from services.fhir_api.search import cursor
+    from services.fhir_api.store import cursor
 
     for params in (
         {"_after": "%%%"},

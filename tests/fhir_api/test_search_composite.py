@@ -1,5 +1,5 @@
 """Composite search parameters over HTTP: Observation's code-value-* pairs a code with a value of the same
-resource (search/composite.py); composites over repeating elements stay unsupported; bad values are 400."""
+resource (store/composite.py); composites over repeating elements stay unsupported; bad values are 400."""
 
 from __future__ import annotations
 

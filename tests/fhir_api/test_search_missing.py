@@ -1,5 +1,5 @@
 """`:missing` over HTTP: true and false answer on index-row parameters and `_lastUpdated` alike; any other
-value is a 400 OperationOutcome (search/modifiers.py), on type, system and form-body searches."""
+value is a 400 OperationOutcome (store/modifiers.py), on type, system and form-body searches."""
 
 from __future__ import annotations
 

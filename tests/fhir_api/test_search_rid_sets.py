@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from rounds.migrate import upgrade
-from services.fhir_api.search import engine
-from services.fhir_api.search import query as q
-from services.fhir_api.store import open_store
+from services.fhir_api.store import engine, open_store
+from services.fhir_api.store import query as q
 from tests.fhir_api.test_search_templates import SHARED, families, make_record, run
 
 ODD_SUBJECTS = ("Group/g1", "g1", "urn:uuid:0b0f5bb6-7c5e-4a5e-9d43-5a2f0b2d4c11", "Patient/p-odd")

@@ -9,9 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from rounds.migrate import upgrade
-from services.fhir_api.search import engine
-from services.fhir_api.search import query as q
-from services.fhir_api.store import open_store
+from services.fhir_api.store import connections, engine, open_store
+from services.fhir_api.store import query as q
 from services.fhir_api.store.interface import Context, SearchRequest
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
@@ -190,7 +189,7 @@ def test_driver_rows_equal_sqlalchemy_rows(postgres_url, monkeypatch) -> None:
 
     engine._TEMPLATES.clear()
     through_driver = answers()
-    assert engine._DRIVER_SQL, "the driver path ran"
+    assert connections._DRIVER_SQL, "the driver path ran"
     via_sqlalchemy = lambda conn, stmt, values, prepare=False: conn.execute(stmt, values).all()  # noqa: E731
     monkeypatch.setattr(engine, "rows_of", via_sqlalchemy)
     monkeypatch.setattr(sql_store, "rows_of", via_sqlalchemy)

@@ -133,7 +133,7 @@ def _search_outcome(result):
 
 
 def test_async_searches_equal_threaded_searches(store) -> None:
-    from services.fhir_api.search import cursor
+    from services.fhir_api.store import cursor
     from services.fhir_api.store.interface import InvalidSearch, SearchRequest
 
     patient = store.create(SHARED, {"resourceType": "Patient", "gender": "female"})

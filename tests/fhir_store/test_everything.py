@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from services.fhir_api.search import cursor
+from services.fhir_api.store import cursor
 from services.fhir_api.store.interface import Context, SearchResult, StoredResource
 
 SHARED = Context()

@@ -1,4 +1,4 @@
-"""The as-of views' reference probe (visibility.hidden_keys) agrees with a read of each key, however many keys
+"""The as-of views' reference probe (rows.hidden_keys) agrees with a read of each key, however many keys
 and types one probe carries (they are split into statements by the driver's bound-value limit)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from services.fhir_api.store.interface import Context, Gone, NotFound
-from services.fhir_api.store.visibility import hidden_keys
+from services.fhir_api.store.rows import hidden_keys
 
 SHARED = Context()
 NOW = datetime(2150, 6, 1, tzinfo=UTC)

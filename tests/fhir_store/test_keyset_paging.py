@@ -1,11 +1,11 @@
-"""Keyset paging (search/cursor.py): walking pages by cursor equals the one-shot result in every sort order,
+"""Keyset paging (store/cursor.py): walking pages by cursor equals the one-shot result in every sort order,
 forwards and backwards, and deletes or updates of other rows between two pages never skip nor repeat one."""
 
 from __future__ import annotations
 
 import pytest
 
-from services.fhir_api.search import cursor
+from services.fhir_api.store import cursor
 from services.fhir_api.store.interface import Context, Cursor, InvalidSearch, SearchRequest
 
 SHARED = Context()

@@ -86,10 +86,10 @@ def test_no_second_copy_of_the_rule_exists() -> None:
             copies.append(f"{path}: a second rule file")
     assert not copies, copies
     readers = {
-        "services/fhir_api/search/scope.py": "known_time import",
+        "services/fhir_api/store/indexing.py": "known_time import",
         "services/fhir_api/store/timing.py": "known_time import",
         "services/fhir_api/store/views.py": "known_time import",
-        "services/simulator/scenarios/reader.py": "scope import known_at",
+        "services/simulator/scenarios/reader.py": "known_time import known_at",
     }
     for rel, needle in readers.items():
         assert needle in (ROOT / rel).read_text(), f"{rel} does not read the known-time rule"
@@ -220,8 +220,8 @@ def test_the_builder_inherits_through_the_parameters_the_store_reads(store) -> N
     likewise."""
     from sqlalchemy import select
 
-    from services.fhir_api.search.scope import known_at
     from services.fhir_api.store import models as m
+    from services.fhir_api.store.known_time import known_at
 
     shared = Context()
     order = {"resourceType": "MedicationRequest", "id": "rx", "status": "active", "intent": "order",

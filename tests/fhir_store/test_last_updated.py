@@ -1,4 +1,4 @@
-"""`_lastUpdated` is answered from the resource row (search/updated.py): every prefix, value lists, missing,
+"""`_lastUpdated` is answered from the resource row (store/updated.py): every prefix, value lists, missing,
 chains, type-less searches, sessions; and bulk load and writes store no index row for it."""
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 from sqlalchemy import select, update
 
 from services.fhir_api.search.keys import NO_PATIENT, param_key, patient_key
-from services.fhir_api.search.query import plan_params
 from services.fhir_api.store import models as m
 from services.fhir_api.store.interface import Context, SearchRequest
+from services.fhir_api.store.query import plan_params
 
 SHARED = Context()
 

@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import text
 
 from services.fhir_api.load import load_ndjson
-from services.fhir_api.search import engine as search_engine
-from services.fhir_api.search import query as q
+from services.fhir_api.store import engine as search_engine
+from services.fhir_api.store import query as q
 from services.fhir_api.store.interface import Context, SearchRequest
 
 PATIENTS, PER_PATIENT = 40, 60
@@ -117,7 +117,7 @@ def test_sorted_session_pages_walk_the_patients_rows_in_order(many) -> None:
         seen += [s.id for s in result.matches]
         if not result.has_next:
             break
-        from services.fhir_api.search import cursor
+        from services.fhir_api.store import cursor
 
         request.cursor = cursor.decode("after", result.last_cursor)
         request.snapshot = result.snapshot

@@ -24,9 +24,9 @@ import pytest
 from events.bus import TopicSpec
 from rounds.migrate import upgrade
 from services.fhir_api.load import load_ndjson
-from services.fhir_api.search.cursor import pages
-from services.fhir_api.search.scope import clinical_time
+from services.fhir_api.store.cursor import pages
 from services.fhir_api.store.interface import Context
+from services.fhir_api.store.known_time import clinical_time
 from services.fhir_api.subscriptions.feed import feed
 from tests.subscriptions.conftest import live_with_changes, subscription
 

@@ -18,8 +18,8 @@ import orjson
 
 from services.fhir_api.auth.compartment import narrowing_param
 from services.fhir_api.bulk.jobs import ExportJob, JobStore
-from services.fhir_api.search.cursor import pages
 from services.fhir_api.search.registry import patient_compartment
+from services.fhir_api.store.cursor import pages
 from services.fhir_api.store.interface import Context, ResourceStore, StoredResource
 
 PAGE = 1000  # resources per search page

@@ -14,7 +14,7 @@ from services.fhir_api.http.links import encode_query
 from services.fhir_api.http.outcome import Call, Outcome
 from services.fhir_api.http.params import parse_count, parse_instant, parse_int
 from services.fhir_api.http.validation import check_type
-from services.fhir_api.search import cursor
+from services.fhir_api.store import cursor
 from services.fhir_api.store.interface import Cursor, SearchRequest, SearchResult
 
 HTTP_PARAMS = frozenset(

@@ -1,4 +1,4 @@
-"""FHIR search: generated parameter table, value extraction/indexing, SQL query building and execution."""
+"""FHIR search parameters, below the store: the generated table, value parsing, parameter keys, extraction."""
 
 from services.fhir_api.search.registry import patient_compartment, supported_search_params
 

@@ -7,7 +7,7 @@ from elements the resource lacks is skipped: bulk load runs this for every resou
 `index_tuples` runs each shape's plan as one generated function (codegen.py), `interpreted_index_tuples` is
 the plain interpretation it is tested against. Rows are (param, param_key, *value columns) tuples, in the
 index table's column order. Both add the rows of composites over a repeating element (`_pairs`: an element's
-value rows keyed by its token part's coding, search/composite.py).
+value rows keyed by its token part's coding, store/composite.py).
 """
 
 from __future__ import annotations

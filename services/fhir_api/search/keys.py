@@ -83,6 +83,6 @@ def patient_rows(resource_type: str) -> dict[int, str | None]:
 def as_of_key(key: int) -> int:
     """The key of a parameter's rows that hold only before some instant of a clocked session (an ongoing
     Encounter's open period, its `in-progress` status: store/views.py `timed_views`). Searches of the shared
-    record never read these keys; clocked session searches read both (search/query.py `in_param`)."""
+    record never read these keys; clocked session searches read both (store/query.py `in_param`)."""
     digest = blake2b(key.to_bytes(8, "big", signed=True), digest_size=8, person=b"rounds-asof").digest()
     return int.from_bytes(digest, "big", signed=True)

@@ -65,7 +65,7 @@ def _steps(raw: list) -> tuple:
 Stored = tuple[tuple[str, str | None], ...]  # (parameter whose index rows serve, target type they must have)
 
 # Parameters answered from fhir_resource's own columns, not from index rows: no rows are extracted for them,
-# and searches and sorts read the column (search/query.py, search/updated.py).
+# and searches and sorts read the column (store/query.py, store/updated.py).
 ROW_COLUMNS: dict[str, str] = {"_id": "res_id", "_lastUpdated": "last_updated"}
 
 

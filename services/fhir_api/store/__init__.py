@@ -1,4 +1,5 @@
-"""The FHIR resource store: SQL storage, search indexes, sessions (see README.md)."""
+"""The FHIR resource store: SQL storage, sessions, and every read of it: search, $everything, the as-of rule
+(see README.md)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 A read handed to a worker thread spent more CPU on the hand-off (thread wake-ups and GIL transfers, ~250 µs)
 than on running its statement (~200 µs), and a busy process's threads queued on the GIL in no fair order.
 These run the same prebuilt statements (store/rows.py; a search's cached statements, stepped through by
-search/engine.py `search_steps`) on an asyncio psycopg pool, one per event loop, opened at first use. Like
+store/engine.py `search_steps`) on an asyncio psycopg pool, one per event loop, opened at first use. Like
 the threaded reader, connections are not pinged at checkout: a statement whose connection the server dropped
 runs once more on a fresh one. What needs SQLAlchemy at execution (_include, statements not prebuilt) still
 runs in a worker thread.
@@ -22,13 +22,15 @@ from psycopg.rows import namedtuple_row
 from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import Engine, Select
 
-from services.fhir_api.search.engine import Step, driver_sql, includes_asked, search_steps
+from services.fhir_api.store.asof import visible_row
 from services.fhir_api.store.connections import (
     bounded,
     connection_lost,
+    driver_sql,
     raise_if_unanswered,
     session_options,
 )
+from services.fhir_api.store.engine import Step, includes_asked, search_steps
 from services.fhir_api.store.interface import (
     Context,
     SearchRequest,
@@ -36,7 +38,6 @@ from services.fhir_api.store.interface import (
     StoredResource,
 )
 from services.fhir_api.store.rows import CURRENT, SESSION, readable, session_context
-from services.fhir_api.store.visibility import visible_row
 
 NEEDS_THREAD = object()
 
@@ -76,7 +77,7 @@ class AsyncReader:
         return await self._execute(sql, values, prepare=True)
 
     async def drive(self, steps: Generator[Step, Any, Any]) -> Any:
-        """Run a search's steps (search/engine.py `search_steps`) on the loop and return its result, or
+        """Run a search's steps (store/engine.py `search_steps`) on the loop and return its result, or
         NEEDS_THREAD as soon as a step needs a SQLAlchemy connection (the caller runs the search in a thread).
         Never prepared: a search's plan depends on its values."""
         try:

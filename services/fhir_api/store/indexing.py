@@ -8,9 +8,8 @@ from sqlalchemy import Connection, delete, insert
 
 from services.fhir_api.search.extract import index_tuples
 from services.fhir_api.search.keys import NO_PATIENT, as_of_key, patient_key, patient_rows
-from services.fhir_api.search.scope import clinical_time
 from services.fhir_api.store import models as m
-from services.fhir_api.store.known_time import VIEWS
+from services.fhir_api.store.known_time import VIEWS, clinical_time
 from services.fhir_api.store.views import timed_views
 
 TABLES = m.INDEX_TABLES

@@ -57,7 +57,7 @@ ChangeListener = Callable[[Connection, ResourceChange], None]
 
 class Cursor(NamedTuple):
     """Where a keyset page starts: strictly after (before) the row with these sort-key values, then rid
-    (search/cursor.py)."""
+    (store/cursor.py)."""
 
     direction: Literal["after", "before"]
     values: tuple

@@ -1,15 +1,36 @@
 """Row-level helpers of SqlResourceStore: the prebuilt current-row statements (which of their rows a context
-sees: store/visibility.py), stored-row conversion and the millisecond clock stamped into meta.lastUpdated."""
+sees: store/asof.py `visible_row`), the referenced keys a clocked context cannot see (`hidden_keys`),
+stored-row conversion and the millisecond clock stamped into meta.lastUpdated."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    FromClause,
+    Select,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    func,
+    literal,
+    select,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 
-from services.fhir_api.search.engine import aware
 from services.fhir_api.store import models as m
+from services.fhir_api.store.asof import visible_row
+from services.fhir_api.store.connections import rows_of
 from services.fhir_api.store.interface import Context, Gone, NotFound, StoredResource
+from services.fhir_api.store.known_time import clinical_time
+
+
+def aware(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; every stored time is UTC."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
 def now_ms() -> datetime:
@@ -43,21 +64,22 @@ CURRENT = {
 
 
 def index_clinical_time(resource: dict | None) -> int | None:
-    from services.fhir_api.search.scope import clinical_time
-
     return clinical_time(resource) if resource is not None else None
 
 
-def stored_resource(row) -> StoredResource:
+def stored_resource(row, rid: int | None = None) -> StoredResource:
+    """A fetched row (with its version's raw JSON and method) as served. With `rid`: a search's current row,
+    which is never a tombstone (its select leaves `deleted` out)."""
     return StoredResource(
         row.res_type,
         row.res_id,
         row.version,
         aware(row.last_updated),
         bytes(row.raw or b""),
-        row.deleted,
+        row.deleted if rid is None else False,
         row.method,
         row.session,
+        rid,
     )
 
 
@@ -77,3 +99,56 @@ def session_context(row) -> Context | None:
     if row is None:
         return None
     return Context(session_id=row.id, now=aware(row.now) if row.now is not None else None)
+
+
+_R = m.resource
+_KEYS = (
+    func.unnest(cast(bindparam("types"), ARRAY(Text)), cast(bindparam("ids"), ARRAY(Text)))
+    .table_valued("t", "i")
+    .render_derived(name="k")
+)
+
+
+def _candidates(key_filter: ColumnElement[bool], source: FromClause | None = None) -> Select:
+    """The current rows (shared and the session's) of the keys asked: what `visible_row` chooses from."""
+    stmt = select(_R.c.session, _R.c.res_type, _R.c.res_id, _R.c.clinical_time, _R.c.deleted)
+    scope = _R.c.session.in_([literal(""), bindparam("session")])
+    if source is not None:
+        return stmt.select_from(source).join(_R, and_(scope, key_filter))
+    return stmt.where(scope, key_filter)
+
+
+# Prebuilt (a handful of keys cost more to compile than to look up; on PostgreSQL run straight on the driver).
+# PostgreSQL: probes of the resource key by arrays of keys. SQLite: one probe of the full key per type and
+# chunk of ids (with every type in one OR, its planner read every row of the shared record once lists grew).
+SEEN_PG = _candidates(and_(_R.c.res_type == _KEYS.c.t, _R.c.res_id == _KEYS.c.i), _KEYS)
+SEEN_SQLITE = _candidates(
+    and_(_R.c.res_type == bindparam("rtype"), _R.c.res_id.in_(bindparam("ids", expanding=True)))
+)
+for _stmt in (SEEN_PG, SEEN_SQLITE):
+    _stmt.compile()  # settle lazily built parts at import, not racing in the server's worker threads
+_SQLITE_CHUNK = 400  # ids per probe (under SQLite's oldest limit of bound values, 999)
+
+
+def hidden_keys(conn: Connection, ctx: Context, keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Of referenced (type, id) keys, those stored but not visible to the context (clock or tombstone)."""
+    session = ctx.session_id or ""
+    if conn.dialect.name == "postgresql":
+        types, ids = [k[0] for k in keys], [k[1] for k in keys]
+        rows = rows_of(conn, SEEN_PG, {"types": types, "ids": ids, "session": session})
+    else:
+        by_type: dict[str, list[str]] = {}
+        for rtype, rid in sorted(keys):
+            by_type.setdefault(rtype, []).append(rid)
+        rows = [
+            row
+            for rtype, ids in by_type.items()
+            for at in range(0, len(ids), _SQLITE_CHUNK)
+            for row in conn.execute(
+                SEEN_SQLITE, {"session": session, "rtype": rtype, "ids": ids[at : at + _SQLITE_CHUNK]}
+            )
+        ]
+    found: dict[tuple[str, str], list] = {}
+    for row in rows:
+        found.setdefault((row.res_type, row.res_id), []).append(row)
+    return {key for key, rows in found.items() if visible_row(rows, ctx, False) is None}

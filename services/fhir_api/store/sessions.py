@@ -15,9 +15,8 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select, update
 
-from services.fhir_api.search.engine import rows_of
 from services.fhir_api.store import models as m
-from services.fhir_api.store.connections import raise_if_unanswered
+from services.fhir_api.store.connections import raise_if_unanswered, rows_of
 from services.fhir_api.store.interface import Context, StoredResource
 from services.fhir_api.store.rows import SESSION, session_context
 from services.fhir_api.store.session_writes import session_writes

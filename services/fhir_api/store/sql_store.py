@@ -2,7 +2,7 @@
 
 Writes: one fhir_version row (raw JSON, meta.versionId/lastUpdated set here), the fhir_resource current row,
 and its index rows, in one transaction. Sessions write rows with their own session key (copy-on-write: the
-shared row is never copied, only shadowed). What a context sees is store/visibility.py; what it is served of
+shared row is never copied, only shadowed). What a context sees is store/asof.py; what it is served of
 a shared resource in a clocked session is its as-of view (store/views.py), on every read path here.
 """
 
@@ -27,13 +27,13 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from services.fhir_api import json_numbers
-from services.fhir_api.search import engine as search_engine
 from services.fhir_api.search import registry
-from services.fhir_api.search.engine import rows_of
-from services.fhir_api.search.everything import everything
+from services.fhir_api.store import engine as search_engine
 from services.fhir_api.store import models as m
+from services.fhir_api.store.asof import version_scope, visible_row
 from services.fhir_api.store.async_reads import AsyncReader, LoopReads
-from services.fhir_api.store.connections import bounded, connection_lost, prepare_engine
+from services.fhir_api.store.connections import bounded, connection_lost, prepare_engine, rows_of
+from services.fhir_api.store.everything import everything
 from services.fhir_api.store.indexing import index_resource, unindex
 from services.fhir_api.store.interface import (
     ChangeListener,
@@ -52,6 +52,7 @@ from services.fhir_api.store.interface import (
 )
 from services.fhir_api.store.rows import (
     CURRENT,
+    hidden_keys,
     index_clinical_time,
     instant,
     now_ms,
@@ -62,7 +63,6 @@ from services.fhir_api.store.sessions import SessionRows
 from services.fhir_api.store.timing import settle_times
 from services.fhir_api.store.validation import validate_resource
 from services.fhir_api.store.views import present
-from services.fhir_api.store.visibility import hidden_keys, version_scope, visible_row
 
 T = TypeVar("T")
 

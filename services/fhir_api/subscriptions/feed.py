@@ -28,9 +28,9 @@ from events.catalog import CATALOG
 from events.payloads import FhirResourceKnown
 from events.topics import FHIR_CHANGES
 from services.fhir_api.auth.compartment import narrowing
-from services.fhir_api.search.cursor import pages
-from services.fhir_api.search.scope import clinical_time
+from services.fhir_api.store.cursor import pages
 from services.fhir_api.store.interface import Context, InvalidSearch, ResourceStore, StoredResource
+from services.fhir_api.store.known_time import clinical_time
 from services.fhir_api.store.rows import instant
 from services.fhir_api.subscriptions.lookup import live_subscriptions
 

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import orjson
 
-from services.fhir_api.search.scope import known_at
 from services.fhir_api.search.values import MAX_US, from_us
+from services.fhir_api.store.known_time import known_at
 from services.simulator.scenarios import vocabulary as vocab
 from services.simulator.scenarios.chart import (
     Chart,

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from psycopg.rows import namedtuple_row
 from sqlalchemy import BigInteger, Connection, Integer, Select, and_, bindparam, func, or_, select, union_all
 
-from services.fhir_api.search import cursor
-from services.fhir_api.search import query as q
 from services.fhir_api.search.keys import param_keys
 from services.fhir_api.search.registry import get_param
+from services.fhir_api.store import cursor
 from services.fhir_api.store import models as m
+from services.fhir_api.store import query as q
+from services.fhir_api.store.connections import rows_of
 from services.fhir_api.store.interface import (
     Context,
     Cursor,
@@ -24,14 +22,10 @@ from services.fhir_api.store.interface import (
     SearchResult,
     StoredResource,
 )
+from services.fhir_api.store.rows import stored_resource
 
 MAX_INCLUDE_ROUNDS = 4
 ESTIMATE_CAP = 10_000
-
-
-def aware(moment: datetime) -> datetime:
-    """SQLite hands back naive datetimes; every stored time is UTC."""
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
 def fetch(conn: Connection, rids: list[int]) -> list[StoredResource]:
@@ -46,7 +40,7 @@ def fetch(conn: Connection, rids: list[int]) -> list[StoredResource]:
         .where(r.c.rid.in_(rids))
     ).all()
     by_rid = {row.rid: row for row in rows}
-    return [_stored(row) for rid in rids if (row := by_rid.get(rid)) is not None]
+    return [stored_resource(row, row.rid) for rid in rids if (row := by_rid.get(rid)) is not None]
 
 
 @dataclass(frozen=True)
@@ -63,46 +57,6 @@ class Template:
 # searches come in few shapes. Bounded: a flood of odd shapes only rebuilds statements.
 _TEMPLATES: dict[tuple, Template] = {}
 MAX_TEMPLATES = 1024
-
-
-# SQL of prebuilt statements for the driver: SQL text and the statement's own literal values, or None when the
-# statement needs SQLAlchemy at execution (expanding IN lists, processed or renamed parameters).
-_DRIVER_SQL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def driver_sql(stmt: Select, dialect, values: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    """(SQL text, the statement's own literal values) to run `stmt` straight through psycopg, compiled once;
-    None when it needs SQLAlchemy at execution (expanding IN lists, processed or renamed parameters)."""
-    sql = _DRIVER_SQL.get(stmt, False)
-    if sql is False:
-        compiled = stmt.compile(dialect=dialect)
-        plain = not (
-            compiled._bind_processors
-            or compiled.literal_execute_params
-            or compiled.post_compile_params
-            or compiled.escaped_bind_names
-            or compiled.positional
-        )
-        constants = dict(compiled.construct_params(values))
-        sql = _DRIVER_SQL[stmt] = (compiled.string, constants) if plain else None
-    return sql
-
-
-def rows_of(conn: Connection, stmt: Select, values: dict[str, Any], *, prepare: bool = False) -> list:
-    """All rows of a prebuilt statement run with `values` (every named bind of the statement).
-
-    On PostgreSQL the statement is compiled once and run straight through psycopg: SQLAlchemy's per-execution
-    work (execution context, parameter processing, result wrapping) cost twice what the driver's did. Rows
-    keep attribute access by column name. `prepare` lets the server keep the plan, outside transactions (only
-    for statements whose plan does not depend on the values, such as a read by key)."""
-    sql = driver_sql(stmt, conn.dialect, values) if conn.dialect.name == "postgresql" else None
-    if sql is None:
-        return conn.execute(stmt, values).all()
-    text, constants = sql
-    driver = conn.connection.driver_connection
-    with driver.cursor(row_factory=namedtuple_row) as cur:
-        cur.execute(text, {**constants, **values}, prepare=(prepare and driver.autocommit) or None)
-        return cur.fetchall()
 
 
 @dataclass(frozen=True)
@@ -162,7 +116,7 @@ def search_steps(dialect, ctx: Context, request: SearchRequest) -> Generator[Ste
             request.offset,
             lambda row: (*(getattr(row, f"k{i}") for i in range(n)), row.rid),
         )
-        result.matches = [_stored(row) for row in page]
+        result.matches = [stored_resource(row, row.rid) for row in page]
         if result.snapshot is None:
             result.snapshot = rows[0].snap if rows else (yield Step(SNAPSHOT, {}))[0][0]
     if total is None and request.total != "none" and not result.has_next and request.cursor is None:
@@ -225,20 +179,6 @@ def _page(stmt: Select, keys: list, cutoff, r, at: Cursor | None) -> Select:
         select(page, v.c.raw, v.c.method)
         .join(v, v.c.seq == page.c.seq)
         .order_by(*q.ordering(outer_keys), page.c.rid)
-    )
-
-
-def _stored(row) -> StoredResource:
-    return StoredResource(
-        row.res_type,
-        row.res_id,
-        row.version,
-        aware(row.last_updated),
-        bytes(row.raw),
-        False,
-        row.method,
-        row.session,
-        row.rid,
     )
 
 

@@ -14,8 +14,8 @@ from datetime import datetime
 
 from sqlalchemy import ColumnElement, and_, false, not_, or_, true
 
-from services.fhir_api.search import conditions, modifiers
 from services.fhir_api.search.values import from_us
+from services.fhir_api.store import conditions, modifiers
 
 NAME = "_lastUpdated"
 

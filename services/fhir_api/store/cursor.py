@@ -34,7 +34,7 @@ from sqlalchemy import (
     true,
 )
 
-from services.fhir_api.search import query as q
+from services.fhir_api.store import query as q
 from services.fhir_api.store.interface import (
     Context,
     Cursor,

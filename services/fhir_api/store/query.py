@@ -24,16 +24,16 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.elements import BindParameter, KeyedColumnElement
 
-from services.fhir_api.search import composite, conditions, modifiers, updated
-from services.fhir_api.search.conditions import rid_filters
-from services.fhir_api.search.filters import Binder, Filter
 from services.fhir_api.search.keys import NO_PATIENT, as_of_key, patient_key, patient_rows, stored_keys
 from services.fhir_api.search.registry import ROW_COLUMNS, SearchParam, get_param, params_for
+from services.fhir_api.store import composite, conditions, modifiers, updated
 from services.fhir_api.store import models as m
+from services.fhir_api.store.asof import context_shape, context_values, row_clock, visible
+from services.fhir_api.store.conditions import rid_filters
+from services.fhir_api.store.filters import Binder, Filter
 from services.fhir_api.store.interface import Context, InvalidSearch
-from services.fhir_api.store.visibility import context_shape, context_values, row_clock, visible
 
-__all__ = ["context_shape", "context_values", "visible"]  # the visibility rule, as search uses it
+__all__ = ["context_shape", "context_values", "visible"]  # the as-of rule (store/asof.py), as search uses it
 
 RESULT_PARAMS = {
     "_count",
@@ -243,7 +243,7 @@ def in_param(
     leading key, and by target type where another parameter's reference rows serve it. `by_rid`: the caller
     reads one resource's rows by rid, so the key is compared as `param_key + 0`, which no index serves --
     SQLite (no statistics) otherwise walked all of the parameter's rows for every row it looked up. In a
-    clocked session `ctx`, the rows its as-of views have at its `now` (store/visibility.py `row_clock`)."""
+    clocked session `ctx`, the rows its as-of views have at its `now` (store/asof.py `row_clock`)."""
     clock = row_clock(table, ctx) if ctx is not None else None
     by_target: dict[str | None, list[int]] = {}
     for key, target in stored_keys(resource_type, name):

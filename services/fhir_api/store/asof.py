@@ -1,21 +1,31 @@
-"""The one rule of what a context sees: which version of which resource, on every path.
+"""The as-of rule, written once: which version of which resource a context sees, on every read path.
 
 Session '' is the shared record. A session sees its own rows (writes and tombstones) over the shared record:
 a shared row is hidden when the session has a row of the same type/id, and, when the session has a clock
-(`now`), when its clinical time (or the time it inherits: store/timing.py) is after `now`. Tombstones hide.
-Read (`visible_row`), search, includes, chains, `_has` and `$everything` (`visible`), history and vread
-(`version_scope`), the as-of views' reference check (`hidden_keys`) and the index rows a clocked search
-reads (`row_clock`) all say it through this module.
+(`now`), when the clock does not show it yet. Tombstones hide.
+
+What the clock shows is data (`CLOCK` below, over times the known-time rule writes: store/known_time.py
+computes `fhir_resource.clinical_time` per type from known_time.json, the types without one included;
+store/timing.py inherits and dates the rest in SQL): a shared resource from its clinical time on, an index
+row of a shared resource from `since` until `until` (store/indexing.py writes the spans of its as-of views).
+ONE compiler turns each clause into SQL (`sql_clock`) and into the Python predicate (`python_clock`) that
+the reads by key apply to the rows their one prebuilt statement returns.
+
+Entry points: `visible` (search, includes, chains, `_has`, `$everything`), `visible_row` (read, vread, the
+async reads, and store/rows.py `hidden_keys`: the as-of views' reference check), `version_scope` (history,
+vread), `row_clock` (the index rows a clocked search reads); `context_values` / `context_shape` bind a
+context to a cached statement.
 """
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
-    Connection,
     and_,
     bindparam,
     exists,
@@ -28,6 +38,33 @@ from sqlalchemy import (
 from services.fhir_api.search.values import to_us
 from services.fhir_api.store import models as m
 from services.fhir_api.store.interface import Context
+
+# The clock, as data: per kind of row, clauses (column, comparison with `now`) that must all hold; an unset
+# column (NULL / None) always holds (no clinical time: the untimed types; an unbounded span).
+CLOCK: dict[str, tuple[tuple[str, str], ...]] = {
+    "resource": (("clinical_time", "<="),),  # fhir_resource: known once its clinical time is reached
+    "index_row": (("since", "<="), ("until", ">")),  # fhir_idx_*: the span of the view it was extracted from
+}
+_COMPARE: dict[str, Callable[[Any, Any], Any]] = {"<=": operator.le, ">": operator.gt}
+
+
+def sql_clock(kind: str, table, now) -> ColumnElement[bool]:
+    """The clock's clauses for `kind` as a SQL condition on `table` (an alias), `now` a bound value."""
+    clauses = [or_(table.c[col].is_(None), _COMPARE[op](table.c[col], now)) for col, op in CLOCK[kind]]
+    return and_(*clauses) if len(clauses) > 1 else clauses[0]
+
+
+def python_clock(kind: str) -> Callable[[Any, int], bool]:
+    """The same clauses as a predicate on a fetched row (attributes by column name) and `now` (µs)."""
+    clauses = [(col, _COMPARE[op]) for col, op in CLOCK[kind]]
+
+    def shows(row: Any, now: int) -> bool:
+        return all((value := getattr(row, col)) is None or compare(value, now) for col, compare in clauses)
+
+    return shows
+
+
+_RESOURCE_SHOWN = python_clock("resource")
 
 OWN = m.resource.alias("own")
 OWN.c  # noqa: B018 - build the proxies at import, not racing in the server's worker threads
@@ -54,9 +91,7 @@ def _now(ctx: Context):
 
 
 def _clock(r, ctx: Context) -> ColumnElement[bool]:
-    if ctx.now is None:
-        return true()
-    return or_(r.c.clinical_time.is_(None), r.c.clinical_time <= _now(ctx))
+    return true() if ctx.now is None else sql_clock("resource", r, _now(ctx))
 
 
 def visible(r, ctx: Context) -> ColumnElement[bool]:
@@ -84,8 +119,7 @@ def visible_row(rows: list, ctx: Context, with_deleted: bool):
     )
     if row is None:
         return None
-    late = row.session == "" and ctx.now is not None and row.clinical_time is not None
-    if late and row.clinical_time > to_us(ctx.now):
+    if row.session == "" and ctx.now is not None and not _RESOURCE_SHOWN(row, to_us(ctx.now)):
         return None
     if row.deleted and not with_deleted:
         return None
@@ -102,60 +136,7 @@ def version_scope(v, r, ctx: Context) -> ColumnElement[bool]:
     return or_(own, and_(v.c.session == "", _clock(r, ctx)))
 
 
-_SEEN_PG = (
-    "SELECT r.session, r.res_type, r.res_id, r.clinical_time, r.deleted"
-    " FROM unnest(%s::text[], %s::text[]) AS k(t, i)"
-    " JOIN fhir_resource r ON r.session IN ('', %s) AND r.res_type = k.t AND r.res_id = k.i"
-)
-
-
-_SQLITE_CHUNK = 400  # ids per probe
-_SQLITE_VARIABLES = 900  # bound values per statement (under SQLite's oldest limit, 999)
-_SEEN_SQLITE = (
-    "SELECT session, res_type, res_id, clinical_time, deleted FROM fhir_resource"
-    " WHERE session IN (?, ?) AND res_type = ? AND res_id IN ("
-)
-
-
-def hidden_keys(conn: Connection, ctx: Context, keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
-    """Of referenced (type, id) keys, those stored but not visible to the context (clock or tombstone): one
-    statement (on PostgreSQL, probes of the resource key by arrays of keys)."""
-    session = ctx.session_id or ""
-    if conn.dialect.name == "postgresql":
-        types, ids = [k[0] for k in keys], [k[1] for k in keys]
-        rows = conn.exec_driver_sql(_SEEN_PG, (types, ids, session)).all()
-    else:
-        # One probe of the full resource key per type and chunk of ids, in one statement sent straight to
-        # the driver: with every type in one OR, SQLite's planner read every row of the shared record once the
-        # id lists grew; built through SQLAlchemy, a handful of keys cost more to compile than to look up.
-        by_type: dict[str, list[str]] = {}
-        for rtype, rid in sorted(keys):
-            by_type.setdefault(rtype, []).append(rid)
-        probes = [
-            (_SEEN_SQLITE + ",".join("?" * len(chunk)) + ")", (session, "", rtype, *chunk))
-            for rtype, ids in by_type.items()
-            for chunk in (ids[at : at + _SQLITE_CHUNK] for at in range(0, len(ids), _SQLITE_CHUNK))
-        ]
-        rows: list = []
-        while probes:
-            batch, size = [], 0
-            while probes and (not batch or size + len(probes[0][1]) <= _SQLITE_VARIABLES):
-                batch.append(probes.pop(0))
-                size += len(batch[-1][1])
-            sql = " UNION ALL ".join(text for text, _ in batch)
-            rows += conn.exec_driver_sql(sql, tuple(v for _, values in batch for v in values)).all()
-    found: dict[tuple[str, str], list] = {}
-    for row in rows:
-        found.setdefault((row.res_type, row.res_id), []).append(row)
-    return {key for key, rows in found.items() if visible_row(rows, ctx, False) is None}
-
-
 def row_clock(table, ctx: Context) -> ColumnElement[bool] | None:
     """Index rows of shared resources hold from `since` to `until` (µs; None: unbounded) in clocked
     sessions (store/views.py `timed_views`); None where no clock applies."""
-    if ctx.now is None:
-        return None
-    now = _now(ctx)
-    return and_(
-        or_(table.c.since.is_(None), table.c.since <= now), or_(table.c.until.is_(None), table.c.until > now)
-    )
+    return None if ctx.now is None else sql_clock("index_row", table, _now(ctx))

@@ -29,7 +29,7 @@ def _like(value: str) -> str:
 
 # Each parameter type is a parser (value, modifier) -> (shape, values) and SQL builders by shape. The shape
 # says which SQL a value needs and the values are bound into it, so the engine can build a statement once per
-# shape and run it for every request of that shape with the request's values (search/query.py).
+# shape and run it for every request of that shape with the request's values (store/query.py).
 Parsed = tuple[tuple, tuple]  # (shape: the SQL's form, hashable; values bound into it in the builder's order)
 
 

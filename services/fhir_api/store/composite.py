@@ -17,11 +17,11 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Select, and_, or_, select
 
-from services.fhir_api.search import conditions
-from services.fhir_api.search.filters import Filter
 from services.fhir_api.search.keys import pair_label, param_key
 from services.fhir_api.search.registry import SearchParam, pairs_stored_as
+from services.fhir_api.store import conditions
 from services.fhir_api.store import models as m
+from services.fhir_api.store.filters import Filter
 from services.fhir_api.store.interface import InvalidSearch
 
 # (component parameter name, its value, bind-name prefix) -> that parameter's filter (query.param_filter)

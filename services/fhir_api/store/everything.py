@@ -4,7 +4,7 @@ session clock applied, `_since` / `_type`, and what the page refers to outside t
 A page is one statement over the reference index: the compartment members are the reference rows of the
 compartment parameters pointing at the Patient, each row's type known from its parameter key, so the walk
 is ordered by (type number, rid) from the index alone and only the page's rows (count + 1) are looked up,
-checked against the session's view and read. Pages continue by keyset cursor (search/cursor.py) and are
+checked against the session's view and read. Pages continue by keyset cursor (store/cursor.py) and are
 pinned to the first page's snapshot, so resources deleted or created between two page requests never shift,
 repeat or drop another. The total is counted only when asked (`_total`), like every other search.
 
@@ -35,12 +35,13 @@ from sqlalchemy import (
     union_all,
 )
 
-from services.fhir_api.search import cursor
-from services.fhir_api.search import query as q
-from services.fhir_api.search.engine import ESTIMATE_CAP, SNAPSHOT, aware, fetch, referenced_rids, rows_of
 from services.fhir_api.search.keys import stored_keys
 from services.fhir_api.search.registry import patient_compartment
+from services.fhir_api.store import cursor
 from services.fhir_api.store import models as m
+from services.fhir_api.store import query as q
+from services.fhir_api.store.connections import rows_of
+from services.fhir_api.store.engine import ESTIMATE_CAP, SNAPSHOT, fetch, referenced_rids
 from services.fhir_api.store.interface import (
     Context,
     Cursor,
@@ -49,6 +50,7 @@ from services.fhir_api.store.interface import (
     SearchResult,
     StoredResource,
 )
+from services.fhir_api.store.rows import aware
 
 WINDOW = 4  # members sorted per page: this many times the page (more only when most of them are hidden)
 UNCUT = 2**31 - 1
