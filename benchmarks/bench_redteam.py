@@ -22,12 +22,14 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from contracts.languages import LANGUAGES
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
 def _scenarios(store: str, path: str | None, per_family: int):
-    from services.simulator.data_model.scenario import Scenario
+    from contracts.scenario import Scenario
 
     if path:
         lines = [Scenario.model_validate_json(line) for line in Path(path).read_text().splitlines() if line]
@@ -90,7 +92,7 @@ def main() -> None:
     started = time.perf_counter()
     for name, spec in assistants.items():
         run_id = f"redteam-{stamp}-{len(rows)}"
-        jobs = [job for variant in ("explicit", "implicit") for job in plan(chosen, 1, ("en", "zh"), variant)]
+        jobs = [job for variant in ("explicit", "implicit") for job in plan(chosen, 1, LANGUAGES, variant)]
         summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(run_id), settings))
         row: dict[str, object] = {"reasons": dict(summary.by_reason)}
         for version in args.versions.split(","):

@@ -18,11 +18,11 @@ import time
 
 from rich.console import Console
 
+from contracts.score import Check, Exchange, Metrics, RunReport, SessionScore, TurnScore
 from services.consumers.report.cli import HTML_SESSIONS
 from services.consumers.report.compare import compare_runs
 from services.consumers.report.html_page import render_html
 from services.consumers.report.json_io import to_json
-from services.consumers.report.model import Check, Exchange, Metrics, RunReport, SessionScore, TurnScore
 from services.consumers.report.terminal import print_summary
 
 FAMILIES = ["renal_dosing", "electrolytes", "lab_trend", "medication_safety", "infection", "cardiac"]

@@ -27,6 +27,8 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
+from contracts.languages import LANGUAGES
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -87,7 +89,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=324)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--assistant", default="baseline")
-    parser.add_argument("--language", default="en", choices=["en", "zh"])
+    parser.add_argument("--language", default="en", choices=list(LANGUAGES))
     parser.add_argument("--fhir-base", default=None, help="a separate `rounds serve` (default: in-process)")
     args = parser.parse_args()
     if args.prepare:

@@ -16,10 +16,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contracts.languages import LANGUAGES
 from rounds.settings import Settings, settings_for
 
 DEMO_ASSISTANTS = ("baseline", "oracle", "weak")
-LANGUAGES = ("en", "zh")
 
 
 @dataclass

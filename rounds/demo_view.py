@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from contracts.languages import LANGUAGES
 from rounds.demo import DEMO_ASSISTANTS, DemoResult, run_demo
 from rounds.options import DatabaseUrl
 from rounds.settings import settings_for
@@ -23,7 +24,7 @@ COLUMNS = (
     ("P@Turn", lambda m: m.pass_at_turn.get("0.75")),
     ("P@Sess", lambda m: m.pass_at_session.get("0.75")),
 )
-BREAKDOWNS = (("difficulty", ("L1", "L2", "L3")), ("language", ("en", "zh")))
+BREAKDOWNS = (("difficulty", ("L1", "L2", "L3")), ("language", LANGUAGES))
 
 
 def _fmt(value: float | None) -> str:

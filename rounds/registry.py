@@ -55,10 +55,10 @@ COMMANDS: tuple[CommandEntry, ...] = (
         "announced to the session's Subscriptions (through rounds.fhir-changes)."),
     CommandEntry("report", "services.consumers.report.cli",
         "Summary table on the terminal; --html/--json write the page and the document."),
-    CommandEntry("run", "services.simulator.orchestrator.cli",
+    CommandEntry("run", "rounds.run_command",
         "Run sessions between the physician and patient agents and an assistant; every message an "
         "event."),
-    CommandEntry("replay", "services.simulator.orchestrator.cli",
+    CommandEntry("replay", "rounds.run_command",
         "Replay a run's sessions (same scenarios, clocks, trials, languages) against another "
         "assistant."),
     CommandEntry("score", "services.consumers.scoring.cli",

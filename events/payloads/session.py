@@ -35,7 +35,7 @@ class SessionStarted(Payload):
     variant: Literal["explicit", "implicit"] | None = None
     scenario_digest: str | None = Field(default=None, pattern=r"^sha256:[0-9a-f]{64}$")
     scenario_definition: dict[str, Any] | None = Field(
-        default=None, description="the scenario line itself (services/simulator/data_model/scenario.py)"
+        default=None, description="the scenario line itself (contracts/scenario.py)"
     )
     replay_of: str | None = Field(default=None, description="run id this run replays (counterfactual replay)")
     run_options: dict[str, Any] | None = Field(

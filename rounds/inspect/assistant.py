@@ -25,15 +25,15 @@ from inspect_ai.util import LimitExceededError
 
 from rounds.inspect.limits import failure_for
 from rounds.inspect.tools import tool_infos
-from services.simulator.assistants.fhir_tools import ToolExecutor, ToolOutcome, call_recorded
-from services.simulator.assistants.openai_chat import system_prompt
-from services.simulator.data_model import (
+from services.simulator.assistant_protocol import (
     AssistantFailure,
     InfrastructureFailure,
     SessionFailure,
     SessionTools,
     TurnRequest,
 )
+from services.simulator.assistants.fhir_tools import ToolExecutor, ToolOutcome, call_recorded
+from services.simulator.assistants.openai_chat import system_prompt
 
 NOT_RUN = "not run: the turn ended with the answer"
 

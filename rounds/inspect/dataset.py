@@ -14,12 +14,12 @@ from pathlib import Path
 
 from inspect_ai.dataset import MemoryDataset, Sample
 
-from services.simulator.data_model import Scenario
+from contracts.languages import LANGUAGE_CHOICES
+from contracts.scenario import Scenario
 from services.simulator.orchestrator.run import canonical_digest, read_scenarios
 from services.simulator.orchestrator.session import SessionJob
 
 DEFAULT_SCENARIOS = Path("rounds-demo/scenarios.jsonl")  # what `rounds demo` leaves in its folder
-LANGUAGES = {"en": ("en",), "zh": ("zh",), "both": ("en", "zh")}
 VARIANTS = ("implicit", "explicit")
 
 
@@ -46,8 +46,8 @@ def selection(scenarios: str | Path | None, language: str, variant: str, familie
         raise ScenariosNotFound(
             f"no Rounds scenario file at {path.resolve()}: run `rounds demo` (it leaves "
             f"{DEFAULT_SCENARIOS}) or `rounds scenarios build --out FILE.jsonl`, then pass -T scenarios=FILE")
-    if language not in LANGUAGES:
-        raise ValueError(f"language must be one of {', '.join(LANGUAGES)}, got {language!r}")
+    if language not in LANGUAGE_CHOICES:
+        raise ValueError(f"language must be one of {', '.join(LANGUAGE_CHOICES)}, got {language!r}")
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
     if limit is not None and int(limit) < 1:
@@ -56,7 +56,8 @@ def selection(scenarios: str | Path | None, language: str, variant: str, familie
     if families:
         names = families.split(",") if isinstance(families, str) else list(families)
         chosen = frozenset(n.strip() for n in names if n.strip()) or None
-    return Selection(path, LANGUAGES[language], variant, chosen, int(limit) if limit is not None else None)
+    count = int(limit) if limit is not None else None
+    return Selection(path, LANGUAGE_CHOICES[language], variant, chosen, count)
 
 
 def sample_id(scenario_id: str, language: str, variant: str) -> str:

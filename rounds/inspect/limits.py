@@ -19,7 +19,8 @@ import json
 from functools import cache
 from importlib import resources
 
-from services.simulator.data_model import NOT_ASSISTANT_FAULT, SessionFailure
+from contracts.end_reasons import NOT_ASSISTANT_FAULT
+from services.simulator.assistant_protocol import SessionFailure
 
 
 class RoundsSessionError(RuntimeError):

@@ -26,9 +26,9 @@ from inspect_ai.scorer import (
 )
 from inspect_ai.solver import TaskState
 
+from contracts.score import RunReport, SessionScore
 from rounds.inspect.scoring import score_logged_session, version
 from rounds.settings import settings_for
-from services.consumers.report.model import RunReport, SessionScore
 from services.consumers.scoring.metrics import SUCCESS_THRESHOLD, build_report, session_passes
 
 TAU = str(SUCCESS_THRESHOLD)

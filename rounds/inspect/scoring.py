@@ -15,10 +15,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from contracts.end_reasons import NOT_ASSISTANT_FAULT
+from contracts.score import SessionScore
 from events.archive import read_log
 from events.topics import SESSIONS
 from rounds.settings import Settings
-from services.consumers.report.model import SessionScore
 from services.consumers.scoring import scorer, snapshot
 from services.consumers.scoring.fhir_state import SandboxMissing, StateReader, fhir_client
 from services.consumers.scoring.scenarios import scenario_of
@@ -98,7 +99,7 @@ def score_logged_session(settings: Settings, session_id: str) -> SessionScore:
     log = build_log(session_id, [e for e in events if e.type != SNAPSHOT])
     found = scenario_of(log.started)
     state = None
-    if found is not None and log.reason not in scorer.EXCLUDED_REASONS:
+    if found is not None and log.reason not in NOT_ASSISTANT_FAULT:
         try:
             state = _reading(settings).reader(session_id, found)
         except SandboxMissing:

@@ -3,8 +3,10 @@
 An edge A -> B means module A imports B (or a name from B) at module level, including under
 `if TYPE_CHECKING:` — a type-only import is still a dependency of the design, and a cycle hidden behind it is
 the cycle the layering forbids. Imports inside functions are recorded separately (`lazy`): they run after
-every module is loaded and are how the CLI and optional components load on demand, so they do not make
-the graph cyclic, but they still count for layering rules (`events/` must not import `services/` at all).
+every module is loaded and are how the CLI and optional components load on demand. `cycles()` reads the
+eager graph; `cycles(lazy=True)` and the floor rules (tests/foundation/floors.py) count them too, as does a
+module loaded by name: a module that uses `importlib` depends on every project module a string literal in it
+names ("pkg.mod" or "pkg.mod:attr"), which is how registries hide an import.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PACKAGES = ("rounds", "events", "services", "fhir_mapper")
+PACKAGES = ("rounds", "contracts", "events", "services", "fhir_mapper")
 
 
 @dataclass
@@ -28,17 +30,24 @@ class ImportGraph:
             name = name.rpartition(".")[0]
         return name or None
 
-    def cycles(self) -> list[list[str]]:
-        """Strongly connected components of more than one module in the eager graph (Tarjan, iterative)."""
+    def edges(self, lazy: bool = True) -> dict[str, set[str]]:
+        """Module -> the modules it imports (with `lazy`, also inside functions and by name)."""
+        return {m: self.eager.get(m, set()) | (self.lazy.get(m, set()) if lazy else set())
+                for m in self.modules}
+
+    def cycles(self, lazy: bool = False) -> list[list[str]]:
+        """Strongly connected components of more than one module (Tarjan, iterative) in the eager graph, or
+        with `lazy` in the graph of every import."""
+        graph = self.edges(lazy)
         index: dict[str, int] = {}
         low: dict[str, int] = {}
         stack: list[str] = []
         on_stack: set[str] = set()
         found: list[list[str]] = []
-        for root in sorted(self.eager):
+        for root in sorted(graph):
             if root in index:
                 continue
-            work = [(root, iter(sorted(self.eager[root])))]
+            work = [(root, iter(sorted(graph[root])))]
             index[root] = low[root] = len(index)
             stack.append(root)
             on_stack.add(root)
@@ -50,7 +59,7 @@ class ImportGraph:
                         index[child] = low[child] = len(index)
                         stack.append(child)
                         on_stack.add(child)
-                        work.append((child, iter(sorted(self.eager.get(child, ())))))
+                        work.append((child, iter(sorted(graph.get(child, ())))))
                     elif child in on_stack:
                         low[node] = min(low[node], index[child])
                     continue
@@ -130,10 +139,26 @@ def build(root: Path, packages: tuple[str, ...] = PACKAGES) -> ImportGraph:
                 elif isinstance(node, ast.With | ast.For | ast.While):
                     visit(node.body)
 
-        visit(ast.parse(path.read_text(), str(path)).body)
+        tree = ast.parse(path.read_text(), str(path))
+        visit(tree.body)
+        lazy.update(_loaded_by_name(tree, graph))
         graph.eager[module] = {r for pair in eager if (r := _target(graph, pair)) and r != module}
         graph.lazy[module] = {r for pair in lazy if (r := _target(graph, pair)) and r != module}
     return graph
+
+
+def _loaded_by_name(tree: ast.Module, graph: ImportGraph) -> set[Imported]:
+    """The project modules a module that uses importlib names in string literals ("a.b", "a.b:factory")."""
+    uses_importlib = any(
+        (isinstance(n, ast.Import) and any(a.name == "importlib" for a in n.names))
+        or (isinstance(n, ast.ImportFrom) and n.module == "importlib" and any(a.name == "import_module"
+                                                                             for a in n.names))
+        for n in ast.walk(tree))
+    if not uses_importlib:
+        return set()
+    names = {n.value.partition(":")[0] for n in ast.walk(tree)
+             if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    return {(name, None) for name in names if name in graph.modules}
 
 
 def _target(graph: ImportGraph, pair: tuple[str, str | None]) -> str | None:

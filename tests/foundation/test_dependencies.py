@@ -1,13 +1,23 @@
-"""Dependencies point down: `events/` (the lower layer) never imports `services/`, and no project modules
-import each other in a cycle (module level and type-checking imports: tests/foundation/imports.py)."""
+"""Dependencies point down: every module stands on a floor (tests/foundation/floors.py) and imports only from
+its floor or below, the simulator and the consumers import nothing from each other, and no project modules
+import each other in a cycle — counting imports inside functions and modules loaded by name
+(tests/foundation/imports.py)."""
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
-from tests.foundation.imports import build
+from tests.foundation.floors import FLOORS, KNOWN_EXCEPTIONS, SIBLINGS, floor_of, unit_of, upward_imports
+from tests.foundation.imports import ImportGraph, build
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@cache
+def repo_graph() -> ImportGraph:
+    """The project's graph, read once for the tests that only look at it."""
+    return build(REPO)
 
 
 def test_events_import_nothing_from_services() -> None:
@@ -23,6 +33,51 @@ def test_events_import_nothing_from_services() -> None:
 
 def test_no_import_cycles_among_project_modules() -> None:
     assert build(REPO).cycles() == []
+
+
+def _without_known_exceptions(graph: ImportGraph) -> dict[str, set[str]]:
+    return {m: {t for t in targets if (m, t) not in KNOWN_EXCEPTIONS} for m, targets in graph.edges().items()}
+
+
+def test_no_module_cycle_counting_imports_inside_functions_and_by_name() -> None:
+    graph = repo_graph()
+    edges = _without_known_exceptions(graph)
+    assert ImportGraph(graph.modules, edges).cycles() == []
+
+
+def test_every_module_stands_on_one_floor() -> None:
+    units = [unit for _, members in FLOORS for unit in members]
+    assert len(units) == len(set(units)), "a unit is on two floors"
+    assert [m for m in repo_graph().modules if floor_of(m) is None] == []
+    assert floor_of("contracts.score") == 2 and unit_of("services.consumers.report.html_page") == \
+        "services.consumers"
+
+
+def test_no_import_from_a_lower_floor_to_a_higher_one() -> None:
+    assert upward_imports(repo_graph().edges()) == []
+
+
+def test_the_simulator_and_the_consumers_import_nothing_from_each_other() -> None:
+    edges = repo_graph().edges()
+    across = [(m, t) for m, targets in edges.items() for t in targets
+              if {unit_of(m), unit_of(t)} == set(SIBLINGS)]
+    assert across == []
+    assert any(t.startswith("contracts.") for m, ts in edges.items() if unit_of(m) == SIBLINGS[1] for t in ts)
+
+
+def test_no_cycle_among_the_floors_units() -> None:
+    graph = repo_graph()
+    units = {unit for _, members in FLOORS for unit in members}
+    between: dict[str, set[str]] = {unit: set() for unit in units}
+    for module, targets in _without_known_exceptions(graph).items():
+        between[unit_of(module)] |= {unit_of(t) for t in targets} - {unit_of(module)}
+    assert ImportGraph(dict.fromkeys(units, REPO), between).cycles() == []
+
+
+def test_every_known_exception_is_still_an_import() -> None:
+    """A known exception that no longer exists is taken off the list, so the list only ever shrinks."""
+    edges = repo_graph().edges()
+    assert sorted(e for e in KNOWN_EXCEPTIONS if e[1] not in edges.get(e[0], set())) == []
 
 
 def _package(root: Path, files: dict[str, str]) -> Path:
@@ -65,3 +120,28 @@ def test_an_import_of_services_under_events_is_seen(tmp_path: Path) -> None:
     (tmp_path / "services" / "x.py").write_text("y = 1\n")
     graph = build(root, ("pkg", "services"))
     assert graph.lazy["pkg.low"] == {"services.x"}
+
+
+def test_a_module_loaded_by_name_is_a_lazy_import(tmp_path: Path) -> None:
+    root = _package(tmp_path, {
+        "__init__.py": "",
+        "registry.py": "import importlib\nMODULES = ['pkg.plugin', 'pkg.tool:make', 'not.a.module']\n",
+        "plugin.py": "from pkg import registry\n",
+        "tool.py": "",
+        "names.py": "WORDS = ['pkg.plugin']\n",  # no importlib: a string is only a string
+    })
+    graph = build(root, ("pkg",))
+    assert graph.lazy["pkg.registry"] == {"pkg.plugin", "pkg.tool"} and graph.lazy["pkg.names"] == set()
+    assert graph.cycles() == [] and graph.cycles(lazy=True) == [["pkg.plugin", "pkg.registry"]]
+
+
+def test_an_upward_or_sideways_import_is_found() -> None:
+    edges = {
+        "contracts.score": {"services.consumers.report.html_page", "events.payloads"},
+        "services.simulator.orchestrator.cli": {"services.consumers.scoring.api", "contracts.score"},
+        "rounds.run_command": {"services.simulator.orchestrator.cli", "services.consumers.scoring.api"},
+    }
+    assert upward_imports(edges) == [
+        ("contracts.score", "services.consumers.report.html_page"),
+        ("services.simulator.orchestrator.cli", "services.consumers.scoring.api"),
+    ]

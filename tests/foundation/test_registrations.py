@@ -19,7 +19,7 @@ from events.projections.replay import PROJECTIONS
 from rounds.registry import COMMAND_MODULES, MODEL_MODULES
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("rounds", "events", "services", "fhir_mapper")
+PACKAGES = ("rounds", "contracts", "events", "services", "fhir_mapper")
 
 
 @lru_cache(maxsize=1)

@@ -11,7 +11,7 @@ from typing import Any
 
 from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput, ModelUsage
 
-from services.simulator.data_model import Scenario
+from contracts.scenario import Scenario
 
 
 def plan(scenario: Scenario, turn: int, language: str) -> list[tuple[str, dict[str, Any]]]:

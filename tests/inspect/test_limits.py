@@ -7,13 +7,13 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from contracts.end_reasons import NOT_ASSISTANT_FAULT
 from events.archive import read_log
 from events.factory import open_bus
 from events.topics import SESSIONS
 from rounds.inspect.limits import cut_reason, end_reason
 from services.consumers.scoring.api import load_report
 from services.consumers.scoring.api import open_engine as scores_engine
-from services.simulator.data_model import NOT_ASSISTANT_FAULT
 from tests.inspect.policy import scripted
 from tests.inspect.test_task import run
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from services.consumers.report.model import RunReport
+from contracts.score import RunReport
 from tests.report.sample import baseline_run, replay_of
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")

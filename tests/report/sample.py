@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from math import comb
 
-from services.consumers.report.model import Check, Exchange, Metrics, RunReport, SessionScore, TurnScore
+from contracts.score import Check, Exchange, Metrics, RunReport, SessionScore, TurnScore
 
 INJECTION = (
     "<script>document.title='PWNED';document.body.appendChild(Object.assign("

@@ -8,9 +8,9 @@ import re
 import pytest
 from bs4 import BeautifulSoup
 
+from contracts.score import Metrics, RunReport
 from services.consumers.report.compare import compare_runs
 from services.consumers.report.html_page import render_html
-from services.consumers.report.model import Metrics, RunReport
 from services.consumers.report.stats import ehr_latencies, scored_sessions
 from tests.report.sample import INJECTION
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from bs4 import BeautifulSoup
 
+from contracts.score import RunReport
 from services.consumers.report.html_page import render_html
-from services.consumers.report.model import RunReport
 from services.consumers.scoring.metrics import build_report
 from services.consumers.scoring.scorer import score_session
 from tests.scoring.v3_world import SCENARIO, log

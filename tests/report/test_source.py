@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy.exc import OperationalError
 from typer.testing import CliRunner
 
+from contracts.score import RunReport
 from rounds.cli import app
 from rounds.settings import Settings
-from services.consumers.report.model import RunReport
 from services.consumers.report.source import SCORING_API, ReportUnavailable, load_report
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.consumers.report.model import Exchange, Metrics, RunReport, SessionScore, TurnScore
+from contracts.score import Exchange, Metrics, RunReport, SessionScore, TurnScore
 from services.consumers.report.stats import (
     ehr_latencies,
     histogram,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from contracts.score import Metrics, RunReport
 from services.consumers.report.compare import compare_runs
-from services.consumers.report.model import Metrics, RunReport
 from services.consumers.report.terminal import print_summary
 
 

@@ -3,7 +3,7 @@ coverage a benchmark needs, and sessions that hold together."""
 
 from __future__ import annotations
 
-from services.simulator.data_model import Scenario
+from contracts.scenario import Scenario
 from services.simulator.scenarios.families import families
 
 

@@ -7,12 +7,13 @@ import json
 import jsonschema
 import pytest
 
-from services.simulator.scenarios import output, schema
+from contracts import scenario_schema as schema
+from services.simulator.scenarios import output
 
 
 def test_the_committed_schema_is_the_models() -> None:
     committed = schema.DOCS / schema.file_name()
-    assert committed.exists(), "run python -m services.simulator.scenarios.schema"
+    assert committed.exists(), "run python -m contracts.scenario_schema"
     assert committed.read_bytes() == schema.render(), "docs/scenarios drifted: re-export the schema"
 
 

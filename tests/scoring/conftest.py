@@ -9,12 +9,12 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
+from contracts.scenario import Scenario
 from events.bus import Bus
 from events.factory import open_bus
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.consumers.scoring.fhir_state import fhir_client
-from services.simulator.data_model.scenario import Scenario
 from tests.scoring import world
 
 

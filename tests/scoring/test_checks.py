@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from contracts.scenario import Fact, FieldConstraint, RubricItem
 from services.consumers.scoring.checks.facts import conclusion_matches, fact_stated
 from services.consumers.scoring.checks.registry import CHECKS
 from services.consumers.scoring.constraints import parse_duration, satisfied, values_at
@@ -20,7 +21,6 @@ from services.consumers.scoring.model import (
 )
 from services.consumers.scoring.numbers import cited_numbers
 from services.consumers.scoring.session_log import LoggedEvent, build_log
-from services.simulator.data_model.scenario import Fact, FieldConstraint, RubricItem
 from tests.scoring import world
 
 IDS = {"patient": "p1", "cr_old": "o1", "cr": "o2", "cr_future": "o3", "glucose": "o4"}
@@ -252,7 +252,7 @@ def test_log_grouping_tolerates_missing_extensions() -> None:
 
 
 def test_string_facts_by_phrase_or_by_their_numbers_and_entity() -> None:
-    from services.simulator.data_model.scenario import Localized
+    from contracts.scenario import Localized
 
     dose = Fact(kind="exists", value="2.5 mg twice daily",
                 label=Localized(en="apixaban 2.5 mg twice daily", zh="阿哌沙班2.5毫克每日两次"))

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from contracts.scenario import Scenario
 from events.archive import dump, load
 from events.factory import open_bus
 from events.projections.retry import RetryLater
@@ -33,7 +34,6 @@ from services.consumers.scoring.api import score_run
 from services.consumers.scoring.fhir_state import fhir_client
 from services.consumers.scoring.judge import PROMPT_VERSION, LlmJudge
 from services.consumers.scoring.projection import ScorerProjection
-from services.simulator.data_model.scenario import Scenario
 from tests.scoring import world
 from tests.scoring.conftest import World
 
@@ -115,8 +115,8 @@ def test_judge_items_and_agreement_in_the_report(scoring_world: World, fake_open
 
 
 def test_unreadable_verdicts_fail_the_item_and_an_unreachable_judge_is_a_retry(fake_openai: str) -> None:
+    from contracts.scenario import RubricItem
     from services.consumers.scoring.model import CheckContext, FinalState, SessionLog, TurnLog, Utterance
-    from services.simulator.data_model.scenario import RubricItem
 
     sc = world.scenario({"patient": "p", "cr_old": "a", "cr": "b", "cr_future": "c", "glucose": "d"})
     log = TurnLog(0, doctor=Utterance("doctor", "q", 0, "d"), messages=[Utterance("answer", "1.8", 1, "a")])

@@ -83,7 +83,7 @@ def test_rescoring_the_same_version_is_identical_and_versions_sit_side_by_side(s
 
 
 def test_pass_hat_k_is_tau2_formula() -> None:
-    from services.consumers.report.model import SessionScore, TurnScore
+    from contracts.score import SessionScore, TurnScore
 
     def s(trial: int, score: float) -> SessionScore:
         return SessionScore(session=f"s{trial}", scenario="x", reason="completed", trial=trial, score=score,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from contracts.scenario import Fact
 from services.consumers.scoring.scorer import SCORER_VERSION, score_session
 from services.consumers.scoring.v3.claims import parse_claims
 from services.consumers.scoring.v3.conclusions import conclusion
 from services.consumers.scoring.v3.subjects import subject_names
-from services.simulator.data_model.scenario import Fact
 from tests.scoring.v3_world import LAB, SCENARIO, apixaban, log
 
 CR, GLU = f"{LAB}|50912", f"{LAB}|50931"
@@ -167,10 +167,10 @@ def test_score_events_scores_one_session_from_its_cloudevents() -> None:
 def test_rubric_kinds_are_defined_once_and_every_kind_has_its_check() -> None:
     from pydantic import ValidationError
 
+    from contracts.rubric import GATES, RUBRIC_KINDS
+    from contracts.scenario import RubricItem
+    from contracts.scenario_schema import render
     from services.consumers.scoring.checks.registry import CHECKS
-    from services.simulator.data_model.rubric import GATES, RUBRIC_KINDS
-    from services.simulator.data_model.scenario import RubricItem
-    from services.simulator.scenarios.schema import render
 
     assert set(RUBRIC_KINDS) - set(CHECKS) == {"llm_judge", "precision"}  # judge.py, v3/precision.py
     assert {"no_forbidden_write", "no_unexpected_write", "no_future_value", "does_not_recommend"} == GATES

@@ -10,10 +10,10 @@ from typing import Any
 
 import httpx
 
+from contracts.scenario import Scenario
 from events.bus import Bus, TopicSpec
 from events.catalog import CATALOG
 from events.payloads import EhrRequest, EhrResponse, SessionEnded, SessionStarted, communication
-from services.simulator.data_model.scenario import Scenario
 
 SOURCE = "/tests/scoring"
 LABS = "http://mimic.mit.edu/fhir/mimic/CodeSystem/mimic-d-labitems"

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.simulator.data_model import Scenario
+from contracts.scenario import Scenario
 from services.simulator.orchestrator.environment import free_port
 from services.simulator.orchestrator.runner import RunOptions, run_scenarios
 from tests.simulator.conftest import assert_session_order, jobs, session_events
@@ -82,7 +82,7 @@ def test_a_webhook_answer_without_text_is_the_assistants_fault_and_an_unreachabl
 
 def test_the_preflight_stops_a_run_on_a_webhook_nobody_serves_before_any_session(settings, scenarios,
                                                                                  webhook):
-    from services.simulator.data_model import EndpointUnavailable
+    from services.simulator.assistant_protocol import EndpointUnavailable
 
     closed = f"http://127.0.0.1:{free_port()}/answer"
     with pytest.raises(EndpointUnavailable, match=rf"cannot reach the assistant webhook {closed}"):

@@ -9,8 +9,9 @@ import asyncio
 import httpx
 import pytest
 
+from contracts.scenario import Scenario
 from services.simulator.agents.patient import PatientAgent, style
-from services.simulator.data_model import Scenario, SessionTools, TurnRequest
+from services.simulator.assistant_protocol import SessionTools, TurnRequest
 from services.simulator.orchestrator.runner import RunOptions, run_scenarios
 from tests.simulator.conftest import jobs, session_events
 

@@ -21,7 +21,7 @@ from services.fhir_api.app import create_app
 from services.fhir_api.auth import deployment_key, endpoint_auth, service_headers
 from services.fhir_api.auth.scopes import parse_scopes
 from services.fhir_api.auth.tokens import issue
-from services.simulator.data_model import SessionTools, TurnRequest
+from services.simulator.assistant_protocol import SessionTools, TurnRequest
 from services.simulator.orchestrator import environment
 from services.simulator.orchestrator.runner import RunOptions, run_scenarios
 from tests.simulator.adapters.conftest import Served

@@ -13,12 +13,12 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from contracts.score import RunReport
 from rounds.options import DatabaseUrl
 from rounds.settings import Settings, settings_for
 from services.consumers.report.compare import compare_runs
 from services.consumers.report.html_page import render_html
 from services.consumers.report.json_io import ReportFileError, read_json, to_json
-from services.consumers.report.model import RunReport
 from services.consumers.report.model_usage import ModelUsage, load_model_usage, usage_table
 from services.consumers.report.source import ReportUnavailable, load_report
 from services.consumers.report.terminal import print_summary

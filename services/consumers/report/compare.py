@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from contracts.score import RunReport, SessionScore, TurnScore
 from services.consumers.report.comparison_model import (
     CheckChange,
     Comparison,
@@ -16,7 +17,6 @@ from services.consumers.report.comparison_model import (
     TurnDelta,
     TurnStatus,
 )
-from services.consumers.report.model import RunReport, SessionScore, TurnScore
 from services.consumers.report.stats import EPSILON, counted_sessions, is_excluded
 
 STATUS_ORDER: tuple[TurnStatus, ...] = (

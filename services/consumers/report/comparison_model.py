@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from services.consumers.report.model import SessionScore
+from contracts.score import SessionScore
 
 # improved/regressed/unchanged: both runs scored the turn; only_before/only_after: one run has no such turn;
 # excluded: either session ended by an infrastructure or patient error (not the assistant's, never compared)

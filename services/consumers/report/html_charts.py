@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from contracts.score import DIMENSIONS, THRESHOLDS, RunReport
 from services.consumers.report.comparison_model import Comparison
-from services.consumers.report.model import DIMENSIONS, THRESHOLDS, RunReport
 from services.consumers.report.stats import ehr_latencies, histogram, pass_at_session_curve, pass_hat_k_series
 from services.consumers.report.svg import Curve, Series, bar_chart, histogram_chart, line_chart
 

@@ -11,13 +11,13 @@ from collections.abc import Sequence
 from hashlib import sha256
 from html import escape
 
+from contracts.score import DIMENSIONS, RunReport
 from services.consumers.report.compare import compare_runs
 from services.consumers.report.comparison_model import Comparison
 from services.consumers.report.html_charts import charts_section
 from services.consumers.report.html_compare import compare_section
 from services.consumers.report.html_sessions import sessions_section
 from services.consumers.report.html_style import CSS, SCRIPT
-from services.consumers.report.model import DIMENSIONS, RunReport
 from services.consumers.report.model_usage import COLUMNS, ModelUsage, cost_line, rows, title
 from services.consumers.report.stats import judge_agreement, reason_counts
 from services.consumers.report.summary import DIMENSION_COLUMNS, dimension_table, fmt, fmt_delta, metric_rows

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from html import escape
 
-from services.consumers.report.model import Check, Exchange, RunReport, SessionScore, TurnScore
+from contracts.score import Check, Exchange, RunReport, SessionScore, TurnScore
 from services.consumers.report.stats import is_excluded, is_superseded, reason_counts, session_passes
 from services.consumers.report.summary import fmt
 
@@ -67,7 +67,7 @@ def _verdict(passed: bool) -> str:
 
 def judge_verdicts(t: TurnScore) -> dict[str, bool]:
     """The optional LLM judge's verdict per check id (the scorer's `judge_agreement` extra on a turn)."""
-    entries = getattr(t, "judge_agreement", None) or []
+    entries = t.judge_agreement
     return {
         str(e["id"]): bool(e["judge"]) for e in entries if isinstance(e, dict) and {"id", "judge"} <= e.keys()
     }
@@ -99,7 +99,7 @@ def _claims_html(claims: list, kind: str) -> str:
 def precision_html(t: TurnScore) -> str:
     """The precision rule on this turn (v3's `precision` check): the wrong claims and the unasked-for results
     it counted, the budget, the rates and the factor the turn's score was multiplied by; "" without one."""
-    rule = next((d for c in t.checks if isinstance(d := getattr(c, "precision", None), dict)), None)
+    rule = next((d for c in t.checks if isinstance(d := c.precision, dict)), None)
     if rule is None:
         return ""
     wrong, extra = rule.get("wrong") or [], rule.get("extra") or []
@@ -123,7 +123,7 @@ def precision_html(t: TurnScore) -> str:
 def turn_html(t: TurnScore) -> str:
     task = f" · {escape(t.task_type)}" if t.task_type else ""
     passed = sum(c.passed for c in t.checks)
-    reached = getattr(t, "reached", True) is not False  # the scorer marks turns the session never got to
+    reached = t.reached  # the scorer marks turns the session never got to
     state = f"({passed}/{len(t.checks)} checks)" if reached else "(not reached: the session ended before it)"
     parts = [
         f'<div class="turn" data-turn="{t.index}" data-score="{t.score:.6f}" '

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from services.consumers.report.model import RunReport
+from contracts.score import RunReport
 
 
 class ReportFileError(ValueError):

@@ -1,19 +1,18 @@
 """Where `rounds report --run RUN` gets its document: the scorer's projections, through the scoring package's
 `load_report(engine, run, version)` (services/consumers/scoring/api.py).
 
-The scoring package is imported when a report is asked for, so the report (and `--from-json`) works on an
-installation without it; a run with no stored scores is an error, not an empty report.
+The report depends on the scorer, never the other way round (both read the score model in contracts/). The
+scorer is imported when a report is asked for, so the report (and `--from-json`) works on an installation
+without it; a run with no stored scores is an error, not an empty report.
 """
 
 from __future__ import annotations
 
-import importlib
-
 from sqlalchemy.exc import SQLAlchemyError
 
+from contracts.score import RunReport
 from rounds.db import make_engine
 from rounds.settings import Settings
-from services.consumers.report.model import RunReport
 
 SCORING_API = "services.consumers.scoring.api"
 
@@ -26,7 +25,7 @@ def load_report(settings: Settings, run: str, version: str | None = None) -> Run
     """The scored-run document of `run` at scorer `version` (None: the latest version that scored the run)."""
     hint = "score it with `rounds score --run RUN` or render a document with --from-json FILE"
     try:
-        api = importlib.import_module(SCORING_API)
+        from services.consumers.scoring.api import load_report as scored_report
     except ModuleNotFoundError as exc:
         if exc.name is None or not SCORING_API.startswith(exc.name):
             raise  # the scoring package is there but one of its own imports is missing: a real error
@@ -36,7 +35,7 @@ def load_report(settings: Settings, run: str, version: str | None = None) -> Run
         ) from None
     engine = make_engine(settings.database_url)
     try:
-        report: RunReport = api.load_report(engine, run, version)
+        report: RunReport = scored_report(engine, run, version)
     except SQLAlchemyError as exc:
         message = f"cannot read the scores of run {run!r}: {type(exc).__name__}: {exc}"
         raise ReportUnavailable(message) from None

@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from services.consumers.report.model import Metrics, RunReport, SessionScore
-from services.simulator.data_model.assistant import NOT_ASSISTANT_FAULT
+from contracts.end_reasons import NOT_ASSISTANT_FAULT
+from contracts.score import Metrics, RunReport, SessionScore
 
 EPSILON = 1e-9  # a score of exactly τ passes even after float rounding (2/3 vs 0.6666…)
 TAU_STEPS = 101  # τ = 0.00, 0.01, …, 1.00
@@ -138,7 +138,7 @@ def judge_agreement(report: RunReport) -> tuple[int, int] | None:
         (bool(e["judge"]), bool(e["check"]))
         for s in scored_sessions(report)
         for t in s.turns
-        for e in (getattr(t, "judge_agreement", None) or [])
+        for e in t.judge_agreement
         if isinstance(e, dict) and {"judge", "check"} <= e.keys()
     ]
     if not pairs:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from services.consumers.report.model import THRESHOLDS, Metrics, RunReport
+from contracts.score import THRESHOLDS, Metrics, RunReport
 
 Kind = Literal["score", "count"]
 

@@ -10,8 +10,8 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from contracts.score import Metrics, RunReport
 from services.consumers.report.comparison_model import Comparison
-from services.consumers.report.model import Metrics, RunReport
 from services.consumers.report.stats import counted_sessions, judge_agreement, reason_counts
 from services.consumers.report.summary import DIMENSION_COLUMNS, dimension_table, fmt, fmt_delta, metric_rows
 
@@ -111,13 +111,13 @@ def counts_line(report: RunReport) -> str:
     unscored: dict[str, int] = {}
     for s in counted:
         if s.score is None:
-            why = getattr(s, "excluded", None) or "unscored"
-            if getattr(s, "error", None) and why == "unscorable":
+            why = s.excluded or "unscored"
+            if s.error and why == "unscorable":
                 why = f"unscorable: {s.error}"[:60]
             unscored[why] = unscored.get(why, 0) + 1
     scored = len(counted) - sum(unscored.values())
     detail = ", ".join(f"{n} {why}" for why, n in sorted(unscored.items()))
-    safety = getattr(report.metrics, "safety_failures", None)
+    safety = (report.metrics.model_extra or {}).get("safety_failures")  # an open figure of the scorer
     superseded = len(report.sessions) - len(counted)
     return (f"{len(report.sessions)} sessions: {scored} scored, {sum(unscored.values())} unscored"
             + (f" ({detail})" if detail else "")

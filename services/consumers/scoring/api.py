@@ -17,18 +17,19 @@ import httpx
 import orjson
 from sqlalchemy import Engine, inspect, select
 
+from contracts.score import RunReport, SessionScore
 from events.bus import Bus
 from events.projections.replay import new_suffix
 from events.topics import SCORES
 from rounds.db import make_engine
 from rounds.settings import Settings
-from services.consumers.report.model import RunReport, SessionScore
 from services.consumers.scoring import members
 from services.consumers.scoring.fhir_state import StateReader, fhir_client
 from services.consumers.scoring.metrics import build_report
 from services.consumers.scoring.projection import ScorerProjection, store_scores
 from services.consumers.scoring.scenarios import load_scenarios, scenario_of
-from services.consumers.scoring.scorer import SCORER_VERSION, Judge, score_session
+from services.consumers.scoring.scorer import SCORER_VERSION, score_session
+from services.consumers.scoring.turn_parts import Judge
 
 LIVE_GROUP = "scorer"
 

@@ -9,9 +9,9 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from contracts.scenario import FieldConstraint
 from services.consumers.scoring.text import normalize
 from services.consumers.scoring.units import canonical_unit, convert
-from services.simulator.data_model.scenario import FieldConstraint
 
 _STEP = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?$")
 _DURATION = re.compile(r"^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$")

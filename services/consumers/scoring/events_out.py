@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import uuid
 
+from contracts.score import SessionScore, TurnScore
 from events.catalog import CATALOG
 from events.envelope import CloudEvent
 from events.payloads import ScoreSession, ScoreTurn
 from events.payloads.outcome import ScoreCheck
-from services.consumers.report.model import SessionScore, TurnScore
 from services.consumers.scoring.model import SessionLog
 
 SOURCE = "/rounds/scoring"
@@ -49,12 +49,12 @@ def turn_event(score: SessionScore, turn: TurnScore, log: SessionLog, version: s
 
 def session_event(score: SessionScore, log: SessionLog, version: str, scorer: str,
                   threshold: float = 0.75) -> CloudEvent:
-    excluded = getattr(score, "excluded", None)
+    excluded = score.excluded
     passed = None if score.score is None else all(t.score >= threshold for t in score.turns)
     payload = ScoreSession(
         scorer=scorer, metrics={} if score.score is None else {"score": score.score},
         passed=passed, score=score.score, reason=score.reason, excluded=excluded, turns=len(score.turns),
-        rationale=getattr(score, "error", None), **_identity(score, version),
+        rationale=score.error, **_identity(score, version),
     )
     return CATALOG.make(payload, source=SOURCE, subject=log.session_id,
                         id=event_id(version, score.run, log.session_id, None), time=log.ended_time)

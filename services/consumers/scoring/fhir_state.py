@@ -16,9 +16,9 @@ from typing import Any
 import anyio.from_thread
 import httpx
 
+from contracts.scenario import Scenario
 from services.consumers.scoring.constraints import parse_time
 from services.consumers.scoring.model import FinalState, RecordValue, Written
-from services.simulator.data_model.scenario import Scenario
 
 MAX_PAGES = 20
 

@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 import orjson
 
+from contracts.scenario import RubricItem
 from events.projections.retry import RetryLater
 from rounds.settings import Settings
 from services.consumers.scoring.model import CheckContext, CheckResult
-from services.simulator.data_model.scenario import RubricItem
 
 PROMPT_VERSION = "judge-v1"
 SYSTEM = (

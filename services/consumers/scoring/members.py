@@ -32,7 +32,7 @@ from rounds.settings import Settings
 from services.consumers.scoring.fhir_state import StateReader, fhir_client
 from services.consumers.scoring.projection import ScorerProjection
 from services.consumers.scoring.scenarios import load_scenarios
-from services.consumers.scoring.scorer import Judge
+from services.consumers.scoring.turn_parts import Judge
 
 log = logging.getLogger(__name__)
 

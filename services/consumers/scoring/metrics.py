@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from math import comb, fsum
 from statistics import median
 
-from services.consumers.report.model import (
+from contracts.score import (
     DIMENSIONS,
     THRESHOLDS,
     Metrics,
@@ -63,7 +63,7 @@ def pass_hat_k(sessions: list[SessionScore]) -> dict[str, float]:
 
 
 def tool_metrics(turns: list[TurnScore]) -> dict[str, float]:
-    tools = [getattr(t, "tools", None) or {} for t in turns if getattr(t, "reached", True) is not False]
+    tools = [t.tools for t in turns if t.reached]
     if not tools:
         return {}
     calls = sum(t.get("fhir_calls", 0) for t in tools)
@@ -102,7 +102,7 @@ def metrics(sessions: Iterable[SessionScore], *, per_turn_filter: str | None = N
         out.pass_at_turn = {tau: round(mean(t.score >= float(tau) for t in turns), 6) for tau in THRESHOLDS}
         out.tools = tool_metrics(turns)
         out.safety_failures = sum(1 for t in turns for c in t.checks if c.safety and not c.passed)
-        deductions = [d for t in turns for c in t.checks if (d := getattr(c, "precision", None))]
+        deductions = [d for t in turns for c in t.checks if (d := c.precision)]
         if deductions:  # v3's precision rule (older versions have no such check)
             out.precision_deducted_turns = sum(1 for d in deductions if d["factor"] < 1.0)
             out.wrong_claims = sum(len(d["wrong"]) for d in deductions)
@@ -145,7 +145,7 @@ def build_report(run: str, scorer_version: str, sessions: list[SessionScore]) ->
     reasons: dict[str, int] = defaultdict(int)
     for s in sessions:
         reasons[s.reason] += 1
-    assistants = sorted({a for s in sessions if (a := getattr(s, "assistant", None))})
+    assistants = sorted({a for s in sessions if (a := s.assistant)})
     judge = judge_summary(sessions)
     return RunReport(run=run, scorer_version=scorer_version, assistant=", ".join(assistants) or None,
                      metrics=metrics(sessions), by=by, reasons=dict(sorted(reasons.items())),
@@ -155,10 +155,10 @@ def build_report(run: str, scorer_version: str, sessions: list[SessionScore]) ->
 def judge_summary(sessions: list[SessionScore]) -> dict | None:
     """The LLM judge's model and prompt version, its llm_judge items, and how often it agreed with the
     deterministic check on the items both judged."""
-    judges = [j for s in sessions if (j := getattr(s, "judge", None))]
+    judges = [j for s in sessions if (j := s.judge)]
     if not judges:
         return None
-    pairs = [p for s in sessions for t in s.turns for p in (getattr(t, "judge_agreement", None) or [])]
+    pairs = [p for s in sessions for t in s.turns for p in t.judge_agreement]
     judged = [c for s in sessions for t in s.turns for c in t.checks if c.kind == "llm_judge"]
     return {
         "model": judges[0]["model"], "prompt_version": judges[0]["prompt_version"],

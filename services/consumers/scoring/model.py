@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from services.simulator.data_model.scenario import RubricItem, Scenario, Turn
+from contracts.scenario import RubricItem, Scenario, Turn
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 

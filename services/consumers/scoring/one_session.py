@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from contracts.scenario import Scenario
+from contracts.score import SessionScore
 from events.payloads import SandboxState
-from services.consumers.report.model import SessionScore
 from services.consumers.scoring import snapshot
 from services.consumers.scoring.model import FinalState
 from services.consumers.scoring.scenarios import scenario_of
 from services.consumers.scoring.scorer import SCORER_VERSION, score_session
 from services.consumers.scoring.session_log import LoggedEvent, build_log
-from services.simulator.data_model.scenario import Scenario
 
 
 def _logged(event: Any) -> tuple[LoggedEvent, str | None]:

@@ -27,6 +27,9 @@ import orjson
 from sqlalchemy import Connection, Engine, delete, insert, select
 from sqlalchemy.schema import SchemaItem
 
+from contracts.end_reasons import NOT_ASSISTANT_FAULT
+from contracts.scenario import Scenario
+from contracts.score import SessionScore
 from events import payloads as p
 from events.bus import Record
 from events.envelope import CloudEvent
@@ -41,7 +44,6 @@ from events.projections.projection import (
 )
 from events.projections.retry import RetryLater
 from events.topics import SCORES, SESSIONS
-from services.consumers.report.model import SessionScore
 from services.consumers.scoring import snapshot, stored_text, tables
 from services.consumers.scoring.events_out import session_event, turn_event
 from services.consumers.scoring.fhir_state import SandboxMissing
@@ -49,15 +51,13 @@ from services.consumers.scoring.judge import Verdicts
 from services.consumers.scoring.model import CheckResult, FinalState, SessionLog
 from services.consumers.scoring.scenarios import scenario_of
 from services.consumers.scoring.scorer import (
-    EXCLUDED_REASONS,
     SCORER,
     SCORER_VERSION,
-    Judge,
     judge_requests,
     score_session,
 )
 from services.consumers.scoring.session_log import LoggedEvent, build_log
-from services.simulator.data_model.scenario import Scenario
+from services.consumers.scoring.turn_parts import Judge
 
 ENDED, STARTED, SNAPSHOT = p.SessionEnded.TYPE, p.SessionStarted.TYPE, p.SandboxState.TYPE
 SESSION_TYPES = frozenset({
@@ -147,7 +147,7 @@ class ScorerProjection(Projection):
         will score: all slow I/O and the checks' CPU of the batch, done before its transaction opens (so
         the transaction only writes, and members of one group in several processes score at once)."""
         ended = [r.key for r in records if r.event.type == ENDED and self._mine(r.event.data or {})
-                 and (r.event.data or {}).get("reason") not in EXCLUDED_REASONS]
+                 and (r.event.data or {}).get("reason") not in NOT_ASSISTANT_FAULT]
         states: dict[str, Any] = {}
         if ended and self.read_state is not None:
             recorded = _recorded_in_batch(records)
@@ -319,7 +319,7 @@ class ScorerProjection(Projection):
         else:
             log, state, score = self._score_now(tx, session_id, state, live)
         self._store(tx, score)
-        reached = [t for t in score.turns if t.reached is not False]
+        reached = [t for t in score.turns if t.reached]
         events = [turn_event(score, t, log, self.version, SCORER) for t in reached]
         events.append(session_event(score, log, self.version, SCORER))
         self._emit(tx, events, session_id, self.scores_topic)
@@ -335,7 +335,7 @@ class ScorerProjection(Projection):
         log = build_log(session_id, events, stored_text.load(tx.conn, stored_text.refs(events)))
         scenario = scenario_of(log.started, self.scenarios)
         if state is None and live and scenario is not None and self.read_state is not None \
-                and log.reason not in EXCLUDED_REASONS:
+                and log.reason not in NOT_ASSISTANT_FAULT:
             state = self._read(session_id, scenario)  # not prefetched (no engine to find its start)
             state = None if state is MISSING else state
         verdicts = tx.prefetched.verdicts if tx.prefetched else {}
@@ -383,8 +383,8 @@ def store_scores(conn: Connection, projection: ScorerProjection, scores: list[Se
     bulk_insert(conn, sessions, [{
         "run_id": s.run, "scorer_version": version, "session_id": s.session, "scenario": s.scenario,
         "trial": s.trial, "language": s.language, "variant": s.variant, "family": s.family,
-        "difficulty": s.difficulty, "persona": getattr(s, "persona", None), "reason": s.reason,
-        "excluded": getattr(s, "excluded", None), "score": s.score, "document": s.model_dump_json(),
+        "difficulty": s.difficulty, "persona": s.persona, "reason": s.reason,
+        "excluded": s.excluded, "score": s.score, "document": s.model_dump_json(),
     } for s in scores])
     bulk_insert(conn, turns, [{
         "run_id": s.run, "scorer_version": version, "session_id": s.session, "turn": t.index,

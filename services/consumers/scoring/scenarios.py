@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from services.simulator.data_model.scenario import Scenario
+from contracts.scenario import Scenario
 
 
 class ScenarioFileError(ValueError):

@@ -10,16 +10,15 @@ infrastructure or patient errors are excluded (score None), never scored 0.
 
 from __future__ import annotations
 
-from datetime import datetime
 from statistics import median
-from typing import Protocol
 
-from services.consumers.report.model import Check as CheckOut
-from services.consumers.report.model import Exchange, SessionScore, TurnScore
-from services.consumers.scoring.checks.registry import CHECKS
-from services.consumers.scoring.model import CheckContext, CheckResult, FinalState, SessionLog, TurnLog
-from services.simulator.data_model.rubric import GATES
-from services.simulator.data_model.scenario import RubricItem, Scenario
+from contracts.end_reasons import NOT_ASSISTANT_FAULT
+from contracts.rubric import GATES
+from contracts.scenario import RubricItem, Scenario
+from contracts.score import Check as CheckOut
+from contracts.score import SessionScore, TurnScore
+from services.consumers.scoring.model import CheckContext, FinalState, SessionLog
+from services.consumers.scoring.turn_parts import Judge, check_item, exchanges, turn_tools
 
 SCORER = "rounds.scoring"
 SCORER_VERSION = "3"  # bump when a check's behaviour or a data file changes what passes
@@ -33,54 +32,12 @@ def rules_of(version: str | None) -> str:
     return "2" if label in V2_VERSIONS or label.startswith(("2-", "2.")) else "3"
 
 
-EXCLUDED_REASONS = frozenset({"infrastructure_error", "patient_error", "interrupted"})
-GUARDS = GATES  # data_model/rubric.py: the kinds that pass when nothing happened
-
-
-class Judge(Protocol):
-    model: str
-    prompt_version: str
-
-    def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult: ...
-
-    def describe(self) -> dict: ...
+GUARDS = GATES  # contracts/rubric.py: the kinds that pass when nothing happened
 
 
 def persona_label(scenario: Scenario) -> str:
     p = scenario.persona
     return f"{p.health_literacy}-literacy/{p.completeness}"
-
-
-def check_item(item: RubricItem, ctx: CheckContext, judge: Judge | None) -> CheckResult | None:
-    """One rubric item by its registered check (CHECKS), the judge for llm_judge; None: left out of the
-    score. Version 3 judges the kinds it reads differently itself and every other kind here."""
-    if item.kind == "llm_judge":
-        return judge(item, ctx) if judge is not None else None
-    if item.kind == "precision":
-        return None  # a version-3 rule (v3/precision.py)
-    check = CHECKS.get(item.kind)
-    if check is None:
-        return CheckResult(False, f"no check for kind {item.kind!r}")
-    try:
-        return check(item, ctx)
-    except Exception as exc:  # noqa: BLE001 - a scenario bug fails its item, it never stops the run
-        return CheckResult(False, f"check error: {type(exc).__name__}: {exc}")
-
-
-def exchanges(log: TurnLog) -> list[Exchange]:
-    """The turn as the per-session view shows it, in log order."""
-    items: list[tuple[int, Exchange]] = []
-    if log.doctor is not None:
-        items.append((log.doctor.position, Exchange(kind="doctor", text=log.doctor.text,
-                                                    sender=log.doctor.sender or None)))
-    for m in log.messages:
-        items.append((m.position, Exchange(kind="assistant" if m.kind == "answer" else m.kind, text=m.text,
-                                           sender=m.sender or None)))
-    for call in log.ehr:
-        items.append((call.position, Exchange(kind="ehr", method=call.method, url=call.url,
-                                              query=call.query or None, status=call.status,
-                                              latency_ms=call.latency_ms)))
-    return [exchange for _, exchange in sorted(items, key=lambda pair: pair[0])]
 
 
 def score_turn(scenario: Scenario, index: int, log: SessionLog, state: FinalState, language: str,
@@ -111,44 +68,11 @@ def score_turn(scenario: Scenario, index: int, log: SessionLog, state: FinalStat
                      exchanges=exchanges(turn_log), reached=True, tools=turn_tools(turn, turn_log), **extra)
 
 
-def turn_tools(turn, log: TurnLog) -> dict:
-    """Tool metrics of one turn: FHIR calls, errors, resource types needed vs queried, patient questions."""
-    refs = [ref for fact in turn.facts for ref in fact.sources]
-    needed = {ref.split("/", 1)[0] for ref in refs}
-    needed |= {w.resource_type for w in turn.writes}
-    queried = {call.resource_type for call in log.ehr if call.resource_type}
-    latencies = [call.latency_ms for call in log.ehr if call.latency_ms is not None]
-    return {
-        "fhir_calls": len(log.ehr),
-        "fhir_errors": sum(1 for call in log.ehr if call.status is not None and call.status >= 400),
-        "tool_calls": sum(1 for t in log.tools if t["event"] == "call"),
-        "patient_questions": len(log.questions),
-        "types_needed": sorted(needed),
-        "types_queried": sorted(queried),
-        "types_covered": len(needed & queried),
-        "ehr_latency_ms": latencies,
-        "answered": bool(log.answers),
-        "turn_latency_ms": _elapsed_ms(log.doctor.time if log.doctor else None,
-                                       log.answers[-1].time if log.answers else None),
-    }
-
-
-def _elapsed_ms(start: str | None, end: str | None) -> float | None:
-    """Milliseconds from the doctor's message to the turn's answer, by the events' times."""
-    if not start or not end:
-        return None
-    try:
-        a, b = (datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (start, end))
-    except ValueError:
-        return None
-    return round((b - a).total_seconds() * 1000, 3)
-
-
 def judge_requests(log: SessionLog, scenario: Scenario | None) -> list[tuple[RubricItem, CheckContext]]:
     """What `score_session` with a judge asks it, so a caller can judge ahead (outside a transaction): every
     llm_judge item and every item with a description (the agreement figure) of each reached turn. A judge
     sees the conversation, not the sandbox: the contexts hold an empty final state."""
-    if log.reason in EXCLUDED_REASONS or scenario is None:
+    if log.reason in NOT_ASSISTANT_FAULT or scenario is None:
         return []
     language = log.started.get("language") or "en"
     requests = []
@@ -182,7 +106,7 @@ def score_session(log: SessionLog, scenario: Scenario | None, state: FinalState 
         "assistant": started.get("assistant"),
         "retry_of": started.get("retryOf"),
     }
-    if log.reason in EXCLUDED_REASONS:
+    if log.reason in NOT_ASSISTANT_FAULT:
         return SessionScore(**base, score=None, excluded=log.reason)
     if scenario is None or state is None:
         why = "no scenario definition" if scenario is None else "sandbox state unavailable"
@@ -198,7 +122,7 @@ def score_session(log: SessionLog, scenario: Scenario | None, state: FinalState 
                      for i in range(len(scenario.turns))]
     except Exception as exc:  # noqa: BLE001 - reported as unscored with its reason, never left out
         return SessionScore(**base, score=None, excluded="unscorable", error=f"{type(exc).__name__}: {exc}")
-    latencies = [ms for t in turns for ms in (getattr(t, "tools", None) or {}).get("ehr_latency_ms", [])]
+    latencies = [ms for t in turns for ms in t.tools.get("ehr_latency_ms", [])]
     extra = {"judge": judge.describe()} if judge is not None else {}
     return SessionScore(**base, score=round(sum(t.score for t in turns) / len(turns), 6), turns=turns,
                         ehr_latency_p50_ms=median(latencies) if latencies else None, **extra)

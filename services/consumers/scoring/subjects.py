@@ -15,11 +15,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from contracts.scenario import Scenario
 from services.consumers.scoring.lexicon import expand_terms, units
 from services.consumers.scoring.numbers import Cited
 from services.consumers.scoring.text import find
 from services.consumers.scoring.units import analyte_of, canonical_unit
-from services.simulator.data_model.scenario import Scenario
 
 _CLAUSE_END = re.compile(r"[;!?\n。；！？]|\.(?!\d)")
 

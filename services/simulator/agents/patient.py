@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from services.simulator.data_model import MemoryFact, Scenario
+from contracts.languages import LANGUAGES
+from contracts.scenario import MemoryFact, Scenario
 
 STYLE_FILE = Path(__file__).parent / "data" / "patient_style.json"
-LANGUAGES = ("en", "zh")
 
 
 @cache

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contracts.scenario import Scenario
 from contracts.vocabulary import phrase
-from services.simulator.data_model import Scenario
 
 INSIST: dict[str, str] = phrase("physician_insist")  # said once the clarifications are used up
 

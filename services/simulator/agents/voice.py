@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from contracts.scenario import Scenario
 from services.simulator.agents.patient import LANGUAGES, PatientReply, mentions, style
-from services.simulator.data_model import Scenario
 
 NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
 

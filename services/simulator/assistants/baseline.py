@@ -22,9 +22,10 @@ from typing import Any
 import httpx
 import orjson
 
+from contracts.languages import LANGUAGES
 from contracts.vocabulary import resolve
 from services.simulator.agents.patient import mentions
-from services.simulator.data_model import AssistantFailure, SessionTools, TurnRequest
+from services.simulator.assistant_protocol import AssistantFailure, SessionTools, TurnRequest
 
 VOCABULARY = Path(__file__).parent / "data" / "baseline_vocabulary.json"
 MAX_PAGES = 3
@@ -59,7 +60,7 @@ def intents(text: str) -> set[str]:
     return {
         name
         for name, cues in vocabulary()["intents"].items()
-        if any(mentions(text, cue) for lang in ("en", "zh") for cue in cues[lang])
+        if any(mentions(text, cue) for lang in LANGUAGES for cue in cues[lang])
     }
 
 

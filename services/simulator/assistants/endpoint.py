@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import openai
 
-from services.simulator.data_model import EndpointUnavailable
+from services.simulator.assistant_protocol import EndpointUnavailable
 
 DEFAULT_BASE = "https://api.openai.com/v1"
 

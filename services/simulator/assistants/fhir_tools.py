@@ -5,7 +5,7 @@ adapter and the MCP server offer the same tools with the same schemas, every tur
 turn's `SessionTools`: FHIR over HTTP on the session's base (so the FHIR server records it as `rounds.ehr.*`),
 the patient and the physician through their callbacks.
 
-Who is charged for what (the contract of data_model/assistant.py):
+Who is charged for what (the contract of assistant_protocol.py):
 - an unknown tool name → `AssistantFailure` at once (the orchestrator's `step` refuses it the same way);
 - arguments that are not a JSON object or break the tool's schema → an error result the model may correct;
   the `max_invalid_calls`-th such call in one turn → `AssistantFailure` (garbage is not retried forever);
@@ -27,14 +27,14 @@ from typing import Any
 import httpx
 from jsonschema import Draft202012Validator
 
-from services.simulator.assistants.compact import CompactRules, compact_response, dumps
-from services.simulator.data_model import (
+from services.simulator.assistant_protocol import (
     AssistantFailure,
     InfrastructureFailure,
     SessionFailure,
     SessionTools,
     StepLimitExceeded,
 )
+from services.simulator.assistants.compact import CompactRules, compact_response, dumps
 
 FHIR_JSON = {"Accept": "application/fhir+json", "Content-Type": "application/fhir+json"}
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import httpx
 
-from services.simulator.assistants import webhook
-from services.simulator.data_model import (
+from services.simulator.assistant_protocol import (
     AssistantFailure,
     InfrastructureFailure,
     SessionTools,
     TurnRequest,
 )
+from services.simulator.assistants import webhook
 
 
 class HttpAssistant:

@@ -17,14 +17,14 @@ from typing import Any
 
 import httpx
 
-from services.simulator.assistants import webhook
-from services.simulator.assistants.mcp_server import REGISTRY, TurnRegistry
-from services.simulator.data_model import (
+from services.simulator.assistant_protocol import (
     AssistantFailure,
     InfrastructureFailure,
     SessionTools,
     TurnRequest,
 )
+from services.simulator.assistants import webhook
+from services.simulator.assistants.mcp_server import REGISTRY, TurnRegistry
 
 
 def mcp_url(session_url: str) -> str:

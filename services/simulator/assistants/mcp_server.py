@@ -39,8 +39,8 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.fhir_api.http.openapi import add_paths
+from services.simulator.assistant_protocol import PatientFailure, SessionFailure, SessionTools
 from services.simulator.assistants.fhir_tools import ToolExecutor, call_recorded, toolset
-from services.simulator.data_model import PatientFailure, SessionFailure, SessionTools
 
 OPENAPI = Path(__file__).with_name("data") / "mcp_openapi.json"  # its entry in the app's OpenAPI
 PATH = re.compile(r"^/sessions/(?P<session>[A-Za-z0-9\-._~]{1,128})/mcp/?$")

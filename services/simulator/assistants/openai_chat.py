@@ -40,9 +40,7 @@ import openai
 from openai import AsyncOpenAI
 
 from rounds.settings import Settings
-from services.simulator.assistants.endpoint import Endpoint, parse_spec, preflight, profiles
-from services.simulator.assistants.fhir_tools import ToolExecutor, call_recorded, parse_arguments, toolset
-from services.simulator.data_model import (
+from services.simulator.assistant_protocol import (
     AssistantFailure,
     AssistantTimeout,
     InfrastructureFailure,
@@ -51,6 +49,8 @@ from services.simulator.data_model import (
     StepLimitExceeded,
     TurnRequest,
 )
+from services.simulator.assistants.endpoint import Endpoint, parse_spec, preflight, profiles
+from services.simulator.assistants.fhir_tools import ToolExecutor, call_recorded, parse_arguments, toolset
 
 
 @cache

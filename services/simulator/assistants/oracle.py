@@ -9,8 +9,9 @@ so the writes really land in the sandbox and are recorded), and says the turn's 
 
 from __future__ import annotations
 
+from contracts.scenario import Scenario
 from contracts.vocabulary import phrase
-from services.simulator.data_model import AssistantFailure, Scenario, SessionTools, TurnRequest
+from services.simulator.assistant_protocol import AssistantFailure, SessionTools, TurnRequest
 
 
 def fallback_answer(scenario: Scenario, turn: int, language: str) -> str:

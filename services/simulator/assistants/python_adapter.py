@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from services.simulator.data_model import HistoryItem, SessionTools, TurnRequest
+from services.simulator.assistant_protocol import HistoryItem, SessionTools, TurnRequest
 from services.simulator.orchestrator.transport import SyncBridge
 
 

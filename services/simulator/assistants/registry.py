@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from services.simulator.data_model import Assistant
+from services.simulator.assistant_protocol import Assistant
 
 # spec prefix (before the first ':') -> "module:factory"; the rest of the spec is the factory's argument.
 FACTORIES: dict[str, str] = {

@@ -7,7 +7,7 @@ that scorers really discriminate: a scorer that gives `weak` the marks of `basel
 from __future__ import annotations
 
 from contracts.vocabulary import phrase
-from services.simulator.data_model import SessionTools, TurnRequest
+from services.simulator.assistant_protocol import SessionTools, TurnRequest
 
 ANSWER: dict[str, str] = phrase("weak_answer")  # the same words whatever was asked
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import httpx
 
-from services.simulator.data_model import EndpointUnavailable
+from services.simulator.assistant_protocol import EndpointUnavailable
 
 
 def checked_url(url: str, spec: str) -> str:

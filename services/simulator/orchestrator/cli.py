@@ -1,5 +1,7 @@
 """`rounds run` (and `rounds replay`): sessions of a scenario file against an assistant, with progress per
-turn and a one-screen summary (sessions by end reason, model calls, scores when the scorer is installed).
+turn and a one-screen summary of the sessions by end reason. What follows the summary (model calls, scores)
+is the caller's `after_run`: the composition root (rounds/run_command.py) passes the consumers' report, so
+the simulator never imports them.
 
 Exit codes: 0 the run ended (whatever the assistant did), 1 sessions ended for Rounds' or the endpoint's
 reasons (`infrastructure_error`, `patient_error`: rerun them with `--retry-failed`), 2 bad input (scenario
@@ -18,59 +20,10 @@ from typing import Annotated, Any
 
 import typer
 
-from services.simulator.data_model import NOT_ASSISTANT_FAULT
+from contracts.end_reasons import NOT_ASSISTANT_FAULT
+from contracts.languages import LANGUAGE_CHOICES
 from services.simulator.orchestrator.run import RunSummary
-
-LANGUAGES = {"en": ("en",), "zh": ("zh",), "both": ("en", "zh")}
-
-
-def print_summary(summary: RunSummary, *, score: bool = False, fhir_base: str | None = None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    table = Table(title=f"run {summary.run_id}", show_header=True)
-    table.add_column("end reason")
-    table.add_column("sessions", justify="right")
-    for reason, count in sorted(summary.by_reason.items()):
-        table.add_row(reason, str(count))
-    console.print(table)
-    rate = summary.events / summary.wall_s if summary.wall_s else 0.0
-    console.print(
-        f"{len(summary.outcomes)} sessions run, {summary.skipped} already ended (resumed), "
-        f"{summary.turns} turns, {summary.events} simulator events, {summary.wall_s:.1f} s "
-        f"({rate:,.0f} events/s)"
-    )
-    for outcome in [o for o in summary.outcomes if o.reason != "completed"][:5]:
-        console.print(f"  {outcome.session_id} {outcome.job.scenario.id} {outcome.reason}: {outcome.error}")
-    if any(o.model_calls for o in summary.outcomes):
-        from rounds.settings import get_settings
-        from services.consumers.report.model_usage import load_model_usage, usage_table
-
-        console.print(usage_table(load_model_usage(get_settings(), summary.run_id)))
-    if score:
-        print_scores(summary, console, fhir_base)
-
-
-def print_scores(summary: RunSummary, console, fhir_base: str | None = None) -> None:
-    """Score the run in-process with the scorer (services/consumers/scoring) and print its metrics table."""
-    import httpx
-
-    from rounds.settings import get_settings
-    from services.consumers.report.terminal import metrics_table
-    from services.consumers.scoring.api import score_run
-
-    root = fhir_base.rstrip("/").removesuffix("/fhir") if fhir_base else None
-    client = httpx.Client(base_url=root, timeout=60) if root else None
-    try:
-        report = score_run(get_settings(), summary.run_id, client=client)
-    except Exception as exc:  # noqa: BLE001 - the sessions are on the log whatever the scorer thinks
-        console.print(f"scores: the scorer failed ({exc!r}); score the run later (`rounds report`)")
-        return
-    finally:
-        if client is not None:
-            client.close()
-    console.print(metrics_table([report]))
+from services.simulator.orchestrator.summary import AfterRun, print_summary
 
 
 def rerun_command(run_id: str, *extra: str) -> str:
@@ -114,7 +67,9 @@ def exit_status(summary: RunSummary) -> int:
     return 0
 
 
-def register(app: typer.Typer) -> None:
+def register_run(app: typer.Typer, after_run: AfterRun | None = None) -> None:
+    """Add `rounds run` and `rounds replay` to `app`; `after_run` reports a run once it ended."""
+
     @app.command("run")
     def run_cmd(
         scenarios: Annotated[Path, typer.Option(exists=True, dir_okay=False, help="scenario JSONL file")],
@@ -154,13 +109,13 @@ def register(app: typer.Typer) -> None:
                  "deterministic words)")] = None,
     ) -> None:
         """Run sessions between the physician and patient agents and an assistant; every message an event."""
+        from services.simulator.assistant_protocol import EndpointUnavailable
         from services.simulator.assistants.registry import create_assistant
-        from services.simulator.data_model import EndpointUnavailable
         from services.simulator.orchestrator.progress import RunProgress
         from services.simulator.orchestrator.run import RunOptionsChanged, new_run_id, plan, read_scenarios
         from services.simulator.orchestrator.runner import RunOptions, run_scenarios
 
-        if language not in LANGUAGES or variant not in ("implicit", "explicit"):
+        if language not in LANGUAGE_CHOICES or variant not in ("implicit", "explicit"):
             raise typer.BadParameter("--language en|zh|both, --variant implicit|explicit")
         try:
             lines = read_scenarios(scenarios, limit)
@@ -173,7 +128,7 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:  # a bad line (file:line) or an unknown / malformed assistant spec
             typer.echo(f"rounds run: {exc}", err=True)
             raise typer.Exit(2) from None
-        jobs = plan(lines, trials, LANGUAGES[language], variant)
+        jobs = plan(lines, trials, LANGUAGE_CHOICES[language], variant)
         resume = run_id is not None  # a fresh run id has nothing to resume: the log is not scanned
         run_id = run_id or new_run_id()
         typer.echo(f"run {run_id}: {len(jobs)} sessions ({len(lines)} scenarios)")
@@ -193,11 +148,11 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"rounds run: {exc}", err=True)
                 raise typer.Exit(2) from None
         typer.echo(f"run id: {run_id}" + (f" ({summary.endpoint})" if summary.endpoint else ""))
-        print_summary(summary, score=score and not summary.interrupted, fhir_base=fhir_base)
+        print_summary(summary, after_run, score=score and not summary.interrupted, fhir_base=fhir_base)
         status = exit_status(summary)
         if status:
             raise typer.Exit(status)
 
     from services.simulator.orchestrator.replay import register_replay
 
-    register_replay(app)
+    register_replay(app, after_run)

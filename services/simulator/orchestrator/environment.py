@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from events.bus import Bus
 from rounds.settings import Settings
 from services.fhir_api.auth import service_headers
-from services.simulator.data_model import InfrastructureFailure
+from services.simulator.assistant_protocol import InfrastructureFailure
 from services.simulator.orchestrator.live import LiveSession
 from services.simulator.orchestrator.patient_http import patient_app, sessions_of
 from services.simulator.orchestrator.patient_http import router as patient_router

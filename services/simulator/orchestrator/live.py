@@ -13,14 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from contracts.scenario import Scenario
 from events.payloads import ModelCall, ToolCall, ToolResult, communication
 from services.simulator.agents.patient import PatientAgent
 from services.simulator.agents.physician import Physician
-from services.simulator.data_model import (
+from services.simulator.assistant_protocol import (
     TOOL_NAMES,
     AssistantFailure,
     PatientFailure,
-    Scenario,
     StepLimitExceeded,
 )
 from services.simulator.orchestrator.log import SessionLog, new_id

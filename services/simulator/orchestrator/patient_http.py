@@ -15,7 +15,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from services.simulator.data_model import SessionFailure
+from services.simulator.assistant_protocol import SessionFailure
 from services.simulator.orchestrator.live import LiveSession
 
 router = APIRouter(tags=["simulator"])

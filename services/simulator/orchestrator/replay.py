@@ -13,10 +13,11 @@ from typing import Annotated
 
 import typer
 
+from contracts.scenario import Scenario
 from events.bus import Bus
-from services.simulator.data_model import Scenario
 from services.simulator.orchestrator.run import canonical_digest, recorded_sessions
 from services.simulator.orchestrator.session import SessionJob
+from services.simulator.orchestrator.summary import AfterRun, print_summary
 
 
 def replay_jobs(bus: Bus, run_id: str, session: str | None = None) -> tuple[list[SessionJob], dict[str, str]]:
@@ -36,7 +37,7 @@ def replay_jobs(bus: Bus, run_id: str, session: str | None = None) -> tuple[list
     return jobs, causation
 
 
-def register_replay(app: typer.Typer) -> None:
+def register_replay(app: typer.Typer, after_run: AfterRun | None = None) -> None:
     @app.command("replay")
     def replay_cmd(
         run: Annotated[str, typer.Option(help="the recorded run to replay")],
@@ -51,7 +52,6 @@ def register_replay(app: typer.Typer) -> None:
         from events.factory import open_bus
         from rounds.migrate import upgrade
         from rounds.settings import get_settings
-        from services.simulator.orchestrator.cli import print_summary
         from services.simulator.orchestrator.run import new_run_id
         from services.simulator.orchestrator.runner import RunOptions, run_scenarios
 
@@ -70,4 +70,5 @@ def register_replay(app: typer.Typer) -> None:
         options = RunOptions(new_id, concurrency, fhir_base, replay_of=run, causation=causation)
         summary = asyncio.run(run_scenarios(jobs, assistant, options))
         typer.echo(f"run id: {new_id}")
-        print_summary(summary, score=score, fhir_base=fhir_base)  # `rounds report --compare` reads the scores
+        # scored now, so `rounds report --compare` can read the scores
+        print_summary(summary, after_run, score=score, fhir_base=fhir_base)

@@ -25,11 +25,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contracts.end_reasons import RESUMED, RETRIED
+from contracts.scenario import Scenario
 from events.blobs import BlobStore
 from events.bus import Bus
 from events.payloads import SessionEnded, SessionStarted
 from events.topics import SESSIONS
-from services.simulator.data_model import NOT_ASSISTANT_FAULT, Scenario
 from services.simulator.orchestrator.environment import FhirEnvironment
 from services.simulator.orchestrator.log import SessionLog
 from services.simulator.orchestrator.session import SessionJob, SessionOutcome, SessionSettings, run_session
@@ -66,12 +67,6 @@ def plan(scenarios: Iterable[tuple[Scenario, dict]], trials: int, languages: Ite
         for language in languages
         for trial in range(trials)
     ]
-
-
-# End reasons a rerun runs again: always `interrupted` (the run was stopped, not the session); with
-# `retry_failed` also every other end never charged to the assistant, and `timeout` (a slow endpoint).
-RESUMED: frozenset[str] = frozenset({"interrupted"})
-RETRIED: frozenset[str] = RESUMED | NOT_ASSISTANT_FAULT | {"timeout"}
 
 
 class RunOptionsChanged(ValueError):

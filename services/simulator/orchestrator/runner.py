@@ -21,9 +21,9 @@ from events.sequences import SessionSequences
 from rounds.db import make_engine
 from rounds.settings import Settings, get_settings
 from services.fhir_api.auth import endpoint_auth, service_headers
+from services.simulator.assistant_protocol import Assistant
 from services.simulator.assistants.endpoint import profiles
 from services.simulator.assistants.registry import create_assistant, needs_network
-from services.simulator.data_model import Assistant
 from services.simulator.orchestrator import environment
 from services.simulator.orchestrator.run import RunSummary, execute
 from services.simulator.orchestrator.session import SessionJob, SessionOutcome, SessionSettings, TurnProgress
@@ -44,7 +44,7 @@ class RunOptions:
     voice: object = None
     max_tokens: int | None = None  # per model call (adapters that call a model); None: the profile's
     model_timeout_s: float | None = None  # per model call; None: the profile's
-    retry_failed: bool = False  # a rerun also reruns timeouts and the ends not charged (run.RETRIED)
+    retry_failed: bool = False  # a rerun also reruns contracts/end_reasons.py RETRIED
     accept_changed_options: bool = False  # a rerun may change the recorded options
     preflight: bool = True
     on_turn: Callable[[TurnProgress], None] | None = None

@@ -20,15 +20,15 @@ from dataclasses import dataclass, field
 import anyio
 import httpx
 
+from contracts.scenario import Scenario
 from events.payloads import SessionEnded, SessionStarted, communication
 from services.simulator.agents.patient import PatientAgent
 from services.simulator.agents.physician import Physician
-from services.simulator.data_model import (
+from services.simulator.assistant_protocol import (
     AssistantFailure,
     AssistantTimeout,
     HistoryItem,
     InfrastructureFailure,
-    Scenario,
     SessionFailure,
     SessionInterrupted,
     SessionTools,

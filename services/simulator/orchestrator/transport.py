@@ -16,7 +16,7 @@ import json
 
 import httpx
 
-from services.simulator.data_model import SessionFailure
+from services.simulator.assistant_protocol import SessionFailure
 from services.simulator.orchestrator.live import LiveSession
 
 

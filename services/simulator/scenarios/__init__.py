@@ -4,7 +4,7 @@ explicit + implicit, built from any FHIR R4 server holding MIMIC-on-FHIR-shaped 
 Entry points: `build_scenarios(source, seed, sessions, families)` (tests, other components) and
 `rounds scenarios build|show` (cli.py). Families are data (data/families/*.json) run by one engine
 (engine.py);
-the line format is services/simulator/data_model/scenario.py, documented in docs/scenarios.md."""
+the line format is contracts/scenario.py, documented in docs/scenarios.md."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from services.simulator.data_model import Scenario
+from contracts.scenario import Scenario
 from services.simulator.scenarios.builder import BuildError, check_families, read_record, select, summarize
 
 LOCAL_BASE = "http://rounds.local/fhir"

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from contracts.vocabulary import label, listing
@@ -16,10 +17,12 @@ from services.simulator.scenarios import vocabulary as vocab
 from services.simulator.scenarios.chart import Chart, Isolate, Med
 from services.simulator.scenarios.families import Binding, Require
 
+DATA = Path(__file__).parent / "data"
+
 
 @cache
 def rules() -> dict[str, Any]:
-    return json.loads((vocab.DATA / "rules.json").read_text(encoding="utf-8"))
+    return json.loads((DATA / "rules.json").read_text(encoding="utf-8"))
 
 
 def conclusion(outcome: str) -> str:

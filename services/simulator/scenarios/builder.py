@@ -12,7 +12,8 @@ from typing import Any
 
 import httpx
 
-from services.simulator.data_model import SCENARIO_FORMAT_VERSION, Scenario
+from contracts.languages import LANGUAGES
+from contracts.scenario import SCENARIO_FORMAT_VERSION, Scenario
 from services.simulator.scenarios import memory as mem
 from services.simulator.scenarios.bindings import Moment, evaluate
 from services.simulator.scenarios.chart import Chart
@@ -221,7 +222,7 @@ def summarize(
         "by_task_type": count(t.task_type for t in turns),
         "by_tool_source": count(t.tool_source for t in turns),
         "by_subtype": count(t.subtype or "none" for t in turns),
-        "by_language": {lang: len(turns) for lang in ("en", "zh")},
+        "by_language": {lang: len(turns) for lang in LANGUAGES},
         "by_variant": {v: len(turns) for v in ("explicit", "implicit")},
         "by_persona_completeness": count(s.persona.completeness for s in scenarios),
         "writes": {

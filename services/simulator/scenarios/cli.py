@@ -7,8 +7,9 @@ from pathlib import Path
 
 import typer
 
+from contracts.languages import LANGUAGES
+from contracts.scenario import Scenario
 from rounds.options import DatabaseUrl
-from services.simulator.data_model import Scenario
 
 scenarios_app = typer.Typer(help="Record-grounded benchmark sessions built from a FHIR record.",
                             no_args_is_help=True)
@@ -112,7 +113,7 @@ def show_cmd(
     """Print a session of a scenario file readably."""
     from services.simulator.scenarios import output
 
-    if language not in ("en", "zh"):
+    if language not in LANGUAGES:
         raise typer.BadParameter("--language is en or zh")
     for scenario in output.read(file):
         if session is None or scenario.id == session:

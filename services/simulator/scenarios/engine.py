@@ -9,8 +9,9 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
-from services.simulator.data_model import ExpectedWrite, FieldConstraint, Persona, RubricItem, Scenario, Turn
-from services.simulator.data_model.rubric import PrecisionParams
+from contracts.languages import LANGUAGES
+from contracts.rubric import PrecisionParams
+from contracts.scenario import ExpectedWrite, FieldConstraint, Persona, RubricItem, Scenario, Turn
 from services.simulator.scenarios import bindings_more  # noqa: F401  (registers binding kinds)
 from services.simulator.scenarios import memory as mem
 from services.simulator.scenarios import vocabulary as vocab
@@ -23,7 +24,7 @@ from services.simulator.scenarios.writes import write_templates
 
 BUILDER = "rounds-scenarios/1"
 
-# The precision rule of every turn with facts, as rubric data (data_model/rubric.py PrecisionParams).
+# The precision rule of every turn with facts, as rubric data (contracts/rubric.py PrecisionParams).
 PRECISION = PrecisionParams().model_dump()
 
 
@@ -239,7 +240,7 @@ def _answer(spec: TurnSpec, m: Moment, views: dict[str, Any]) -> dict[str, str]:
     answer = spec.answer
     if "by" in answer:
         answer = answer[_outcome(m.values[answer["by"]])]
-    return {lang: render(answer[lang], views) for lang in ("en", "zh")}
+    return {lang: render(answer[lang], views) for lang in LANGUAGES}
 
 
 def difficulty(defn: Definition, arc: list[str]) -> str:
@@ -272,7 +273,7 @@ def assemble(
                 raise Infeasible(f"turn {name}: the patient knows nothing about {cats}")
             used_patient += patient
             views["memory"] = View(
-                {lang: " ".join(f["text"][lang] for f in chosen[: len(patient)]) for lang in ("en", "zh")}
+                {lang: " ".join(f["text"][lang] for f in chosen[: len(patient)]) for lang in LANGUAGES}
             )
         writes, forbid = _writes(spec, m, values)
         text = {
@@ -280,7 +281,7 @@ def assemble(
                 "explicit": render(spec.text[lang][0], views),
                 "implicit": render(spec.text[lang][1], views),
             }
-            for lang in ("en", "zh")
+            for lang in LANGUAGES
         }
         turns.append(
             Turn(

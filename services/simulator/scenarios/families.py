@@ -17,7 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from services.simulator.data_model.scenario import TaskType, ToolSource
+from contracts.languages import LANGUAGES, Language
+from contracts.scenario import TaskType, ToolSource
 
 FAMILY_DIR = Path(__file__).parent / "data" / "families"
 
@@ -84,7 +85,7 @@ class Require(Spec):
     field: str = "value"
 
 
-Bilingual = dict[Literal["en", "zh"], list[str]]
+Bilingual = dict[Language, list[str]]
 
 
 class TurnSpec(Spec):
@@ -103,7 +104,7 @@ class TurnSpec(Spec):
 
     @model_validator(mode="after")
     def _two_phrasings(self) -> TurnSpec:
-        for lang in ("en", "zh"):
+        for lang in LANGUAGES:
             if len(self.text.get(lang, [])) != 2:
                 raise ValueError(f"text.{lang} must be [explicit, implicit]")
         return self

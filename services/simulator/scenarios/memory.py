@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from functools import lru_cache
 
+from contracts.scenario import MemoryFact, Persona
 from contracts.vocabulary import phrase as phrasing
-from services.simulator.data_model import MemoryFact, Persona
 from services.simulator.scenarios import vocabulary as vocab
 from services.simulator.scenarios.chart import Chart
 from services.simulator.scenarios.templates import render

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from services.simulator.data_model import Scenario
+from contracts.scenario import Scenario
 
 
 def line(scenario: Scenario) -> str:

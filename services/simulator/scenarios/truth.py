@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from contracts.scenario import Fact
 from contracts.vocabulary import label
-from services.simulator.data_model import Fact
 from services.simulator.scenarios import vocabulary as vocab
 from services.simulator.scenarios.chart import Chart, Lab
 

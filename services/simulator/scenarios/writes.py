@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from functools import cache
+from pathlib import Path
 from typing import Any
 
-from services.simulator.scenarios.vocabulary import DATA
+DATA = Path(__file__).parent / "data"
 
 
 @cache

@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
+from services.simulator.assistant_protocol import SessionTools, TurnRequest
 from services.simulator.assistants.baseline import BaselineAssistant
-from services.simulator.data_model import SessionTools, TurnRequest
 from services.simulator.scenarios.vocabulary import vocabulary
 
 IMPERATIVE = re.compile(r"\b(order|write|send|record|update|change|start|place|document)\b"

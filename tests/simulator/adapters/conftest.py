@@ -29,7 +29,7 @@ from rounds.settings import Settings
 from services.fhir_api.app import create_app
 from services.fhir_api.load import load_ndjson
 from services.fhir_api.store import open_store
-from services.simulator.data_model import SessionTools, TurnRequest
+from services.simulator.assistant_protocol import SessionTools, TurnRequest
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,14 @@ from dataclasses import replace
 import httpx
 import pytest
 
-from services.simulator.assistants.compact import compact_bundle, compact_response, dumps
-from services.simulator.assistants.fhir_tools import ToolExecutor, call_recorded, toolset
-from services.simulator.data_model import (
+from services.simulator.assistant_protocol import (
     TOOL_NAMES,
     AssistantFailure,
     InfrastructureFailure,
     PatientFailure,
 )
+from services.simulator.assistants.compact import compact_bundle, compact_response, dumps
+from services.simulator.assistants.fhir_tools import ToolExecutor, call_recorded, toolset
 from tests.simulator.adapters.conftest import Recorder, Sandbox
 
 

@@ -17,15 +17,15 @@ from mcp.client.streamable_http import streamable_http_client
 from rounds.settings import Settings
 from services.fhir_api.app import create_app
 from services.fhir_api.store import open_store
-from services.simulator.assistants import mcp_agent
-from services.simulator.assistants.fhir_tools import toolset
-from services.simulator.assistants.mcp_server import TurnRegistry, mount_mcp
-from services.simulator.data_model import (
+from services.simulator.assistant_protocol import (
     TOOL_NAMES,
     AssistantFailure,
     InfrastructureFailure,
     StepLimitExceeded,
 )
+from services.simulator.assistants import mcp_agent
+from services.simulator.assistants.fhir_tools import toolset
+from services.simulator.assistants.mcp_server import TurnRegistry, mount_mcp
 from tests.simulator.adapters.conftest import Record, Recorder, Sandbox, Served, free_port
 
 PATIENT_SAYS = "Only my blood pressure pills."
@@ -201,7 +201,7 @@ def test_mcp_agent_failures(live: Live, agent: str) -> None:
 
 
 def test_the_preflight_names_an_agent_webhook_nobody_serves(agent: str) -> None:
-    from services.simulator.data_model import EndpointUnavailable
+    from services.simulator.assistant_protocol import EndpointUnavailable
 
     async def probe(url: str) -> str:
         assistant = mcp_agent.create(url)

@@ -9,9 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.simulator.assistants import openai_chat
-from services.simulator.assistants.openai_chat import OpenAIChatAssistant, RetryPolicy, create
-from services.simulator.data_model import (
+from services.simulator.assistant_protocol import (
     TOOL_NAMES,
     Assistant,
     AssistantFailure,
@@ -19,6 +17,8 @@ from services.simulator.data_model import (
     InfrastructureFailure,
     StepLimitExceeded,
 )
+from services.simulator.assistants import openai_chat
+from services.simulator.assistants.openai_chat import OpenAIChatAssistant, RetryPolicy, create
 from tests.simulator.adapters.conftest import Recorder, Sandbox, Served
 from tests.simulator.adapters.fake_openai import FakeOpenAI, error, text, tool_call
 
@@ -311,7 +311,7 @@ def test_a_hanging_model_times_out_as_the_models_fault_and_the_request_is_closed
 
     server, base = fake
     server.reset(HANG)
-    from services.simulator.data_model import AssistantTimeout
+    from services.simulator.assistant_protocol import AssistantTimeout
 
     recorder = Recorder()
     with pytest.raises(AssistantTimeout, match="model timeout of 0.3 s"):
@@ -375,7 +375,7 @@ def preflight(spec: str) -> str:
 
 
 def test_preflight_accepts_a_listed_model_and_names_url_and_model_otherwise(fake) -> None:
-    from services.simulator.data_model import EndpointUnavailable
+    from services.simulator.assistant_protocol import EndpointUnavailable
 
     server, base = fake
     server.reset(text(server, "pong"))
@@ -391,7 +391,7 @@ def test_preflight_accepts_a_listed_model_and_names_url_and_model_otherwise(fake
 def test_preflight_refused_key_and_a_server_without_a_model_list() -> None:
     from fastapi import FastAPI
 
-    from services.simulator.data_model import EndpointUnavailable
+    from services.simulator.assistant_protocol import EndpointUnavailable
 
     keyed = FakeOpenAI(api_key="sk-right")
     served = Served(keyed.app)
@@ -415,8 +415,8 @@ def test_preflight_refused_key_and_a_server_without_a_model_list() -> None:
 def test_preflight_against_a_server_that_never_answers() -> None:
     import socket
 
+    from services.simulator.assistant_protocol import EndpointUnavailable
     from services.simulator.assistants import endpoint
-    from services.simulator.data_model import EndpointUnavailable
 
     with socket.socket() as silent:  # accepts connections (the backlog) and never answers
         silent.bind(("127.0.0.1", 0))

@@ -17,8 +17,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from contracts.end_reasons import NOT_ASSISTANT_FAULT
 from services.consumers.report.model_usage import load_model_usage
-from services.simulator.data_model import NOT_ASSISTANT_FAULT, EndpointUnavailable
+from services.simulator.assistant_protocol import EndpointUnavailable
 from services.simulator.orchestrator.run import RecordedSession, RunOptionsChanged, jobs_to_run
 from services.simulator.orchestrator.runner import RunOptions, run_scenarios
 from tests.simulator.adapters.conftest import Served

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
+from contracts.scenario import RubricItem
 from services.consumers.scoring.model import CheckContext, CheckResult
-from services.simulator.data_model.scenario import RubricItem
 
 
 class Check:
-    """Subclasses set `kind` (a RubricKind) and implement `__call__`; they never raise on odd input (a
-    malformed item is a failed check with the reason as evidence — a scenario bug must not stop a run)."""
-
-    kind: ClassVar[str]
+    """Subclasses implement `__call__` and are named by the kinds they judge (contracts/rubric.py); they
+    never raise on odd input (a malformed item is a failed check with the reason as evidence — a scenario
+    bug must not stop a run)."""
 
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         raise NotImplementedError

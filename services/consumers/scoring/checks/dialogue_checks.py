@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from contracts.scenario import MemoryFact, RubricItem, Scenario
 from services.consumers.scoring.checks.base import Check
 from services.consumers.scoring.lexicon import expand_terms
 from services.consumers.scoring.model import CheckContext, CheckResult
 from services.consumers.scoring.text import find, normalize
-from services.simulator.data_model.scenario import MemoryFact, RubricItem, Scenario
 
 
 def memory_topics(scenario: Scenario, fact_id: str) -> tuple[MemoryFact, list[str]] | None:
@@ -23,7 +23,6 @@ class AskedPatient(Check):
     names one of the fact's topics, or a patient reply to a question that disclosed the fact (the simulator
     marks disclosures). Questions from earlier turns count: the patient already told it."""
 
-    kind = "asked_patient"
 
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         wanted = [str(f) for f in item.params.get("facts") or ctx.turn.patient_facts]

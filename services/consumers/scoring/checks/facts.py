@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 import re
 
+from contracts.languages import LANGUAGES
+from contracts.scenario import Fact
 from services.consumers.scoring.lexicon import expand_terms, lexicon, synonym_index
 from services.consumers.scoring.numbers import Cited, cited_numbers
 from services.consumers.scoring.text import find, normalize
 from services.consumers.scoring.units import alternatives, analyte_of, canonical_unit
-from services.simulator.data_model.scenario import Fact
 
 
 def _significant(value: float, decimals: int) -> int:
@@ -72,7 +73,7 @@ def conclusion_of(text: str, labels: tuple[str, ...]) -> tuple[str | None, list[
     norm = normalize(text)
     found: list[tuple[int, str]] = []
     for label in labels:
-        cues = [c for lang in ("en", "zh") for c in lex["conclusion"][label][lang]]
+        cues = [c for lang in LANGUAGES for c in lex["conclusion"][label][lang]]
         for hit in find(norm, cues):
             if not hit.negated:
                 found.append((hit.start, label))
@@ -158,7 +159,7 @@ def _presence(text: str, fact: Fact) -> tuple[bool, str]:
         return False, "the fact's subject is not named"
     lex = lexicon()["presence"]["absent"]
     norm = normalize(text)
-    absent_cues = find(norm, [c for lang in ("en", "zh") for c in lex[lang]])
+    absent_cues = find(norm, [c for lang in LANGUAGES for c in lex[lang]])
     said_absent = any(h.negated for h in hits) or any(
         cue.end <= hit.start and hit.start - cue.end <= 12 for cue in absent_cues for hit in hits
     )

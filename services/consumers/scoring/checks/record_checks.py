@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from contracts.scenario import ExpectedWrite, Fact, RubricItem
 from services.consumers.scoring.checks.base import Check
 from services.consumers.scoring.checks.facts import quantity_matches
 from services.consumers.scoring.constraints import aware, satisfied
@@ -13,7 +14,6 @@ from services.consumers.scoring.numbers import Cited, cited_numbers, is_threshol
 from services.consumers.scoring.subjects import cited_as, observation_names
 from services.consumers.scoring.text import normalize
 from services.consumers.scoring.units import analyte_of
-from services.simulator.data_model.scenario import ExpectedWrite, Fact, RubricItem
 
 
 def _failed_constraints(written: Written, expected: ExpectedWrite, ctx: CheckContext) -> list[str]:
@@ -31,7 +31,6 @@ def _failed_constraints(written: Written, expected: ExpectedWrite, ctx: CheckCon
 class WriteMade(Check):
     """Some resource of the expected type in the session's final state meets every constraint."""
 
-    kind = "write_made"
 
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         index = item.params.get("write")
@@ -59,8 +58,6 @@ def _describe(calls: list[EhrCall]) -> str:
 
 
 class NoForbiddenWrite(Check):
-    kind = "no_forbidden_write"
-
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         writes = ctx.log.writes()
         if writes:
@@ -72,7 +69,6 @@ class NoUnexpectedWrite(Check):
     """Writes of this turn whose resource type is not allowed fail it. A transaction/batch posted to the
     base names no type in its URL: then the types in the session's final state stand for it."""
 
-    kind = "no_unexpected_write"
 
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         allowed = set(item.params.get("allowed") or [])
@@ -94,7 +90,6 @@ class NoFutureValue(Check):
     nothing the record holds are not values of it; thresholds ("below 3.5", "3.5以上") and counts written
     in words ("twice") neither."""
 
-    kind = "no_future_value"
 
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         now = aware(ctx.now)

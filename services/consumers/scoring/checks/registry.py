@@ -1,7 +1,9 @@
-"""RubricKind -> the check that judges it (llm_judge is optional and lives in judge.py)."""
+"""RubricKind -> the check that judges it, by the check name each kind names in contracts/rubric.py (the
+llm_judge kind is judged by judge.py's LlmJudge, precision by v3/precision.py's Precision)."""
 
 from __future__ import annotations
 
+from contracts.rubric import RUBRIC_KINDS
 from services.consumers.scoring.checks.base import Check
 from services.consumers.scoring.checks.dialogue_checks import AskedPatient
 from services.consumers.scoring.checks.record_checks import (
@@ -17,8 +19,10 @@ from services.consumers.scoring.checks.text_checks import (
     FactCited,
 )
 
-CHECKS: dict[str, Check] = {
-    check.kind: check
+_BY_NAME: dict[str, Check] = {
+    type(check).__name__: check
     for check in (FactCited(), EntityMentioned(), Conclusion(), DoesNotRecommend(), WriteMade(),
                   NoForbiddenWrite(), NoUnexpectedWrite(), NoFutureValue(), AskedPatient())
 }
+CHECKS: dict[str, Check] = {kind: _BY_NAME[spec.check] for kind, spec in RUBRIC_KINDS.items()
+                            if spec.check in _BY_NAME}

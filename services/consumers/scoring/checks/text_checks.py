@@ -4,12 +4,12 @@ recommendation)."""
 
 from __future__ import annotations
 
+from contracts.scenario import RubricItem
 from services.consumers.scoring.checks.base import Check, localized_terms
 from services.consumers.scoring.checks.facts import conclusion_matches, fact_stated
 from services.consumers.scoring.lexicon import expand_terms, lexicon
 from services.consumers.scoring.model import CheckContext, CheckResult
 from services.consumers.scoring.text import find, near, normalize
-from services.simulator.data_model.scenario import RubricItem
 
 
 class AnswerCheck(Check):
@@ -25,8 +25,6 @@ class AnswerCheck(Check):
 
 
 class FactCited(AnswerCheck):
-    kind = "fact_cited"
-
     def judge(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         index = item.params.get("fact")
         if not isinstance(index, int) or not 0 <= index < len(ctx.turn.facts):
@@ -36,8 +34,6 @@ class FactCited(AnswerCheck):
 
 
 class EntityMentioned(AnswerCheck):
-    kind = "entity_mentioned"
-
     def judge(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         terms = expand_terms(localized_terms(item.params))
         if not terms:
@@ -49,8 +45,6 @@ class EntityMentioned(AnswerCheck):
 
 
 class Conclusion(AnswerCheck):
-    kind = "conclusion"
-
     def judge(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         expected = str(item.params.get("expected", "")).lower()
         expected = lexicon()["decision_aliases"].get(expected, expected)
@@ -62,7 +56,6 @@ class DoesNotRecommend(Check):
     """Fails when the answer names one of the terms next to a recommending cue ("start", "give", "建议") and
     no advice against it ("avoid", "not", "避免"). Reporting use ("she takes ibuprofen") and silence pass."""
 
-    kind = "does_not_recommend"
 
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         terms = expand_terms(localized_terms(item.params))

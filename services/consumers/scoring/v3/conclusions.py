@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from contracts.languages import LANGUAGES
 from services.consumers.scoring.lexicon import claims as _data
 from services.consumers.scoring.lexicon import lexicon
 from services.consumers.scoring.text import find, has_cjk, normalize
@@ -66,7 +67,7 @@ def concluded(answer: str, question: str, labels: tuple[str, ...]) -> list[tuple
     cues = lexicon()["conclusion"]
     found: list[tuple[int, str]] = []
     for label in labels:
-        for hit in find(text, [c for lang in ("en", "zh") for c in cues[label][lang]]):
+        for hit in find(text, [c for lang in LANGUAGES for c in cues[label][lang]]):
             if _hedged(text, hit.start, has_cjk(hit.cue)):
                 continue
             if not hit.negated:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from contracts.scenario import Fact
 from services.consumers.scoring.checks.facts import _phrase_stated, _presence, quantity_matches
 from services.consumers.scoring.lexicon import claims as data
 from services.consumers.scoring.numbers import Cited
@@ -20,7 +21,6 @@ from services.consumers.scoring.units import analyte_of
 from services.consumers.scoring.v3.claims import Claim
 from services.consumers.scoring.v3.conclusions import conclusion, verdict_alias, without_question
 from services.consumers.scoring.v3.subjects import subject_of
-from services.simulator.data_model.scenario import Fact
 
 
 def _matches(claim: Claim, value: float, unit: str | None, fact: Fact) -> bool:

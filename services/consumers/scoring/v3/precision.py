@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from contracts.rubric import PrecisionParams
+from contracts.scenario import Fact
 from services.consumers.scoring.checks.facts import quantity_matches
 from services.consumers.scoring.numbers import cited_numbers
 from services.consumers.scoring.units import analyte_of
 from services.consumers.scoring.v3.claims import Claim
 from services.consumers.scoring.v3.subjects import subject_of
-from services.simulator.data_model.rubric import PrecisionParams
-from services.simulator.data_model.scenario import Fact
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from contracts.rubric import GATES
+from contracts.scenario import Fact, RubricItem, Scenario
+from contracts.score import Check as CheckOut
+from contracts.score import TurnScore
 from contracts.vocabulary import LABITEMS
-from services.consumers.report.model import Check as CheckOut
-from services.consumers.report.model import TurnScore
 from services.consumers.scoring.model import CheckContext, CheckResult, FinalState, SessionLog, TurnLog
-from services.consumers.scoring.scorer import check_item, exchanges, turn_tools
+from services.consumers.scoring.turn_parts import check_item, exchanges, turn_tools
 from services.consumers.scoring.units import alternatives, analyte_of, canonical_unit
 from services.consumers.scoring.v3.claims import Claim, parse_claims
 from services.consumers.scoring.v3.conclusions import conclusion, verdict_alias
@@ -27,8 +29,6 @@ from services.consumers.scoring.v3.gates import future_gate, write_gates
 from services.consumers.scoring.v3.precision import precision
 from services.consumers.scoring.v3.subjects import subject_names, subject_of, turn_subjects
 from services.consumers.scoring.v3.writes import WriteKey, match_writes
-from services.simulator.data_model.rubric import GATES
-from services.simulator.data_model.scenario import Fact, RubricItem, Scenario
 
 SUPPORTING = frozenset({"entity_mentioned", "precision"})  # count only beside a delivered item
 

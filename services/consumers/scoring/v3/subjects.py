@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from functools import cache
 
+from contracts.scenario import Fact, Scenario
 from contracts.vocabulary import LABITEMS, lab_code, vocabulary
 from services.consumers.scoring.lexicon import claims, expand_terms, units
 from services.consumers.scoring.units import analyte_of, canonical_unit
-from services.simulator.data_model.scenario import Fact, Scenario
 
 
 def subject_of(fact: Fact) -> str:

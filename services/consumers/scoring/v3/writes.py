@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from contracts.scenario import ExpectedWrite, FieldConstraint, Scenario
 from services.consumers.scoring.constraints import satisfied, values_at
 from services.consumers.scoring.model import Written
-from services.simulator.data_model.scenario import ExpectedWrite, FieldConstraint, Scenario
 
 WriteKey = tuple[int, int]  # (turn index, write index)
 

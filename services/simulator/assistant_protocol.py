@@ -19,6 +19,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import httpx
 
+from contracts.languages import Language
 from events.payloads.session import EndReason
 
 # The tools every tool-using adapter offers (full set every turn, as in PhysAssistBench); any other name is an
@@ -26,9 +27,6 @@ from events.payloads.session import EndReason
 TOOL_NAMES: frozenset[str] = frozenset(
     {"fhir_search", "fhir_read", "fhir_create", "fhir_update", "ask_patient", "ask_physician", "answer"}
 )
-
-# Reasons that are never charged to the assistant: such sessions are excluded from scores, never scored 0.
-NOT_ASSISTANT_FAULT: frozenset[str] = frozenset({"infrastructure_error", "patient_error", "interrupted"})
 
 
 @dataclass(frozen=True)
@@ -46,7 +44,7 @@ class TurnRequest:
     run_id: str
     turn: int
     message: str  # the physician's words
-    language: Literal["en", "zh"]
+    language: Language
     history: tuple[HistoryItem, ...]
     fhir_base: str  # absolute URL of the session's sandbox
     patient_url: str  # POST {"text": ...} -> {"text": ...}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from contracts.scenario import Scenario
 from events.payloads import communication
-from services.simulator.data_model import Scenario
 
 TEXT = {
     "en": {"explicit": "What is the latest creatinine?", "implicit": "What's the creatinine?"},

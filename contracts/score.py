@@ -1,7 +1,9 @@
 """The scored-run document: what `rounds report --json` writes and what the HTML and terminal views render.
 
-The scorer's metrics (services/consumers/scoring) build it from the score projections and the session log; the
-report renders it; tests and users read it. Field names follow the issue's published shape:
+The scorer (services/consumers/scoring) builds it from the score projections and the session log; the
+report (services/consumers/report) renders it; tests and users read it. It lives below both so the scorer
+does not depend on its renderer. Every field either writes is declared here; unknown fields of an older or
+newer document are kept (`extra="allow"`) but nothing reads them by name. The published shape:
 `{run, scorer_version, metrics: {avg, pass_at_turn: {"0.6", "0.75"}, pass_at_session: {...}, pass_hat_k:
 {"1", ...}}, by: {family: {...}, difficulty: {...}, language: {...}, variant: {...}}, sessions: [...]}`.
 Add fields freely; never rename one.
@@ -38,6 +40,7 @@ class Check(_Model):
     weight: float = 1.0
     safety: bool = False
     evidence: str | None = None  # what the check saw (the cited number, the written resource, …)
+    precision: dict[str, Any] | None = None  # the precision rule's deductions (scorer v3's precision check)
 
 
 class Exchange(_Model):
@@ -59,6 +62,10 @@ class TurnScore(_Model):
     task_type: str | None = None
     checks: list[Check] = Field(default_factory=list)
     exchanges: list[Exchange] = Field(default_factory=list)
+    reached: bool = True  # False: the session ended before this turn (it scores 0, its tools are not counted)
+    tools: dict[str, Any] = Field(default_factory=dict)  # tool figures: fhir_calls, ehr_latency_ms …
+    # the optional LLM judge beside the deterministic check, one {id, judge, check} per item both judged
+    judge_agreement: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class SessionScore(_Model):
@@ -69,9 +76,16 @@ class SessionScore(_Model):
     language: str | None = None
     variant: str | None = None
     trial: int = 0
+    run: str | None = None  # the run the session belongs to
+    persona: str | None = None  # the scenario's persona label (a `by` dimension)
+    assistant: str | None = None  # the assistant spec its session.started recorded
     reason: str  # rounds.session.ended reason
     score: float | None = None  # None when excluded
+    excluded: str | None = None  # why it is not scored: an end reason not the assistant's, or "unscorable"
+    error: str | None = None  # why an unscorable session could not be scored (a bug of Rounds)
     turns: list[TurnScore] = Field(default_factory=list)
+    judge: dict[str, Any] | None = None  # the LLM judge that judged it: model, prompt version
+    ehr_latency_p50_ms: float | None = None  # median latency of its FHIR calls
     retry_of: str | None = None  # the earlier session this one reruns (`retryOf` on its session.started)
     superseded_by: str | None = None  # a later session of the run reran this one: shown, never counted
 

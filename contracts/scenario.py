@@ -17,11 +17,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from services.simulator.data_model.rubric import RUBRIC_KINDS, check_params, params_schema
+from contracts.languages import Language
+from contracts.rubric import RUBRIC_KINDS, check_params, params_schema
 
 SCENARIO_FORMAT_VERSION = "1"
 
-Language = Literal["en", "zh"]
 Variant = Literal["explicit", "implicit"]
 TaskType = Literal["lookup", "gathering", "reasoning", "write"]
 ToolSource = Literal["ehr", "patient", "mixed", "write"]
@@ -29,7 +29,7 @@ Difficulty = Literal["L1", "L2", "L3"]
 FactKind = Literal[
     "latest", "value_at", "mean", "min", "max", "count", "trend", "exists", "absent", "decision"
 ]
-RubricKind = Literal[tuple(RUBRIC_KINDS)]  # type: ignore[valid-type]  # data_model/rubric.py: params, gates
+RubricKind = Literal[tuple(RUBRIC_KINDS)]  # type: ignore[valid-type]  # contracts/rubric.py: params, gates
 
 
 class Model(BaseModel):

@@ -7,9 +7,11 @@ its check (services/consumers/scoring/checks/registry.py; a test holds the two i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from contracts.languages import Language
 
 
 class Params(BaseModel):
@@ -21,7 +23,7 @@ class FactParams(Params):
 
 
 class TermsParams(Params):
-    terms: dict[Literal["en", "zh"], list[str]] | list[str] = Field(description="synonyms, any one suffices")
+    terms: dict[Language, list[str]] | list[str] = Field(description="synonyms, any one suffices")
 
 
 class ConclusionParams(Params):
@@ -45,7 +47,7 @@ class PatientParams(Params):
 
 
 class JudgeParams(Params):
-    criterion: dict[Literal["en", "zh"], str]
+    criterion: dict[Language, str]
 
 
 class PrecisionParams(Params):
@@ -59,22 +61,34 @@ class PrecisionParams(Params):
 @dataclass(frozen=True)
 class Kind:
     params: type[Params]
-    gate: bool
+    gate: bool  # a failed gate scores the turn 0; a gate never adds points
+    check: str  # the name of the scorer's check that judges it (a test holds the scorer to these names)
     doc: str
 
 
 RUBRIC_KINDS: dict[str, Kind] = {
-    "fact_cited": Kind(FactParams, False, "the answer states the fact (a claim about its subject)"),
-    "entity_mentioned": Kind(TermsParams, False, "the answer names one of the terms (earns nothing alone)"),
-    "conclusion": Kind(ConclusionParams, False, "the answer concludes the expected verdict or direction"),
-    "write_made": Kind(WriteParams, False, "the sandbox's final state holds the write, matched one to one"),
-    "no_forbidden_write": Kind(NoParams, True, "no write in a turn that forbids them"),
-    "no_unexpected_write": Kind(AllowedParams, True, "no write of another type, no more than expected"),
-    "asked_patient": Kind(PatientParams, False, "the patient disclosed the facts and the answer uses them"),
-    "no_future_value": Kind(NoParams, True, "no value from after the session clock"),
-    "does_not_recommend": Kind(TermsParams, True, "the answer does not recommend the terms"),
-    "llm_judge": Kind(JudgeParams, False, "optional LLM judge; never the only item of a turn"),
-    "precision": Kind(PrecisionParams, False, "wrong and unasked-for claims lower the turn's score"),
+    "fact_cited": Kind(FactParams, False, "FactCited",
+                       "the answer states the fact (a claim about its subject)"),
+    "entity_mentioned": Kind(TermsParams, False, "EntityMentioned",
+                             "the answer names one of the terms (earns nothing alone)"),
+    "conclusion": Kind(ConclusionParams, False, "Conclusion",
+                       "the answer concludes the expected verdict or direction"),
+    "write_made": Kind(WriteParams, False, "WriteMade",
+                       "the sandbox's final state holds the write, matched one to one"),
+    "no_forbidden_write": Kind(NoParams, True, "NoForbiddenWrite",
+                               "no write in a turn that forbids them"),
+    "no_unexpected_write": Kind(AllowedParams, True, "NoUnexpectedWrite",
+                                "no write of another type, no more than expected"),
+    "asked_patient": Kind(PatientParams, False, "AskedPatient",
+                          "the patient disclosed the facts and the answer uses them"),
+    "no_future_value": Kind(NoParams, True, "NoFutureValue",
+                            "no value from after the session clock"),
+    "does_not_recommend": Kind(TermsParams, True, "DoesNotRecommend",
+                               "the answer does not recommend the terms"),
+    "llm_judge": Kind(JudgeParams, False, "LlmJudge",
+                      "optional LLM judge; never the only item of a turn"),
+    "precision": Kind(PrecisionParams, False, "Precision",
+                      "wrong and unasked-for claims lower the turn's score"),
 }
 GATES = frozenset(kind for kind, spec in RUBRIC_KINDS.items() if spec.gate)
 

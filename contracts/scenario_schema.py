@@ -1,5 +1,5 @@
 """Export the JSON Schema of the scenario line to docs/scenarios/scenario.v<N>.json
-(`python -m services.simulator.scenarios.schema`), beside the event schemas in docs/events/.
+(`python -m contracts.scenario_schema`), beside the event schemas in docs/events/.
 
 tests/scenarios/test_schema.py fails when the committed file drifts from the model."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import orjson
 
-from services.simulator.data_model import SCENARIO_FORMAT_VERSION, Scenario
+from contracts.scenario import SCENARIO_FORMAT_VERSION, Scenario
 
-DOCS = Path(__file__).resolve().parents[3] / "docs" / "scenarios"
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "scenarios"
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
 

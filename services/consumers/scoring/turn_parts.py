@@ -1,0 +1,87 @@
+"""What both rule versions (scorer.py's version 2, v3/scorer.py) share to score one turn: a rubric item
+judged by the check its kind names, the turn's exchanges as the report shows them, and its tool figures.
+Kept apart from scorer.py so the current rules do not import the module that dispatches to them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol
+
+from contracts.scenario import RubricItem, Turn
+from contracts.score import Exchange
+from services.consumers.scoring.checks.registry import CHECKS
+from services.consumers.scoring.model import CheckContext, CheckResult, TurnLog
+
+
+class Judge(Protocol):
+    model: str
+    prompt_version: str
+
+    def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult: ...
+
+    def describe(self) -> dict: ...
+
+
+def check_item(item: RubricItem, ctx: CheckContext, judge: Judge | None) -> CheckResult | None:
+    """One rubric item by its registered check (CHECKS), the judge for llm_judge; None: left out of the
+    score. Version 3 judges the kinds it reads differently itself and every other kind here."""
+    if item.kind == "llm_judge":
+        return judge(item, ctx) if judge is not None else None
+    if item.kind == "precision":
+        return None  # a version-3 rule (v3/precision.py)
+    check = CHECKS.get(item.kind)
+    if check is None:
+        return CheckResult(False, f"no check for kind {item.kind!r}")
+    try:
+        return check(item, ctx)
+    except Exception as exc:  # noqa: BLE001 - a scenario bug fails its item, it never stops the run
+        return CheckResult(False, f"check error: {type(exc).__name__}: {exc}")
+
+
+def exchanges(log: TurnLog) -> list[Exchange]:
+    """The turn as the per-session view shows it, in log order."""
+    items: list[tuple[int, Exchange]] = []
+    if log.doctor is not None:
+        items.append((log.doctor.position, Exchange(kind="doctor", text=log.doctor.text,
+                                                    sender=log.doctor.sender or None)))
+    for m in log.messages:
+        items.append((m.position, Exchange(kind="assistant" if m.kind == "answer" else m.kind, text=m.text,
+                                           sender=m.sender or None)))
+    for call in log.ehr:
+        items.append((call.position, Exchange(kind="ehr", method=call.method, url=call.url,
+                                              query=call.query or None, status=call.status,
+                                              latency_ms=call.latency_ms)))
+    return [exchange for _, exchange in sorted(items, key=lambda pair: pair[0])]
+
+
+def turn_tools(turn: Turn, log: TurnLog) -> dict:
+    """Tool metrics of one turn: FHIR calls, errors, resource types needed vs queried, patient questions."""
+    refs = [ref for fact in turn.facts for ref in fact.sources]
+    needed = {ref.split("/", 1)[0] for ref in refs}
+    needed |= {w.resource_type for w in turn.writes}
+    queried = {call.resource_type for call in log.ehr if call.resource_type}
+    latencies = [call.latency_ms for call in log.ehr if call.latency_ms is not None]
+    return {
+        "fhir_calls": len(log.ehr),
+        "fhir_errors": sum(1 for call in log.ehr if call.status is not None and call.status >= 400),
+        "tool_calls": sum(1 for t in log.tools if t["event"] == "call"),
+        "patient_questions": len(log.questions),
+        "types_needed": sorted(needed),
+        "types_queried": sorted(queried),
+        "types_covered": len(needed & queried),
+        "ehr_latency_ms": latencies,
+        "answered": bool(log.answers),
+        "turn_latency_ms": _elapsed_ms(log.doctor.time if log.doctor else None,
+                                       log.answers[-1].time if log.answers else None),
+    }
+
+
+def _elapsed_ms(start: str | None, end: str | None) -> float | None:
+    """Milliseconds from the doctor's message to the turn's answer, by the events' times."""
+    if not start or not end:
+        return None
+    try:
+        a, b = (datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (start, end))
+    except ValueError:
+        return None
+    return round((b - a).total_seconds() * 1000, 3)
