@@ -97,24 +97,35 @@ class SessionFailure(Exception):
 
 
 class AssistantFailure(SessionFailure):
+    """The assistant raised, returned no text or called an unknown tool: its fault, scored as it stands."""
+
     reason: EndReason = "assistant_error"
 
 
 class StepLimitExceeded(SessionFailure):
+    """More tool steps or FHIR requests in a turn than `max_steps` allow (a loop is the assistant's)."""
+
     reason: EndReason = "max_steps"
 
 
 class AssistantTimeout(SessionFailure):
-    """The assistant gave no answer within the turn's deadline."""
+    """The assistant gave no answer within the turn's deadline (a slow endpoint is the assistant's, and
+    `--retry-failed` runs it again)."""
 
     reason: EndReason = "timeout"
 
 
 class InfrastructureFailure(SessionFailure):
+    """Rounds, the FHIR server or the network failed a valid request: never scored, rerun on request."""
+
     reason: EndReason = "infrastructure_error"
 
 
 class PatientFailure(SessionFailure):
+    """The simulated patient failed to answer.
+
+    A bug of Rounds, never the assistant's: the session is counted apart and never scored."""
+
     reason: EndReason = "patient_error"
 
 

@@ -123,14 +123,11 @@ def test_an_import_of_services_under_events_is_seen(tmp_path: Path) -> None:
 
 
 def test_a_module_loaded_by_name_is_a_lazy_import(tmp_path: Path) -> None:
-    root = _package(tmp_path, {
-        "__init__.py": "",
-        "registry.py": "import importlib\nMODULES = ['pkg.plugin', 'pkg.tool:make', 'not.a.module']\n",
-        "plugin.py": "from pkg import registry\n",
-        "tool.py": "",
-        "names.py": "WORDS = ['pkg.plugin']\n",  # no importlib: a string is only a string
-    })
-    graph = build(root, ("pkg",))
+    registry = "import importlib\nMODULES = ['pkg.plugin', 'pkg.tool:make', 'not.a.module']\n"
+    names = "WORDS = ['pkg.plugin']\n"  # no importlib: a string is only a string
+    files = {"__init__.py": "", "registry.py": registry, "plugin.py": "from pkg import registry\n",
+             "tool.py": "", "names.py": names}
+    graph = build(_package(tmp_path, files), ("pkg",))
     assert graph.lazy["pkg.registry"] == {"pkg.plugin", "pkg.tool"} and graph.lazy["pkg.names"] == set()
     assert graph.cycles() == [] and graph.cycles(lazy=True) == [["pkg.plugin", "pkg.registry"]]
 
