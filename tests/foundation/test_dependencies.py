@@ -65,6 +65,14 @@ def test_the_simulator_and_the_consumers_import_nothing_from_each_other() -> Non
     assert any(t.startswith("contracts.") for m, ts in edges.items() if unit_of(m) == SIBLINGS[1] for t in ts)
 
 
+def test_the_contracts_stand_on_events_and_settings_only() -> None:
+    edges = repo_graph().edges()
+    outside = {t for m, targets in edges.items() if unit_of(m) == "contracts" for t in targets
+               if unit_of(t) not in ("contracts", "events") and t != "rounds.settings"}
+    assert outside == set()
+    assert "contracts.score" in edges and "events.payloads.session" in edges["contracts.end_reasons"]
+
+
 def test_no_cycle_among_the_floors_units() -> None:
     graph = repo_graph()
     units = {unit for _, members in FLOORS for unit in members}

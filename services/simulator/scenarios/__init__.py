@@ -3,8 +3,7 @@ explicit + implicit, built from any FHIR R4 server holding MIMIC-on-FHIR-shaped 
 
 Entry points: `build_scenarios(source, seed, sessions, families)` (tests, other components) and
 `rounds scenarios build|show` (cli.py). Families are data (data/families/*.json) run by one engine
-(engine.py);
-the line format is contracts/scenario.py, documented in docs/scenarios.md."""
+(engine.py); the line format is contracts/scenario.py, documented in docs/scenarios.md."""
 
 from __future__ import annotations
 
