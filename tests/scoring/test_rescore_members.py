@@ -69,14 +69,14 @@ def test_members_in_other_processes_apply_the_log_and_one_that_fails_loses_nothi
     with ExitStack() as stack:
         engine = make_engine(settings.database_url)
         stack.callback(engine.dispose)
-        projection = members.projection_of(spec, stack.enter_context(fhir_client(settings)), engine)
-        projection.create_tables(engine)  # what score_run's own member does before the others start
-        failures = members.reap(members.spawn(spec, 2) + members.spawn(broken, 1), timeout_s=300)
         bus = open_bus(settings)
         stack.callback(bus.close)
-        runner = members.runner_of(spec, bus, engine, projection)
-        with runner:
-            caught_up = runner.caught_up(runner.end_targets())
+        projection = members.projection_of(spec, stack.enter_context(fhir_client(settings)), engine)
+        projection.create_tables(engine)  # what score_run's own member does before the others start
+        targets = bus.end_offsets([tp for topic in projection.topics for tp in bus.partitions(topic)])
+        failures = members.reap(members.spawn(spec, 2) + members.spawn(broken, 1), timeout_s=300)
+        # the log's end when the re-score began (scoring live sandboxes appends their recorded state after it)
+        caught_up = members.runner_of(spec, bus, engine, projection).caught_up(targets)
     assert len(failures) == 1 and "exited 1" in failures[0] and "unable to open database" in failures[0]
     assert caught_up and projection.scored == []  # the children applied the whole log, this process nothing
     sessions = len(read_scenarios(SCENARIOS)) * 3 * 2

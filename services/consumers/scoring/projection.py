@@ -262,7 +262,9 @@ class ScorerProjection(Projection):
         data = event.data if isinstance(event.data, dict) else {}
         if event.type == SNAPSHOT:
             if session["status"] == "waiting":
-                self._score(tx, session_id, snapshot.from_data(data), live=False)
+                cached = tx.prefetched.scores.get(session_id) if tx.prefetched else None
+                state = None if cached is not None and not cached[0] else snapshot.from_data(data)
+                self._score(tx, session_id, state, live=False)  # the prefetch's score needs no state
                 self._forget(tx, session, "scored")
             return
         if session["status"] != "open":
