@@ -23,18 +23,4 @@ def open_store(
     return SqlResourceStore(engine, validate=validate, query_timeout_ms=query_timeout_ms)
 
 
-def sqlite_transactions(engine) -> None:
-    """Let SQLAlchemy own SQLite transactions (pysqlite's own handling breaks SAVEPOINTs and so nested
-    transactions); writers start with BEGIN IMMEDIATE so concurrent writers queue instead of deadlocking."""
-    from sqlalchemy import event
-
-    @event.listens_for(engine, "connect")
-    def _autocommit(dbapi_conn, _record) -> None:
-        dbapi_conn.isolation_level = None
-
-    @event.listens_for(engine, "begin")
-    def _begin(conn) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.pop("immediate", False) else "BEGIN")
-
-
 __all__ = ["open_store", "ResourceStore"]

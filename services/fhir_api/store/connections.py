@@ -132,13 +132,23 @@ def connection_lost(exc: Exception) -> bool:
     return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
 
 
+def sqlite_transactions(engine) -> None:
+    """Let SQLAlchemy own SQLite transactions (pysqlite's own handling breaks SAVEPOINTs and so nested
+    transactions); writers start with BEGIN IMMEDIATE so concurrent writers queue instead of deadlocking."""
+    @event.listens_for(engine, "connect")
+    def _autocommit(dbapi_conn, _record) -> None:
+        dbapi_conn.isolation_level = None
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.pop("immediate", False) else "BEGIN")
+
+
 def prepare_engine(engine: Engine, timeout_ms: int | None = None) -> Engine | None:
     """Set the engine up once for the store; returns the reader engine on PostgreSQL (None on SQLite).
     `timeout_ms` (> 0) bounds every statement: PostgreSQL `statement_timeout`, a SQLite progress handler."""
     if engine.dialect.name == "sqlite":
         if engine not in _SQLITE_READY:
-            from services.fhir_api.store import sqlite_transactions
-
             sqlite_transactions(engine)
             if timeout_ms:
                 _bound_sqlite(engine, timeout_ms)
