@@ -75,8 +75,8 @@ def main() -> None:
 
     from rounds.settings import Settings
     from services.consumers.scoring.api import score_run
-    from services.simulator.orchestrator.run import plan
-    from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+    from services.simulator.orchestrator.entry import RunOptions, run_scenarios
+    from services.simulator.orchestrator.jobs import plan
     from tests.scoring.redteam.gamers import Wrapped, WriteSpammer, gamers, wrong_values
 
     settings = Settings(database_url=args.store)

@@ -35,9 +35,9 @@ sys.path.insert(0, str(REPO))
 from events.sequences import SEQUENCES  # noqa: E402
 from rounds.db import make_engine  # noqa: E402
 from rounds.settings import Settings, get_settings  # noqa: E402
-from services.simulator.orchestrator.run import plan, read_scenarios  # noqa: E402
-from services.simulator.orchestrator.runner import RunOptions, run_scenarios  # noqa: E402
-from services.simulator.orchestrator.session import SessionJob  # noqa: E402
+from services.simulator.orchestrator.entry import RunOptions, run_scenarios  # noqa: E402
+from services.simulator.orchestrator.jobs import plan, read_scenarios  # noqa: E402
+from services.simulator.orchestrator.session_loop import SessionJob  # noqa: E402
 
 DEMO = REPO.parent / "shared" / "data" / "mimic-iv-demo"
 

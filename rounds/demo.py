@@ -63,8 +63,8 @@ def _run_and_score(
     on_session: Callable[[], None],
 ):
     from services.consumers.scoring.api import score_run
-    from services.simulator.orchestrator.run import plan, read_scenarios
-    from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+    from services.simulator.orchestrator.entry import RunOptions, run_scenarios
+    from services.simulator.orchestrator.jobs import plan, read_scenarios
 
     jobs = plan(read_scenarios(scenarios), 1, LANGUAGES, "implicit")
     options = RunOptions(run_id, concurrency=concurrency, resume=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from services.simulator.orchestrator.cli import register_run
-from services.simulator.orchestrator.run import RunSummary
+from services.simulator.orchestrator.jobs import RunSummary
 
 
 def report_run(summary: RunSummary, *, score: bool, fhir_base: str | None) -> None:

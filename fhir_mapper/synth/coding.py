@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from fhir_mapper.synth.context import Context
-from fhir_mapper.synth.model import Admission, Patient
+from fhir_mapper.synth.synthetic_patient import Admission, Patient
 
 
 def write_coding(ctx: Context, p: Patient, adm: Admission) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fhir_mapper.synth.context import Context, trim
 from fhir_mapper.synth.meds import home_drugs
-from fhir_mapper.synth.model import Admission, Patient, Stay
+from fhir_mapper.synth.synthetic_patient import Admission, Patient, Stay
 
 VITALS = {  # column -> (mean, sd, decimals, scenario vital itemid that shifts it)
     "temperature": (98.2, 0.5, 1, "223761"),

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from fhir_mapper.synth.context import Context, trim
 from fhir_mapper.synth.labs import lab_value
-from fhir_mapper.synth.model import Admission, Patient, Stay
+from fhir_mapper.synth.synthetic_patient import Admission, Patient, Stay
 
 GLUCOSE = 50931  # serum glucose (labevents), which the fingersticks follow
 

@@ -13,7 +13,7 @@ import math
 from datetime import datetime, timedelta
 
 from fhir_mapper.synth.context import Context, trim
-from fhir_mapper.synth.model import Admission, Patient
+from fhir_mapper.synth.synthetic_patient import Admission, Patient
 
 # itemid -> function of the other values drawn in the same panel
 DERIVED = {

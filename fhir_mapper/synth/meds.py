@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from fhir_mapper.synth.context import Context, SubjectSeq, clamp, trim
-from fhir_mapper.synth.model import Admission, Patient
+from fhir_mapper.synth.synthetic_patient import Admission, Patient
 
 ANTICOAGULANT_PROPHYLAXIS = ("heparin_sc", "enoxaparin")
 

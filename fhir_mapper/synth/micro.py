@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from fhir_mapper.synth.context import Context, trim
-from fhir_mapper.synth.model import Admission, Patient
+from fhir_mapper.synth.synthetic_patient import Admission, Patient
 
 PAD = 10  # MIMIC pads dilution_comparison to 10 characters
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from fhir_mapper.synth.context import Context, SubjectSeq, trim
-from fhir_mapper.synth.model import Admission, Patient
+from fhir_mapper.synth.synthetic_patient import Admission, Patient
 
 SEX = {"F": "female", "M": "male"}
 

@@ -10,7 +10,7 @@ import math
 from datetime import datetime, timedelta
 
 from fhir_mapper.synth.context import Context, trim
-from fhir_mapper.synth.model import Admission, Patient, Stay
+from fhir_mapper.synth.synthetic_patient import Admission, Patient, Stay
 
 ED_ADMISSION_TYPES = {"EW EMER.", "OBSERVATION ADMIT", "EU OBSERVATION"}
 ED_UNIT = "Emergency Department"

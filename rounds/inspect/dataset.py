@@ -16,8 +16,8 @@ from inspect_ai.dataset import MemoryDataset, Sample
 
 from contracts.languages import LANGUAGE_CHOICES
 from contracts.scenario import Scenario
-from services.simulator.orchestrator.run import canonical_digest, read_scenarios
-from services.simulator.orchestrator.session import SessionJob
+from services.simulator.orchestrator.jobs import canonical_digest, read_scenarios
+from services.simulator.orchestrator.session_loop import SessionJob
 
 DEFAULT_SCENARIOS = Path("rounds-demo/scenarios.jsonl")  # what `rounds demo` leaves in its folder
 VARIANTS = ("implicit", "explicit")

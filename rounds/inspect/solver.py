@@ -1,6 +1,6 @@
 """The solver: one Inspect sample runs one Rounds session, through Rounds' own session loop.
 
-`run_session` (services/simulator/orchestrator/session.py) does what it does for `rounds run`: opens the
+`run_session` (services/simulator/orchestrator/session_loop.py) does what it does for `rounds run`: opens the
 sandbox at the scenario's clock, records `rounds.session.started` (run id = the Inspect eval id, trial = the
 epoch - 1), plays the physician's turns and the patient agent, records every message and call, decides who a
 failure is charged to and records `rounds.session.ended`. The assistant is the sample's model
@@ -32,7 +32,7 @@ from rounds.inspect.dataset import load_jobs, selection
 from rounds.inspect.limits import RoundsSessionError, cut_reason, not_charged
 from rounds.inspect.runs import RUNS, RoundsRun
 from rounds.settings import Settings
-from services.simulator.orchestrator.session import SessionJob, SessionSettings, run_session
+from services.simulator.orchestrator.session_loop import SessionJob, SessionSettings, run_session
 
 
 def inspect_ids() -> tuple[str, str | None]:

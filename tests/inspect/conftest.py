@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rounds.settings import Settings
-from services.simulator.orchestrator.run import read_scenarios
+from services.simulator.orchestrator.jobs import read_scenarios
 from tests.simulator.conftest import SCENARIOS, load_record
 
 

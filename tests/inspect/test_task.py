@@ -107,7 +107,7 @@ def test_on_the_demo_scenarios_every_session_s_score_agrees(demo_scenarios, tmp_
     monkeypatch.delenv("ROUNDS_FHIR_BASE", raising=False)
     monkeypatch.chdir(scenarios.parent.parent)  # -T scenarios defaults to rounds-demo/scenarios.jsonl
     from rounds.settings import Settings
-    from services.simulator.orchestrator.run import read_scenarios
+    from services.simulator.orchestrator.jobs import read_scenarios
 
     models = [scenario for scenario, _ in read_scenarios(scenarios)]
     quality = {s.id: ("reference" if i % 2 == 0 else "vague") for i, s in enumerate(models)}

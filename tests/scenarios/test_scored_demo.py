@@ -9,8 +9,8 @@ from collections import Counter
 
 from rounds.settings import Settings
 from services.consumers.scoring.api import score_run
-from services.simulator.orchestrator.run import plan
-from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+from services.simulator.orchestrator.entry import RunOptions, run_scenarios
+from services.simulator.orchestrator.jobs import plan
 
 PER_FAMILY = 5
 

@@ -8,10 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from contracts.scenario import Fact, FieldConstraint, RubricItem
-from services.consumers.scoring.checks.facts import conclusion_matches, fact_stated
-from services.consumers.scoring.checks.registry import CHECKS
-from services.consumers.scoring.constraints import parse_duration, satisfied, values_at
-from services.consumers.scoring.model import (
+from services.consumers.scoring.check_inputs import (
     CheckContext,
     FinalState,
     RecordValue,
@@ -19,6 +16,9 @@ from services.consumers.scoring.model import (
     TurnLog,
     Utterance,
 )
+from services.consumers.scoring.checks.facts import conclusion_matches, fact_stated
+from services.consumers.scoring.checks.registry import CHECKS
+from services.consumers.scoring.constraints import parse_duration, satisfied, values_at
 from services.consumers.scoring.numbers import cited_numbers
 from services.consumers.scoring.session_log import LoggedEvent, build_log
 from tests.scoring import world
@@ -119,7 +119,7 @@ def test_fact_items_that_point_nowhere_fail_with_the_reason() -> None:
 
 
 def test_write_constraints_are_state_based() -> None:
-    from services.consumers.scoring.model import Written
+    from services.consumers.scoring.check_inputs import Written
 
     good = world.medication_request("p1", 2.5)
     item = _item("write_made", write=0)
@@ -158,7 +158,7 @@ def test_constraint_ops() -> None:
 
 
 def test_writes_per_turn_come_from_the_servers_interaction_events() -> None:
-    from services.consumers.scoring.model import EhrCall
+    from services.consumers.scoring.check_inputs import EhrCall
 
     post = EhrCall("POST", "ServiceRequest", 5, 201)
     failed = EhrCall("POST", "Observation", 6, 422)

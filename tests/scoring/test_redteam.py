@@ -11,7 +11,7 @@ import pytest
 
 from rounds.settings import Settings
 from services.consumers.scoring.api import score_run
-from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from tests.scoring.redteam.gamers import (
     Echoer,
     Hedger,

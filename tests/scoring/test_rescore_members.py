@@ -17,7 +17,7 @@ from services.consumers.scoring import members
 from services.consumers.scoring.api import score_run
 from services.consumers.scoring.fhir_state import fhir_client
 from services.consumers.scoring.projection import ScorerProjection
-from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from tests.simulator.conftest import SCENARIOS, jobs, load_record, read_scenarios
 
 RUN = "run-members"

@@ -155,7 +155,7 @@ def test_score_events_scores_one_session_from_its_cloudevents() -> None:
                 uuid.uuid4().hex[:12], sender, [to], text, turn=t.index), source="/t", subject="s9"))
     events.append(CATALOG.make("rounds.session.ended", SessionEnded(reason="completed", turns=2, run_id="r"),
                                source="/t", subject="s9"))
-    from services.consumers.scoring.model import FinalState
+    from services.consumers.scoring.check_inputs import FinalState
     from tests.scoring.v3_world import record
 
     state = FinalState(record_values=record())

@@ -3,7 +3,7 @@ tests need no broker and no FHIR server: score_session is pure)."""
 
 from __future__ import annotations
 
-from services.consumers.scoring.model import (
+from services.consumers.scoring.check_inputs import (
     EhrCall,
     FinalState,
     RecordValue,

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.fhir_api.app import create_app
-from services.simulator.orchestrator.run import plan, read_scenarios
+from services.simulator.orchestrator.jobs import plan, read_scenarios
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SCENARIOS = FIXTURES / "scenarios.jsonl"

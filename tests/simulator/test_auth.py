@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from services.fhir_api.app import create_app
 from services.fhir_api.auth.tokens import verify
 from services.simulator.assistant_protocol import SessionTools, TurnRequest
-from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from tests.simulator.conftest import jobs, session_events
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from services.fhir_api.store.sql_store import SqlResourceStore
 from services.simulator.assistant_protocol import SessionTools, TurnRequest
+from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from services.simulator.orchestrator.log import SessionLog
-from services.simulator.orchestrator.runner import RunOptions, run_scenarios
 from tests.simulator.conftest import jobs, session_events
 
 SAMPLES = "python:tests.simulator.sample_assistants"

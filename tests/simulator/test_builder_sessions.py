@@ -10,8 +10,8 @@ import pytest
 from rounds.settings import Settings
 from services.consumers.scoring.api import score_run
 from services.simulator.assistants.baseline import intents
-from services.simulator.orchestrator.run import plan
-from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+from services.simulator.orchestrator.entry import RunOptions, run_scenarios
+from services.simulator.orchestrator.jobs import plan
 from tests.scenarios.conftest import demo_app, demo_build, demo_loaded, demo_raw, demo_url  # noqa: F401
 
 PER_FAMILY = 3

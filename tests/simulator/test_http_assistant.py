@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from contracts.scenario import Scenario
+from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from services.simulator.orchestrator.environment import free_port
-from services.simulator.orchestrator.runner import RunOptions, run_scenarios
 from tests.simulator.conftest import assert_session_order, jobs, session_events
 
 HERE = Path(__file__).parent

@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from services.fhir_api.app import create_app
-from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from tests.simulator.conftest import jobs, session_events
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane

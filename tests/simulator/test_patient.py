@@ -12,7 +12,7 @@ import pytest
 from contracts.scenario import Scenario
 from services.simulator.agents.patient import PatientAgent, style
 from services.simulator.assistant_protocol import SessionTools, TurnRequest
-from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from tests.simulator.conftest import jobs, session_events
 
 QUESTIONS = {

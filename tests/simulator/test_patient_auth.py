@@ -23,7 +23,7 @@ from services.fhir_api.auth.scopes import parse_scopes
 from services.fhir_api.auth.tokens import issue
 from services.simulator.assistant_protocol import SessionTools, TurnRequest
 from services.simulator.orchestrator import environment
-from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from tests.simulator.adapters.conftest import Served
 from tests.simulator.conftest import jobs, session_events
 

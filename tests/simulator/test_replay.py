@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from events.factory import open_bus
+from services.simulator.orchestrator.entry import RunOptions, run_scenarios
+from services.simulator.orchestrator.jobs import recorded_sessions
 from services.simulator.orchestrator.replay import replay_jobs
-from services.simulator.orchestrator.run import recorded_sessions
-from services.simulator.orchestrator.runner import RunOptions, run_scenarios
 from tests.simulator.conftest import jobs, session_events
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane

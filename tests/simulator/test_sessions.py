@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from events.payloads import Communication
 from services.fhir_api.app import create_app
-from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from tests.simulator.conftest import assert_session_order, jobs, session_events
 
 SAMPLES = "python:tests.simulator.sample_assistants"

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from services.simulator.agents.patient import PatientAgent
 from services.simulator.agents.physician import Physician
 from services.simulator.orchestrator.environment import FhirEnvironment
-from services.simulator.orchestrator.live import LiveSession
+from services.simulator.orchestrator.live_session import LiveSession
 from services.simulator.orchestrator.transport import SessionTransport
 
 BASE = "http://fhir.test/sessions/s1/fhir"

@@ -10,7 +10,7 @@ import pytest
 
 from services.simulator.agents.patient import PatientAgent
 from services.simulator.agents.voice import create_voice, verify
-from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from tests.simulator.adapters.fake_openai import FakeOpenAI, error, text
 from tests.simulator.conftest import jobs, session_events
 

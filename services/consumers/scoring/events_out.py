@@ -11,7 +11,7 @@ from events.catalog import CATALOG
 from events.envelope import CloudEvent
 from events.payloads import ScoreSession, ScoreTurn
 from events.payloads.outcome import ScoreCheck
-from services.consumers.scoring.model import SessionLog
+from services.consumers.scoring.check_inputs import SessionLog
 
 SOURCE = "/rounds/scoring"
 _NAMESPACE = uuid.UUID("6f1c3a52-1d7e-5a51-9d1e-2a3c0b5e7f10")

@@ -17,8 +17,8 @@ import anyio.from_thread
 import httpx
 
 from contracts.scenario import Scenario
+from services.consumers.scoring.check_inputs import FinalState, RecordValue, Written
 from services.consumers.scoring.constraints import parse_time
-from services.consumers.scoring.model import FinalState, RecordValue, Written
 
 MAX_PAGES = 20
 

@@ -17,7 +17,7 @@ import orjson
 from contracts.scenario import RubricItem
 from events.projections.retry import RetryLater
 from rounds.settings import Settings
-from services.consumers.scoring.model import CheckContext, CheckResult
+from services.consumers.scoring.check_inputs import CheckContext, CheckResult
 
 PROMPT_VERSION = "judge-v1"
 SYSTEM = (

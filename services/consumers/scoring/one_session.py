@@ -19,7 +19,7 @@ from contracts.scenario import Scenario
 from contracts.score import SessionScore
 from events.payloads import SandboxState
 from services.consumers.scoring import snapshot
-from services.consumers.scoring.model import FinalState
+from services.consumers.scoring.check_inputs import FinalState
 from services.consumers.scoring.scenarios import scenario_of
 from services.consumers.scoring.scorer import SCORER_VERSION, score_session
 from services.consumers.scoring.session_log import LoggedEvent, build_log

@@ -45,10 +45,10 @@ from events.projections.projection import (
 from events.projections.retry import RetryLater
 from events.topics import SCORES, SESSIONS
 from services.consumers.scoring import snapshot, stored_text, tables
+from services.consumers.scoring.check_inputs import CheckResult, FinalState, SessionLog
 from services.consumers.scoring.events_out import session_event, turn_event
 from services.consumers.scoring.fhir_state import SandboxMissing
 from services.consumers.scoring.judge import Verdicts
-from services.consumers.scoring.model import CheckResult, FinalState, SessionLog
 from services.consumers.scoring.scenarios import scenario_of
 from services.consumers.scoring.scorer import (
     SCORER,

@@ -17,7 +17,7 @@ from contracts.rubric import GATES
 from contracts.scenario import RubricItem, Scenario
 from contracts.score import Check as CheckOut
 from contracts.score import SessionScore, TurnScore
-from services.consumers.scoring.model import CheckContext, FinalState, SessionLog
+from services.consumers.scoring.check_inputs import CheckContext, FinalState, SessionLog
 from services.consumers.scoring.turn_parts import Judge, check_item, exchanges, turn_tools
 
 SCORER = "rounds.scoring"

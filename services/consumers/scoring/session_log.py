@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from events.payloads import EhrRequest, EhrResponse, SessionEnded, SessionStarted, ToolCall, ToolResult
 from events.payloads.messages import EXT_DISCLOSED, EXT_KIND, EXT_TURN, MESSAGE_PREFIX
-from services.consumers.scoring.model import EhrCall, SessionLog, TurnLog, Utterance
+from services.consumers.scoring.check_inputs import EhrCall, SessionLog, TurnLog, Utterance
 from services.consumers.scoring.stored_text import ref_of
 
 

@@ -10,8 +10,8 @@ import orjson
 from events.catalog import CATALOG
 from events.envelope import CloudEvent
 from events.payloads import SandboxState
+from services.consumers.scoring.check_inputs import FinalState, RecordValue, Written
 from services.consumers.scoring.constraints import aware
-from services.consumers.scoring.model import FinalState, RecordValue, Written
 
 SOURCE = "/rounds/scoring"
 MAX_BYTES = 200 * 1024  # inside the 256 KiB event limit; a larger state is not recorded (re-read it instead)

@@ -9,8 +9,8 @@ from typing import Protocol
 
 from contracts.scenario import RubricItem, Turn
 from contracts.score import Exchange
+from services.consumers.scoring.check_inputs import CheckContext, CheckResult, TurnLog
 from services.consumers.scoring.checks.registry import CHECKS
-from services.consumers.scoring.model import CheckContext, CheckResult, TurnLog
 
 
 class Judge(Protocol):

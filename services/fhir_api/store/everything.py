@@ -19,21 +19,8 @@ from __future__ import annotations
 from datetime import datetime
 from functools import cache
 
-from sqlalchemy import (
-    BigInteger,
-    Connection,
-    DateTime,
-    Integer,
-    Select,
-    and_,
-    bindparam,
-    false,
-    func,
-    literal,
-    not_,
-    select,
-    union_all,
-)
+import sqlalchemy as sa
+from sqlalchemy import and_, bindparam, false, func, literal, not_, select, union_all
 
 from services.fhir_api.search.keys import stored_keys
 from services.fhir_api.search.registry import patient_compartment
@@ -74,7 +61,7 @@ def type_numbers() -> dict[str, int]:
     return {rtype: i for i, rtype in enumerate(member_keys(), start=1)}
 
 
-_PAGES: dict[tuple, Select] = {}  # page statements by shape (values bound by name)
+_PAGES: dict[tuple, sa.Select] = {}  # page statements by shape (values bound by name)
 
 
 Position = tuple[str, int] | None  # a cursor's direction and type number (part of a statement's shape)
@@ -91,25 +78,26 @@ def _covers(n: int, at: Position) -> str | None:
     return "all" if (n > at_type) == (direction == "after") else None
 
 
-def _walk(ctx: Context, types: tuple[str, ...] | None, since: bool, at: Position) -> Select:
+def _walk(ctx: Context, types: tuple[str, ...] | None, since: bool, at: Position) -> sa.Select:
     """The compartment walk for one request shape: (type number, rid) of the members from the cursor on, the
     Patient's own row first, distinct, in walk order, joined to the session's view. One branch per type, each
     reading its reference rows by the index (type number a constant, the cursor's type past the cursor's
     rid): no resource row is read to sort, and a later page sorts only what is left."""
     ref, r = m.reference, q.R
     after = at is None or at[0] == "after"
-    past = bindparam("cursor_rid", type_=BigInteger)
+    past = bindparam("cursor_rid", type_=sa.BigInteger)
     branches = []
     if (types is None or "Patient" in types) and _covers(0, at) == "all":
-        patient = bindparam("everything_patient_rid", type_=BigInteger)
-        branches.append(select(literal(0, Integer).label("type_no"), patient.label("rid")))
+        patient = bindparam("everything_patient_rid", type_=sa.BigInteger)
+        branches.append(select(literal(0, sa.Integer).label("type_no"), patient.label("rid")))
     for rtype, n in type_numbers().items():
         covered = _covers(n, at)
         if (types is not None and rtype not in types) or covered is None:
             continue
         keys = member_keys()[rtype]
-        of_type = ref.c.param_key.in_([literal(k, BigInteger) for k in keys])  # bound once: no expanding IN
-        branch = select(literal(n, Integer).label("type_no"), ref.c.rid.label("rid")).where(
+        # bound once: no expanding IN
+        of_type = ref.c.param_key.in_([literal(k, sa.BigInteger) for k in keys])
+        branch = select(literal(n, sa.Integer).label("type_no"), ref.c.rid.label("rid")).where(
             of_type, ref.c.target_id == bindparam("everything_patient"), ref.c.target_type == "Patient"
         )
         if covered == "beyond":
@@ -117,26 +105,27 @@ def _walk(ctx: Context, types: tuple[str, ...] | None, since: bool, at: Position
         branches.append(branch)
     if not branches:  # the cursor is at the walk's end
         branches.append(
-            select(literal(0, Integer).label("type_no"), literal(0, BigInteger).label("rid")).where(false())
+            select(literal(0, sa.Integer).label("type_no"), literal(0, sa.BigInteger).label("rid"))
+            .where(false())
         )
     every = (union_all(*branches) if len(branches) > 1 else branches[0]).subquery("every")
     # sorted before the join and cut to `walk_cap` rows (a top-N sort, not a sort of the whole compartment),
     # then made distinct (a resource may refer to the patient twice): the database reads resource rows only
     # for those; `everything` asks again, uncut, when too many of them are hidden or repeated
     order = [every.c.type_no, every.c.rid] if after else [every.c.type_no.desc(), every.c.rid.desc()]
-    cut = select(every.c.type_no, every.c.rid).order_by(*order).limit(bindparam("walk_cap", type_=Integer))
+    cut = select(every.c.type_no, every.c.rid).order_by(*order).limit(bindparam("walk_cap", type_=sa.Integer))
     members = select(cut.subquery("cut")).distinct().subquery("members")
     stmt = (
         select(members.c.type_no, members.c.rid)
         .join(r, r.c.rid == members.c.rid)
-        .where(q.visible(r, ctx), r.c.created_seq <= bindparam("snapshot", type_=BigInteger))
+        .where(q.visible(r, ctx), r.c.created_seq <= bindparam("snapshot", type_=sa.BigInteger))
     )
     if since:
-        stmt = stmt.where(r.c.last_updated >= bindparam("everything_since", type_=DateTime(timezone=True)))
+        stmt = stmt.where(r.c.last_updated >= bindparam("everything_since", type_=sa.DateTime(timezone=True)))
     return stmt
 
 
-def _page(ctx: Context, types: tuple[str, ...] | None, since: bool, at: Position, dialect) -> Select:
+def _page(ctx: Context, types: tuple[str, ...] | None, since: bool, at: Position, dialect) -> sa.Select:
     shape = (q.context_shape(ctx), types, since, at, dialect.name)
     found = _PAGES.get(shape)
     if found is None:
@@ -144,8 +133,8 @@ def _page(ctx: Context, types: tuple[str, ...] | None, since: bool, at: Position
         walked = stmt.selected_columns
         after = at is None or at[0] == "after"
         order = [walked.type_no, walked.rid] if after else [walked.type_no.desc(), walked.rid.desc()]
-        found = stmt.order_by(*order).limit(bindparam("page_limit", type_=Integer))
-        found = found.offset(bindparam("page_offset", type_=BigInteger))  # _offset runs to 2**62
+        found = stmt.order_by(*order).limit(bindparam("page_limit", type_=sa.Integer))
+        found = found.offset(bindparam("page_offset", type_=sa.BigInteger))  # _offset runs to 2**62
         found.compile(dialect=dialect)  # settle lazily built parts before threads share it
         if len(_PAGES) > 256:
             _PAGES.clear()
@@ -157,14 +146,14 @@ def _position(at: Cursor | None) -> tuple[Position, dict]:
     """The statement position of a cursor and its bound rid (a cursor of this walk holds two integers)."""
     if at is None:
         return None, {}
-    checked = cursor.bind_values(at, (literal(0, Integer), m.reference.c.rid))
+    checked = cursor.bind_values(at, (literal(0, sa.Integer), m.reference.c.rid))
     if "cursor_0" not in checked or "cursor_rid" not in checked:
         raise InvalidSearch(f"_{at.direction}: the cursor does not fit this walk")
     return (at.direction, checked["cursor_0"]), {"cursor_rid": checked["cursor_rid"]}
 
 
 def everything(
-    conn: Connection,
+    conn: sa.Connection,
     ctx: Context,
     patient_id: str,
     since: datetime | None,
@@ -225,7 +214,7 @@ def everything(
 
 
 def _referenced(
-    conn: Connection,
+    conn: sa.Connection,
     ctx: Context,
     page: list[int],
     patient: tuple[int, str, bool],  # rid, id, whether the walk delivers it
@@ -249,7 +238,7 @@ def _referenced(
     return fetch(conn, out)
 
 
-def _members(conn: Connection, rids: list[int], patient_id: str) -> set[int]:
+def _members(conn: sa.Connection, rids: list[int], patient_id: str) -> set[int]:
     """Which of `rids` are in the Patient's compartment."""
     ref = m.reference
     keys = [key for keys in member_keys().values() for key in keys]
@@ -263,7 +252,7 @@ def _members(conn: Connection, rids: list[int], patient_id: str) -> set[int]:
 
 
 def _left_out(
-    conn: Connection, rids: set[int], types: tuple[str, ...] | None, since: datetime | None
+    conn: sa.Connection, rids: set[int], types: tuple[str, ...] | None, since: datetime | None
 ) -> set[int]:
     """Which of the member rows `rids` the walk leaves out by `_type` / `_since`."""
     r = m.resource

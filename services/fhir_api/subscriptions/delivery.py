@@ -40,7 +40,7 @@ from services.fhir_api.store.interface import (
 )
 from services.fhir_api.subscriptions import notify
 from services.fhir_api.subscriptions.lookup import live_subscriptions
-from services.fhir_api.subscriptions.model import SINCE, BadSubscription, Subscription, parse
+from services.fhir_api.subscriptions.subscription import SINCE, BadSubscription, Subscription, parse
 from services.fhir_api.subscriptions.websocket import WebSocketHub
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 
 from services.fhir_api.store.interface import Context, ResourceStore, SearchRequest
-from services.fhir_api.subscriptions.model import LIVE, BadSubscription, Subscription, parse
+from services.fhir_api.subscriptions.subscription import LIVE, BadSubscription, Subscription, parse
 
 MAX = 1000  # Subscriptions per base considered
 

@@ -13,7 +13,7 @@ import uuid
 import orjson
 
 from events.envelope import utc_now
-from services.fhir_api.subscriptions.model import Subscription
+from services.fhir_api.subscriptions.subscription import Subscription
 
 NAMESPACE = uuid.UUID("6f1c1a44-3f0a-4c1e-9f55-8d3c0b6f9a30")
 

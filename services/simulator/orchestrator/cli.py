@@ -22,7 +22,7 @@ import typer
 
 from contracts.end_reasons import NOT_ASSISTANT_FAULT
 from contracts.languages import LANGUAGE_CHOICES
-from services.simulator.orchestrator.run import RunSummary
+from services.simulator.orchestrator.jobs import RunSummary
 from services.simulator.orchestrator.summary import AfterRun, print_summary
 
 
@@ -111,9 +111,9 @@ def register_run(app: typer.Typer, after_run: AfterRun | None = None) -> None:
         """Run sessions between the physician and patient agents and an assistant; every message an event."""
         from services.simulator.assistant_protocol import EndpointUnavailable
         from services.simulator.assistants.registry import create_assistant
+        from services.simulator.orchestrator.entry import RunOptions, run_scenarios
+        from services.simulator.orchestrator.jobs import RunOptionsChanged, new_run_id, plan, read_scenarios
         from services.simulator.orchestrator.progress import RunProgress
-        from services.simulator.orchestrator.run import RunOptionsChanged, new_run_id, plan, read_scenarios
-        from services.simulator.orchestrator.runner import RunOptions, run_scenarios
 
         if language not in LANGUAGE_CHOICES or variant not in ("implicit", "explicit"):
             raise typer.BadParameter("--language en|zh|both, --variant implicit|explicit")

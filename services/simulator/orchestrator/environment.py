@@ -23,7 +23,7 @@ from events.bus import Bus
 from rounds.settings import Settings
 from services.fhir_api.auth import service_headers
 from services.simulator.assistant_protocol import InfrastructureFailure
-from services.simulator.orchestrator.live import LiveSession
+from services.simulator.orchestrator.live_session import LiveSession
 from services.simulator.orchestrator.patient_http import patient_app, sessions_of
 from services.simulator.orchestrator.patient_http import router as patient_router
 from services.simulator.orchestrator.transport import Borrowed, StepWatch

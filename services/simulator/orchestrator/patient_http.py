@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from services.simulator.assistant_protocol import SessionFailure
-from services.simulator.orchestrator.live import LiveSession
+from services.simulator.orchestrator.live_session import LiveSession
 
 router = APIRouter(tags=["simulator"])
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from services.simulator.orchestrator.session import SessionJob, SessionOutcome, TurnProgress
+from services.simulator.orchestrator.session_loop import SessionJob, SessionOutcome, TurnProgress
 
 
 class RunProgress:

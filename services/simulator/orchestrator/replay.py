@@ -15,8 +15,8 @@ import typer
 
 from contracts.scenario import Scenario
 from events.bus import Bus
-from services.simulator.orchestrator.run import canonical_digest, recorded_sessions
-from services.simulator.orchestrator.session import SessionJob
+from services.simulator.orchestrator.jobs import canonical_digest, recorded_sessions
+from services.simulator.orchestrator.session_loop import SessionJob
 from services.simulator.orchestrator.summary import AfterRun, print_summary
 
 
@@ -52,8 +52,8 @@ def register_replay(app: typer.Typer, after_run: AfterRun | None = None) -> None
         from events.factory import open_bus
         from rounds.migrate import upgrade
         from rounds.settings import get_settings
-        from services.simulator.orchestrator.run import new_run_id
-        from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+        from services.simulator.orchestrator.entry import RunOptions, run_scenarios
+        from services.simulator.orchestrator.jobs import new_run_id
 
         settings = get_settings()
         upgrade(settings.database_url)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from services.simulator.orchestrator.run import RunSummary
+from services.simulator.orchestrator.jobs import RunSummary
 
 
 class AfterRun(Protocol):

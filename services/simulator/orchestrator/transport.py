@@ -17,7 +17,7 @@ import json
 import httpx
 
 from services.simulator.assistant_protocol import SessionFailure
-from services.simulator.orchestrator.live import LiveSession
+from services.simulator.orchestrator.live_session import LiveSession
 
 
 def _refusal(detail: str) -> httpx.Response:

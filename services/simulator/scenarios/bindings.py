@@ -15,7 +15,7 @@ from contracts.vocabulary import label, listing
 from services.simulator.scenarios import truth as T
 from services.simulator.scenarios import vocabulary as vocab
 from services.simulator.scenarios.chart import Chart, Isolate, Med
-from services.simulator.scenarios.families import Binding, Require
+from services.simulator.scenarios.families import Binding
 
 DATA = Path(__file__).parent / "data"
 
@@ -277,7 +277,7 @@ def _constant(b: Binding, m: Moment) -> T.Truth:
     return T.Truth(kind="value_at", value=b.value, time=m.now, refs=[m.chart.patient], present=True)
 
 
-KINDS: dict[str, Callable[[Binding, Moment], T.Truth]] = {
+SINGLE_KINDS: dict[str, Callable[[Binding, Moment], T.Truth]] = {  # one record element each
     "latest": _latest,
     "previous": _previous,
     "value_at": _value_at,
@@ -299,39 +299,6 @@ KINDS: dict[str, Callable[[Binding, Moment], T.Truth]] = {
     "resistant": _susceptibility,
     "constant": _constant,
 }
-
-
-def _holds(req: Require, truth: T.Truth) -> bool:
-    if req.op == "present":
-        return truth.present
-    if req.op == "absent":
-        return not truth.present
-    value = truth.extra.get(req.field) if req.field != "value" else truth.value
-    if req.op == "in":
-        return value in req.value
-    if req.op in ("==", "!="):
-        return (value == req.value) == (req.op == "==")
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return False
-    return {
-        ">=": value >= req.value,
-        "<=": value <= req.value,
-        ">": value > req.value,
-        "<": value < req.value,
-    }[req.op]
-
-
-def evaluate(bindings: list[Binding], requires: list[Require], m: Moment) -> bool:
-    """Fill m.values binding by binding; False as soon as a requirement (checked once its binding exists)
-    fails."""
-    pending = list(requires)
-    for b in bindings:
-        m.values[b.name] = KINDS[b.kind](b, m)
-        for req in [r for r in pending if r.name == b.name]:
-            if not _holds(req, m.values[b.name]):
-                return False
-            pending.remove(req)
-    return True
 
 
 def next_morning(now: datetime, hour: int = 8) -> datetime:

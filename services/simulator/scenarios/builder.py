@@ -15,7 +15,8 @@ import httpx
 from contracts.languages import LANGUAGES
 from contracts.scenario import SCENARIO_FORMAT_VERSION, Scenario
 from services.simulator.scenarios import memory as mem
-from services.simulator.scenarios.bindings import Moment, evaluate
+from services.simulator.scenarios.binding_table import evaluate
+from services.simulator.scenarios.bindings import Moment
 from services.simulator.scenarios.chart import Chart
 from services.simulator.scenarios.engine import BUILDER, Infeasible, assemble, moments, session_rng
 from services.simulator.scenarios.families import Definition, families

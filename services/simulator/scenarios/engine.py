@@ -12,7 +12,6 @@ from typing import Any
 from contracts.languages import LANGUAGES
 from contracts.rubric import GATES, PrecisionParams
 from contracts.scenario import ExpectedWrite, FieldConstraint, Persona, RubricItem, Scenario, Turn
-from services.simulator.scenarios import bindings_more  # noqa: F401  (registers binding kinds)
 from services.simulator.scenarios import memory as mem
 from services.simulator.scenarios import vocabulary as vocab
 from services.simulator.scenarios.bindings import Moment, conclusion, next_morning

@@ -17,7 +17,7 @@ import pytest
 from fastapi import FastAPI
 
 from events.payloads import Communication
-from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from tests.simulator.adapters.conftest import Served
 from tests.simulator.adapters.fake_openai import FakeOpenAI, text, tool_call
 from tests.simulator.adapters.test_mcp import mcp_calls

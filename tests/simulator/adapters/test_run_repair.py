@@ -20,8 +20,8 @@ import pytest
 from contracts.end_reasons import NOT_ASSISTANT_FAULT
 from services.consumers.report.model_usage import load_model_usage
 from services.simulator.assistant_protocol import EndpointUnavailable
-from services.simulator.orchestrator.run import RecordedSession, RunOptionsChanged, jobs_to_run
-from services.simulator.orchestrator.runner import RunOptions, run_scenarios
+from services.simulator.orchestrator.entry import RunOptions, run_scenarios
+from services.simulator.orchestrator.jobs import RecordedSession, RunOptionsChanged, jobs_to_run
 from tests.simulator.adapters.conftest import Served
 from tests.simulator.adapters.fake_openai import HANG, FakeOpenAI, error, text, tool_call
 from tests.simulator.conftest import SCENARIOS, jobs, session_events

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contracts.scenario import RubricItem
-from services.consumers.scoring.model import CheckContext, CheckResult
+from services.consumers.scoring.check_inputs import CheckContext, CheckResult
 
 
 class Check:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from contracts.scenario import MemoryFact, RubricItem, Scenario
+from services.consumers.scoring.check_inputs import CheckContext, CheckResult
 from services.consumers.scoring.checks.base import Check
 from services.consumers.scoring.lexicon import expand_terms
-from services.consumers.scoring.model import CheckContext, CheckResult
 from services.consumers.scoring.text import find, normalize
 
 

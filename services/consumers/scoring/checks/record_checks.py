@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from contracts.scenario import ExpectedWrite, Fact, RubricItem
+from services.consumers.scoring.check_inputs import CheckContext, CheckResult, EhrCall, RecordValue, Written
 from services.consumers.scoring.checks.base import Check
 from services.consumers.scoring.checks.facts import quantity_matches
 from services.consumers.scoring.constraints import aware, satisfied
-from services.consumers.scoring.model import CheckContext, CheckResult, EhrCall, RecordValue, Written
 from services.consumers.scoring.numbers import Cited, cited_numbers, is_threshold
 from services.consumers.scoring.subjects import cited_as, observation_names
 from services.consumers.scoring.text import normalize

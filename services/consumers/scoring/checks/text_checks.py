@@ -5,10 +5,10 @@ recommendation)."""
 from __future__ import annotations
 
 from contracts.scenario import RubricItem
+from services.consumers.scoring.check_inputs import CheckContext, CheckResult
 from services.consumers.scoring.checks.base import Check, localized_terms
 from services.consumers.scoring.checks.facts import conclusion_matches, fact_stated
 from services.consumers.scoring.lexicon import expand_terms, lexicon
-from services.consumers.scoring.model import CheckContext, CheckResult
 from services.consumers.scoring.text import find, near, normalize
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 
 from contracts.scenario import RubricItem
+from services.consumers.scoring.check_inputs import CheckContext, CheckResult
 from services.consumers.scoring.checks.dialogue_checks import memory_topics
 from services.consumers.scoring.lexicon import claims
-from services.consumers.scoring.model import CheckContext, CheckResult
 from services.consumers.scoring.text import find, normalize
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from services.consumers.scoring.check_inputs import CheckContext, CheckResult, EhrCall, RecordValue
 from services.consumers.scoring.checks.facts import quantity_matches
 from services.consumers.scoring.constraints import aware
-from services.consumers.scoring.model import CheckContext, CheckResult, EhrCall, RecordValue
 from services.consumers.scoring.units import analyte_of
 from services.consumers.scoring.v3.claims import Claim
 

@@ -18,7 +18,7 @@ from contracts.scenario import Fact, RubricItem, Scenario
 from contracts.score import Check as CheckOut
 from contracts.score import TurnScore
 from contracts.vocabulary import LABITEMS
-from services.consumers.scoring.model import CheckContext, CheckResult, FinalState, SessionLog, TurnLog
+from services.consumers.scoring.check_inputs import CheckContext, CheckResult, FinalState, SessionLog, TurnLog
 from services.consumers.scoring.turn_parts import check_item, exchanges, turn_tools
 from services.consumers.scoring.units import alternatives, analyte_of, canonical_unit
 from services.consumers.scoring.v3.claims import Claim, parse_claims

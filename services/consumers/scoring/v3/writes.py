@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from contracts.scenario import ExpectedWrite, FieldConstraint, Scenario
+from services.consumers.scoring.check_inputs import Written
 from services.consumers.scoring.constraints import satisfied, values_at
-from services.consumers.scoring.model import Written
 
 WriteKey = tuple[int, int]  # (turn index, write index)
 

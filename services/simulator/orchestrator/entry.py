@@ -25,8 +25,13 @@ from services.simulator.assistant_protocol import Assistant
 from services.simulator.assistants.endpoint import profiles
 from services.simulator.assistants.registry import create_assistant, needs_network
 from services.simulator.orchestrator import environment
-from services.simulator.orchestrator.run import RunSummary, execute
-from services.simulator.orchestrator.session import SessionJob, SessionOutcome, SessionSettings, TurnProgress
+from services.simulator.orchestrator.jobs import RunSummary, execute
+from services.simulator.orchestrator.session_loop import (
+    SessionJob,
+    SessionOutcome,
+    SessionSettings,
+    TurnProgress,
+)
 
 
 @dataclass

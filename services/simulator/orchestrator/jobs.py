@@ -33,7 +33,12 @@ from events.payloads import SessionEnded, SessionStarted
 from events.topics import SESSIONS
 from services.simulator.orchestrator.environment import FhirEnvironment
 from services.simulator.orchestrator.log import SessionLog
-from services.simulator.orchestrator.session import SessionJob, SessionOutcome, SessionSettings, run_session
+from services.simulator.orchestrator.session_loop import (
+    SessionJob,
+    SessionOutcome,
+    SessionSettings,
+    run_session,
+)
 
 
 def canonical_digest(line: dict) -> str:

@@ -36,7 +36,7 @@ from services.simulator.assistant_protocol import (
     TurnRequest,
 )
 from services.simulator.orchestrator.environment import FhirEnvironment
-from services.simulator.orchestrator.live import LiveSession
+from services.simulator.orchestrator.live_session import LiveSession
 from services.simulator.orchestrator.log import SessionLog, new_id
 from services.simulator.orchestrator.transport import SessionTransport
 

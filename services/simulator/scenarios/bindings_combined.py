@@ -1,15 +1,16 @@
 """Binding kinds that combine several record elements: a lab's change across a treatment, a value against its
 reference range, the active orders (all, or antibiotics against an isolate's susceptibilities), a stated
-vital sign, the specialty a referral goes to. Registered into bindings.KINDS."""
+vital sign, the specialty a referral goes to (`COMBINED_KINDS`; binding_table.py joins them to the others)."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 from contracts.vocabulary import label, listing, phrase
 from services.simulator.scenarios import truth as T
 from services.simulator.scenarios import vocabulary as vocab
-from services.simulator.scenarios.bindings import KINDS, Moment, _active, _lab_of
+from services.simulator.scenarios.bindings import Moment, _active, _lab_of
 from services.simulator.scenarios.families import Binding
 from services.simulator.scenarios.vocabulary import drug_name
 
@@ -145,11 +146,11 @@ def _referral(b: Binding, m: Moment) -> T.Truth:
     )
 
 
-KINDS.update(
-    change=_change,
-    range=_range,
-    active_meds=_active_meds,
-    coverage=_coverage,
-    vital_bp=_vital_bp,
-    referral=_referral,
-)
+COMBINED_KINDS: dict[str, Callable[[Binding, Moment], T.Truth]] = {
+    "change": _change,
+    "range": _range,
+    "active_meds": _active_meds,
+    "coverage": _coverage,
+    "vital_bp": _vital_bp,
+    "referral": _referral,
+}
