@@ -24,7 +24,8 @@ from events.topics import SCORES
 from rounds.db import make_engine
 from rounds.settings import Settings
 from services.consumers.scoring import members
-from services.consumers.scoring.fhir_state import StateReader, fhir_client
+from services.consumers.scoring.fhir_state import fhir_client
+from services.consumers.scoring.members import make_projection  # noqa: F401  (an entry point of this module)
 from services.consumers.scoring.metrics import build_report
 from services.consumers.scoring.projection import ScorerProjection, store_scores
 from services.consumers.scoring.scenarios import load_scenarios, scenario_of
@@ -32,12 +33,6 @@ from services.consumers.scoring.scorer import SCORER_VERSION, score_session
 from services.consumers.scoring.turn_parts import Judge
 
 LIVE_GROUP = "scorer"
-
-
-def make_projection(client: httpx.Client, engine: Engine | None = None, **kwargs) -> ScorerProjection:
-    """The scorer projection reading sandboxes through `client` (and its buffer through `engine`)."""
-
-    return ScorerProjection(read_state=StateReader(client), engine=engine, **kwargs)
 
 
 def score_run(

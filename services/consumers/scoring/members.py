@@ -57,6 +57,12 @@ class MemberSpec:
         return f"scorer.rescore.{self.suffix}"
 
 
+def make_projection(client: httpx.Client, engine: Engine | None = None, **kwargs) -> ScorerProjection:
+    """The scorer projection reading sandboxes through `client` (and its buffer through `engine`): the live
+    scorer's (`rounds consume scorer`) and every re-score member's."""
+    return ScorerProjection(read_state=StateReader(client), engine=engine, **kwargs)
+
+
 def projection_of(spec: MemberSpec, client: httpx.Client, engine: Engine, *, judge: Judge | None = None,
                   scenarios: dict | None = None) -> ScorerProjection:
     """The scorer projection of one member (every member of the group builds the same one)."""
@@ -64,9 +70,8 @@ def projection_of(spec: MemberSpec, client: httpx.Client, engine: Engine, *, jud
     if fresh is None and spec.scenarios is not None:
         fresh = load_scenarios(spec.scenarios)
     extra = {"scores_topic": spec.scores_topic} if spec.scores_topic else {}
-    return ScorerProjection(read_state=StateReader(client), engine=engine, suffix=spec.suffix,
-                            topics=spec.topics, run_id=spec.run_id, scorer_version=spec.scorer_version,
-                            scenarios=fresh, judge=judge, **extra)
+    return make_projection(client, engine, suffix=spec.suffix, topics=spec.topics, run_id=spec.run_id,
+                           scorer_version=spec.scorer_version, scenarios=fresh, judge=judge, **extra)
 
 
 def runner_of(spec: MemberSpec, bus: Bus, engine: Engine, projection: ScorerProjection) -> ProjectionRunner:
