@@ -4,6 +4,7 @@ demo cut to 25 patients loaded once per test session on each (the as-of property
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import orjson
 import pytest
@@ -13,6 +14,7 @@ from services.fhir_api.load import load_ndjson
 from services.fhir_api.search.values import date_range
 from services.fhir_api.store import open_store
 from services.fhir_api.store.sql_store import SqlResourceStore
+from tests.shared_inputs import built_once, checkpoint, private_sqlite
 
 
 @pytest.fixture
@@ -37,33 +39,47 @@ def _subject(resource: dict) -> str | None:
 @pytest.fixture(scope="session")
 def demo_ndjson(demo_mapped, tmp_path_factory) -> tuple[object, list[dict], set[str]]:
     """The mapped demo (mapped once per test run) cut to PATIENTS patients (seeded) and everything without a
-    patient."""
-    mapped = demo_mapped[0]
-    lines = (mapped / "MimicPatient.ndjson").read_bytes().splitlines()
-    patients = sorted(orjson.loads(x)["id"] for x in lines)
-    chosen = set(random.Random(13).sample(patients, PATIENTS))
-    kept = []
-    for path in sorted(mapped.glob("*.ndjson")):
-        for line in path.read_bytes().splitlines():
-            resource = orjson.loads(line)
-            if _subject(resource) in chosen or _subject(resource) is None:
-                kept.append(resource)
-    folder = tmp_path_factory.mktemp("asof-subset")
-    (folder / "subset.ndjson").write_bytes(b"\n".join(orjson.dumps(r) for r in kept) + b"\n")
-    return folder, kept, chosen
+    patient, cut once per test run."""
+
+    def build(folder: Path) -> None:
+        mapped = demo_mapped[0]
+        lines = (mapped / "MimicPatient.ndjson").read_bytes().splitlines()
+        chosen = sorted(random.Random(13).sample(sorted(orjson.loads(x)["id"] for x in lines), PATIENTS))
+        wanted = set(chosen)
+        kept = []
+        for path in sorted(mapped.glob("*.ndjson")):
+            for line in path.read_bytes().splitlines():
+                resource = orjson.loads(line)
+                if _subject(resource) in wanted or _subject(resource) is None:
+                    kept.append(line)
+        (folder / "subset.ndjson").write_bytes(b"\n".join(kept) + b"\n")
+        (folder / "chosen.json").write_bytes(orjson.dumps(chosen))
+
+    folder = built_once(tmp_path_factory, "asof-subset", build)
+    kept = [orjson.loads(line) for line in (folder / "subset.ndjson").read_bytes().splitlines() if line]
+    return folder, kept, set(orjson.loads((folder / "chosen.json").read_bytes()))
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgres"])
 def demo_store(request, demo_ndjson, tmp_path_factory):
-    """(store, {patient id: (first, last) clinical instant in µs}) on each backend."""
+    """(store, {patient id: (first, last) clinical instant in µs}) on each backend: the SQLite store loaded
+    once per test run (each worker writes to its own copy), the PostgreSQL one on the worker's server."""
     from sqlalchemy import create_engine, text
 
-    from rounds.migrate import upgrade
-    from services.fhir_api.store import open_store
-
     folder, kept, chosen = demo_ndjson
+
+    def load(url: str) -> None:
+        upgrade(url)
+        report = load_ndjson(url, folder, workers=2)
+        assert report.errors == 0 and report.resources == len(kept)
+
     if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('asof-db') / 'demo.sqlite'}"
+        def build(work: Path) -> None:
+            load(f"sqlite:///{work / 'demo.sqlite'}")
+            checkpoint(work / "demo.sqlite")
+
+        loaded = built_once(tmp_path_factory, "asof-sqlite", build)
+        url = private_sqlite(loaded / "demo.sqlite", tmp_path_factory.mktemp("asof-db"))
     else:
         server = request.getfixturevalue("postgres_server")
         admin = create_engine(server, isolation_level="AUTOCOMMIT")
@@ -72,9 +88,7 @@ def demo_store(request, demo_ndjson, tmp_path_factory):
             conn.execute(text("CREATE DATABASE asof_property"))
         admin.dispose()
         url = f"{server.rpartition('/')[0]}/asof_property"
-    upgrade(url)
-    report = load_ndjson(url, folder, workers=2)
-    assert report.errors == 0 and report.resources == len(kept)
+        load(url)
     spans: dict[str, list[int]] = {}
     for r in kept:
         pid = _subject(r)

@@ -9,6 +9,8 @@ and from the full record (so values only the future holds are probed too) — pl
 around `now`, chained through the encounter, `_has`, `_include`/`_revinclude` and counts (`total`, what
 `_summary=count` asks) — and the ids must be equal: no search matches or counts what a read hides.
 `_lastUpdated` is left out (the copies are new versions); composite and special parameters are not probed.
+Each backend draws its own pairs (its own seed): 40 distinct pairs in all, each asked on one backend, instead
+of the same 40 asked twice (ROUNDS_SEARCH_VIEW_PAIRS sets the pairs per backend).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from services.fhir_api.search.registry import params_for, supported_search_param
 from services.fhir_api.search.values import from_us, to_us
 from services.fhir_api.store.interface import Context, SearchRequest
 
-PAIRS = int(os.environ.get("ROUNDS_SEARCH_VIEW_PAIRS", "40"))
+PAIRS = int(os.environ.get("ROUNDS_SEARCH_VIEW_PAIRS", "20"))  # per backend
+SEEDS = {"sqlite": 25, "postgresql": 26}
 TYPES = (
     "Observation",
     "Condition",
@@ -129,7 +132,7 @@ def _copy(store, ctx: Context, bodies: list[dict]) -> None:
 @pytest.mark.timeout(1800)
 def test_every_search_parameter_sees_only_the_view(demo_store) -> None:
     store, spans = demo_store
-    rng = random.Random(25)
+    rng = random.Random(SEEDS[store.engine.dialect.name])
     combinations = pairs = 0
     leaks: list[str] = []
     for _ in range(PAIRS):

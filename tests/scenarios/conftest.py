@@ -13,6 +13,7 @@ import csv
 import gzip
 import io
 import os
+import shutil
 from pathlib import Path
 
 import orjson
@@ -129,24 +130,43 @@ def demo_build(demo_app, tmp_path_factory: pytest.TempPathFactory) -> Build:
     """The default build of the demo: 324 multi-turn sessions + 30 tasks per MedAgentBench category (built
     once per test run from the first worker's copy of the store; the build is deterministic)."""
 
+    return scenarios_once(demo_app, tmp_path_factory, "scenario-demo-build", SEED)
+
+
+def scenarios_once(app, tmp_path_factory: pytest.TempPathFactory, name: str, seed: int) -> Build:
+    """The builder's default build over `app`, made by the first worker that asks and read back by the others
+    (the build is deterministic: the same store and seed give the same bytes in any process)."""
+
     def build(folder: Path) -> None:
-        built = asyncio.run(build_async(demo_app, seed=SEED))
+        built = asyncio.run(build_async(app, seed=seed))
         output.write(folder / "scenarios.jsonl", built.scenarios, built.summary)
 
-    out = built_once(tmp_path_factory, "scenario-demo-build", build) / "scenarios.jsonl"
+    out = built_once(tmp_path_factory, name, build) / "scenarios.jsonl"
     return Build(list(output.read(out)), orjson.loads(output.summary_path(out).read_bytes()))
 
 
 @pytest.fixture(scope="session")
 def synthetic_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """`rounds synth --patients 200` data, mapped and loaded (ROUNDS_TEST_SYNTH_STORE: reuse one)."""
+    """`rounds synth --patients 200` data, mapped and loaded once per test run; each worker writes to its own
+    copy (ROUNDS_TEST_SYNTH_STORE: reuse one)."""
     from fhir_mapper.synth import generate
 
     if os.environ.get("ROUNDS_TEST_SYNTH_STORE"):
         return os.environ["ROUNDS_TEST_SYNTH_STORE"]
-    work = tmp_path_factory.mktemp("scenario-synth")
-    generate(work / "mimic", 200, seed=5)
-    return load_mimic(work / "mimic", work)
+
+    def build(work: Path) -> None:
+        generate(work / "mimic", 200, seed=5)
+        keep = {f"{table}.csv.gz" for table in (*TABLES, "labevents")}
+        for path in (work / "mimic" / "hosp").glob("*.csv.gz"):  # as for the demo: what the builder reads
+            if path.name not in keep:                              # (and the notes, which the demo has not)
+                path.unlink()
+        for module in ("icu", "ed"):
+            shutil.rmtree(work / "mimic" / module)
+        load_mimic(work / "mimic", work)
+        checkpoint(work / "rounds.sqlite")
+
+    loaded = built_once(tmp_path_factory, "scenario-synth", build)
+    return private_sqlite(loaded / "rounds.sqlite", tmp_path_factory.mktemp("scenario-synth"))
 
 
 @pytest.fixture(scope="session")
@@ -155,5 +175,5 @@ def synthetic_app(synthetic_url: str):
 
 
 @pytest.fixture(scope="session")
-def synthetic_build(synthetic_app) -> Build:
-    return asyncio.run(build_async(synthetic_app, seed=11))
+def synthetic_build(synthetic_app, tmp_path_factory: pytest.TempPathFactory) -> Build:
+    return scenarios_once(synthetic_app, tmp_path_factory, "scenario-synth-build", 11)

@@ -12,13 +12,15 @@ OperationOutcome, never a 5xx (PostgreSQL refuses NUL in text; SQL statements ha
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from services.fhir_api.http.errors import FhirHttpError
 from services.fhir_api.limits import MAX_SEARCH_PARAMS, MAX_SEARCH_VALUES
 
-_BAD = frozenset(chr(c) for c in range(32) if chr(c) not in "\t\r\n") | {"\x7f"}
-_BAD_TABLE = {ord(c): None for c in _BAD}
+# C0 controls but tab, LF and CR, and DEL: one regex scan (str.translate with a table walks non-ASCII text
+# char by char through a dict, ~13x slower on narrative-heavy bodies)
+_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def check_document(value: Any, where: str = "") -> None:
@@ -68,7 +70,7 @@ def _check_pairing(parent: dict, key: str, items: list, path: str) -> None:
 
 
 def _check_text(text: str, where: str) -> None:
-    if len(text.translate(_BAD_TABLE)) != len(text):
+    if _BAD.search(text) is not None:
         raise FhirHttpError(400, f"{where or 'body'}: control characters are not allowed in FHIR strings")
 
 
