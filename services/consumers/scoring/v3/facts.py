@@ -18,7 +18,7 @@ from services.consumers.scoring.lexicon import claims as data
 from services.consumers.scoring.numbers import Cited
 from services.consumers.scoring.text import find, normalize
 from services.consumers.scoring.units import analyte_of
-from services.consumers.scoring.v3.claims import Claim
+from services.consumers.scoring.v3.claim_model import Claim
 from services.consumers.scoring.v3.conclusions import conclusion, verdict_alias, without_question
 from services.consumers.scoring.v3.subjects import subject_of
 

@@ -21,7 +21,8 @@ from contracts.vocabulary import LABITEMS
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult, FinalState, SessionLog, TurnLog
 from services.consumers.scoring.turn_parts import check_item, exchanges, turn_tools
 from services.consumers.scoring.units import alternatives, analyte_of, canonical_unit
-from services.consumers.scoring.v3.claims import Claim, parse_claims
+from services.consumers.scoring.v3.claim_model import Claim
+from services.consumers.scoring.v3.claims import parse_claims
 from services.consumers.scoring.v3.conclusions import conclusion, verdict_alias
 from services.consumers.scoring.v3.dialogue import asked_patient
 from services.consumers.scoring.v3.facts import fact_stated_v3
