@@ -1,11 +1,15 @@
-"""What an answer claims (v3), as data: the numbers it states, each about a subject (a key of v3/subjects.py
-`subject_names`, or None when its clause names none). The parsing is claims.py; the checks read these."""
+"""What an answer claims (v3), as data: the numbers it states and the conclusions it draws, each about a
+subject (a key of v3/subjects.py `subject_names`, or None when its clause names none). The parsing is
+claims.py (numbers, and `parse_answer` for both) and cues.py (conclusions); the checks read these."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from services.consumers.scoring.numbers import Cited
+
+DIRECTIONS = ("up", "down", "unchanged")
+VERDICTS = ("yes", "no")
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,25 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class ConclusionClaim:
+    """A conclusion the answer draws: (subject, direction or verdict). Exactly one of the two is set; a
+    negated yes is a verdict "no", hedged and echoed cues and other negated ones are no claim at all."""
+
+    subject: str | None  # a key of the subject names, or None (the clause names no subject)
+    direction: str | None  # up | down | unchanged (DIRECTIONS)
+    verdict: str | None  # yes | no (VERDICTS; a decision's outcome is one of them through its alias)
+    cue: str  # the cue as found in the answer (normalised)
+    start: int  # where the cue starts in the normalised answer
+    clause: tuple[int, int]
+
+    @property
+    def label(self) -> str:
+        return self.direction or self.verdict or ""
+
+
+@dataclass(frozen=True)
 class ParsedAnswer:
-    """One answer as claims, left to right."""
+    """One answer as claims, left to right: `claims` (numbers) and `conclusions` (directions, verdicts)."""
 
     claims: list[Claim]
+    conclusions: list[ConclusionClaim] = field(default_factory=list)

@@ -1,5 +1,7 @@
 """An answer as claims (v3), in EN and ZH: every number it states as a `Claim` (subject, value, unit,
-time). The models are claim_model.py; claims find their subject through ONE name search (names.py).
+time) and, with `parse_answer`, every conclusion it draws as a `ConclusionClaim` (subject, direction or
+verdict: cues.py). The models are claim_model.py; both kinds find their subject through ONE name search
+(names.py).
 
 A number's subject is the name nearest before it in its clause (else, for a number with a unit, the first
 one after it): names come from `subject_names` (the scenario's facts, the builder's lab vocabulary, the drugs
@@ -20,7 +22,8 @@ from collections.abc import Mapping
 from services.consumers.scoring.lexicon import claims as _data
 from services.consumers.scoring.numbers import Cited, cited_numbers, is_threshold
 from services.consumers.scoring.text import Hit, find, normalize
-from services.consumers.scoring.v3.claim_model import Claim, ParsedAnswer
+from services.consumers.scoring.v3.claim_model import Claim, ConclusionClaim, ParsedAnswer
+from services.consumers.scoring.v3.cues import conclusion_claims
 from services.consumers.scoring.v3.names import Named, clauses
 
 _RANGE = re.compile(r"\d(?:\.\d+)?\s?[-–~～]\s?\d")
@@ -64,10 +67,16 @@ def _future_clauses(norm: str, spans: list[tuple[int, int]]) -> set[int]:
     return {bisect_right(ends, hit.start) for hit in find(norm, cues)}
 
 
-def parse_answer(text: str, subjects: Mapping[str, list[str]]) -> ParsedAnswer:
-    """`text` as claims, left to right; linear in the text (one name search)."""
+def parse_answer(text: str, subjects: Mapping[str, list[str]], question: str | None = None) -> ParsedAnswer:
+    """`text` as claims, left to right: its numbers and, when `question` is given (the physician's message,
+    whose words are no conclusion of the answer), its conclusions. Linear in the text: one name search, one
+    search per cue list."""
     norm = normalize(text)
-    return ParsedAnswer(_numbers(text, norm, clauses(norm), Named(norm, subjects)))
+    spans = clauses(norm)
+    named = Named(norm, subjects)
+    numbers = _numbers(text, norm, spans, named)
+    found: list[ConclusionClaim] = [] if question is None else conclusion_claims(norm, question, spans, named)
+    return ParsedAnswer(numbers, found)
 
 
 def parse_claims(text: str, subjects: Mapping[str, list[str]]) -> list[Claim]:
