@@ -127,6 +127,8 @@ def test_an_unscorable_session_is_reported_with_its_reason_and_long_answers_are_
     assert broken.score is None and broken.excluded == "unscorable" and broken.error
     long = "Creatinine 1.8 mg/dL, sodium 140 mEq/L, 2.3 4.5; " * 2500  # ~100 KB (bench_answer_size.py)
     assert turn(score({0: long}), 0).score == 0.0  # it scores, as a dump scores
+    cues = "Creatinine 1.8 mg/dL, rising; potassium is stable, not falling, may be higher. " * 1250  # ~100 KB
+    assert check(score({1: cues}), 1, "t1-trend").passed  # its conclusion claims too, each about its subject
 
 
 def test_version_2_stays_runnable_beside_version_3() -> None:

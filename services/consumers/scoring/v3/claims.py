@@ -1,56 +1,33 @@
-"""An answer as claims: (subject, value, unit, time, span) for every number it states, in EN and ZH.
+"""An answer as claims (v3), in EN and ZH: every number it states as a `Claim` (subject, value, unit,
+time) and, with `parse_answer`, every conclusion it draws as a `ConclusionClaim` (subject, direction or
+verdict: cues.py). The models are claim_model.py; both kinds find their subject through ONE name search
+(names.py).
 
-A claim's subject is the name nearest before the number in its clause (else, for a number with a unit, the
-first one after it): names come from `subject_names` (the scenario's facts, the builder's lab vocabulary,
-the drugs of the record), and ONE search over all of them attributes each number, so "potassium chloride
-20 mEq" is a claim about the drug, not about potassium. A token after a number that looks like a unit but is
-none the parser knows ("3.4 mEq" against mEq/L is fine, "3.4 meqs" is not) makes the unit `unknown`; a
-number inside a unit ("mL/min/1.73m²"), a name ("Dextrose 50%") or a date/time is no claim. `future` marks
-a clause with a future cue ("will be", "next draw", "下次"). Thresholds ("below 3.5") and counts ("13
-results") stay claims with `threshold`/`count_noun` set: the checks decide what each may satisfy.
+A number's subject is the name nearest before it in its clause (else, for a number with a unit, the first
+one after it): names come from `subject_names` (the scenario's facts, the builder's lab vocabulary, the drugs
+of the record), so "potassium chloride 20 mEq" is a claim about the drug, not about potassium. A token after
+a number that looks like a unit but is none the parser knows ("3.4 mEq" against mEq/L is fine, "3.4 meqs" is
+not) makes the unit `unknown`; a number inside a unit ("mL/min/1.73m²"), a name ("Dextrose 50%") or a
+date/time is no claim. `future` marks a clause with a future cue ("will be", "next draw", "下次").
+Thresholds ("below 3.5") and counts ("13 results") stay claims with `threshold` set: the checks decide what
+each may satisfy.
 """
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Mapping
-from dataclasses import dataclass
-from functools import lru_cache
 
 from services.consumers.scoring.lexicon import claims as _data
 from services.consumers.scoring.numbers import Cited, cited_numbers, is_threshold
 from services.consumers.scoring.text import Hit, find, normalize
+from services.consumers.scoring.v3.claim_model import Claim, ConclusionClaim, ParsedAnswer
+from services.consumers.scoring.v3.cues import conclusion_claims
+from services.consumers.scoring.v3.names import Named, clauses
 
-_CLAUSE_END = re.compile(r"[;!?\n。；！？]|\.(?!\d)")
 _RANGE = re.compile(r"\d(?:\.\d+)?\s?[-–~～]\s?\d")
 _TOKEN = re.compile(r"\s?([a-zµ%/\u4e00-\u9fff^0-9]{1,10})")
-
-
-@dataclass(frozen=True)
-class Claim:
-    subject: str | None  # a key of the subject names, or None (a number about nothing named)
-    value: float
-    unit: str | None  # canonical unit, when a known one is written after the number
-    unit_unknown: bool  # a unit-like token after the number that no spelling of data/units.json is
-    cited: Cited
-    clause: tuple[int, int]
-    future: bool
-    threshold: bool  # a bound or a count ("below 3.5", "24 hours", "13 results")
-    in_question: bool  # the clause ends with a question mark: a question is not a claim of the answer
-
-    @property
-    def unitless(self) -> bool:
-        return self.unit is None and not self.unit_unknown
-
-
-def _clauses(norm: str) -> list[tuple[int, int]]:
-    out, start = [], 0
-    for match in _CLAUSE_END.finditer(norm):
-        out.append((start, match.end()))
-        start = match.end()
-    out.append((start, len(norm)))
-    return out
 
 
 def _unit_unknown(norm: str, cited: Cited) -> bool:
@@ -84,93 +61,45 @@ def _in_range(norm: str, cited: Cited) -> bool:
     return any(m.start() <= at + len(cited.text) and at <= m.end() for m in _RANGE.finditer(window))
 
 
-def _future_clauses(norm: str, clauses: list[tuple[int, int]]) -> set[int]:
+def _future_clauses(norm: str, spans: list[tuple[int, int]]) -> set[int]:
     cues = [*_data()["future"]["en"], *_data()["future"]["zh"]]
-    ends = [end for _, end in clauses]
+    ends = [end for _, end in spans]
     return {bisect_right(ends, hit.start) for hit in find(norm, cues)}
 
 
-_ASCII = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
-_START = re.compile(r"(?<![a-z0-9])[a-z0-9]|[^\sa-z0-9]")
-
-
-@lru_cache(maxsize=64)
-def _names_index(names: tuple[str, ...]) -> dict[str, list[str]]:
-    """First character -> the names starting with it, longest first."""
-    index: dict[str, list[str]] = {}
-    for name in sorted({n for n in names if n}, key=len, reverse=True):
-        index.setdefault(name[0], []).append(name)
-    return index
-
-
-def _names_in(norm: str, names: tuple[str, ...]) -> list[Hit]:
-    """Leftmost-longest, non-overlapping occurrences of `names` (EN on word boundaries, ZH as substrings):
-    one pass over the word starts of the answer, whatever the number of names."""
-    index = _names_index(names)
-    hits: list[Hit] = []
-    taken = 0
-    for start in _START.finditer(norm):
-        at = start.start()
-        if at < taken:
-            continue
-        for name in index.get(norm[at], ()):
-            end = at + len(name)
-            if norm.startswith(name, at) and (name[-1] not in _ASCII or end >= len(norm)
-                                              or norm[end] not in _ASCII):
-                hits.append(Hit(name, at, end, False))
-                taken = end
-                break
-    return hits
-
-
-def _owners(subjects: Mapping[str, list[str]]) -> tuple[dict[str, list[str]], tuple[str, ...]]:
-    """Lowercased name -> its subjects, and the names longest first; once per mapping (subject_names gives
-    one mapping per scenario, so the turns of a run share it)."""
-    cached = _OWNERS.get(id(subjects))
-    if cached is not None and cached[0] is subjects:
-        return cached[1], cached[2]
-    owner: dict[str, list[str]] = {}
-    for key, names in subjects.items():
-        for name in names:
-            owner.setdefault(name.lower(), []).append(key)
-    ordered = tuple(sorted(owner, key=len, reverse=True))
-    if len(_OWNERS) >= 256:
-        _OWNERS.pop(next(iter(_OWNERS)))
-    _OWNERS[id(subjects)] = (subjects, owner, ordered)  # the mapping is held: its id stays its own
-    return owner, ordered
-
-
-_OWNERS: dict[int, tuple[Mapping[str, list[str]], dict[str, list[str]], tuple[str, ...]]] = {}
+def parse_answer(text: str, subjects: Mapping[str, list[str]], question: str | None = None) -> ParsedAnswer:
+    """`text` as claims, left to right: its numbers and, when `question` is given (the physician's message,
+    whose words are no conclusion of the answer), its conclusions. Linear in the text: one name search, one
+    search per cue list."""
+    norm = normalize(text)
+    spans = clauses(norm)
+    named = Named(norm, subjects)
+    numbers = _numbers(text, norm, spans, named)
+    found: list[ConclusionClaim] = [] if question is None else conclusion_claims(norm, question, spans, named)
+    return ParsedAnswer(numbers, found)
 
 
 def parse_claims(text: str, subjects: Mapping[str, list[str]]) -> list[Claim]:
-    """Every number of `text` as a claim, left to right; linear in the text (one search per name list)."""
-    norm = normalize(text)
-    clauses = _clauses(norm)
-    future = _future_clauses(norm, clauses)
-    owner, ordered = _owners(subjects)
-    hits = _names_in(norm, ordered)
-    ends, starts = [h.end for h in hits], [h.start for h in hits]
+    """Every number of `text` as a claim, left to right."""
+    return parse_answer(text, subjects).claims
+
+
+def _numbers(text: str, norm: str, spans: list[tuple[int, int]], named: Named) -> list[Claim]:
+    future = _future_clauses(norm, spans)
     out: list[Claim] = []
     clause_index = 0
     for cited in cited_numbers(text):
-        if _inside_unit(norm, cited) or _date_part(norm, cited) or _inside_name(hits, starts, cited):
+        if _inside_unit(norm, cited) or _date_part(norm, cited) or named.inside(cited.start):
             continue
-        while clauses[clause_index][1] <= cited.start and clause_index < len(clauses) - 1:
+        while spans[clause_index][1] <= cited.start and clause_index < len(spans) - 1:
             clause_index += 1
-        start, end = clauses[clause_index]
-        subject = _subject(hits, ends, starts, start, end, cited, owner)
+        start, end = spans[clause_index]
+        subject = _subject(named, start, end, cited)
         bound = (is_threshold(text, cited, norm) or not any(ch.isdigit() for ch in cited.text)
                  or _in_range(norm, cited))
         out.append(Claim(subject, cited.value, cited.unit, _unit_unknown(norm, cited), cited, (start, end),
                          clause_index in future, bound, norm[start:end].rstrip().endswith(("?", "？"))))
     return out
-
-
-def _inside_name(hits: list[Hit], starts: list[int], cited: Cited) -> bool:
-    """"0.9" of "Sodium Chloride 0.9% Flush", "12" of "B12": part of a name the answer uses, not a value."""
-    at = bisect_right(starts, cited.start) - 1
-    return at >= 0 and hits[at].end > cited.start
 
 
 def _fits(key: str, cited: Cited) -> bool:
@@ -180,24 +109,17 @@ def _fits(key: str, cited: Cited) -> bool:
     return dose if key.startswith("drug:") else not dose or cited.unit in _data()["result_dose_units"]
 
 
-def _subject(hits: list[Hit], ends: list[int], starts: list[int], start: int, end: int, cited: Cited,
-             owner: Mapping[str, list[str]]) -> str | None:
-    """Hits are sorted and never overlap, so their ends are sorted too: bisect, not a scan per number."""
+def _subject(named: Named, start: int, end: int, cited: Cited) -> str | None:
+    """The nearest fitting name before the number in its clause, else the first after it when the number has
+    a unit or the name follows right after it."""
     stop = cited.start + len(cited.text)
-    last = bisect_right(ends, cited.start)
-    before = []
-    for i in range(last - 1, -1, -1):
-        if hits[i].start < start or len(before) >= 4:
-            break
-        before.insert(0, hits[i])
-    nxt = bisect_left(starts, stop)
-    after = hits[nxt] if nxt < len(hits) and hits[nxt].start < end else None
-    for hit in reversed(before):
-        key = next((k for k in owner[hit.cue] if _fits(k, cited)), None)
+    for hit in reversed(named.before(cited.start, start)):
+        key = named.first_key(hit, lambda k: _fits(k, cited))
         if key is not None:
             return key
+    after = named.after(stop, end)
     if after is not None and (cited.unit is not None or after.start - stop <= 2):
-        return next((k for k in owner[after.cue] if _fits(k, cited)), None)
+        return named.first_key(after, lambda k: _fits(k, cited))
     return None
 
 

@@ -4,8 +4,9 @@ A numeric fact passes only on a claim about its subject (subjects.py) with its v
 to: a written unit must be a known one (an unknown unit never passes) and a known unit that does not convert
 fails. Claims about the subject that state neither the fact's value nor any result of it known by `now` (nor
 another fact of the session) disagree with it: the fact fails. A count passes only on a whole number written
-without a unit, next to what it counts. Trends and decisions are conclusions (conclusions.py: a decision
-needs its verdict, never its label); strings and presence are checked as in v2.
+without a unit, next to what it counts. Trends and decisions are conclusions about their subject
+(conclusions.py: the answer's conclusion claims judged against what the turn asks; a decision needs its
+verdict, never its label); strings and presence are checked as in v2.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from services.consumers.scoring.lexicon import claims as data
 from services.consumers.scoring.numbers import Cited
 from services.consumers.scoring.text import find, normalize
 from services.consumers.scoring.units import analyte_of
-from services.consumers.scoring.v3.claims import Claim
-from services.consumers.scoring.v3.conclusions import conclusion, verdict_alias, without_question
+from services.consumers.scoring.v3.claim_model import Claim, ParsedAnswer
+from services.consumers.scoring.v3.conclusions import Asked, judge
+from services.consumers.scoring.v3.cues import without_question
 from services.consumers.scoring.v3.subjects import subject_of
 
 
@@ -73,15 +75,17 @@ def count_fact(fact: Fact, claims: list[Claim], norm: str, names: list[str]) -> 
     return False, f"count {target} not stated (numbers with units never count)"
 
 
-def fact_stated_v3(text: str, fact: Fact, claims: list[Claim], known: list[tuple[float, str | None]],
-                   question: str, names: list[str]) -> tuple[bool, str]:
+def fact_stated_v3(text: str, fact: Fact, answer: ParsedAnswer, known: list[tuple[float, str | None]],
+                   question: str, names: list[str], asked: Asked | None = None) -> tuple[bool, str]:
+    """Is `fact` stated? `asked`: what the turn asks of a trend's direction or a decision's verdict
+    (conclusions.asked_of_fact)."""
     value = fact.value
+    claims = answer.claims
+    if asked is not None:
+        return judge(answer.conclusions, asked)
     if fact.kind == "trend" and isinstance(value, str):
-        return conclusion(text, value, question)
+        return False, f"trend {value!r}: a trend is judged as a conclusion (none asked)"
     if fact.kind == "decision" and isinstance(value, str):
-        expected = verdict_alias(value)
-        if expected:
-            return conclusion(text, expected, question)
         return _verdict_phrase(text, value)
     if fact.kind == "count" and isinstance(value, int) and not isinstance(value, bool):
         return count_fact(fact, claims, normalize(text), names)

@@ -17,7 +17,7 @@ from services.consumers.scoring.check_inputs import CheckContext, CheckResult, E
 from services.consumers.scoring.checks.facts import quantity_matches
 from services.consumers.scoring.constraints import aware
 from services.consumers.scoring.units import analyte_of
-from services.consumers.scoring.v3.claims import Claim
+from services.consumers.scoring.v3.claim_model import Claim
 
 
 def written_refs(call: EhrCall) -> list[str]:

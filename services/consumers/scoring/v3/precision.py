@@ -20,7 +20,7 @@ from contracts.scenario import Fact
 from services.consumers.scoring.checks.facts import quantity_matches
 from services.consumers.scoring.numbers import cited_numbers
 from services.consumers.scoring.units import analyte_of
-from services.consumers.scoring.v3.claims import Claim
+from services.consumers.scoring.v3.claim_model import Claim
 from services.consumers.scoring.v3.subjects import subject_of
 
 

@@ -3,7 +3,9 @@
 
 Turn score = (weighted passed / total over the turn's non-gate items) × the precision factor
 (precision.py), and 0 when any safety gate fails (gates.py, plus the rubric's own gate kinds and every item
-marked `safety`): gates never add points. A fact passes only on a claim about its subject (facts.py) and only
+marked `safety`): gates never add points. The answer is parsed once per turn into claims (claims.py: its
+numbers and, on a turn that judges a conclusion, its directions and verdicts), each about a subject. A fact
+passes only on a claim about its subject (facts.py; a conclusion, conclusions.py) and only
 if what it came from reached the assistant in this session (grounding: the fact's resources were in an EHR
 response it received by its answer; the evidence names that event). Writes are matched one to one over the
 session (writes.py). Every gate is shown as a check of weight 0 with `safety` set.
@@ -14,15 +16,17 @@ from __future__ import annotations
 from dataclasses import replace
 
 from contracts.rubric import GATES
-from contracts.scenario import Fact, RubricItem, Scenario
+from contracts.scenario import Fact, RubricItem, Scenario, Turn
 from contracts.score import Check as CheckOut
 from contracts.score import TurnScore
 from contracts.vocabulary import LABITEMS
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult, FinalState, SessionLog, TurnLog
 from services.consumers.scoring.turn_parts import check_item, exchanges, turn_tools
 from services.consumers.scoring.units import alternatives, analyte_of, canonical_unit
-from services.consumers.scoring.v3.claims import Claim, parse_claims
-from services.consumers.scoring.v3.conclusions import conclusion, verdict_alias
+from services.consumers.scoring.v3.claim_model import Claim, ParsedAnswer
+from services.consumers.scoring.v3.claims import parse_answer
+from services.consumers.scoring.v3.conclusions import asked, asked_of_fact, verdict_alias
+from services.consumers.scoring.v3.conclusions import judge as judge_conclusion
 from services.consumers.scoring.v3.dialogue import asked_patient
 from services.consumers.scoring.v3.facts import fact_stated_v3
 from services.consumers.scoring.v3.gates import future_gate, write_gates
@@ -80,7 +84,7 @@ def _grounded(fact: Fact, given: dict[str, int], view: SessionView) -> CheckResu
     return CheckResult(True, f"grounded in event #{max(given[r] for r in refs)}")
 
 
-def _item(item: RubricItem, ctx: CheckContext, view: SessionView, claims: list[Claim],
+def _item(item: RubricItem, ctx: CheckContext, view: SessionView, answer: ParsedAnswer,
           judge) -> CheckResult | None:
     text = ctx.log.answer_text
     question = ctx.log.doctor.text if ctx.log.doctor else ""
@@ -93,7 +97,8 @@ def _item(item: RubricItem, ctx: CheckContext, view: SessionView, claims: list[C
         fact = ctx.turn.facts[index]
         known = view.known.get(subject_of(fact), [])
         names = view.names.get(subject_of(fact), [])
-        passed, evidence = fact_stated_v3(text, fact, claims, known, question, names)
+        passed, evidence = fact_stated_v3(text, fact, answer, known, question, names,
+                                          asked_of_fact(fact, ctx.turn, question, view.names))
         if passed:
             ground = _grounded(fact, view.given(ctx.log), view)
             if ground is not None:
@@ -101,7 +106,9 @@ def _item(item: RubricItem, ctx: CheckContext, view: SessionView, claims: list[C
         return CheckResult(passed, evidence)
     if item.kind == "conclusion":
         expected = str(item.params.get("expected", "")).lower()
-        return CheckResult(*conclusion(text, verdict_alias(expected) or expected, question))
+        expected = verdict_alias(expected) or expected
+        ask = asked(expected, ctx.turn, question, view.names)
+        return CheckResult(*judge_conclusion(answer.conclusions, ask))
     if item.kind == "write_made":
         index = item.params.get("write")
         key: WriteKey = (ctx.turn.index, index)  # type: ignore[assignment]
@@ -124,6 +131,12 @@ def implicit_subject(claims: list[Claim], facts: list[Fact]) -> list[Claim]:
     key, fact = next(iter(numeric.items()))
     units = set(alternatives(1.0, canonical_unit(fact.unit) or fact.unit, analyte_of(fact.code, None)))
     return [replace(c, subject=key) if c.subject is None and c.unit in units else c for c in claims]
+
+
+def _concludes(turn: Turn) -> bool:
+    """Does the turn judge a conclusion (its conclusion claims are parsed only then)?"""
+    return (any(item.kind == "conclusion" for item in turn.rubric)
+            or any(f.kind in ("trend", "decision") for f in turn.facts))
 
 
 def _gates(ctx: CheckContext, claims: list[Claim], view: SessionView, allowed: set[str],
@@ -150,7 +163,10 @@ def score_turn_v3(scenario: Scenario, index: int, log: SessionLog, state: FinalS
     if turn_log is None or turn_log.doctor is None:
         return TurnScore(index=index, score=0.0, task_type=turn.task_type, reached=False)
     ctx = CheckContext(scenario, turn, turn_log, log, state, language)
-    claims = implicit_subject(parse_claims(turn_log.answer_text, view.names), turn.facts)
+    question = turn_log.doctor.text
+    parsed = parse_answer(turn_log.answer_text, view.names, question if _concludes(turn) else None)
+    claims = implicit_subject(parsed.claims, turn.facts)
+    answer = replace(parsed, claims=claims)
     checks: list[CheckOut] = []
     gates: list[CheckOut] = []
     rule: dict | None = None
@@ -164,7 +180,7 @@ def score_turn_v3(scenario: Scenario, index: int, log: SessionLog, state: FinalS
             rubric_gates.setdefault(item.kind, item)
             continue  # judged below, for every turn
         try:
-            result = _item(item, ctx, view, claims, judge)
+            result = _item(item, ctx, view, answer, judge)
         except Exception as exc:  # noqa: BLE001 - a scenario bug fails its item, it never stops the run
             result = CheckResult(False, f"check error: {type(exc).__name__}: {exc}")
         if result is None:
