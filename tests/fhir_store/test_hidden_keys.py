@@ -26,8 +26,9 @@ def _encounter(i: int) -> dict:
 
 @pytest.fixture
 def keys_and_session(store):
-    keys = {("Encounter", store.create(SHARED, _encounter(i)).id) for i in range(1100)}
-    keys |= {("Patient", store.create(SHARED, {"resourceType": "Patient"}).id) for _ in range(30)}
+    with store.transaction(SHARED) as tx:  # one commit for the 1,130 rows, not one each
+        keys = {("Encounter", tx.create(SHARED, _encounter(i)).id) for i in range(1100)}
+        keys |= {("Patient", tx.create(SHARED, {"resourceType": "Patient"}).id) for _ in range(30)}
     ctx = store.get_session(store.create_session(NOW))
     mine = {("Patient", store.create(ctx, {"resourceType": "Patient"}).id) for _ in range(5)}
     gone = sorted(keys)[:40]
