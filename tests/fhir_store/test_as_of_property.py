@@ -1,8 +1,9 @@
 """Property test over the mapped MIMIC-IV demo: a session at `now` never serves the future.
 
-For 200 random (patient, now) pairs, 100 drawn on each backend with a seed of its own, and random read paths (read, vread, searches with _sort/_include/
-_revinclude, $everything, instance history), no returned element carries a date after `now` and no returned
-Reference points at a resource the session cannot read; searches on status agree with the served views.
+For 200 random (patient, now) pairs, 100 drawn on each backend with a seed of its own, and random read
+paths (read, vread, searches with _sort/_include/_revinclude, $everything, instance history), no returned
+element carries a date after `now` and no returned Reference points at a resource the session cannot read;
+searches on status agree with the served views.
 The demo is mapped with the project's mapper; 25 patients (seeded) and everything they refer to are loaded
 (conftest.py `demo_store`, shared with test_search_sees_the_view.py).
 """
