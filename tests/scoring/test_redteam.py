@@ -21,13 +21,12 @@ from tests.scoring.redteam.gamers import (
     WriteSpammer,
     swap_units,
 )
-from tests.simulator.conftest import SCENARIOS, jobs, load_record, read_scenarios
+from tests.simulator.conftest import SCENARIOS, jobs, read_scenarios
 
 
 @pytest.fixture
-def settings(sqlite_url: str) -> Settings:
-    load_record(sqlite_url)
-    return Settings(database_url=sqlite_url)
+def settings(record_url: str) -> Settings:
+    return Settings(database_url=record_url)
 
 
 def _score(settings: Settings, assistant, run_id: str):

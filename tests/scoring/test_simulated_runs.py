@@ -10,13 +10,12 @@ import pytest
 from rounds.settings import Settings
 from services.consumers.scoring.api import score_run
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
-from tests.simulator.conftest import SCENARIOS, jobs, load_record, read_scenarios
+from tests.simulator.conftest import SCENARIOS, jobs, read_scenarios
 
 
 @pytest.fixture
-def settings(sqlite_url: str) -> Settings:
-    load_record(sqlite_url)
-    return Settings(database_url=sqlite_url)
+def settings(record_url: str) -> Settings:
+    return Settings(database_url=record_url)
 
 
 def _run(settings: Settings, spec: str, run_id: str, languages=("en", "zh"), trials: int = 1):

@@ -32,9 +32,8 @@ def load_record(database_url: str) -> None:
 
 
 @pytest.fixture
-def settings(sqlite_url: str) -> Settings:
-    load_record(sqlite_url)
-    return Settings(database_url=sqlite_url)
+def settings(record_url: str) -> Settings:
+    return Settings(database_url=record_url)
 
 
 @pytest.fixture
