@@ -2,9 +2,9 @@
 # Install everything the tests need, from nothing, and run them against a real Kafka broker, a real PostgreSQL
 # and headless Chromium. The pytest fixtures start Kafka and PostgreSQL through scripts/kafka.sh and
 # scripts/postgres.sh (one of each per pytest-xdist worker) and stop them at the end.
-#   scripts/test.sh        the full suite, in parallel (ROUNDS_TEST_WORKERS, default: one per core and one
-#                          more, since a third of a worker's time is spent waiting on a broker, a database or a
-#                          child process; idle workers steal queued tests); extra arguments go to pytest
+#   scripts/test.sh        the full suite, in parallel (ROUNDS_TEST_WORKERS, default `auto`: one worker more
+#                          than the cores, tests/conftest.py; idle workers steal queued tests); extra
+#                          arguments go to pytest
 # The fast lane needs none of the installs: `python3 -m pytest -m "not slow" -n auto` (tests/conftest.py).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -21,5 +21,4 @@ for step in "postgres.sh install" "kafka.sh install" "chromium.sh ensure"; do
   fi
 done
 python3 -m ruff check .
-workers="${ROUNDS_TEST_WORKERS:-$(( $(nproc 2>/dev/null || echo 1) + 1 ))}"
-exec python3 -m pytest -q -ra --durations=15 -n "$workers" --dist worksteal "$@"
+exec python3 -m pytest -q -ra --durations=15 -n "${ROUNDS_TEST_WORKERS:-auto}" --dist worksteal "$@"

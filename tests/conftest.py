@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,12 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests.shared_inputs import built_once
+
+# Bytecode caches on, whatever the environment says (PYTHONDONTWRITEBYTECODE=1 on this project's machines):
+# without them each xdist worker, and each `rounds` child process a test starts, rewrites the asserts of
+# ~500 test modules or compiles the project from source again, every run (~5 s of CPU a worker).
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 REPO = Path(__file__).resolve().parent.parent
 # ../shared/data beside the checkout; a git worktree one level deeper finds it one level up; or set the path.
@@ -214,3 +221,9 @@ def demo_mapped(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     root = built_once(tmp_path_factory, "demo-mapped", build)
     run = orjson.loads((root / "run.json").read_bytes())
     return root / "fhir", run["summary"], run["code"]
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` is one worker more than the cores: a worker spends about a third of its time waiting on a
+    broker, a database, a child process or a timer, and the extra one fills those waits."""
+    return len(os.sched_getaffinity(0)) + 1
