@@ -33,7 +33,9 @@ def test_a_new_file_at_head_equals_what_alembic_makes(tmp_path: Path) -> None:
     # the copies are independent databases
     with sqlite3.connect(tmp_path / "second.sqlite") as conn:
         conn.execute("CREATE TABLE only_here (x INTEGER)")
-    assert "only_here" not in inspect(create_engine(f"sqlite:///{tmp_path / 'a' / 'copy.sqlite'}")).get_table_names()
+    copy = create_engine(f"sqlite:///{tmp_path / 'a' / 'copy.sqlite'}")
+    assert "only_here" not in inspect(copy).get_table_names()
+    copy.dispose()
 
 
 def test_an_existing_database_is_migrated_not_replaced(tmp_path: Path) -> None:
