@@ -136,6 +136,7 @@ class Catalog:
             self._check_subject(spec, event)
             self._check(spec, event, data)
             event.mark_checked(self)
+            event.keep_payload(data)
         else:
             self.validate(event)
         return event
@@ -169,8 +170,12 @@ class Catalog:
         return version
 
     def payload(self, event: CloudEvent) -> BaseModel:
-        """The typed payload of an event of the *current* version (raises InvalidEvent)."""
+        """The typed payload of an event of the *current* version (raises InvalidEvent): the one validated
+        when the event was decoded or made (kept on it), else validated now."""
         spec = self.spec(event.type)
+        kept = event.kept_payload
+        if kept is not None and type(kept) is spec.model:
+            return kept
         return self._validate_data(spec, self._version(spec, event), event)
 
     def validate(self, event: CloudEvent, *, allow_old: bool = False) -> None:
@@ -197,8 +202,9 @@ class Catalog:
         return self._upgrade(spec, self._version(spec, event), event)
 
     def _upgrade(self, spec: EventSpec, version: int, event: CloudEvent) -> CloudEvent:
+        """The event at the current version, its payload validated and kept on it (`payload` reuses it)."""
         if version == spec.version:
-            self._validate_data(spec, version, event)
+            event.keep_payload(self._validate_data(spec, version, event))
             return event
         data = event.data
         for v in range(version, spec.version):
@@ -209,7 +215,7 @@ class Catalog:
                     f"{event.type} id={event.id}: cannot upcast data from v{v} to v{v + 1}: {exc!r}"
                 ) from exc
         upgraded = event.model_copy(update={"data": data, "dataschema": spec.schema_uri()})
-        self._validate_data(spec, spec.version, upgraded)
+        upgraded.keep_payload(self._validate_data(spec, spec.version, upgraded))
         return upgraded
 
     def decode(self, raw: bytes) -> CloudEvent | None:

@@ -79,7 +79,7 @@ class CloudEvent(BaseModel):
     data: Any = Field(default=None)
 
     # Plain slots, not pydantic private attributes: free to initialise, never copied by model_copy.
-    __slots__ = ("_raw", "_checked_by")
+    __slots__ = ("_raw", "_checked_by", "_payload")
 
     # Every rule pydantic-core can check is a field constraint above (a Python validator costs a call per
     # field per event, on both the producing and the consuming side); the rest is this one validator.
@@ -94,6 +94,7 @@ class CloudEvent(BaseModel):
         # pydantic's __getattr__ and an exception (~30x slower, twice per publish).
         object.__setattr__(self, "_raw", None)
         object.__setattr__(self, "_checked_by", None)
+        object.__setattr__(self, "_payload", None)
         return self
 
     def attributes(self) -> dict[str, Any]:
@@ -159,6 +160,15 @@ class CloudEvent(BaseModel):
 
     def mark_checked(self, catalog: Any) -> None:
         object.__setattr__(self, "_checked_by", catalog)
+
+    @property
+    def kept_payload(self) -> Any:
+        """The typed payload a catalog validated `data` into (decoding or making the event), if any: a
+        consumer that needs the model reads it here instead of validating the same data a second time."""
+        return getattr(self, "_payload", None)
+
+    def keep_payload(self, payload: Any) -> None:
+        object.__setattr__(self, "_payload", payload)
 
     @classmethod
     def build(cls, **attributes: Any) -> CloudEvent:

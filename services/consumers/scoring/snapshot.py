@@ -34,7 +34,17 @@ def to_event(session_id: str, state: FinalState, time: str | None) -> CloudEvent
 
 
 def from_data(data: dict) -> FinalState:
-    state = SandboxState.model_validate(data)
+    """The final state a `rounds.sandbox.state` payload holds (validated here)."""
+    return from_payload(SandboxState.model_validate(data))
+
+
+def from_event(event: CloudEvent) -> FinalState:
+    """The final state of a `rounds.sandbox.state` event read from the log: its payload as the catalog
+    validated it when decoding the event (not validated a second time: ~0.3 ms for a state of 100 values)."""
+    return from_payload(CATALOG.payload(event))  # type: ignore[arg-type]
+
+
+def from_payload(state: SandboxState) -> FinalState:
     return FinalState(
         writes=[Written(w.resource_type, w.id, w.version_id, w.deleted, w.method, w.resource)
                 for w in state.writes],
