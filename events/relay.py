@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from itertools import groupby
 
@@ -24,6 +24,7 @@ from events.outbox import OUTBOX
 from events.relay_claim import claim_for
 
 log = logging.getLogger(__name__)
+KNOWN_LIMIT = 100_000  # events kept for `Relay.expect` before the oldest are dropped
 
 
 class Relay:
@@ -39,12 +40,28 @@ class Relay:
         self._claim = claim_for(engine)
         # Test hook: runs between publish and mark (fault tests kill the process here).
         self.after_publish = after_publish
+        self._known: dict[str, CloudEvent] = {}  # event id -> an event this process committed to the outbox
+
+    def expect(self, events: Iterable[CloudEvent]) -> None:
+        """Events this process has just committed to the outbox (a projection's batch): their rows are
+        published from these objects, validated when they were made, instead of parsing and validating each
+        row's bytes again (~40 % of a relay's CPU). A row is still what is published: an event is used only
+        when its bytes are the row's, and one never relayed here is simply parsed as before."""
+        if len(self._known) > KNOWN_LIMIT:  # relayed elsewhere (another relay took the rows): stay bounded
+            self._known.clear()
+        self._known.update((event.id, event) for event in events)
+
+    def _event(self, event_id: str, payload: bytes) -> CloudEvent:
+        known = self._known.pop(event_id, None)
+        if known is not None and known.to_bytes() == payload:
+            return known
+        return CloudEvent.from_bytes(payload)
 
     def run_once(self) -> int:
         """Publish one batch of pending rows; returns how many were published."""
         with self._claim(), self.engine.begin() as conn:
             query = (
-                select(OUTBOX.c.id, OUTBOX.c.topic, OUTBOX.c.key, OUTBOX.c.payload)
+                select(OUTBOX.c.id, OUTBOX.c.topic, OUTBOX.c.key, OUTBOX.c.event_id, OUTBOX.c.payload)
                 .where(OUTBOX.c.sent_at.is_(None))
                 .order_by(OUTBOX.c.id)
                 .limit(self.batch_size)
@@ -55,7 +72,7 @@ class Relay:
             if not rows:
                 return 0
             for topic, group in groupby(rows, key=lambda row: row.topic):
-                items = [(row.key, CloudEvent.from_bytes(row.payload)) for row in group]
+                items = [(row.key, self._event(row.event_id, row.payload)) for row in group]
                 self.bus.publish_many(topic, items)
             ids = [row.id for row in rows]
             if self.after_publish is not None:

@@ -73,6 +73,10 @@ class ProjectionTx:
         """Events emitted in this batch so far."""
         return sum(map(len, self._emitted.values()))
 
+    def emitted_events(self) -> list[CloudEvent]:
+        """The events this batch wrote to the outbox (none when not emitting)."""
+        return [event for items in self._emitted.values() for _, event in items] if self.emitting else []
+
     def insert(self, table: str, row: dict[str, Any]) -> None:
         """Queue a row (column -> value); queued rows are written at `flush` (end of batch), one executemany
         per table and set of columns. A column left out of `row` gets its default (NULL in projection

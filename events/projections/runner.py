@@ -23,6 +23,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from events.bus import Bus, Consumer, Record, TopicPartition
+from events.envelope import CloudEvent
 from events.projections.deadletter import DeadLetters, known_event_type
 from events.projections.projection import Projection, ProjectionTx, bulk_insert
 from events.projections.retry import Backoff, RetryLater
@@ -263,7 +264,8 @@ class ProjectionRunner:
         prefetched = self._prefetch(candidates)
         with self.engine.begin() as conn:
             fresh = self._fresh(conn, candidates, stats)
-            stats.emitted = self._run_projection(conn, fresh, prefetched)
+            emitted = self._run_projection(conn, fresh, prefetched)
+            stats.emitted = len(emitted)
             if fresh:
                 group = self.group_id
                 bulk_insert(conn, PROCESSED, [(group, r.event.id, r.event.source) for r in fresh],
@@ -271,8 +273,9 @@ class ProjectionRunner:
             advanced = advance_positions(conn, self.group_id, self._positions, records)
         self._positions.update(advanced)
         self.backoff.reset()
-        if stats.emitted:
-            self._relay_due = self.relay is not None
+        if emitted and self.relay is not None:
+            self.relay.expect(emitted)  # committed: relayed from these objects, not re-parsed from the rows
+            self._relay_due = True
         if self.after_commit is not None:
             self.after_commit(stats)
         self.dead_letters.forget_committed(self._positions)
@@ -311,10 +314,10 @@ class ProjectionRunner:
             return None
         return self._guarded(lambda: self.projection.prefetch(fresh))
 
-    def _run_projection(self, conn: Connection, fresh: list[Record], prefetched: object) -> int:
-        """Apply `fresh` in the batch's transaction; returns how many events the handlers emitted."""
+    def _run_projection(self, conn: Connection, fresh: list[Record], prefetched: object) -> list[CloudEvent]:
+        """Apply `fresh` in the batch's transaction; returns the events the handlers emitted (outbox rows)."""
         if not fresh:
-            return 0
+            return []
         tx = ProjectionTx(conn, self.projection.tables, prefetched=prefetched, emitting=self.emit)
 
         def apply() -> None:
@@ -325,7 +328,7 @@ class ProjectionRunner:
             tx.flush()
 
         self._guarded(apply)
-        return tx.emitted if self.emit else 0
+        return tx.emitted_events()
 
     @staticmethod
     def _guarded(step: Callable[[], object]) -> object:
