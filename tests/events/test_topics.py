@@ -24,6 +24,22 @@ def test_partition_matches_the_java_client(partitions: int) -> None:
         assert partition_for(key, partitions) == (signed & 0x7FFFFFFF) % partitions
 
 
+def test_murmur2_is_kafka_pythons() -> None:
+    """events.topics keeps its own murmur2 (no kafka import on the SQL log): the same hash as kafka-python's
+    partitioner over keys of every length mod 4, ASCII and not."""
+    import random
+
+    from kafka.partitioner.default import murmur2 as kafka_murmur2
+
+    from events.topics import murmur2
+
+    rng = random.Random(7)
+    keys = [bytes(rng.randrange(256) for _ in range(n)) for n in range(0, 70) for _ in range(20)]
+    keys += [f"session-{i}".encode() for i in range(500)] + ["病人/患者-1".encode()]
+    for key in keys:
+        assert murmur2(key) == kafka_murmur2(key), key
+
+
 def test_topic_specs_keep_full_history() -> None:
     specs = topic_specs(5)
     assert [s.name for s in specs] == list(ALL_TOPICS)
