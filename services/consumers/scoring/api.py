@@ -27,8 +27,9 @@ from services.consumers.scoring import members
 from services.consumers.scoring.fhir_state import fhir_client
 from services.consumers.scoring.members import make_projection  # noqa: F401  (an entry point of this module)
 from services.consumers.scoring.metrics import build_report
-from services.consumers.scoring.projection import ScorerProjection, store_scores
+from services.consumers.scoring.projection import ScorerProjection
 from services.consumers.scoring.scenarios import load_scenarios, scenario_of
+from services.consumers.scoring.score_rows import store_scores
 from services.consumers.scoring.scorer import SCORER_VERSION, score_session
 from services.consumers.scoring.turn_parts import Judge
 
@@ -104,7 +105,7 @@ def _finalize_waiting(engine: Engine, projection: ScorerProjection) -> None:
             if scenario is not None:
                 score = score.model_copy(update={"scenario": scenario.id, "family": scenario.family,
                                                  "difficulty": scenario.difficulty})
-            store_scores(conn, projection, [score])
+            store_scores(conn, projection.tables, projection.version, [score])
 
 
 def versions(engine: Engine, run_id: str) -> list[str]:

@@ -19,12 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import orjson
-from sqlalchemy import Connection, Engine, delete, insert, select
+from sqlalchemy import Engine, delete, select
 from sqlalchemy.schema import SchemaItem
 
 from contracts.end_reasons import NOT_ASSISTANT_FAULT
@@ -46,16 +45,11 @@ from events.projections.retry import RetryLater
 from events.topics import SCORES, SESSIONS
 from services.consumers.scoring import snapshot, stored_text, tables
 from services.consumers.scoring.check_inputs import CheckResult, FinalState, SessionLog
-from services.consumers.scoring.events_out import session_event, turn_event
 from services.consumers.scoring.fhir_state import SandboxMissing
 from services.consumers.scoring.judge import Verdicts
 from services.consumers.scoring.scenarios import scenario_of
-from services.consumers.scoring.scorer import (
-    SCORER,
-    SCORER_VERSION,
-    judge_requests,
-    score_session,
-)
+from services.consumers.scoring.score_rows import Scored, scored, store_scores
+from services.consumers.scoring.scorer import SCORER_VERSION, judge_requests, score_session
 from services.consumers.scoring.session_log import LoggedEvent, build_log
 from services.consumers.scoring.turn_parts import Judge
 
@@ -85,11 +79,11 @@ def _recorded_in_batch(records: Sequence[Record]) -> set[str]:
 @dataclass
 class Prefetched:
     """What a batch's prefetch found: final states by session, the judge's verdicts by (session, turn,
-    item id), and the scores it computed by session (whether scored live, the log, the score)."""
+    item id), and the sessions it scored (with their rows and events: score_rows.py)."""
 
     states: dict[str, Any] = field(default_factory=dict)
     verdicts: dict[tuple[str, int, str], CheckResult] = field(default_factory=dict)
-    scores: dict[str, tuple[bool, SessionLog, SessionScore]] = field(default_factory=dict)
+    scores: dict[str, Scored] = field(default_factory=dict)
 
 
 class ScorerProjection(Projection):
@@ -157,10 +151,10 @@ class ScorerProjection(Projection):
                     and (scenario := scenario_of(starts[sid], self.scenarios)) is not None]
             states |= dict(zip([sid for sid, _ in jobs], self._parallel(lambda job: self._read(*job), jobs),
                               strict=True))
-        snapshots: dict[str, dict[str, Any]] = {}
+        snapshots: dict[str, CloudEvent] = {}
         for r in records:
             if r.event.type == SNAPSHOT and isinstance(r.event.data, dict):
-                snapshots.setdefault(r.key, r.event.data)
+                snapshots.setdefault(r.key, r.event)
         missing = {sid for sid in ended if states.get(sid) is MISSING}
         waiting = set(snapshots) & (missing | self._waiting(set(snapshots) - missing))
         live = [sid for sid in ended if isinstance(states.get(sid), FinalState)]
@@ -168,12 +162,17 @@ class ScorerProjection(Projection):
         wanted = [*judged, *sorted(waiting - set(judged))]
         logs = {log.session_id: log for log in self._logs(records, wanted)} if self.engine is not None else {}
         verdicts = self._judge_ahead(list(logs.values())) if self.judge is not None else {}
-        scores: dict[str, tuple[bool, SessionLog, SessionScore]] = {}
+        scores: dict[str, Scored] = {}
         for sid, state, is_live in [*((sid, states[sid], True) for sid in live),
-                                    *((sid, snapshot.from_data(snapshots[sid]), False) for sid in waiting)]:
+                                    *((sid, snapshot.from_event(snapshots[sid]), False) for sid in waiting)]:
             if sid in logs:
-                scores[sid] = (is_live, logs[sid], self._score_log(logs[sid], state, verdicts))
+                scores[sid] = self._scored(logs[sid], self._score_log(logs[sid], state, verdicts), state,
+                                           is_live)
         return Prefetched(states, verdicts, scores)
+
+    def _scored(self, log: SessionLog, score: SessionScore, state: FinalState | None, live: bool) -> Scored:
+        return scored(log, score, state, live=live, version=self.version, scores_topic=self.scores_topic,
+                      sessions_topic=self.topics[0])
 
     def _parallel(self, work: Callable[[Any], Any], jobs: list) -> list:
         """`work` over `jobs`, READERS at once (they wait on an API, not the CPU)."""
@@ -225,8 +224,7 @@ class ScorerProjection(Projection):
             sid = record.key or record.event.subject
             if sid in rows and sid not in closed and record.event.type != SNAPSHOT:
                 data = record.event.data if isinstance(record.event.data, dict) else {}
-                rows[sid].append(LoggedEvent(record.event.type, orjson.loads(orjson.dumps(data)),
-                                             record.event.time))
+                rows[sid].append(LoggedEvent(record.event.type, data, record.event.time))
                 if record.event.type == ENDED:
                     closed.add(sid)
         stored: dict[str, str] = {}
@@ -263,7 +261,7 @@ class ScorerProjection(Projection):
         if event.type == SNAPSHOT:
             if session["status"] == "waiting":
                 cached = tx.prefetched.scores.get(session_id) if tx.prefetched else None
-                state = None if cached is not None and not cached[0] else snapshot.from_data(data)
+                state = None if cached is not None and not cached.live else snapshot.from_event(event)
                 self._score(tx, session_id, state, live=False)  # the prefetch's score needs no state
                 self._forget(tx, session, "scored")
             return
@@ -304,32 +302,24 @@ class ScorerProjection(Projection):
 
     def _events(self, tx: ProjectionTx, session_id: str) -> list[LoggedEvent]:
         """The session's events: those earlier batches buffered (only a session seen before has any), then
-        this batch's (their data as JSON reads it back, the same as a buffered event's)."""
+        this batch's (their data as decoded from the log: JSON values, the same as a buffered event's)."""
         stored: list[LoggedEvent] = []
         if session_id in tx.state["existing"]:
             table = self.tables["scoring_events"]
             stored = [LoggedEvent(t, orjson.loads(d), tm) for t, d, tm in tx.conn.execute(
                 select(table.c.type, table.c.data, table.c.time)
                 .where(table.c.session_id == session_id).order_by(table.c.position))]
-        return stored + [LoggedEvent(r["type"], orjson.loads(orjson.dumps(r["data"])), r["time"])
+        return stored + [LoggedEvent(r["type"], r["data"], r["time"])
                          for r in tx.state["buffered"].get(session_id, [])]
 
     def _score(self, tx: ProjectionTx, session_id: str, state: FinalState | None, live: bool) -> None:
-        cached = tx.prefetched.scores.get(session_id) if tx.prefetched else None
-        if cached is not None and cached[0] == live:  # scored by the prefetch from the same events
-            _, log, score = cached
-        else:
+        done = tx.prefetched.scores.get(session_id) if tx.prefetched else None
+        if done is None or done.live != live:  # not scored by the prefetch from the same events
             log, state, score = self._score_now(tx, session_id, state, live)
-        self._store(tx, score)
-        reached = [t for t in score.turns if t.reached]
-        events = [turn_event(score, t, log, self.version, SCORER) for t in reached]
-        events.append(session_event(score, log, self.version, SCORER))
-        self._emit(tx, events, session_id, self.scores_topic)
-        if live and isinstance(state, FinalState):
-            recorded = snapshot.to_event(session_id, state, log.ended_time)
-            if recorded is not None:
-                self._emit(tx, [recorded], session_id, self.topics[0])
-        self.scored.append(score)
+            done = self._scored(log, score, state, live)
+        tx.state.setdefault("scores", {})[session_id] = done.rows  # written at finish, one statement a table
+        tx.state.setdefault("emits", []).extend((event, session_id, topic) for event, topic in done.emits)
+        self.scored.append(done.score)
 
     def _score_now(self, tx: ProjectionTx, session_id: str, state: FinalState | None, live: bool,
                    ) -> tuple[SessionLog, FinalState | None, SessionScore]:
@@ -343,18 +333,12 @@ class ScorerProjection(Projection):
         verdicts = tx.prefetched.verdicts if tx.prefetched else {}
         return log, state, self._score_log(log, state, verdicts)  # type: ignore[arg-type]
 
-    def _store(self, tx: ProjectionTx, score: SessionScore) -> None:
-        tx.state.setdefault("scores", {})[score.session] = score  # written at finish, one statement per table
-
-    def _emit(self, tx: ProjectionTx, events: list[CloudEvent], key: str, topic: str) -> None:
-        tx.state.setdefault("emits", []).extend((event, key, topic) for event in events)
-
     def _flush_scores(self, tx: ProjectionTx) -> None:
         """Write the batch's scores, then emit its events in the transaction (outbox); an id already queued
         (the same version scored again, or the same sandbox state) is the same event: not queued twice."""
         scores = list(tx.state.pop("scores", {}).values())
         if scores:
-            store_scores(tx.conn, self, scores)
+            store_scores(tx.conn, self.tables, self.version, scores)
         emits = tx.state.pop("emits", [])
         if emits:
             ids = sorted({event.id for event, _, _ in emits})
@@ -366,30 +350,3 @@ class ScorerProjection(Projection):
                     queued.add(event.id)
                     tx.emit(event, topic=topic, key=key)
 
-
-def store_scores(conn: Connection, projection: ScorerProjection, scores: list[SessionScore]) -> None:
-    """Replace the score rows of (run, the projection's scorer version, session) of each of `scores`."""
-    sessions, turns, versions = (projection.tables[name] for name in ("score_sessions", "score_turns",
-                                                                      "score_versions"))
-    version, dialect = projection.version, conn.dialect.name
-    for run in sorted({score.run for score in scores}):
-        ids = bound_values(dialect, sorted({s.session for s in scores if s.run == run}))
-        for table in (sessions, turns):
-            conn.execute(delete(table).where(table.c.run_id == run, table.c.scorer_version == version,
-                                             in_bound(table.c.session_id, dialect, "ids")), {"ids": ids})
-        seen = conn.execute(select(versions.c.run_id).where(
-            versions.c.run_id == run, versions.c.scorer_version == version)).first()
-        if seen is None:
-            conn.execute(insert(versions).values(run_id=run, scorer_version=version,
-                                                 first_scored=datetime.now(UTC).isoformat()))
-    bulk_insert(conn, sessions, [{
-        "run_id": s.run, "scorer_version": version, "session_id": s.session, "scenario": s.scenario,
-        "trial": s.trial, "language": s.language, "variant": s.variant, "family": s.family,
-        "difficulty": s.difficulty, "persona": s.persona, "reason": s.reason,
-        "excluded": s.excluded, "score": s.score, "document": s.model_dump_json(),
-    } for s in scores])
-    bulk_insert(conn, turns, [{
-        "run_id": s.run, "scorer_version": version, "session_id": s.session, "turn": t.index,
-        "task_type": t.task_type, "score": t.score,
-        "checks": orjson.dumps([c.model_dump() for c in t.checks]).decode(),
-    } for s in scores for t in s.turns])
