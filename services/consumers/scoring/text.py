@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 from services.consumers.scoring.lexicon import lexicon
 
@@ -61,12 +61,23 @@ def _en_negations() -> frozenset[str]:
     return frozenset(lexicon()["negation"]["en"])
 
 
+@lru_cache(maxsize=4096)
+def _longest_first(cues: tuple[str, ...]) -> tuple[str, ...]:
+    """The distinct lower-cased cues, longest first: the checks ask with the same lists turn after turn."""
+    return tuple(sorted({c.lower() for c in cues if c}, key=len, reverse=True))
+
+
 def find(text: str, cues: list[str], language: str | None = None) -> list[Hit]:
-    """Non-overlapping hits of `cues` in `text` (already normalised), longest cue first at a position."""
+    """Non-overlapping hits of `cues` in `text` (already normalised), longest cue first at a position.
+
+    A cue that is not a substring of the text cannot match its pattern (the escaped cue between
+    look-arounds): a substring test rules most cues out before any regular expression runs."""
     language = language or ("zh" if has_cjk(text) else "en")
     taken = bytearray(len(text))  # characters already inside a (longer) hit: linear in the text
     hits: list[Hit] = []
-    for cue in sorted({c.lower() for c in cues if c}, key=len, reverse=True):
+    for cue in _longest_first(tuple(cues)):
+        if cue not in text:
+            continue
         for match in _pattern(cue).finditer(text):
             start, end = match.span()
             if any(taken[start:end]):
