@@ -16,9 +16,10 @@ and persona, with termination reasons.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from math import comb, fsum
 from statistics import median
+from typing import Any, NamedTuple
 
 from contracts.score import (
     DIMENSIONS,
@@ -50,10 +51,52 @@ def session_passes(session: SessionScore, threshold: float) -> bool:
     return bool(session.turns) and all(t.score >= threshold for t in session.turns)
 
 
-def pass_hat_k(sessions: list[SessionScore]) -> dict[str, float]:
+class TurnFacts(NamedTuple):
+    """What the metrics read of one turn, read once per report: a report groups the same turns ~30 ways
+    (by family, task type, language, ...), and walking every check of every turn again for each grouping
+    cost more than the rest of the report (~1 s per 10,000 sessions, each time)."""
+
+    score: float
+    task_type: str | None
+    reached: bool
+    tools: dict[str, Any]
+    safety_failures: int
+    deductions: tuple[dict[str, Any], ...]
+
+
+def turn_facts(turn: TurnScore) -> TurnFacts:
+    return TurnFacts(turn.score, turn.task_type, turn.reached, turn.tools,
+                     sum(1 for c in turn.checks if c.safety and not c.passed),
+                     tuple(d for c in turn.checks if (d := c.precision)))
+
+
+class Facts:
+    """Each turn's facts and each session's passes, computed on first use (by object: the report's own
+    session and turn objects, alive while it is built)."""
+
+    def __init__(self) -> None:
+        self._turns: dict[int, TurnFacts] = {}
+        self._passes: dict[tuple[int, float], bool] = {}
+
+    def turn(self, turn: TurnScore) -> TurnFacts:
+        found = self._turns.get(id(turn))
+        if found is None:
+            found = self._turns[id(turn)] = turn_facts(turn)
+        return found
+
+    def passes(self, session: SessionScore, threshold: float) -> bool:
+        key = (id(session), threshold)
+        found = self._passes.get(key)
+        if found is None:
+            found = self._passes[key] = session_passes(session, threshold)
+        return found
+
+
+def pass_hat_k(sessions: list[SessionScore],
+               passes: Callable[[SessionScore, float], bool] = session_passes) -> dict[str, float]:
     tasks: dict[tuple, list[bool]] = defaultdict(list)
     for s in sessions:
-        tasks[(s.scenario, s.language, s.variant)].append(session_passes(s, SUCCESS_THRESHOLD))
+        tasks[(s.scenario, s.language, s.variant)].append(passes(s, SUCCESS_THRESHOLD))
     most = max((len(v) for v in tasks.values()), default=0)
     out = {}
     for k in range(1, most + 1):
@@ -62,7 +105,7 @@ def pass_hat_k(sessions: list[SessionScore]) -> dict[str, float]:
     return out
 
 
-def tool_metrics(turns: list[TurnScore]) -> dict[str, float]:
+def tool_metrics(turns: list[TurnScore] | list[TurnFacts]) -> dict[str, float]:
     tools = [t.tools for t in turns if t.reached]
     if not tools:
         return {}
@@ -91,26 +134,30 @@ def tool_metrics(turns: list[TurnScore]) -> dict[str, float]:
     return out
 
 
-def metrics(sessions: Iterable[SessionScore], *, per_turn_filter: str | None = None) -> Metrics:
-    """Metrics over `sessions`; with `per_turn_filter` (a task type) only that type's turns count."""
+def metrics(sessions: Iterable[SessionScore], *, per_turn_filter: str | None = None,
+            facts: Facts | None = None) -> Metrics:
+    """Metrics over `sessions`; with `per_turn_filter` (a task type) only that type's turns count. `facts`:
+    the report's, shared by its groupings."""
+    facts = facts or Facts()
     sessions = list(sessions)
     scored = [s for s in sessions if s.score is not None]
-    turns = [t for s in scored for t in s.turns if per_turn_filter is None or t.task_type == per_turn_filter]
+    turns = [facts.turn(t) for s in scored for t in s.turns
+             if per_turn_filter is None or t.task_type == per_turn_filter]
     out = Metrics(sessions=len(scored), turns=len(turns), excluded_sessions=len(sessions) - len(scored))
     if turns:
         out.avg = round(mean(t.score for t in turns), 6)
         out.pass_at_turn = {tau: round(mean(t.score >= float(tau) for t in turns), 6) for tau in THRESHOLDS}
         out.tools = tool_metrics(turns)
-        out.safety_failures = sum(1 for t in turns for c in t.checks if c.safety and not c.passed)
-        deductions = [d for t in turns for c in t.checks if (d := c.precision)]
+        out.safety_failures = sum(t.safety_failures for t in turns)
+        deductions = [d for t in turns for d in t.deductions]
         if deductions:  # v3's precision rule (older versions have no such check)
             out.precision_deducted_turns = sum(1 for d in deductions if d["factor"] < 1.0)
             out.wrong_claims = sum(len(d["wrong"]) for d in deductions)
             out.unasked_results_beyond_budget = sum(d["beyond_budget"] for d in deductions)
     if scored and per_turn_filter is None:
-        out.pass_at_session = {tau: round(mean(session_passes(s, float(tau)) for s in scored), 6)
+        out.pass_at_session = {tau: round(mean(facts.passes(s, float(tau)) for s in scored), 6)
                                for tau in THRESHOLDS}
-        out.pass_hat_k = pass_hat_k(scored)
+        out.pass_hat_k = pass_hat_k(scored, facts.passes)
     return out
 
 
@@ -130,25 +177,26 @@ def build_report(run: str, scorer_version: str, sessions: list[SessionScore]) ->
     listed = sorted(supersede(sessions), key=lambda s: (s.scenario, s.language or "", s.variant or "",
                                                         s.trial, s.session))
     sessions = [s for s in listed if s.superseded_by is None]  # what the metrics count
+    facts = Facts()
     by: dict[str, dict[str, Metrics]] = {}
     for dimension in DIMENSIONS:
         if dimension == "task_type":
             types = sorted({t.task_type for s in sessions for t in s.turns if t.task_type})
-            by[dimension] = {value: metrics(sessions, per_turn_filter=value) for value in types}
+            by[dimension] = {value: metrics(sessions, per_turn_filter=value, facts=facts) for value in types}
             continue
         groups: dict[str, list[SessionScore]] = defaultdict(list)
         for s in sessions:
             value = _value(s, dimension)
             if value is not None:
                 groups[value].append(s)
-        by[dimension] = {value: metrics(group) for value, group in sorted(groups.items())}
+        by[dimension] = {value: metrics(group, facts=facts) for value, group in sorted(groups.items())}
     reasons: dict[str, int] = defaultdict(int)
     for s in sessions:
         reasons[s.reason] += 1
     assistants = sorted({a for s in sessions if (a := s.assistant)})
     judge = judge_summary(sessions)
     return RunReport(run=run, scorer_version=scorer_version, assistant=", ".join(assistants) or None,
-                     metrics=metrics(sessions), by=by, reasons=dict(sorted(reasons.items())),
+                     metrics=metrics(sessions, facts=facts), by=by, reasons=dict(sorted(reasons.items())),
                      sessions=listed, superseded=len(listed) - len(sessions), judge=judge)
 
 
