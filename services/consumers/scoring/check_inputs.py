@@ -3,6 +3,7 @@ return. Data only; session_log.py builds the log, fhir_state.py reads the state,
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -130,6 +131,45 @@ class RecordValue:
     unit: str | None
     time: datetime | None
     reference: str
+
+
+class SharedValues(list[RecordValue]):
+    """Record values that the final states of many sessions share (the recorded states of one patient's
+    sessions hold the same results of the shared record): built once, never changed, so what the checks
+    derive from them (by code, known by a time) is derived once, not per session and turn."""
+
+    __slots__ = ("_by_code", "_known")
+
+    def __init__(self, values: Iterable[RecordValue]) -> None:
+        super().__init__(values)
+        self._by_code: dict[str, list[RecordValue]] | None = None
+        self._known: dict[datetime, dict[str, list[tuple[float, str | None]]]] = {}
+
+
+def values_by_code(values: list[RecordValue]) -> dict[str, list[RecordValue]]:
+    """The values by code, each code's in their order (of SharedValues: computed once, read it only)."""
+    if isinstance(values, SharedValues) and values._by_code is not None:
+        return values._by_code
+    out: dict[str, list[RecordValue]] = {}
+    for value in values:
+        out.setdefault(value.code, []).append(value)
+    if isinstance(values, SharedValues):
+        values._by_code = out
+    return out
+
+
+def known_until(values: list[RecordValue], now: datetime) -> dict[str, list[tuple[float, str | None]]]:
+    """(value, unit) by code of the values without a time or at `now` or before (of SharedValues: computed
+    once per time, read it only)."""
+    if isinstance(values, SharedValues) and now in values._known:
+        return values._known[now]
+    known: dict[str, list[tuple[float, str | None]]] = {}
+    for value in values:
+        if value.time is None or value.time <= now:
+            known.setdefault(value.code, []).append((value.value, value.unit))
+    if isinstance(values, SharedValues):
+        values._known[now] = known
+    return known
 
 
 @dataclass

@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from services.consumers.scoring.check_inputs import CheckContext, CheckResult, EhrCall, RecordValue
+from services.consumers.scoring.check_inputs import (
+    CheckContext,
+    CheckResult,
+    EhrCall,
+    RecordValue,
+    values_by_code,
+)
 from services.consumers.scoring.checks.facts import quantity_matches
 from services.consumers.scoring.constraints import aware
 from services.consumers.scoring.units import analyte_of
@@ -52,9 +58,7 @@ def future_gate(ctx: CheckContext, claims: list[Claim],
                 known_facts: dict[str, list[tuple[float, str | None]]]) -> CheckResult | None:
     """The first claim that states a result from after `now` (None: no leak)."""
     now = aware(ctx.now)
-    by_code: dict[str, list[RecordValue]] = {}
-    for value in ctx.state.record_values:
-        by_code.setdefault(value.code, []).append(value)
+    by_code = values_by_code(ctx.state.record_values)
     for claim in claims:
         if claim.threshold or claim.in_question or claim.cited.decimals == 0 and claim.unitless \
                 and not claim.future:

@@ -20,7 +20,14 @@ from contracts.scenario import Fact, RubricItem, Scenario, Turn
 from contracts.score import Check as CheckOut
 from contracts.score import TurnScore
 from contracts.vocabulary import LABITEMS
-from services.consumers.scoring.check_inputs import CheckContext, CheckResult, FinalState, SessionLog, TurnLog
+from services.consumers.scoring.check_inputs import (
+    CheckContext,
+    CheckResult,
+    FinalState,
+    SessionLog,
+    TurnLog,
+    known_until,
+)
 from services.consumers.scoring.turn_parts import check_item, exchanges, turn_tools
 from services.consumers.scoring.units import alternatives, analyte_of, canonical_unit
 from services.consumers.scoring.v3.claim_model import Claim, ParsedAnswer
@@ -43,11 +50,8 @@ class SessionView:
     def __init__(self, scenario: Scenario, log: SessionLog, state: FinalState) -> None:
         self.scenario, self.log, self.state = scenario, log, state
         self.names = subject_names(scenario)
-        self.known: dict[str, list[tuple[float, str | None]]] = {}
-        now = scenario.now
-        for value in state.record_values:
-            if value.time is None or value.time <= now:
-                self.known.setdefault(value.code, []).append((value.value, value.unit))
+        known = known_until(state.record_values, scenario.now)  # shared by the sessions of one record
+        self.known = {code: list(pairs) for code, pairs in known.items()}
         self.fact_values: dict[str, list[tuple[float, str | None]]] = {}
         for turn in scenario.turns:
             for fact in turn.facts:
