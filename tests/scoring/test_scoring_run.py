@@ -78,7 +78,9 @@ def test_rescoring_the_same_version_is_identical_and_versions_sit_side_by_side(s
 
     engine = make_engine(w.settings.database_url)
     assert versions(engine, "run-b") == [SCORER_VERSION, "3-test"]
-    assert load_report(engine, "run-b", SCORER_VERSION).model_dump() == first.model_dump()
+    stored = load_report(engine, "run-b", SCORER_VERSION)  # every document validated from the table
+    assert stored.model_dump() == first.model_dump()  # score_run's: the scores it holds, by their documents
+    assert stored.model_dump_json() == first.model_dump_json()
     engine.dispose()
 
 

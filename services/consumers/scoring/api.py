@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from services.consumers.scoring.members import make_projection  # noqa: F401  (a
 from services.consumers.scoring.metrics import build_report
 from services.consumers.scoring.projection import ScorerProjection
 from services.consumers.scoring.scenarios import load_scenarios, scenario_of
-from services.consumers.scoring.score_rows import store_scores
+from services.consumers.scoring.score_rows import document_digest, store_scores
 from services.consumers.scoring.scorer import SCORER_VERSION, score_session
 from services.consumers.scoring.turn_parts import Judge
 
@@ -83,7 +84,7 @@ def score_run(
         finally:
             for base in ("scoring_events", "scoring_open"):  # the group's buffers; scores stay
                 projection.tables[base].drop(engine, checkfirst=True)
-        return load_report(engine, run_id, spec.scorer_version)
+        return load_report(engine, run_id, spec.scorer_version, known=projection.documents)
 
 
 def _finalize_waiting(engine: Engine, projection: ScorerProjection) -> None:
@@ -119,17 +120,22 @@ def versions(engine: Engine, run_id: str) -> list[str]:
         return list(rows)
 
 
-def load_report(engine: Engine, run_id: str, scorer_version: str | None = None) -> RunReport:
-    """The run's stored scores as a RunReport (the latest scorer version unless one is named)."""
-    known = versions(engine, run_id)
-    version = scorer_version or (known[-1] if known else SCORER_VERSION)
+def load_report(engine: Engine, run_id: str, scorer_version: str | None = None, *,
+                known: Mapping[bytes, SessionScore] | None = None) -> RunReport:
+    """The run's stored scores as a RunReport (the latest scorer version unless one is named). `known`:
+    scores this process holds by the digest of their document (`ScorerProjection.documents`); a stored
+    document with the same digest is that score (it is its JSON), taken as it is instead of validated again
+    (~0.3 ms a session: the most of a re-score's report)."""
+    stored = versions(engine, run_id)
+    version = scorer_version or (stored[-1] if stored else SCORER_VERSION)
     table = ScorerProjection().tables["score_sessions"]
     sessions: list[SessionScore] = []
     if inspect(engine).has_table(table.name):
         with engine.connect() as conn:
             rows = conn.execute(select(table.c.document).where(
                 table.c.run_id == run_id, table.c.scorer_version == version)).scalars()
-            sessions = [SessionScore.model_validate_json(doc) for doc in rows]
+            sessions = [(known or {}).get(document_digest(doc)) or SessionScore.model_validate_json(doc)
+                        for doc in rows]
     return build_report(run_id, version, sessions)
 
 

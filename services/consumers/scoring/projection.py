@@ -48,7 +48,7 @@ from services.consumers.scoring.check_inputs import CheckResult, FinalState, Ses
 from services.consumers.scoring.fhir_state import SandboxMissing
 from services.consumers.scoring.judge import Verdicts
 from services.consumers.scoring.scenarios import scenario_of
-from services.consumers.scoring.score_rows import Scored, scored, store_scores
+from services.consumers.scoring.score_rows import Scored, document_digest, scored, store_scores
 from services.consumers.scoring.scorer import SCORER_VERSION, judge_requests, score_session
 from services.consumers.scoring.session_log import LoggedEvent, build_log
 from services.consumers.scoring.turn_parts import Judge
@@ -111,6 +111,9 @@ class ScorerProjection(Projection):
         self.read_state, self.engine, self.run_id, self.version = read_state, engine, run_id, scorer_version
         self.scenarios, self.judge, self.scores_topic = scenarios, judge, scores_topic
         self.scored: list[SessionScore] = []  # this process's results, newest last (for callers and tests)
+        # the same by the digest of their stored document: load_report takes a stored document it finds here
+        # as this score instead of validating it again
+        self.documents: dict[bytes, SessionScore] = {}
 
     def table_name(self, base: str) -> str:
         return f"proj_{base}" if base in tables.SHARED_TABLES else super().table_name(base)
@@ -320,6 +323,7 @@ class ScorerProjection(Projection):
         tx.state.setdefault("scores", {})[session_id] = done.rows  # written at finish, one statement a table
         tx.state.setdefault("emits", []).extend((event, session_id, topic) for event, topic in done.emits)
         self.scored.append(done.score)
+        self.documents[document_digest(done.rows.session["document"])] = done.score
 
     def _score_now(self, tx: ProjectionTx, session_id: str, state: FinalState | None, live: bool,
                    ) -> tuple[SessionLog, FinalState | None, SessionScore]:

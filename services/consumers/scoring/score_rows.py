@@ -8,6 +8,7 @@ every member at once. `store_scores` writes them (and scores built elsewhere, as
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,6 +33,11 @@ class ScoreRows:
     score: SessionScore
     session: dict[str, Any]
     turns: list[dict[str, Any]]
+
+
+def document_digest(document: str) -> bytes:
+    """What identifies a score's stored document (`score_sessions.document`, the score's JSON)."""
+    return hashlib.blake2b(document.encode(), digest_size=20).digest()
 
 
 def rows_of(score: SessionScore, version: str) -> ScoreRows:
