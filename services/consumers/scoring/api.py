@@ -25,7 +25,7 @@ from events.topics import SCORES
 from rounds.db import make_engine
 from rounds.settings import Settings
 from services.consumers.scoring import members
-from services.consumers.scoring.fhir_state import fhir_client
+from services.consumers.scoring.fhir_state import LazyClient
 from services.consumers.scoring.members import make_projection  # noqa: F401  (an entry point of this module)
 from services.consumers.scoring.metrics import build_report
 from services.consumers.scoring.projection import ScorerProjection
@@ -65,8 +65,8 @@ def score_run(
             stack.callback(bus.close)
         engine = make_engine(settings.database_url)
         stack.callback(engine.dispose)
-        if client is None:
-            client = stack.enter_context(fhir_client(settings))
+        if client is None:  # made on the first sandbox read (none when the log recorded every state)
+            client = stack.enter_context(LazyClient(settings))
         projection = members.projection_of(spec, client, engine, judge=judge, scenarios=fresh)
         runner = members.runner_of(spec, bus, engine, projection)
         if workers is None:
@@ -75,7 +75,7 @@ def score_run(
             raise ValueError("members in other processes need the settings' own bus and FHIR API, no judge")
         try:
             with runner:  # joined (and the tables made) before the others start
-                children = members.spawn(spec, workers - 1)
+                children = members.start(spec, workers - 1)
                 try:
                     runner.run(until_caught_up=True, timeout_s=timeout_s)
                 finally:

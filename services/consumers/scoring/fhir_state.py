@@ -72,6 +72,41 @@ def fhir_client(settings: Any) -> httpx.Client:
                         headers=headers)
 
 
+class LazyClient:
+    """`fhir_client(settings)`, made on its first use: a re-score of a log that recorded its sessions' states
+    reads few sandboxes or none, and the in-process FHIR app costs ~1 s to import and start (and a thread,
+    which members forked from this process must not inherit). Closing it closes the client if one was made."""
+
+    def __init__(self, settings: Any) -> None:
+        self.settings = settings
+        self._client: httpx.Client | None = None
+        self._lock = threading.Lock()
+
+    def get(self, url: str, **kwargs: Any) -> httpx.Response:
+        return self.client.get(url, **kwargs)
+
+    @property
+    def client(self) -> httpx.Client:
+        with self._lock:  # a batch's prefetch reads in threads
+            if self._client is None:
+                self._client = fhir_client(self.settings)
+            return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __enter__(self) -> LazyClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+Client = httpx.Client | LazyClient  # what reads sandboxes: a client, or one made on first use
+
+
 def _written(entry: dict[str, Any]) -> Written:
     path = entry["fullUrl"].rsplit("/", 2)
     etag = entry.get("response", {}).get("etag", 'W/"0"')
@@ -80,7 +115,7 @@ def _written(entry: dict[str, Any]) -> Written:
     return Written(path[-2], path[-1], int(etag.strip('W/"') or 0), deleted, method, entry.get("resource"))
 
 
-def read_writes(client: httpx.Client, session_id: str) -> list[Written]:
+def read_writes(client: Client, session_id: str) -> list[Written]:
     response = client.get(f"/sessions/{session_id}/writes")
     if response.status_code == 404:
         raise SandboxMissing(session_id)
@@ -95,7 +130,7 @@ def _quantity(resource: dict[str, Any]) -> tuple[float, str | None] | None:
     return None
 
 
-def read_record_values(client: httpx.Client, patient: str, code: str) -> list[RecordValue]:
+def read_record_values(client: Client, patient: str, code: str) -> list[RecordValue]:
     """Every Observation of the patient with `code` in the shared record, any time (paged)."""
     url: str | None = "/fhir/Observation"
     params: dict[str, Any] | None = {"patient": patient, "code": code, "_count": 1000}
@@ -124,7 +159,7 @@ class StateReader:
     (the sessions of a run repeat their scenarios over trials and languages; the shared record is the loaded
     data set, not written by sessions), at most `cache_size` entries, least recently used out first."""
 
-    def __init__(self, client: httpx.Client, cache_size: int = 4096) -> None:
+    def __init__(self, client: Client, cache_size: int = 4096) -> None:
         self.client, self.cache_size = client, cache_size
         self._values: OrderedDict[tuple[str, str], list[RecordValue]] = OrderedDict()
         self._lock = threading.Lock()

@@ -2,12 +2,13 @@
 
 A re-score is a fresh consumer group on the sessions topic; like any Kafka consumer group it scales by adding
 members, each applying the partitions it is assigned (exactly once: the positions move in the batch's
-transaction). `rounds score --workers N` runs one member here and N-1 in child processes
-(`python -m services.consumers.scoring.members`, the spec on stdin), so a re-score uses the machine's cores
-instead of one. Each member scores a batch's sessions before the batch's transaction opens (the projection's
-prefetch), so on SQLite the members wait for each other only while writing. A member that dies is evicted
-from the group and its partitions are applied by the others; the re-score ends when the group has applied
-the log up to the end offsets seen at its start.
+transaction). `rounds score --workers N` runs one member here and N-1 in child processes, so a re-score uses
+the machine's cores instead of one: forked from this process when it runs no other thread (the modules it
+imported, ~2-3 s of CPU a process, are then imported once), else started as `python -m
+services.consumers.scoring.members` with the spec on stdin. Each member scores a batch's sessions before the
+batch's transaction opens (the projection's prefetch), so on SQLite the members wait for each other only
+while writing. A member that dies is evicted from the group and its partitions are applied by the others; the
+re-score ends when the group has applied the log up to the end offsets seen at its start.
 """
 
 from __future__ import annotations
@@ -18,18 +19,21 @@ import pickle
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+import traceback
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Protocol
 
-import httpx
 from sqlalchemy import Engine
 
 from events.bus import Bus
 from events.projections.runner import ProjectionRunner
 from rounds.db import make_engine
 from rounds.settings import Settings
-from services.consumers.scoring.fhir_state import StateReader, fhir_client
+from services.consumers.scoring.fhir_state import Client, LazyClient, StateReader
 from services.consumers.scoring.projection import ScorerProjection
 from services.consumers.scoring.scenarios import load_scenarios
 from services.consumers.scoring.turn_parts import Judge
@@ -57,13 +61,13 @@ class MemberSpec:
         return f"scorer.rescore.{self.suffix}"
 
 
-def make_projection(client: httpx.Client, engine: Engine | None = None, **kwargs) -> ScorerProjection:
+def make_projection(client: Client, engine: Engine | None = None, **kwargs) -> ScorerProjection:
     """The scorer projection reading sandboxes through `client` (and its buffer through `engine`): the live
     scorer's (`rounds consume scorer`) and every re-score member's."""
     return ScorerProjection(read_state=StateReader(client), engine=engine, **kwargs)
 
 
-def projection_of(spec: MemberSpec, client: httpx.Client, engine: Engine, *, judge: Judge | None = None,
+def projection_of(spec: MemberSpec, client: Client, engine: Engine, *, judge: Judge | None = None,
                   scenarios: dict | None = None) -> ScorerProjection:
     """The scorer projection of one member (every member of the group builds the same one)."""
     fresh = scenarios
@@ -102,7 +106,82 @@ def spawn(spec: MemberSpec, count: int) -> list[subprocess.Popen]:
     return children
 
 
-def reap(children: list[subprocess.Popen], timeout_s: float = 60) -> list[str]:
+class Child(Protocol):
+    """A member in a child process as `reap` waits for it (a subprocess.Popen, or a ForkedMember)."""
+
+    pid: int
+    returncode: int | None
+    stderr: IO[bytes] | None
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
+
+
+class ForkedMember:
+    """A member forked from this process: waited for like a subprocess (its errors in a temporary file)."""
+
+    def __init__(self, pid: int, stderr: IO[bytes]) -> None:
+        self.pid, self.stderr = pid, stderr
+        self.returncode: int | None = None
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+            elif deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"member pid {self.pid}", timeout or 0)
+            else:
+                time.sleep(0.05)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, 9)
+
+
+def fork(spec: MemberSpec, count: int) -> list[ForkedMember]:
+    """`count` members forked from this process, which must run no other thread (a thread's locks would be
+    held for ever in the child) and hold no transaction open. A child builds its own bus, engine and FHIR
+    client (it never uses this process's connections) and leaves with os._exit: nothing of this process's
+    is closed or flushed by it."""
+    children = []
+    for _ in range(count):
+        errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed by reap()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child (its work is tested through the group's results)
+            code = 1
+            try:
+                null = os.open(os.devnull, os.O_RDWR)
+                os.dup2(null, 0)
+                os.dup2(null, 1)  # this process's stdout is its caller's (a summary on the last line)
+                os.dup2(errors.fileno(), 2)
+                run_member(spec)
+                code = 0
+            except BaseException:  # noqa: BLE001 - reported through the exit code and the errors file
+                traceback.print_exc()
+            finally:
+                sys.stderr.flush()
+                os._exit(code)
+        children.append(ForkedMember(pid, errors))
+    return children
+
+
+def start(spec: MemberSpec, count: int) -> list[Child]:
+    """`count` members in child processes: forked when this process runs no other thread, else spawned."""
+    if count <= 0:
+        return []
+    if hasattr(os, "fork") and threading.active_count() == 1:
+        import services.fhir_api.app  # noqa: F401 - imported once here, not in each member that reads a sandbox
+
+        if threading.active_count() == 1:
+            return list(fork(spec, count))
+    return list(spawn(spec, count))
+
+
+def reap(children: list[Child], timeout_s: float = 60) -> list[str]:
     """Wait for the children; the errors of those that failed. Their partitions were applied by the group's
     other members (the group caught up), so a failed member costs time, never scores."""
     failures = []
@@ -133,7 +212,7 @@ def run_member(spec: MemberSpec) -> None:
         stack.callback(bus.close)
         engine = make_engine(spec.settings.database_url)
         stack.callback(engine.dispose)
-        client = stack.enter_context(fhir_client(spec.settings))
+        client = stack.enter_context(LazyClient(spec.settings))
         runner = runner_of(spec, bus, engine, projection_of(spec, client, engine))
         with runner:
             runner.run(until_caught_up=True, timeout_s=spec.timeout_s)
