@@ -105,6 +105,8 @@ class ProjectionRunner:
         self.emit = emit
         self.relay = Relay(engine, bus) if relay_emitted and emit else None  # publishes what handlers emit
         self._relay_due = self.relay is not None  # at start: what a killed run committed and never relayed
+        self._relay_start = True  # the first relay publishes everything pending (a killed run's rows)
+        self._relay_all = False  # others' rows may be pending: this runner published only its own since
         self.after_commit = after_commit
 
     # -- lifecycle -----------------------------------------------------------------------------------------
@@ -117,7 +119,7 @@ class ProjectionRunner:
         return self
 
     def close(self) -> None:
-        self.relay_emitted()
+        self.relay_emitted(everything=True)
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
@@ -195,17 +197,24 @@ class ProjectionRunner:
             records = self.consumer.poll(timeout_s=0, max_records=self.batch_size)
             if records:
                 return self._apply_polled(records)
+        self.relay_emitted(everything=True)  # idle: what other members left pending too (one that died)
         records = self.consumer.poll(timeout_s=self.poll_timeout_s, max_records=self.batch_size)
         with gc_paused():
             return self._apply_polled(records)
 
-    def relay_emitted(self) -> None:
-        """Publish what committed batches emitted (outbox rows); on failure they stay pending for later."""
-        if self.relay is None or not self._relay_due:
+    def relay_emitted(self, *, everything: bool = False) -> None:
+        """Publish what committed batches emitted (outbox rows); on failure they stay pending for later.
+
+        Between batches a runner publishes its own rows only (from the events it committed: no parsing), so
+        the members of one group do not parse and validate each other's; its first relay, and `everything`
+        (when idle, at the end, at close), publish whatever is pending, a dead member's rows among them."""
+        if self.relay is None or not (self._relay_due or (everything and self._relay_all)):
             return
+        mine = not (everything or self._relay_start)
         try:
-            self.relay.drain()
-            self._relay_due = False
+            self.relay.drain(mine=mine)
+            self._relay_due = self._relay_start = False
+            self._relay_all = mine
         except Exception:  # noqa: BLE001 - the rows stay in the outbox: relayed on a later batch
             log.exception("group %s: relaying emitted events failed; will retry", self.group_id)
 
@@ -386,5 +395,5 @@ class ProjectionRunner:
                 raise TimeoutError(f"group {self.group_id} did not finish within {timeout_s}s: {self.stats}, "
                                    f"assignment {sorted(self.consumer.assignment(), key=str)}, "
                                    f"positions {self._positions}")
-        self.relay_emitted()
+        self.relay_emitted(everything=True)
         return self.stats

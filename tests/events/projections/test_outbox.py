@@ -85,3 +85,37 @@ def test_fhir_changes_projection_counts_each_version_once(env: Env) -> None:
     assert sorted(r[2] for r in rows) == sorted(ids)
     with env.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(OutboxEntry)).scalar_one() == 5
+
+
+def test_a_relay_publishes_its_own_commits_from_memory_and_the_rest_when_asked(env: Env) -> None:
+    """`expect`ed events (a runner's committed batch) are published from the objects, without parsing their
+    rows, and `mine` publishes only them: another process's pending rows wait for a full drain."""
+    from events.catalog import CATALOG
+    from events.envelope import CloudEvent
+    from events.outbox import append
+    from events.payloads import FhirResourceChange
+
+    def change(n: int) -> CloudEvent:
+        payload = FhirResourceChange(resource_type="Patient", id=f"p{n}", version_id="1")
+        return CATALOG.make(FhirResourceChange.CREATED, payload, source="/test")
+
+    ours, theirs = [change(n) for n in range(3)], [change(n) for n in range(3, 5)]
+    with env.engine.begin() as conn:
+        append(conn, env.fhir_changes, [(f"Patient/p{n}", e) for n, e in enumerate(theirs, 3)])
+        append(conn, env.fhir_changes, [(f"Patient/p{n}", e) for n, e in enumerate(ours)])
+    relay = Relay(env.engine, env.bus)
+    relay.expect(ours)
+    parsed = []
+    original = CloudEvent.from_bytes
+
+    def counted(cls: type, raw: bytes) -> CloudEvent:
+        parsed.append(raw)
+        return original(raw)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(CloudEvent, "from_bytes", classmethod(counted))
+        assert relay.drain(mine=True) == 3 and parsed == []  # ours, from memory
+        assert relay.pending() == 2 and relay.drain(mine=True) == 0
+        assert relay.drain() == 2 and len(parsed) == 2  # theirs, parsed and validated from the rows
+    records = read_all(env, env.fhir_changes, expected=5)
+    assert sorted(r.event.id for r in records) == sorted(e.id for e in ours + theirs)
