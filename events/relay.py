@@ -51,6 +51,10 @@ class Relay:
             self._known.clear()
         self._known.update((event.id, event) for event in events)
 
+    def expected(self) -> int:
+        """Events `expect`ed and not relayed yet."""
+        return len(self._known)
+
     def _event(self, event_id: str, payload: bytes) -> CloudEvent:
         known = self._known.pop(event_id, None)
         if known is not None and known.to_bytes() == payload:

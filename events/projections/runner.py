@@ -83,12 +83,14 @@ class ProjectionRunner:
         backoff: Backoff | None = None,
         emit: bool = True,
         relay_emitted: bool = True,
+        relay_rows: int = 1,
         after_commit: Callable[[RunStats], None] | None = None,
     ) -> None:
-        """`emit=False` drops what handlers emit (replays). `relay_emitted`: publish it right after each
-        commit, and at start what a previous run committed but never relayed (else a separate `rounds events
-        relay` does). `after_commit`: a test hook run after each commit, before the relay (fault tests kill
-        the process there)."""
+        """`emit=False` drops what handlers emit (replays). `relay_emitted`: publish it after the commits,
+        once `relay_rows` rows are pending (1: after each; more: fewer, larger appends to the log, for a
+        batch job), and at start what a previous run committed but never relayed (else a separate
+        `rounds events relay` does). `after_commit`: a test hook run after each commit, before the relay
+        (fault tests kill the process there)."""
         self.bus, self.engine, self.projection = bus, engine, projection
         suffix = f".{projection.suffix}" if projection.suffix else ""
         self.group_id = group_id or f"projection.{projection.name}{suffix}"
@@ -105,9 +107,8 @@ class ProjectionRunner:
         self.emit = emit
         self.relay = Relay(engine, bus) if relay_emitted and emit else None  # publishes what handlers emit
         self._relay_due = self.relay is not None  # at start: what a killed run committed and never relayed
-        self._relay_start = True  # the first relay publishes everything pending (a killed run's rows)
-        self._relay_all = False  # others' rows may be pending: this runner published only its own since
-        self.after_commit = after_commit
+        self._relay_start, self._relay_all = True, False  # all pending at first; all: others' may be pending
+        self.after_commit, self.relay_rows = after_commit, relay_rows
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     def open(self) -> ProjectionRunner:
@@ -203,14 +204,14 @@ class ProjectionRunner:
             return self._apply_polled(records)
 
     def relay_emitted(self, *, everything: bool = False) -> None:
-        """Publish what committed batches emitted (outbox rows); on failure they stay pending for later.
-
-        Between batches a runner publishes its own rows only (from the events it committed: no parsing), so
-        the members of one group do not parse and validate each other's; its first relay, and `everything`
-        (when idle, at the end, at close), publish whatever is pending, a dead member's rows among them."""
+        """Publish what committed batches emitted (outbox rows; on failure they stay pending for later):
+        between batches only this runner's own rows (from its events, never parsing another member's); at
+        its first relay and with `everything` (idle, at the end, at close), all pending (a dead member's)."""
         if self.relay is None or not (self._relay_due or (everything and self._relay_all)):
             return
         mine = not (everything or self._relay_start)
+        if mine and self.relay.expected() < self.relay_rows:
+            return  # fewer of this runner's own rows pending than it relays at once
         try:
             self.relay.drain(mine=mine)
             self._relay_due = self._relay_start = False

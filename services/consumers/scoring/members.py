@@ -40,6 +40,8 @@ from services.consumers.scoring.turn_parts import Judge
 
 log = logging.getLogger(__name__)
 
+BATCH = 1_000  # events a member applies per transaction (fewer, larger: the members take turns writing)
+RELAY_ROWS = 2_000  # score events a member appends to the log at once
 EVENTS_PER_EXTRA_MEMBER = 20_000  # a child process costs ~2 s of imports: worth it past this many events
 
 
@@ -79,8 +81,11 @@ def projection_of(spec: MemberSpec, client: Client, engine: Engine, *, judge: Ju
 
 
 def runner_of(spec: MemberSpec, bus: Bus, engine: Engine, projection: ScorerProjection) -> ProjectionRunner:
-    return ProjectionRunner(bus, engine, projection, group_id=spec.group_id, batch_size=500,
-                            poll_timeout_s=0.2, publish_dead_letters=False)
+    """A member's runner: batches of BATCH events, score events appended to the log RELAY_ROWS at a time
+    (fewer, larger write transactions, which the members of a group on SQLite take in turns)."""
+    return ProjectionRunner(bus, engine, projection, group_id=spec.group_id, batch_size=BATCH,
+                            poll_timeout_s=0.2, publish_dead_letters=False,
+                            relay_rows=RELAY_ROWS)
 
 
 def auto_workers(bus: Bus, topics: tuple[str, ...]) -> int:
