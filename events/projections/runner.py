@@ -186,13 +186,13 @@ class ProjectionRunner:
 
     # -- applying a batch ----------------------------------------------------------------------------------
     def poll_once(self) -> RunStats:
-        """Poll one batch and apply it; returns what happened to it.
-
-        The cycle collector is paused (rounds/gcpause.py) from the moment records already fetched are read
+        """Poll one batch and apply it; returns what happened to it. The cycle collector is paused
+        (rounds/gcpause.py) while the relay publishes and from the moment records already fetched are read
         until the batch is applied and freed: re-enabled in between, its next pass walked the whole live
         batch (and every few batches the whole heap) — ~9 % of an end-to-end consumer's time (py-spy). Only
         a poll that has to wait for data waits with the collector on, so other threads keep theirs."""
-        self.relay_emitted()
+        with gc_paused():
+            self.relay_emitted()
         self._wait_to_retry()
         with gc_paused():
             records = self.consumer.poll(timeout_s=0, max_records=self.batch_size)

@@ -23,6 +23,7 @@ from events.bus import Bus
 from events.projections.replay import new_suffix
 from events.topics import SCORES
 from rounds.db import make_engine
+from rounds.gcpause import gc_paused
 from rounds.settings import Settings
 from services.consumers.scoring import members
 from services.consumers.scoring.fhir_state import LazyClient
@@ -84,7 +85,8 @@ def score_run(
         finally:
             for base in ("scoring_events", "scoring_open"):  # the group's buffers; scores stay
                 projection.tables[base].drop(engine, checkfirst=True)
-        return load_report(engine, run_id, spec.scorer_version, known=projection.documents)
+        with gc_paused():  # ~10 objects per check of every turn, all alive until the report is built
+            return load_report(engine, run_id, spec.scorer_version, known=projection.documents)
 
 
 def _finalize_waiting(engine: Engine, projection: ScorerProjection) -> None:
