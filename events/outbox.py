@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from sqlalchemy import BigInteger, Connection, DateTime, Index, Integer, LargeBinary, String, insert
+from sqlalchemy import BigInteger, Connection, DateTime, Index, Integer, LargeBinary, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from events.envelope import CloudEvent
+from events.sql_ops import bulk_insert
 from rounds.db import Base
 
 
@@ -44,10 +45,7 @@ def append(conn: Connection, topic: str, items: Sequence[tuple[str, CloudEvent]]
     if not items:
         return
     now = datetime.now(UTC)
-    conn.execute(
-        insert(OUTBOX),
-        [
-            {"event_id": event.id, "topic": topic, "key": key, "payload": event.to_bytes(), "created_at": now}
-            for key, event in items
-        ],
-    )
+    if conn.dialect.name == "sqlite":  # the text SQLAlchemy's DateTime stores on SQLite
+        now = now.strftime("%Y-%m-%d %H:%M:%S.%f")  # type: ignore[assignment]
+    bulk_insert(conn, OUTBOX, [(event.id, topic, key, event.to_bytes(), now) for key, event in items],
+                columns=("event_id", "topic", "key", "payload", "created_at"))

@@ -15,7 +15,7 @@ other exception to reject an event as poison (it is dead-lettered).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, ClassVar
@@ -32,17 +32,16 @@ from sqlalchemy import (
     any_,
     bindparam,
     func,
-    insert,
     select,
     update,
 )
-from sqlalchemy.engine import Compiled
 from sqlalchemy.schema import SchemaItem
 
 from events import outbox
 from events.bus import Record
 from events.catalog import CATALOG
 from events.envelope import CloudEvent
+from events.sql_ops import _compiled, bulk_insert  # noqa: F401 - bulk_insert: this module's since the start
 from rounds.db import NAMING_CONVENTION
 
 
@@ -90,55 +89,6 @@ class ProjectionTx:
         self._pending.clear()
         for topic, items in self._emitted.items() if self.emitting else ():
             outbox.append(self.conn, topic, items)
-
-
-def bulk_insert(
-    conn: Connection,
-    table: Table,
-    rows: Sequence[dict[str, Any]] | Sequence[tuple[Any, ...]],
-    *,
-    columns: Sequence[str] | None = None,
-) -> None:
-    """INSERT many rows through the driver's executemany with a statement compiled once, in primary-key order.
-
-    SQLAlchemy's per-row parameter processing costs more than the insert itself at tens of thousands of rows
-    per second; rows here hold plain values (str, int, float, None) of the table's own columns: dicts, or
-    tuples in the order of `columns`. Sorted by primary key, a batch walks each index page once instead of
-    jumping between pages at random (event ids are uuids), which keeps a large index out of the disk cache's
-    way; the rows written are the same."""
-    if not rows:
-        return
-    names = list(columns if columns is not None else rows[0])
-    compiled = _compiled(conn, ("insert", table, tuple(names)), lambda: insert(table), column_keys=names)
-    if not compiled.positional:  # named parameters (psycopg): dicts keyed by column
-        params = list(rows) if columns is None else [dict(zip(names, row, strict=True)) for row in rows]
-        order = names
-    else:
-        order = list(compiled.positiontup)
-        if columns is not None and order == names:
-            params = list(rows)
-        else:
-            pick = itemgetter(*(order if columns is None else [names.index(name) for name in order]))
-            params = list(map(pick, rows)) if len(order) > 1 else [(value,) for value in map(pick, rows)]
-    key = [c.name for c in table.primary_key.columns]
-    if key and set(key) <= set(order):
-        params.sort(key=itemgetter(*key) if not compiled.positional else itemgetter(*map(order.index, key)))
-    conn.exec_driver_sql(compiled.string, params)
-
-
-_COMPILED: dict[tuple[Any, ...], Compiled] = {}
-
-
-def _compiled(conn: Connection, key: tuple[Any, ...], statement: Callable[[], Any], **kw: Any) -> Compiled:
-    """A bulk statement compiled once per (statement shape, dialect): compiling costs ~1 ms, paid per batch
-    before — most of a small batch's fixed cost when a consumer keeps up with its topic."""
-    key = (*key, type(conn.dialect), conn.dialect.paramstyle)
-    compiled = _COMPILED.get(key)
-    if compiled is None:
-        if len(_COMPILED) > 1024:  # projections with suffixes make new tables: stay bounded
-            _COMPILED.clear()
-        compiled = _COMPILED[key] = statement().compile(dialect=conn.dialect, **kw)
-    return compiled
 
 
 def in_bound(column: ColumnElement, dialect: str, name: str) -> ColumnElement[bool]:

@@ -64,7 +64,7 @@ def test_bulk_update_matches_on_the_key_and_leaves_other_rows(table_and_engine) 
 def test_compiled_bulk_statements_are_reused_per_table_shape_and_dialect(table_and_engine) -> None:
     """The compiled-statement memo: a second batch of the same shape reuses the statement; another column
     set, another table of the same name (a fresh projection) or an UPDATE gets its own."""
-    from events.projections import projection
+    from events import sql_ops as projection  # the memo lives beside bulk_insert
 
     table, engine = table_and_engine
     twin = Table("t_batch", MetaData(), *(Column(c.name, c.type, primary_key=c.primary_key) for c in table.c))

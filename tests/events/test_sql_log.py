@@ -65,13 +65,12 @@ def test_a_reader_never_passes_an_offset_whose_producer_has_not_committed(log: S
     inserted, release = threading.Event(), threading.Event()
     producer_a = threading.current_thread()  # replaced by A's thread below
 
-    def hold(conn, clauseelement, *_args) -> None:
-        table = getattr(clauseelement, "table", None)
-        if threading.current_thread() is producer_a and getattr(table, "name", "") == "event_log_record":
+    def hold(conn, cursor, statement: str, *_args) -> None:  # after the records' INSERT (driver SQL)
+        if threading.current_thread() is producer_a and statement.startswith("INSERT INTO event_log_record"):
             inserted.set()
             release.wait(30)
 
-    event.listen(log.engine, "after_execute", hold)
+    event.listen(log.engine, "after_cursor_execute", hold)
     first, second = tool_call("same-key", 1), tool_call("same-key", 2)
     a = threading.Thread(target=log.publish, args=("t.log", first, "same-key"))
     b_done = threading.Event()
@@ -91,7 +90,7 @@ def test_a_reader_never_passes_an_offset_whose_producer_has_not_committed(log: S
         assert [(r.offset, r.event.id) for r in got] == [(0, first.id), (1, second.id)]
     finally:
         release.set()
-        event.remove(log.engine, "after_execute", hold)
+        event.remove(log.engine, "after_cursor_execute", hold)
         reader.close()
 
 
