@@ -94,3 +94,21 @@ def test_the_checks_run_before_the_batch_transaction(settings: Settings, monkeyp
     report = score_run(settings, RUN, scorer_version="ahead", workers=1)
     assert report.metrics.sessions == len(read_scenarios(SCENARIOS)) * 3 * 2
     assert report.metrics.excluded_sessions == 0
+
+
+def test_rounds_score_forks_its_members_and_scores_like_one(settings: Settings) -> None:
+    """`rounds score` in a fresh process runs no thread when it starts its members: they are forked from it
+    (members.start), and score each session once, as one member does."""
+    import json
+    import subprocess
+    import sys
+
+    one = score_run(settings, RUN, scorer_version="one-again", workers=1)
+    done = subprocess.run([sys.executable, "-m", "rounds.cli", "score", "--run", RUN, "--scorer-version",
+                           "forked", "--workers", "3", "--database-url", settings.database_url],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["sessions"] == one.metrics.sessions and summary["avg"] == one.metrics.avg
+    sessions = len(read_scenarios(SCENARIOS)) * 3 * 2
+    assert _stored(settings, "forked") == (sessions, sessions)
