@@ -7,6 +7,9 @@ tests need all of them at once."""
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 from sqlalchemy import Engine, MetaData, create_engine, event
 from sqlalchemy.orm import DeclarativeBase
 
@@ -47,3 +50,13 @@ def make_engine(url: str | None = None, **kwargs) -> Engine:
         kwargs.setdefault("max_overflow", 20)
     kwargs.setdefault("pool_pre_ping", True)
     return create_engine(url, **kwargs)
+
+
+def checkpoint(database: Path) -> None:
+    """Fold a SQLite database's write-ahead log into its file, so that copying the file alone copies all of
+    it (a template a new database is copied from, a store shared between test workers)."""
+    conn = sqlite3.connect(database)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()

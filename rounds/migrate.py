@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import shutil
-import sqlite3
 import tempfile
 import threading
 from pathlib import Path
@@ -12,6 +11,8 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from sqlalchemy.engine import make_url
+
+from rounds.db import checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _TEMPLATE_LOCK = threading.Lock()
@@ -62,10 +63,6 @@ def _head_template() -> Path:
             atexit.register(shutil.rmtree, folder, True)
             path = folder / "head.sqlite"
             command.upgrade(alembic_config(f"sqlite:///{path}"), "head")
-            conn = sqlite3.connect(path)  # fold any write-ahead log into the file: the file alone is copied
-            try:
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            finally:
-                conn.close()
+            checkpoint(path)  # the file alone is copied
             _template = path
         return _template

@@ -171,7 +171,7 @@ def sqlite_url(tmp_path: Path) -> str:
 def record_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A migrated SQLite store holding the simulator's fixture record (tests/simulator/fixtures), made once
     per worker: a test copies the file (milliseconds) instead of migrating and PUTting the record (~0.3 s)."""
-    from tests.shared_inputs import checkpoint
+    from rounds.db import checkpoint
     from tests.simulator.conftest import load_record
 
     path = tmp_path_factory.mktemp("record-template") / "record.sqlite"

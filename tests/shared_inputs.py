@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,15 +35,6 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
             build(root)
             done.touch()
     return root
-
-
-def checkpoint(database: Path) -> None:
-    """Fold a SQLite store's write-ahead log into the file, so copying the file alone copies everything."""
-    conn = sqlite3.connect(database)
-    try:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        conn.close()
 
 
 def private_sqlite(shared: Path, into: Path) -> str:

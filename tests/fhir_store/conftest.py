@@ -9,12 +9,13 @@ from pathlib import Path
 import orjson
 import pytest
 
+from rounds.db import checkpoint
 from rounds.migrate import upgrade
 from services.fhir_api.load import load_ndjson
 from services.fhir_api.search.values import date_range
 from services.fhir_api.store import open_store
 from services.fhir_api.store.sql_store import SqlResourceStore
-from tests.shared_inputs import built_once, checkpoint, private_sqlite
+from tests.shared_inputs import built_once, private_sqlite
 
 
 @pytest.fixture

@@ -19,9 +19,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from rounds.db import checkpoint
 from services.simulator.scenarios import Build, build_async, output
 from services.simulator.scenarios.vocabulary import vocabulary
-from tests.shared_inputs import built_once, checkpoint, private_sqlite
+from tests.shared_inputs import built_once, private_sqlite
 
 TABLES = (
     "patients",
