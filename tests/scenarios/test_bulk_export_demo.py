@@ -56,11 +56,17 @@ def test_export_of_the_mapped_demo_equals_the_loaded_ndjson_and_loads_back(demo_
     assert got.keys() == expected.keys()
     for resource_type, resources in expected.items():
         assert got[resource_type] == resources, resource_type
+    # `rounds load` reads what $export wrote, and what it loaded exports the same again: every type but the
+    # labs (nine in ten of the resources, compared above; loading them again is the suite's time, not news)
+    again = [t for t in expected if t != "Observation"]
+    files = tmp_path / "files"
+    files.mkdir()
+    for path in exported.glob("*.ndjson"):
+        if orjson.loads(path.read_bytes().split(b"\n", 1)[0])["resourceType"] in again:
+            (files / path.name).symlink_to(path)
     url = f"sqlite:///{tmp_path / 'reloaded.sqlite'}"
     upgrade(url)
-    result = CliRunner().invoke(cli, ["load", "--ndjson", str(exported), "--database-url", url,
+    result = CliRunner().invoke(cli, ["load", "--ndjson", str(files), "--database-url", url,
                                       "--workers", "2", "--no-progress"])
     assert result.exit_code == 0, result.output
-    # what was loaded back exports the same again (the types apart from the labs: the suite's time)
-    again = [t for t in expected if t != "Observation"]
     assert by_type(export_all(url, tmp_path / "second", again)) == {t: expected[t] for t in again}

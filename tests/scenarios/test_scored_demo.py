@@ -30,8 +30,8 @@ def test_oracle_full_marks_weak_near_zero_baseline_between(demo_build, demo_url:
             chosen.append((scenario, scenario.model_dump(mode="json")))
     settings = Settings(database_url=demo_url)
     reports = {}
-    for spec, variant in (("oracle", "implicit"), ("weak", "implicit"), ("baseline", "implicit"),
-                          ("baseline", "explicit")):
+    # implicit only: what each assistant scores on explicit requests is the red-team benchmark's comparison
+    for spec, variant in (("oracle", "implicit"), ("weak", "implicit"), ("baseline", "implicit")):
         run_id = f"scored-demo-{spec}-{variant}"
         _run(demo_url, chosen, spec, run_id, variant)
         reports[(spec, variant)] = score_run(settings, run_id, timeout_s=600)
