@@ -29,8 +29,9 @@ def readme_jobs() -> dict[str, tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    """A user's folder after `rounds demo`, and the environment of a user's shell (no ROUNDS_* set)."""
+def demo_cli(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, subprocess.CompletedProcess]:
+    """A user's folder after `rounds demo`, the environment of a user's shell (no ROUNDS_* set), and what
+    `rounds demo` printed."""
     home = tmp_path_factory.mktemp("user")
     bin_dir = home / "bin"
     bin_dir.mkdir()
@@ -49,7 +50,21 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, st
     )
     assert demo.returncode == 0, demo.stderr[-3000:]
     assert (home / "rounds-demo" / "scenarios.jsonl").exists() and (home / "rounds.sqlite").exists()
-    return home, env
+    return home, env, demo
+
+
+@pytest.fixture(scope="module")
+def folder(demo_cli) -> tuple[Path, dict[str, str]]:
+    return demo_cli[0], demo_cli[1]
+
+
+def test_rounds_demo_prints_the_results_table_and_the_report_path(demo_cli) -> None:
+    home, _, demo = demo_cli
+    for name in ("baseline", "oracle", "weak", "Avg", "P@Sess"):
+        assert name in demo.stdout
+    assert f"report: {(home / 'rounds-demo' / 'report.html').resolve()}" in demo.stdout.replace("\n", "")
+    assert (home / "rounds-demo" / "report.html").exists()
+    assert "Warning" not in demo.stdout + demo.stderr  # no library noise
 
 
 def run_block(job: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:

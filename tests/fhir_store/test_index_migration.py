@@ -23,6 +23,12 @@ from services.fhir_api.store.interface import Context, SearchRequest
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest) -> str:
+    """Both backends, and on PostgreSQL an empty database (tests/conftest.py's is at head already)."""
+    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "empty_postgres_url")
+
 ROWS = (
     "INSERT INTO fhir_idx_token (rid, res_type, param, system, code, text) VALUES"
     " (1, 'Observation', 'code', 'urn:lab', 'hgb', NULL),"

@@ -1,48 +1,68 @@
 """The scorer on sessions the simulator played over scenarios the builder made from the real MIMIC-IV demo
-(the validity check): the oracle scores full marks in EN and ZH, an assistant that answers without
-looking anything up scores near 0, the heuristic baseline in between."""
+(the validity check): every built-in assistant completes them in EN and ZH, the oracle scores full marks
+on every check in both languages, an assistant that answers without looking anything up scores near 0, and
+the heuristic baseline is in between. One run per assistant over a few scenarios of every family."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
 
+import pytest
+
 from rounds.settings import Settings
 from services.consumers.scoring.api import score_run
+from services.simulator.assistants.baseline import intents
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from services.simulator.orchestrator.jobs import plan
 
-PER_FAMILY = 5
+PER_FAMILY = 4
 
 
-def _run(url: str, lines, spec: str, run_id: str, variant: str) -> None:
-    jobs = plan(lines, 1, ("en", "zh"), variant)
-    summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(run_id), Settings(database_url=url)))
-    assert set(summary.by_reason) == {"completed"}, summary.by_reason
-
-
-def test_oracle_full_marks_weak_near_zero_baseline_between(demo_build, demo_url: str) -> None:
+@pytest.fixture(scope="module")
+def reports(demo_url, demo_build):
     taken: Counter = Counter()
     chosen = []
     for scenario in demo_build.scenarios:
-        if scenario.family != "medagentbench" and taken[scenario.family] < PER_FAMILY:
+        if taken[scenario.family] < PER_FAMILY:
             taken[scenario.family] += 1
-            chosen.append((scenario, scenario.model_dump(mode="json")))
+            chosen.append((scenario, scenario.model_dump(mode="json", exclude_none=True)))
+    assert len(taken) >= 8
     settings = Settings(database_url=demo_url)
-    reports = {}
-    # implicit only: what each assistant scores on explicit requests is the red-team benchmark's comparison
-    for spec, variant in (("oracle", "implicit"), ("weak", "implicit"), ("baseline", "implicit")):
-        run_id = f"scored-demo-{spec}-{variant}"
-        _run(demo_url, chosen, spec, run_id, variant)
-        reports[(spec, variant)] = score_run(settings, run_id, timeout_s=600)
-    oracle = reports[("oracle", "implicit")]
-    failed = [(s.scenario, s.language, t.index, c.id, c.evidence)
-              for s in oracle.sessions for t in s.turns for c in t.checks if not c.passed]
-    assert oracle.metrics.sessions == 2 * len(chosen) and oracle.metrics.avg >= 0.99, failed[:10]
-    assert min(m.avg for m in oracle.by["language"].values()) >= 0.99
-    weak = reports[("weak", "implicit")].metrics.avg
-    baseline = reports[("baseline", "implicit")].metrics.avg
-    assert weak < 0.15 < baseline < oracle.metrics.avg
-    for (spec, variant), report in reports.items():
+    out = {}
+    # implicit requests only: what each assistant scores on explicit ones is the red-team benchmark's
+    for spec in ("oracle", "baseline", "weak"):
+        jobs = plan(chosen, 1, ("en", "zh"), "implicit")
+        summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(f"built-{spec}", concurrency=8), settings))
+        assert summary.by_reason == {"completed": len(jobs)}, [o.error for o in summary.outcomes][:3]
+        out[spec] = score_run(settings, f"built-{spec}", timeout_s=600)
+        assert out[spec].metrics.sessions == len(jobs) == 2 * len(chosen)
+    for spec, report in out.items():
         by_type = {k: round(v.avg, 3) for k, v in report.by["task_type"].items()}
-        print(spec, variant, round(report.metrics.avg, 3), by_type)
+        print(spec, round(report.metrics.avg, 3), by_type)
+    return out
+
+
+def test_oracle_full_marks_weak_near_zero_baseline_between(reports):
+    averages = {spec: report.metrics.avg for spec, report in reports.items()}
+    assert averages["oracle"] >= 0.99
+    assert min(m.avg for m in reports["oracle"].by["language"].values()) >= 0.99
+    assert averages["weak"] < 0.15 < averages["baseline"] < averages["oracle"]
+
+
+def test_the_oracle_passes_every_check_of_built_scenarios(reports):
+    failed = [(s.scenario, s.language, t.index, c.id, c.evidence) for s in reports["oracle"].sessions
+              for t in s.turns for c in t.checks if not c.passed]
+    assert not failed, failed[:5]
+
+
+def test_the_baseline_answers_and_before_with_the_result_before_the_latest(reports):
+    """'And before?' / '之前呢？' (nothing else asked) carries the last lab and asks for the result before the
+    latest: the baseline cites that one (its 'previous' intent), so the turn's cited facts pass."""
+    asked = [
+        t for s in reports["baseline"].sessions for t in s.turns
+        if any(e.kind == "doctor" and intents((e.text or "").lower()) == {"previous"} for e in t.exchanges)
+    ]
+    cited = [c for t in asked for c in t.checks if c.kind == "fact_cited"]
+    assert asked and cited, "the built scenarios ask no 'before that' question: nothing is tested"
+    assert all(c.passed for c in cited), [c.evidence for c in cited if not c.passed][:5]
