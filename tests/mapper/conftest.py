@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import orjson
@@ -14,23 +15,22 @@ def read_ndjson(path: Path) -> list[dict]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines()]
 
 
-def _references(node):
-    if isinstance(node, dict):
-        for k, v in node.items():
-            if k == "reference" and isinstance(v, str):
-                yield v
-            else:
-                yield from _references(v)
-    elif isinstance(node, list):
-        for v in node:
-            yield from _references(v)
+# Every "reference" key at any depth of a compact NDJSON line (a string value holding the same characters
+# would be escaped, \"reference\", so only keys match): a byte scan, not a walk of every parsed resource.
+REFERENCE = re.compile(rb'"reference":"((?:[^"\\]|\\.)*)"')
 
 
 def dangling_references(out: Path, files) -> list[tuple[str, str]]:
     """(file, reference) for every reference that names no resource of the run."""
-    resources = [(name, r) for name in files for r in read_ndjson(out / name)]
-    known = {f"{r['resourceType']}/{r['id']}" for _, r in resources}
-    return [(name, ref) for name, r in resources for ref in _references(r) if ref not in known]
+    known: set[str] = set()
+    found: list[tuple[str, bytes]] = []
+    for name in files:
+        for line in (out / name).read_bytes().splitlines():
+            head = orjson.loads(line)
+            known.add(f"{head['resourceType']}/{head['id']}")
+            found.extend((name, ref) for ref in REFERENCE.findall(line))
+    refs = {ref: orjson.loads(b'"' + ref + b'"') for _, ref in found}
+    return [(name, refs[ref]) for name, ref in found if refs[ref] not in known]
 
 
 @pytest.fixture(scope="session")
