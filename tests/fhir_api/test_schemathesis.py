@@ -166,8 +166,9 @@ def test_run_counts_a_response_outside_the_document(sqlite_url, monkeypatch):
     real = openapi.rules()
     narrowed = {**real, "fhir": {**real["fhir"], "errors": ["400", "401", "403", "406", "503"]}}
     monkeypatch.setattr(openapi, "rules", lambda: narrowed)  # 404 (unknown session, id...) undocumented
-    figures = run_schemathesis(sqlite_url, examples=2)
-    assert figures.nonconforming, figures.summary()
+    # the operations on one resource (read, update, delete of unknown ids answer 404): enough to be caught
+    figures = run_schemathesis(sqlite_url, examples=2, only="/{id}")
+    assert figures.cases and figures.nonconforming, figures.summary()
     assert any("-> 404" in failure for failure in figures.nonconforming)
 
 
