@@ -12,6 +12,7 @@ service fixture asked for in the fast lane fails, naming the test to mark, inste
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import shutil
@@ -32,6 +33,21 @@ from tests.shared_inputs import built_once
 # ~500 test modules or compiles the project from source again, every run (~5 s of CPU a worker).
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+# The cycle collector, tuned for a test worker: session fixtures hold large, long-lived heaps (the demo's
+# builds, parsed NDJSON, the loaded apps), and every full collection walked all of them again -- about a
+# tenth of a worker's CPU. Rarer young collections, and each session fixture, once made, moved out of the
+# collector's reach (gc.freeze, after collecting the young generations so little garbage goes with it).
+gc.set_threshold(50_000, 20, 20)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):
+    yield
+    if fixturedef.scope == "session":
+        gc.collect(1)
+        gc.freeze()
+
 
 REPO = Path(__file__).resolve().parent.parent
 # ../shared/data beside the checkout; a git worktree one level deeper finds it one level up; or set the path.
