@@ -146,8 +146,8 @@ launch() {
   local port; port=$(cat "$STATE/port")
   port_in_use "$port" && die "port $port is already in use by another process; free it or set KAFKA_PORT to another port."
   local cp="$LIB/*"
-  # The serial collector and the client compiler: a development broker starts in about two thirds of the CPU
-  # and idles at half of it (KAFKA_HEAP_OPTS replaces all of it).
+  # A development broker on a small machine: the serial collector and the client compiler cost less CPU to
+  # start and to idle than the server defaults (benchmarks/README.md; KAFKA_HEAP_OPTS replaces all of it).
   JAVA_OPTS="${KAFKA_HEAP_OPTS:--Xms128m -Xmx768m -XX:+UseSerialGC -XX:TieredStopAtLevel=1}"
   # shellcheck disable=SC2086
   nohup java $JAVA_OPTS -Dlog4j2.configurationFile="$STATE/log4j2.properties" -cp "$cp" \

@@ -35,8 +35,8 @@ sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 # The cycle collector, tuned for a test worker: session fixtures hold large, long-lived heaps (the demo's
-# builds, parsed NDJSON, the loaded apps), and every full collection walked all of them again -- about a
-# tenth of a worker's CPU. Rarer young collections, and each session fixture, once made, moved out of the
+# builds, parsed NDJSON, the loaded apps), and every full collection walked all of them again (the figures:
+# benchmarks/README.md). Rarer young collections, and each session fixture, once made, moved out of the
 # collector's reach (gc.freeze, after collecting the young generations so little garbage goes with it).
 gc.set_threshold(50_000, 20, 20)
 
