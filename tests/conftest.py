@@ -15,7 +15,6 @@ from __future__ import annotations
 import gc
 import os
 import re
-import shutil
 import subprocess
 import sys
 import uuid
@@ -26,6 +25,7 @@ import orjson
 import pytest
 from sqlalchemy import create_engine, text
 
+from tests.fixture_record import record_template, record_url  # noqa: F401 (fixtures)
 from tests.shared_inputs import built_once
 
 # Bytecode caches on, whatever the environment says (PYTHONDONTWRITEBYTECODE=1 on this project's machines):
@@ -209,26 +209,6 @@ def empty_postgres_url(postgres_server: str) -> Iterator[str]:
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'rounds.sqlite'}"
-
-
-@pytest.fixture(scope="session")
-def record_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A migrated SQLite store holding the simulator's fixture record (tests/simulator/fixtures), made once
-    per worker: a test copies the file (milliseconds) instead of migrating and PUTting the record (~0.3 s)."""
-    from rounds.db import checkpoint
-    from tests.simulator.conftest import load_record
-
-    path = tmp_path_factory.mktemp("record-template") / "record.sqlite"
-    load_record(f"sqlite:///{path}")
-    checkpoint(path)
-    return path
-
-
-@pytest.fixture
-def record_url(sqlite_url: str, record_template: Path) -> str:
-    """A fresh SQLite store of this test's own holding the fixture record."""
-    shutil.copyfile(record_template, sqlite_url.removeprefix("sqlite:///"))
-    return sqlite_url
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -6,29 +6,15 @@ Until the scenario builder lands, the scenarios are JSON fixtures valid against 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 
-from rounds.migrate import upgrade
 from rounds.settings import Settings
-from services.fhir_api.app import create_app
 from services.simulator.orchestrator.jobs import plan, read_scenarios
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SCENARIOS = FIXTURES / "scenarios.jsonl"
-
-
-def load_record(database_url: str) -> None:
-    """Migrate and PUT the fixture record into the shared /fhir record (fixed ids the scenarios name)."""
-    upgrade(database_url)
-    app = create_app(Settings(database_url=database_url))
-    with TestClient(app) as client:
-        for resource in json.loads((FIXTURES / "record.json").read_text()):
-            response = client.put(f"/fhir/{resource['resourceType']}/{resource['id']}", json=resource)
-            assert response.status_code in (200, 201), response.text
 
 
 @pytest.fixture

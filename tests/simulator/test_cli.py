@@ -16,7 +16,8 @@ import pytest
 
 from events.envelope import CloudEvent
 from services.simulator.orchestrator.environment import free_port
-from tests.simulator.conftest import SCENARIOS, assert_session_order, load_record
+from tests.fixture_record import load_record
+from tests.simulator.conftest import SCENARIOS, assert_session_order
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
