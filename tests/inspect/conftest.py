@@ -10,7 +10,8 @@ import pytest
 
 from rounds.settings import Settings
 from services.simulator.orchestrator.jobs import read_scenarios
-from tests.simulator.conftest import SCENARIOS, load_record
+from tests.fixture_record import load_record
+from tests.simulator.conftest import SCENARIOS
 
 
 @pytest.fixture

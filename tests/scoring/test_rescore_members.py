@@ -18,7 +18,8 @@ from services.consumers.scoring.api import score_run
 from services.consumers.scoring.fhir_state import fhir_client
 from services.consumers.scoring.projection import ScorerProjection
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
-from tests.simulator.conftest import SCENARIOS, jobs, load_record, read_scenarios
+from tests.fixture_record import load_record
+from tests.simulator.conftest import SCENARIOS, jobs, read_scenarios
 
 RUN = "run-members"
 pytestmark = pytest.mark.slow  # child processes and a simulated run: the full suite's
