@@ -3,9 +3,12 @@ and the pre-flight that proves the endpoint answers before any session is opened
 
 A mistyped spec must never fall through to another endpoint: `openai:m@127.0.0.1:8767/v1` (no scheme) and
 `openai:@` (no model) are refused, naming what is wrong, instead of being taken for model names. The
-pre-flight lists the endpoint's models (`GET /models`); a model the list does not name is tried with one
-one-token completion (llama-cpp-python and others answer for whatever they loaded) before it is called
-unknown. Every refusal names the URL and the model, so one message says what to fix.
+pre-flight lists the endpoint's models (`GET /models`): a model the list does not name stops the run, even on
+a server that would answer for any name (llama-cpp-python answers every name with the model it loaded, so a
+typo would run the whole benchmark on whatever is loaded), unless the user says the server routes names
+itself (`rounds run --any-model-name`); then, or when the server lists nothing, one one-token completion
+decides. A base URL whose root answers 404 where `<base>/v1` serves is named with its `/v1` form. Every
+refusal names the URL and the model, so one message says what to fix.
 """
 
 from __future__ import annotations
@@ -82,10 +85,11 @@ def _refused(exc: openai.APIStatusError) -> str:
     return f"HTTP {exc.status_code}: {exc.message}"
 
 
-async def preflight(client: openai.AsyncOpenAI, endpoint: Endpoint, list_timeout_s: float = 15.0) -> str:
+async def preflight(client: openai.AsyncOpenAI, endpoint: Endpoint, list_timeout_s: float = 15.0, *,
+                    any_model_name: bool = False) -> str:
     """Prove the endpoint serves the model; returns how (for the run's first line). Raises
-    EndpointUnavailable naming the URL and the model when it is unreachable, refuses the key or does not know
-    the model."""
+    EndpointUnavailable naming the URL and the model when it is unreachable, refuses the key, does not list
+    the model (unless `any_model_name`: the server routes names itself) or does not answer for it."""
     url, model = endpoint.url, endpoint.model
     about = f"model endpoint {url} (model {model!r})"
     try:
@@ -95,10 +99,17 @@ async def preflight(client: openai.AsyncOpenAI, endpoint: Endpoint, list_timeout
     except openai.AuthenticationError as exc:
         raise EndpointUnavailable(f"the {about} refused the key ({_refused(exc)}): set OPENAI_API_KEY or "
                                   "ROUNDS_OPENAI_API_KEY") from None
-    except openai.APIStatusError:
+    except openai.APIStatusError as exc:
+        if exc.status_code == 404 and (suggested := await _v1_form(client, url, list_timeout_s)):
+            raise EndpointUnavailable(f"the {about} answers 404 at {url}/models; {suggested} serves the "
+                                      f"OpenAI API: use openai:{model}@{suggested}") from None
         listed = []  # no model list on this server: the one-token completion decides
     if model in listed:
         return f"{url} serves {model}"
+    if listed and not any_model_name:
+        raise EndpointUnavailable(
+            f"the {about} does not list {model!r}; it lists {', '.join(sorted(listed)[:10])}. Set MODEL to "
+            "a name it lists, or pass --any-model-name if this server routes names itself") from None
     try:
         await client.chat.completions.create(model=model, max_tokens=1,
                                              messages=[{"role": "user", "content": "ping"}])
@@ -111,3 +122,16 @@ async def preflight(client: openai.AsyncOpenAI, endpoint: Endpoint, list_timeout
         raise EndpointUnavailable(f"the {about} did not accept a one-token completion ({_refused(exc)})"
                                   f"{serves}") from None
     return f"{url} answered for {model}" + (f" (it lists {', '.join(sorted(listed)[:3])})" if listed else "")
+
+
+async def _v1_form(client: openai.AsyncOpenAI, url: str, timeout_s: float) -> str | None:
+    """`<url>/v1` when the base URL lacks it and that path lists models (the common slip: the server's root
+    instead of its OpenAI prefix), else None."""
+    if url.rstrip("/").endswith("/v1"):
+        return None
+    candidate = f"{url.rstrip('/')}/v1"
+    try:
+        [m async for m in client.with_options(base_url=candidate, timeout=timeout_s).models.list()]
+    except openai.OpenAIError:
+        return None
+    return candidate

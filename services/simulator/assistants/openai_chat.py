@@ -18,7 +18,10 @@ configuration (key, model name) → infrastructure too, except a prompt the mode
 own limit, by code or by the words local servers use) → `AssistantFailure`; no choice, no text, an empty
 answer → `AssistantFailure`. A model call that takes longer than the model timeout is the model's slowness →
 `AssistantTimeout`, not retried (a retry would queue behind the abandoned generation on a one-slot server);
-the SDK closes the request, as it does when the turn is cancelled, so a server that notices stops generating.
+the completion is streamed and the stream closed at the deadline (or when the turn is cancelled), so a server
+that stops generating when its client goes away (llama-cpp-python, vLLM and Ollama do when streaming) frees
+its slot at once instead of finishing a reply nobody will read. The chunks are accumulated by the SDK's own
+`ChatCompletionStreamState` into the completion a non-streamed call would have returned.
 
 The API key comes from `ROUNDS_OPENAI_API_KEY` or `OPENAI_API_KEY`; a local server given by `@<base_url>` may
 need none (a placeholder is sent). The SDK's own retries are off so each attempt is ours to count.
@@ -38,6 +41,7 @@ from typing import Any
 
 import openai
 from openai import AsyncOpenAI
+from openai.lib.streaming.chat import ChatCompletionStreamState
 
 from rounds.settings import Settings
 from services.simulator.assistant_protocol import (
@@ -128,14 +132,18 @@ class OpenAIChatAssistant:
         defaults = profiles()[endpoint.profile]
         self.max_tokens: int = defaults["max_tokens"]
         self.model_timeout_s: float = defaults["model_timeout_s"]
+        self.any_model_name = False  # the server routes any model name itself: the pre-flight trusts it
 
     @property
     def profile(self) -> str:
         """`local` or `hosted`: which run defaults fit this endpoint (data/endpoint_profiles.json)."""
         return self.endpoint.profile
 
-    def configure(self, *, max_tokens: int | None = None, model_timeout_s: float | None = None) -> None:
-        """The run's limits on every model call (`rounds run --max-tokens/--model-timeout`)."""
+    def configure(self, *, max_tokens: int | None = None, model_timeout_s: float | None = None,
+                  any_model_name: bool = False) -> None:
+        """The run's limits on every model call (`rounds run --max-tokens/--model-timeout`), and whether the
+        pre-flight may take a model name the server does not list (`--any-model-name`)."""
+        self.any_model_name = any_model_name
         if max_tokens is not None:
             self.max_tokens = max_tokens
         if model_timeout_s is not None:
@@ -146,7 +154,8 @@ class OpenAIChatAssistant:
         return {"maxTokens": self.max_tokens, "modelTimeoutS": self.model_timeout_s}
 
     async def preflight(self) -> str:
-        return await preflight(self.client.with_options(timeout=self.model_timeout_s), self.endpoint)
+        return await preflight(self.client.with_options(timeout=self.model_timeout_s), self.endpoint,
+                               any_model_name=self.any_model_name)
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -205,11 +214,9 @@ class OpenAIChatAssistant:
             while True:
                 started = time.perf_counter()
                 try:
-                    completion = await self.client.chat.completions.create(
-                        model=self.model, messages=messages, tools=openai_tools(), tool_choice="auto",
-                        max_tokens=self.max_tokens, timeout=self.model_timeout_s,
-                    )
-                except openai.APITimeoutError as exc:
+                    async with asyncio.timeout(self.model_timeout_s):
+                        completion = await self._streamed(messages)
+                except (openai.APITimeoutError, TimeoutError) as exc:
                     raise AssistantTimeout(f"the model gave no reply within the model timeout of "
                                            f"{self.model_timeout_s:g} s ({self.endpoint.url})") from exc
                 except openai.APIStatusError as exc:
@@ -233,6 +240,26 @@ class OpenAIChatAssistant:
             spent = {"latency_ms": round((time.perf_counter() - first) * 1000), "retries": attempt}
             tools.model_call(outcome, spent, None if outcome == "cancelled" else str(exc)[:500])
             raise
+
+    async def _streamed(self, messages: list[dict[str, Any]]) -> Any:
+        """One completion, streamed and accumulated; leaving early (the deadline, the turn cut) closes the
+        response, which is how a client tells a server to stop generating."""
+        stream = await self.client.chat.completions.create(
+            model=self.model, messages=messages, tools=openai_tools(), tool_choice="auto",
+            max_tokens=self.max_tokens, timeout=self.model_timeout_s, stream=True,
+            stream_options={"include_usage": True},
+        )
+        state = ChatCompletionStreamState()
+        chunks = 0
+        async with stream:
+            async for chunk in stream:
+                state.handle_chunk(chunk)
+                chunks += 1
+        if not chunks:
+            raise InfrastructureFailure(f"model endpoint {self.endpoint.url} (model {self.model!r}) "
+                                        "answered a streamed completion with no chunk")
+        return state.current_completion_snapshot  # not get_final_completion: it refuses a reply cut at
+        # max_tokens, which is still the model's (and ours to judge)
 
     def _retryable(self, status: int) -> bool:
         return status >= 500 or status in self.retry.retry_statuses

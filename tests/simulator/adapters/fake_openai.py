@@ -14,9 +14,14 @@ Strict means it refuses what OpenAI or llama-cpp-python refuse, with their statu
   server's tokens) is cut to it with `finish_reason: "length"`, as a real server stops generating.
 
 Each scripted step is `(status, body, headers)`, a function of the request body returning one (so a step can
-answer from what the tool returned), or `HANG` (answer nothing until the client goes away; `disconnects`
-counts the requests whose client closed them). `GET /v1/models` lists `models`. Every request body is kept
-for the test to inspect. No real model is ever contacted.
+answer from what the tool returned), `HANG` (answer nothing until the client goes away; `disconnects`
+counts the requests whose client closed them) or `Generate` (stream tokens slowly, stopping when the client
+goes away, as llama-cpp-python does when streaming: `generated` counts the tokens it made). A request with
+`"stream": true` gets its completion as server-sent chunks (`chat.completion.chunk`, the usage in a last
+chunk when `stream_options.include_usage`), as OpenAI and llama-cpp-python send them. `GET /v1/models` lists
+`models`. Modes of servers met in the wild: `any_model=True` answers for any model name (llama-cpp-python);
+`drops_tools=True` ignores the tools and answers in plain text (a chat format without function calling).
+Every request body is kept for the test to inspect. No real model is ever contacted.
 """
 
 from __future__ import annotations
@@ -25,13 +30,22 @@ import asyncio
 import itertools
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 Step = tuple[int, Any, dict[str, str]]
 HANG = "hang"  # a step: keep the request open until the client closes it
+
+
+@dataclass(frozen=True)
+class Generate:
+    """A step: stream `tokens` words of text, one every `every_s` seconds, until done or the client leaves."""
+
+    tokens: int
+    every_s: float
 
 
 class WireError(Exception):
@@ -94,8 +108,12 @@ def _limit(payload: Any, max_tokens: int | None) -> Any:
 
 
 class FakeOpenAI:
-    def __init__(self, models: tuple[str, ...] = ("fake-model",), api_key: str | None = None) -> None:
+    def __init__(self, models: tuple[str, ...] = ("fake-model",), api_key: str | None = None, *,
+                 any_model: bool = False, drops_tools: bool = False) -> None:
         self.models, self.api_key = set(models), api_key
+        self.any_model, self.drops_tools = any_model, drops_tools
+        self.generated = 0  # tokens the Generate steps streamed
+        self.generating = False  # a Generate step is still producing tokens
         self.script: list[Step | Callable[[dict], Step] | str] = []
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
@@ -109,7 +127,7 @@ class FakeOpenAI:
 
     def reset(self, *steps: Step | Callable[[dict], Step] | str) -> None:
         self.script, self.requests, self.headers, self.refused = list(steps), [], [], []
-        self.disconnects = 0
+        self.disconnects, self.generated = 0, 0
 
     def _authorize(self, request: Request) -> None:
         if self.api_key is not None and request.headers.get("authorization") != f"Bearer {self.api_key}":
@@ -129,7 +147,7 @@ class FakeOpenAI:
         self._authorize(request)
         if not isinstance(body, dict):
             raise WireError(400, "the body must be a JSON object")
-        if body.get("model") not in self.models:
+        if body.get("model") not in self.models and not self.any_model:
             raise WireError(404, f"The model `{body.get('model')}` does not exist or you do not have access "
                             "to it.", code="model_not_found")
         check_messages(body.get("messages"))
@@ -150,6 +168,10 @@ class FakeOpenAI:
         except WireError as exc:
             self.refused.append({"status": exc.status, **exc.body})
             return JSONResponse(exc.body, status_code=exc.status)
+        if self.drops_tools:
+            return self._answer(body, 200, self.completion(
+                {"role": "assistant", "content": "I do not have access to the record.", "refusal": None},
+                "stop"), {})
         if not self.script:
             return JSONResponse({"error": {"message": "script exhausted", "type": "test"}}, status_code=500)
         step = self.script[0] if len(self.script) == 1 else self.script.pop(0)  # the last step repeats
@@ -158,8 +180,35 @@ class FakeOpenAI:
                 await asyncio.sleep(0.02)
             self.disconnects += 1
             return JSONResponse({}, status_code=499)
+        if isinstance(step, Generate):
+            return StreamingResponse(self._generate(step), media_type="text/event-stream")
         status, payload, headers = step(body) if callable(step) else step
-        return JSONResponse(_limit(payload, body.get("max_tokens")), status_code=status, headers=headers)
+        return self._answer(body, status, _limit(payload, body.get("max_tokens")), headers)
+
+    def _answer(self, body: dict, status: int, payload: Any, headers: dict[str, str]) -> Any:
+        if status != 200 or not body.get("stream"):
+            return JSONResponse(payload, status_code=status, headers=headers)
+        usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return StreamingResponse(_sse(chunks(payload, usage)), media_type="text/event-stream",
+                                 headers=headers)
+
+    async def _generate(self, step: Generate):
+        """Tokens until done; Starlette cancels this when the client disconnects: the generation ends."""
+        self.generating = True
+        try:
+            for i in range(step.tokens):
+                await asyncio.sleep(step.every_s)
+                self.generated += 1
+                delta = {**({"role": "assistant"} if i == 0 else {}), "content": f"w{i} "}
+                yield _event({"id": "chatcmpl-gen", "object": "chat.completion.chunk",
+                              "created": 1_790_000_000, "model": "fake-model",
+                              "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+            yield "data: [DONE]\n\n"
+        except asyncio.CancelledError:
+            self.disconnects += 1
+            raise
+        finally:
+            self.generating = False
 
     def completion(self, message: dict, finish: str, usage: tuple[int, int] = (50, 10)) -> dict:
         return {
@@ -199,3 +248,40 @@ def error(status: int, message: str, code: str | None = None, **headers: str) ->
         else "invalid_request_error"
     )
     return status, {"error": {"message": message, "type": kind, "param": None, "code": code}}, headers
+
+
+def chunks(completion: dict, usage: bool) -> list[dict]:
+    """A completion as the chunks a streaming server sends: the role, the content, each tool call (its id and
+    name, then its arguments), the finish reason; the usage alone in a last chunk when asked."""
+    base = {k: completion[k] for k in ("id", "created", "model")}
+    if not completion.get("choices"):
+        return [{**base, "object": "chat.completion.chunk", "choices": []}]
+    choice = completion["choices"][0]
+    message, base = choice.get("message") or {}, {k: completion[k] for k in ("id", "created", "model")}
+
+    def chunk(delta: dict, finish: str | None = None) -> dict:
+        return {**base, "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant", "content": "" if message.get("tool_calls") else None})]
+    if message.get("content"):
+        out.append(chunk({"content": message["content"]}))
+    for i, call in enumerate(message.get("tool_calls") or []):
+        out.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                          "function": {"name": call["function"]["name"], "arguments": ""}}]}))
+        arguments = call["function"]["arguments"]
+        out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": arguments}}]}))
+    out.append(chunk({}, choice.get("finish_reason")))
+    if usage and completion.get("usage"):
+        out.append({**base, "object": "chat.completion.chunk", "choices": [], "usage": completion["usage"]})
+    return out
+
+
+def _event(data: dict) -> str:
+    return f"data: {json.dumps(data)}\n\n"
+
+
+async def _sse(items: list[dict]):
+    for item in items:
+        yield _event(item)
+    yield "data: [DONE]\n\n"

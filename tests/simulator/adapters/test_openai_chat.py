@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -322,6 +323,29 @@ def test_a_hanging_model_times_out_as_the_models_fault_and_the_request_is_closed
     assert wait_for_disconnect(server) == 1
 
 
+def test_an_abandoned_reply_stops_a_server_that_stops_when_its_client_goes_away(fake, sandbox) -> None:
+    """The model timeout closes the stream mid-generation: a server that notices (as llama-cpp-python does
+    while streaming) stops at once instead of finishing a reply nobody reads, so the next session does not
+    queue behind it on a one-slot server."""
+    from services.simulator.assistant_protocol import AssistantTimeout
+    from tests.simulator.adapters.fake_openai import Generate
+
+    server, base = fake
+    server.reset(Generate(tokens=400, every_s=0.02))  # 8 s of generation
+    recorder = Recorder()
+    with pytest.raises(AssistantTimeout, match="model timeout of 0.5 s"):
+        limited_turn(base, sandbox, model_timeout_s=0.5, recorder=recorder)
+    assert server.requests[0]["stream"] is True
+    assert wait_for_disconnect(server) == 1
+    deadline = time.monotonic() + 2
+    while server.generating and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not server.generating
+    made = server.generated
+    time.sleep(0.3)
+    assert server.generated == made < 100  # it stopped near the deadline, not after 400 tokens
+
+
 def test_a_cancelled_turn_closes_the_model_request(fake, sandbox: Sandbox) -> None:
     from tests.simulator.adapters.fake_openai import HANG
 
@@ -363,9 +387,10 @@ def test_mistyped_specs_are_refused_not_taken_for_model_names() -> None:
 # -- pre-flight ---------------------------------------------------------------------------------------------
 
 
-def preflight(spec: str) -> str:
+def preflight(spec: str, any_model_name: bool = False) -> str:
     async def check() -> str:
         assistant = create(spec)
+        assistant.configure(any_model_name=any_model_name)
         try:
             return await assistant.preflight()
         finally:
@@ -381,11 +406,46 @@ def test_preflight_accepts_a_listed_model_and_names_url_and_model_otherwise(fake
     server.reset(text(server, "pong"))
     assert preflight(f"fake-model@{base}") == f"{base} serves fake-model"
     assert server.requests == []  # the list was enough
-    with pytest.raises(EndpointUnavailable, match=rf"{base} \(model 'other'\).*HTTP 404.*lists fake-model"):
+    refused = rf"{base} \(model 'other'\) does not list 'other'; it lists fake-model.*--any-model-name"
+    with pytest.raises(EndpointUnavailable, match=refused):
         preflight(f"other@{base}")
+    assert server.requests == []  # refused on the list alone
     with pytest.raises(EndpointUnavailable, match=r"cannot reach the model endpoint http://127.0.0.1:9/v1 "
                                                   r"\(model 'm'\)"):
         preflight("m@http://127.0.0.1:9/v1")
+
+
+def test_a_server_that_answers_for_any_name_does_not_run_an_unlisted_model() -> None:
+    """llama-cpp-python answers every model name with the model it loaded: the list decides, unless the user
+    says the server routes names itself."""
+    from services.simulator.assistant_protocol import EndpointUnavailable
+
+    lenient = FakeOpenAI(models=("smollm2-135m",), any_model=True)
+    lenient.reset(text(lenient, "pong"))
+    served = Served(lenient.app)
+    try:
+        base = f"{served.root}/v1"
+        with pytest.raises(EndpointUnavailable, match=r"does not list 'smollm2-13m'; it lists smollm2-135m"):
+            preflight(f"smollm2-13m@{base}")
+        assert lenient.requests == []
+        assert preflight(f"router-name@{base}", any_model_name=True).endswith("answered for router-name "
+                                                                             "(it lists smollm2-135m)")
+    finally:
+        served.stop()
+
+
+def test_a_base_url_without_v1_is_named_with_its_v1_form() -> None:
+    from services.simulator.assistant_protocol import EndpointUnavailable
+
+    server = FakeOpenAI()
+    served = Served(server.app)
+    try:
+        with pytest.raises(EndpointUnavailable, match=rf"answers 404 at {served.root}/models; "
+                                                      rf"{served.root}/v1 serves the OpenAI API: use "
+                                                      rf"openai:fake-model@{served.root}/v1"):
+            preflight(f"fake-model@{served.root}")
+    finally:
+        served.stop()
 
 
 def test_preflight_refused_key_and_a_server_without_a_model_list() -> None:
