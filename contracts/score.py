@@ -20,6 +20,15 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+TURN_COUNTS = {
+    "reached": "the physician's message of the turn was sent (the session had not ended before it)",
+    "answered": "the assistant gave the turn its answer",
+    "scored": "every turn of a scored session, reached or not (a turn never reached scores 0)",
+}
+"""The one definition of the turns a run counts, shared by `rounds run`'s progress and summary, the metrics
+and the report: reached ≥ answered, and scored counts what the scenarios hold."""
+
+
 class Metrics(_Model):
     """Scores over the sessions not ended by infrastructure or patient errors (those are counted apart)."""
 
@@ -27,7 +36,9 @@ class Metrics(_Model):
     pass_at_turn: dict[str, float] = Field(default_factory=dict)  # τ ("0.6", "0.75") -> share of turns ≥ τ
     pass_at_session: dict[str, float] = Field(default_factory=dict)  # τ -> share of sessions, every turn ≥ τ
     pass_hat_k: dict[str, float] = Field(default_factory=dict)  # k ("1".."trials") -> τ²-bench pass^k
-    turns: int = 0
+    turns: int = 0  # scored (TURN_COUNTS)
+    turns_reached: int = 0
+    turns_answered: int = 0
     sessions: int = 0
     excluded_sessions: int = 0  # infrastructure_error / patient_error: not scored
     tools: dict[str, float] = Field(default_factory=dict)  # fhir_calls_per_turn, error_rate, latency_p50_ms …

@@ -42,6 +42,11 @@ def load_report(settings: Settings, run: str, version: str | None = None) -> Run
     finally:
         engine.dispose()
     if not report.sessions:
+        from services.consumers.report.run_state import load_run_state, next_step
+
         at = f"scorer version {version!r}" if version else "any scorer version"
+        state = load_run_state(settings, run)
+        if version is None and (state.started == 0 or state.open or state.ended.get("interrupted")):
+            raise ReportUnavailable(f"no scores for run {run!r}: {next_step(state, run)}")
         raise ReportUnavailable(f"no scores for run {run!r} at {at} in {settings.database_url}; {hint}")
     return report

@@ -62,6 +62,8 @@ def metric_rows(reports: Sequence[RunReport]) -> list[Row]:
         for label, kind, get in metric_getters(pass_k_keys(reports))
     ]
     rows.append(Row("turns scored", "count", [float(r.metrics.turns) for r in reports]))
+    rows.append(Row("turns reached", "count", [float(r.metrics.turns_reached) for r in reports]))
+    rows.append(Row("turns answered", "count", [float(r.metrics.turns_answered) for r in reports]))
     rows.append(Row("sessions scored", "count", [float(r.metrics.sessions) for r in reports]))
     rows.append(Row("sessions excluded", "count", [float(r.metrics.excluded_sessions) for r in reports]))
     for name in sorted({k for r in reports for k in (r.metrics.model_extra or {})}):

@@ -143,7 +143,9 @@ def metrics(sessions: Iterable[SessionScore], *, per_turn_filter: str | None = N
     scored = [s for s in sessions if s.score is not None]
     turns = [facts.turn(t) for s in scored for t in s.turns
              if per_turn_filter is None or t.task_type == per_turn_filter]
-    out = Metrics(sessions=len(scored), turns=len(turns), excluded_sessions=len(sessions) - len(scored))
+    out = Metrics(sessions=len(scored), turns=len(turns), excluded_sessions=len(sessions) - len(scored),
+                  turns_reached=sum(1 for t in turns if t.reached),
+                  turns_answered=sum(1 for t in turns if t.reached and t.tools.get("answered")))
     if turns:
         out.avg = round(mean(t.score for t in turns), 6)
         out.pass_at_turn = {tau: round(mean(t.score >= float(tau) for t in turns), 6) for tau in THRESHOLDS}

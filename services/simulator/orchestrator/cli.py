@@ -103,6 +103,9 @@ def register_run(app: typer.Typer, after_run: AfterRun | None = None) -> None:
         accept_changed_options: Annotated[bool, typer.Option(
             "--accept-changed-options", help="with --run-id: continue the run with options other than the "
                                              "ones it recorded")] = False,
+        any_model_name: Annotated[bool, typer.Option(
+            "--any-model-name", help="openai: the server routes model names itself (a gateway): run a model "
+                                     "its /v1/models does not list")] = False,
         score: Annotated[bool, typer.Option("--score/--no-score", help="score the run when it ends")] = True,
         patient_voice: Annotated[str | None, typer.Option(
             help="openai:<model>[@<base_url>]: an LLM rephrases the patient's replies (verified, else the "
@@ -136,7 +139,7 @@ def register_run(app: typer.Typer, after_run: AfterRun | None = None) -> None:
             options = RunOptions(run_id, concurrency, fhir_base, turn_timeout, max_steps, seed, resume=resume,
                                  voice=voice, max_tokens=max_tokens, model_timeout_s=model_timeout,
                                  retry_failed=retry_failed, accept_changed_options=accept_changed_options,
-                                 on_turn=progress.turn)
+                                 any_model_name=any_model_name, on_turn=progress.turn)
             try:
                 summary = run_interruptibly(run_scenarios(jobs, chosen, options, progress=progress.session))
             except EndpointUnavailable as exc:

@@ -52,6 +52,7 @@ class RunOptions:
     retry_failed: bool = False  # a rerun also reruns contracts/end_reasons.py RETRIED
     accept_changed_options: bool = False  # a rerun may change the recorded options
     preflight: bool = True
+    any_model_name: bool = False  # the model server routes any name itself: no pre-flight list check
     on_turn: Callable[[TurnProgress], None] | None = None
 
 
@@ -61,7 +62,8 @@ def resolved(options: RunOptions, assistant: Assistant) -> RunOptions:
     defaults = profiles()[getattr(assistant, "profile", "hosted")]
     configure = getattr(assistant, "configure", None)
     if configure is not None:
-        configure(max_tokens=options.max_tokens, model_timeout_s=options.model_timeout_s)
+        configure(max_tokens=options.max_tokens, model_timeout_s=options.model_timeout_s,
+                  **({"any_model_name": True} if options.any_model_name else {}))
     return replace(options,
                    concurrency=options.concurrency or defaults["concurrency"],
                    turn_timeout_s=options.turn_timeout_s or defaults["turn_timeout_s"])

@@ -152,6 +152,7 @@ class RunSummary:
     events: int = 0
     interrupted: bool = False  # the run was cancelled (Ctrl-C); open sessions ended `interrupted`
     endpoint: str | None = None  # what the assistant's pre-flight found
+    assistant: str = ""  # the assistant's spec
 
     @property
     def by_reason(self) -> Counter:
@@ -159,7 +160,20 @@ class RunSummary:
 
     @property
     def turns(self) -> int:
+        """Turns answered (contracts/score.py TURN_COUNTS)."""
         return sum(o.turns for o in self.outcomes)
+
+    @property
+    def turns_reached(self) -> int:
+        return sum(o.reached for o in self.outcomes)
+
+    @property
+    def scenario_turns(self) -> int:
+        return sum(o.scenario_turns for o in self.outcomes)
+
+    @property
+    def ehr_requests(self) -> int:
+        return sum(o.ehr_requests for o in self.outcomes)
 
 
 async def execute(env: FhirEnvironment, bus: Bus, sequences, assistant, jobs: list[SessionJob],
@@ -176,7 +190,7 @@ async def execute(env: FhirEnvironment, bus: Bus, sequences, assistant, jobs: li
                 f"run {settings.run_id} was recorded with other options ({'; '.join(changes)}): rerun it "
                 "with the recorded ones, use a new --run-id, or pass --accept-changed-options")
         todo, retry_of = jobs_to_run(recorded, jobs, retry_failed)
-    summary = RunSummary(settings.run_id, len(jobs), len(jobs) - len(todo))
+    summary = RunSummary(settings.run_id, len(jobs), len(jobs) - len(todo), assistant=settings.assistant_spec)
     log = SessionLog(bus, sequences, blobs=BlobStore(sequences.engine))
     gate = asyncio.Semaphore(max(1, concurrency))
     started = time.monotonic()

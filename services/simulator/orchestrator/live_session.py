@@ -53,6 +53,7 @@ class LiveSession:
     patient_questions: int = 0
     pending_failure: Exception | None = None  # raised where the assistant could not see it (HTTP endpoints)
     model_calls: int = 0  # the assistant's model calls (usage on a tool result or model.call), whole session
+    ehr_requests: int = 0  # the assistant's FHIR requests, whole session
     turn_model_calls: int = 0
     turn_started: float = 0.0  # time.monotonic() at the turn's start
     watch: Callable[[LiveSession, bool], None] | None = None  # progress: a model call (False) or turn (True)
@@ -80,6 +81,7 @@ class LiveSession:
     def count_request(self, method: str, url: str) -> None:
         """A FHIR request of the assistant (counted unless it reports tool steps itself)."""
         self.check_open()
+        self.ehr_requests += 1
         if not self.declared_steps:
             self._count(f"{method} {url}")
 

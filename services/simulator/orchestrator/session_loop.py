@@ -72,12 +72,18 @@ class SessionOutcome:
     job: SessionJob
     session_id: str | None
     reason: str
-    turns: int
+    turns: int  # answered (contracts/score.py TURN_COUNTS: reached, answered, scored)
     error: str | None = None
     duration_ms: float = 0.0
     clarifications: int = 0
     patient_questions: int = 0
     model_calls: int = 0
+    reached: int = 0  # turns whose physician message was sent
+    ehr_requests: int = 0  # the assistant's FHIR requests in the whole session
+
+    @property
+    def scenario_turns(self) -> int:
+        return len(self.job.scenario.turns)
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,7 @@ class TurnProgress:
     model_calls: int  # in this turn so far
     finished: bool  # the turn is over
     seconds: float  # since the turn began
+    ehr_requests: int = 0  # the assistant's FHIR requests in the session so far
 
 
 @dataclass
@@ -154,7 +161,7 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
                                headers={"Accept": "application/fhir+json",
                                         **({"Authorization": f"Bearer {live.access_token}"}
                                            if live.access_token else {})})
-    turns, failure = 0, None
+    turns, reached, failure = 0, 0, None
     try:
         log.emit(session_id, SessionStarted(
             assistant=settings.assistant_spec, patient=scenario.patient, encounter=scenario.encounter,
@@ -171,6 +178,7 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
                 doctor_id, "doctor", ["assistant"], text, language=job.language, turn=turn.index,
                 kind="request"))
             await log.flush(session_id)
+            reached += 1
             live.begin_turn(turn.index, doctor_id)
             answer = await _turn(assistant, live, client, settings, TurnRequest(
                 session_id=session_id, run_id=settings.run_id, turn=turn.index, message=text,
@@ -200,7 +208,8 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
         await client.aclose()
         outcome = SessionOutcome(job, session_id, failure.reason if failure else "completed", turns,
                                  failure.detail if failure else None, (time.monotonic() - started) * 1000,
-                                 live.physician.clarifications, live.patient_questions, live.model_calls)
+                                 live.physician.clarifications, live.patient_questions, live.model_calls,
+                                 reached, live.ehr_requests)
         try:
             log.emit(session_id, SessionEnded(
                 reason=outcome.reason, turns=turns, duration_ms=outcome.duration_ms, error=outcome.error,
@@ -223,7 +232,7 @@ def _watcher(settings: SessionSettings, session_id: str, scenario: str, turns: i
 
     def watch(live: LiveSession, finished: bool) -> None:
         report(TurnProgress(session_id, scenario, live.turn, turns, live.turn_model_calls, finished,
-                            time.monotonic() - live.turn_started))
+                            time.monotonic() - live.turn_started, live.ehr_requests))
 
     return watch
 
