@@ -47,6 +47,7 @@ def load_report(settings: Settings, run: str, version: str | None = None) -> Run
         at = f"scorer version {version!r}" if version else "any scorer version"
         state = load_run_state(settings, run)
         if version is None and (state.started == 0 or state.open or state.ended.get("interrupted")):
-            raise ReportUnavailable(f"no scores for run {run!r}: {next_step(state, run)}")
+            raise ReportUnavailable(f"no scores for run {run!r}: {next_step(state, run)}; or render a "
+                                    "document with --from-json FILE")
         raise ReportUnavailable(f"no scores for run {run!r} at {at} in {settings.database_url}; {hint}")
     return report

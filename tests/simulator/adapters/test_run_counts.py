@@ -136,3 +136,26 @@ def test_an_interrupted_run_is_told_to_resume_with_its_assistant() -> None:
     assert "was interrupted (3 sessions started: 1 ended, 1 interrupted, 1 never ended)" in said
     assert "rounds run --scenarios FILE --assistant openai:m@http://127.0.0.1:8000/v1 --run-id r1" in said
     assert "rounds score --run r1" in next_step(RunState(2, Counter(completed=2)), "r1")
+
+
+def test_the_readme_agrees_with_rounds_run_help() -> None:
+    """Every flag job 1 of the README names exists, and the reasons it says `--retry-failed` reruns are
+    exactly those the end-reason table retries (beyond the interrupted ones every resume reruns)."""
+    import re
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from contracts.end_reasons import RESUMED, RETRIED
+    from rounds.cli import app
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    job1 = readme[readme.index("### 1. Test an assistant"):readme.index("### 2. Replay")]
+    runner = CliRunner()
+    helped = "".join(runner.invoke(app, [command, "--help"], env={"COLUMNS": "400"}).stdout
+                     for command in ("run", "report"))
+    flags = set(re.findall(r"(--[a-z][a-z-]*[a-z])(?![a-z_])", job1))  # not llama-cpp-python's --n_ctx
+    missing = sorted(f for f in flags if f not in helped)
+    assert len(flags) > 10 and not missing, f"README job 1 names flags rounds does not have: {missing}"
+    said = job1[job1.index("`--retry-failed` also reruns"):].split(";")[0]
+    assert set(re.findall(r"`([a-z_]+)`", said)) == set(RETRIED - RESUMED)
