@@ -3,7 +3,9 @@
 An event that cannot carry a body inline carries its digest as `bodyRef` instead ("sha256:<hex>"); the bytes
 are in `event_blobs` (revision `0015_event_blobs`) in the application database, written BEFORE the event is
 published, so a reader never meets a reference it cannot resolve. The same bytes are stored once however often
-they are recorded. Readers: `BlobStore(engine).get(ref)`; `read(conn, refs)` in a caller's transaction.
+they are recorded. Readers: `BlobStore(engine).get(ref)`; `read(conn, refs)` in a caller's transaction;
+`write(conn, content)` stores in one. `rounds events dump` writes the blobs an event names before it, and
+`load` stores them before publishing it (archive.py), so a log carries its blobs to another store.
 """
 
 from __future__ import annotations
@@ -45,6 +47,15 @@ def read(conn: Connection, refs: Iterable[str]) -> dict[str, bytes]:
     return {ref: bytes(content) for ref, content in rows}
 
 
+def write(conn: Connection, content: bytes) -> str:
+    """Store `content` in the caller's transaction (idempotent: the same bytes are one row); its reference."""
+    ref = blob_ref(content)
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    row = {"ref": ref, "content": content, "size": len(content), "created_at": datetime.now(UTC)}
+    conn.execute(dialect.insert(BLOBS).values(**row).on_conflict_do_nothing(index_elements=["ref"]))
+    return ref
+
+
 class BlobStore:
     """Put and get stored bodies by reference."""
 
@@ -53,12 +64,8 @@ class BlobStore:
 
     def put(self, content: bytes) -> str:
         """Store `content` (idempotent: the same bytes are one row) and return its reference."""
-        ref = blob_ref(content)
-        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
-        row = {"ref": ref, "content": content, "size": len(content), "created_at": datetime.now(UTC)}
         with self.engine.begin() as conn:
-            conn.execute(dialect.insert(BLOBS).values(**row).on_conflict_do_nothing(index_elements=["ref"]))
-        return ref
+            return write(conn, content)
 
     def get(self, ref: str) -> bytes:
         """The bytes stored under `ref`; KeyError when there are none."""

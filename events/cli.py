@@ -47,6 +47,19 @@ def _require_schema(url: str) -> None:
         raise typer.Exit(2)
 
 
+def _blob_engine(settings):
+    """The engine of the blob store (the application database, whichever the bus), or None when that is a
+    SQLite file that does not exist (a Kafka-only set-up without one: nothing stored, nothing to carry)."""
+    from sqlalchemy.engine import make_url
+
+    from rounds.db import make_engine
+
+    url = make_url(settings.database_url)
+    if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).exists():
+        return None
+    return make_engine(settings.database_url)
+
+
 @events_app.command("topics")
 def topics_cmd() -> None:
     """Create the Rounds topics if missing (ROUNDS_KAFKA_PARTITIONS partitions each) and list them."""
@@ -70,7 +83,8 @@ def dump_cmd(
         float | None, typer.Option(help="with --follow: stop after this many idle s")
     ] = None,
 ) -> None:
-    """Print events as JSON lines (one CloudEvent per line) without joining a consumer group."""
+    """Print events as JSON lines (one CloudEvent per line) without joining a consumer group, each preceded
+    by the stored blobs it names (blob lines), so `load` elsewhere resolves them."""
     from events.archive import SESSION_TOPICS, dump
 
     topics = topic or (list(SESSION_TOPICS) if session else list(ALL_TOPICS))
@@ -78,12 +92,14 @@ def dump_cmd(
         typer.echo(
             "nothing to print: add --from-beginning (the log so far) and/or --follow (new events)", err=True
         )
-    bus, _ = _bus()
+    bus, settings = _bus()
+    engine = _blob_engine(settings)
     try:
         written, skipped = dump(
             bus,
             topics,
             sys.stdout.buffer,
+            blobs=engine,
             session=session,
             from_beginning=from_beginning,
             follow=follow,
@@ -91,6 +107,8 @@ def dump_cmd(
         )
     finally:
         bus.close()
+        if engine is not None:
+            engine.dispose()
     typer.echo(f"{written} events" + (f", {skipped} invalid records skipped" if skipped else ""), err=True)
 
 
@@ -98,23 +116,27 @@ def dump_cmd(
 def load_cmd(
     file: Annotated[Path, typer.Argument(help="JSON lines from `rounds events dump` ('-' = stdin)")],
 ) -> None:
-    """Re-publish an exported log to the topics its events route to; events already present are skipped."""
+    """Re-publish an exported log to the topics its events route to; events already present are skipped;
+    the blobs it carries are stored in the application database (ROUNDS_DATABASE_URL)."""
     from events.archive import load
 
-    bus, _ = _bus(ensure=True)
+    bus, settings = _bus(ensure=True)
+    engine = _blob_engine(settings)
     try:
         if str(file) == "-":
-            report = load(bus, sys.stdin.buffer)
+            report = load(bus, sys.stdin.buffer, blobs=engine)
         else:
             with file.open("rb") as lines:
-                report = load(bus, lines)
+                report = load(bus, lines, blobs=engine)
     finally:
         bus.close()
+        if engine is not None:
+            engine.dispose()
     for problem in report.rejected:
         typer.echo(f"rejected {problem}", err=True)
     typer.echo(
         f"{report.published} published, {report.already_present} already present, "
-        f"{len(report.rejected)} rejected",
+        f"{report.blobs} blobs stored, {len(report.rejected)} rejected",
         err=True,
     )
     if report.rejected:

@@ -56,6 +56,10 @@ class EhrResponse(_BodyOrDigest):
     resources: list[ResourceVersion] | None = Field(
         default=None, description="every resource the response returned (a Bundle's entries), as recorded"
     )
+    resources_ref: str | None = Field(
+        default=None, pattern=DIGEST_PATTERN,
+        description="stored copy of `resources` (their JSON list) when it does not fit the event",
+    )
 
 
 class ToolCall(Payload):

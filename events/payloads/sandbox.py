@@ -1,6 +1,8 @@
 """`rounds.sandbox.state`: a session sandbox's final state as the scorer read it, appended to the session's
 log after its end, so that re-scoring needs nothing but the log (a log exported with `rounds events dump`
-and loaded where the sandbox does not exist)."""
+and loaded where the sandbox does not exist). A state too large for an event is stored whole in
+`event_blobs` (events/blobs.py) and the event names it (`state_ref`, its lists then empty): `dump` carries
+the blob with the event."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import orjson
 from pydantic import Field, ValidationInfo, ValidatorFunctionWrapHandler, field_validator
 
 from events.payloads.base import Payload
+from events.payloads.interaction import DIGEST_PATTERN
 
 
 class WrittenResource(Payload):
@@ -38,6 +41,9 @@ class SandboxState(Payload):
     TYPE: ClassVar[str] = "rounds.sandbox.state"
     writes: list[WrittenResource] = Field(default_factory=list)
     record_values: list[RecordValue] = Field(default_factory=list)
+    state_ref: str | None = Field(default=None, pattern=DIGEST_PATTERN,
+                                  description="stored copy of the whole state (this payload's JSON)")
+    state_size: int | None = Field(default=None, ge=0, description="bytes of the stored state")
 
     @field_validator("record_values", mode="wrap")
     @classmethod

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import orjson
 
 from contracts.scenario import Scenario
 from events.bus import Bus, TopicSpec
@@ -150,11 +151,12 @@ class Session:
 
     def ehr(self, method: str, url: str, body: dict | None = None) -> httpx.Response:
         request_id = uuid.uuid4().hex
-        self._publish("rounds.ehr.request", EhrRequest(request_id=request_id, method=method, url=url))
-        response = self.client.request(method, f"/sessions/{self.id}/fhir/{url}", json=body,
+        sent = orjson.dumps(body).decode() if body is not None else None
+        self._publish("rounds.ehr.request", EhrRequest(request_id=request_id, method=method, url=url, body=sent))
+        response = self.client.request(method, f"/sessions/{self.id}/fhir/{url}", content=sent,
                                        headers=FHIR_JSON if body else None)
         self._publish("rounds.ehr.response", EhrResponse(request_id=request_id, status=response.status_code,
-                                                         latency_ms=3.0))
+                                                         latency_ms=3.0, body=response.text or None))
         return response
 
     def end(self, reason: str = "completed", run: str | None = None, turns: int = 4) -> None:

@@ -19,6 +19,7 @@ import orjson
 from sqlalchemy import Engine, inspect, select
 
 from contracts.score import RunReport, SessionScore
+from events.blobs import read
 from events.bus import Bus
 from events.projections.replay import new_suffix
 from events.topics import SCORES
@@ -26,7 +27,7 @@ from rounds.db import make_engine
 from rounds.gcpause import gc_paused
 from rounds.settings import Settings
 from services.consumers.scoring import members
-from services.consumers.scoring.fhir_state import LazyClient
+from services.consumers.scoring.fhir_state import Client, LazyClient, StateReader
 from services.consumers.scoring.members import make_projection  # noqa: F401  (an entry point of this module)
 from services.consumers.scoring.metrics import build_report
 from services.consumers.scoring.projection import ScorerProjection
@@ -81,7 +82,7 @@ def score_run(
                     runner.run(until_caught_up=True, timeout_s=timeout_s)
                 finally:
                     members.reap(children)
-            _finalize_waiting(engine, projection)
+            _finalize_waiting(engine, projection, client)
         finally:
             for base in ("scoring_events", "scoring_open"):  # the group's buffers; scores stay
                 projection.tables[base].drop(engine, checkfirst=True)
@@ -89,26 +90,47 @@ def score_run(
             return load_report(engine, run_id, spec.scorer_version, known=projection.documents)
 
 
-def _finalize_waiting(engine: Engine, projection: ScorerProjection) -> None:
-    """A re-score ends where the log ends: sessions still waiting for a sandbox state that the log does not
-    hold are stored as unscorable (counted in the report, never scored 0) rather than left out."""
+def _finalize_waiting(engine: Engine, projection: ScorerProjection, client: Client) -> None:
+    """A re-score ends where the log ends: a session still waiting for a sandbox state that the log does not
+    hold is scored from its replayed writes (replay.py) and the shared record's values read over the FHIR
+    API; one without its scenario (or whose record values cannot be read) is stored as unscorable (counted
+    in the report, never scored 0) rather than left out. Scored outside any transaction (an optional judge
+    is asked then), stored in one."""
+    from services.consumers.scoring import replay, stored_text
     from services.consumers.scoring.session_log import LoggedEvent, build_log
 
     open_, events = projection.tables["scoring_open"], projection.tables["scoring_events"]
-    with engine.begin() as conn:
+    reader = StateReader(client)
+    logs = []
+    with engine.connect() as conn:
         waiting = conn.execute(select(open_.c.session_id).where(open_.c.status == "waiting")).scalars().all()
         for session_id in waiting:
             rows = conn.execute(select(events.c.type, events.c.data, events.c.time).where(
                 events.c.session_id == session_id).order_by(events.c.position)).all()
-            log = build_log(session_id, [LoggedEvent(t, orjson.loads(d), tm) for t, d, tm in rows])
-            score = score_session(log, None, None)
-            score = score.model_copy(update={"excluded": "unscorable", "error": "sandbox state not found",
-                                             "family": None})
-            scenario = scenario_of(log.started, projection.scenarios)
-            if scenario is not None:
-                score = score.model_copy(update={"scenario": scenario.id, "family": scenario.family,
-                                                 "difficulty": scenario.difficulty})
-            store_scores(conn, projection.tables, projection.version, [score])
+            logged = [LoggedEvent(t, orjson.loads(d), tm) for t, d, tm in rows]
+            logs.append((build_log(session_id, logged, stored_text.load(conn, stored_text.refs(logged))),
+                         logged, read(conn, replay.body_refs(logged))))
+    scores = []
+    for log, logged, bodies in logs:
+        scenario = scenario_of(log.started, projection.scenarios)
+        try:
+            values = reader.values_for(scenario) if scenario is not None else None
+        except (httpx.TransportError, httpx.HTTPStatusError):
+            values = None
+        if scenario is not None and values is not None:
+            state, _ = replay.replayed_state(logged, bodies, values)
+            scores.append(projection.score_log(log, state))
+            continue
+        score = score_session(log, None, None)
+        score = score.model_copy(update={"excluded": "unscorable", "error": "sandbox state not found",
+                                         "family": None})
+        if scenario is not None:
+            score = score.model_copy(update={"scenario": scenario.id, "family": scenario.family,
+                                             "difficulty": scenario.difficulty})
+        scores.append(score)
+    if scores:
+        with engine.begin() as conn:
+            store_scores(conn, projection.tables, projection.version, scores)
 
 
 def versions(engine: Engine, run_id: str) -> list[str]:

@@ -179,13 +179,18 @@ class StateReader:
 
     def __call__(self, session_id: str, scenario: Scenario) -> FinalState:
         """The session's final writes and the record's values for the scenario's coded facts."""
-        state = FinalState(writes=read_writes(self.client, session_id))
+        return FinalState(writes=read_writes(self.client, session_id),
+                          record_values=self.values_for(scenario))
+
+    def values_for(self, scenario: Scenario) -> list[RecordValue]:
+        """The shared record's values the scenario's checks compare with (none without no_future_value)."""
+        values: list[RecordValue] = []
         if any(item.kind == "no_future_value" for turn in scenario.turns for item in turn.rubric):
             codes = sorted({fact.code for turn in scenario.turns for fact in turn.facts if fact.code}
                            | set(record_codes()))
             for code in codes:
-                state.record_values.extend(self.record_values(scenario.patient, code))
-        return state
+                values.extend(self.record_values(scenario.patient, code))
+        return values
 
 
 def record_codes() -> list[str]:

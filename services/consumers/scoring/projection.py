@@ -11,7 +11,9 @@ runner moves the group's positions. A crash repeats the batch or nothing: scores
 and a repeated publish has the same event ids.
 
 A log loaded where the sandbox does not exist is scored from its `rounds.sandbox.state` (appended after the
-session's end by the first scorer that read it): the session waits for it.
+session's end by the first scorer that read it; a large one stored in `event_blobs`): the session waits for
+it. A session the log holds no state for is scored at the end of a re-score from its replayed writes
+(api.py, replay.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from sqlalchemy.schema import SchemaItem
 from contracts.end_reasons import NOT_ASSISTANT_FAULT
 from contracts.scenario import Scenario
 from contracts.score import SessionScore
+from events import blobs
 from events import payloads as p
 from events.bus import Record
 from events.envelope import CloudEvent
@@ -158,6 +161,10 @@ class ScorerProjection(Projection):
         for r in records:
             if r.event.type == SNAPSHOT and isinstance(r.event.data, dict):
                 snapshots.setdefault(r.key, r.event)
+        stored: dict[str, bytes] = {}
+        if self.engine is not None and (refs := snapshot.stored_refs(snapshots.values())):
+            with self.engine.connect() as conn:
+                stored = snapshot.load_stored(conn, refs)
         missing = {sid for sid in ended if states.get(sid) is MISSING}
         waiting = set(snapshots) & (missing | self._waiting(set(snapshots) - missing))
         live = [sid for sid in ended if isinstance(states.get(sid), FinalState)]
@@ -167,15 +174,21 @@ class ScorerProjection(Projection):
         verdicts = self._judge_ahead(list(logs.values())) if self.judge is not None else {}
         scores: dict[str, Scored] = {}
         for sid, state, is_live in [*((sid, states[sid], True) for sid in live),
-                                    *((sid, snapshot.from_event(snapshots[sid]), False) for sid in waiting)]:
-            if sid in logs:
+                                    *((sid, snapshot.from_event(snapshots[sid], stored), False)
+                                      for sid in waiting)]:
+            if sid in logs and state is not None:
                 scores[sid] = self._scored(logs[sid], self._score_log(logs[sid], state, verdicts), state,
                                            is_live)
         return Prefetched(states, verdicts, scores)
 
-    def _scored(self, log: SessionLog, score: SessionScore, state: FinalState | None, live: bool) -> Scored:
+    def _scored(self, log: SessionLog, score: SessionScore, state: FinalState | None, live: bool,
+                store: snapshot.Store | None = None) -> Scored:
+        """Rows and events of a score; a large state read live is stored through `store`, by default (the
+        prefetch, outside the transaction) in the engine's blob store, written before its event exists."""
+        if store is None and self.engine is not None:
+            store = blobs.BlobStore(self.engine).put
         return scored(log, score, state, live=live, version=self.version, scores_topic=self.scores_topic,
-                      sessions_topic=self.topics[0])
+                      sessions_topic=self.topics[0], store=store)
 
     def _parallel(self, work: Callable[[Any], Any], jobs: list) -> list:
         """`work` over `jobs`, READERS at once (they wait on an API, not the CPU)."""
@@ -198,6 +211,12 @@ class ScorerProjection(Projection):
                    verdicts: dict[tuple[str, int, str], CheckResult]) -> SessionScore:
         judge = Verdicts(self.judge, verdicts) if self.judge else None
         return score_session(log, scenario_of(log.started, self.scenarios), state, judge,  # type: ignore[arg-type]
+                             self.version)
+
+    def score_log(self, log: SessionLog, state: FinalState) -> SessionScore:
+        """One session's score from a state found outside a batch (a replay: api.py), the judge asked
+        directly: the caller is in no transaction."""
+        return score_session(log, scenario_of(log.started, self.scenarios), state, self.judge,  # type: ignore[arg-type]
                              self.version)
 
     def _waiting(self, sessions: set[str]) -> set[str]:
@@ -264,7 +283,12 @@ class ScorerProjection(Projection):
         if event.type == SNAPSHOT:
             if session["status"] == "waiting":
                 cached = tx.prefetched.scores.get(session_id) if tx.prefetched else None
-                state = None if cached is not None and not cached.live else snapshot.from_event(event)
+                state = None
+                if cached is None or cached.live:
+                    state = snapshot.from_event(event, snapshot.load_stored(tx.conn,
+                                                                            snapshot.stored_refs([event])))
+                    if state is None:
+                        return  # its stored copy is not in this database: waits on (replayed at the end)
                 self._score(tx, session_id, state, live=False)  # the prefetch's score needs no state
                 self._forget(tx, session, "scored")
             return
@@ -319,7 +343,7 @@ class ScorerProjection(Projection):
         done = tx.prefetched.scores.get(session_id) if tx.prefetched else None
         if done is None or done.live != live:  # not scored by the prefetch from the same events
             log, state, score = self._score_now(tx, session_id, state, live)
-            done = self._scored(log, score, state, live)
+            done = self._scored(log, score, state, live, store=lambda body: blobs.write(tx.conn, body))
         tx.state.setdefault("scores", {})[session_id] = done.rows  # written at finish, one statement a table
         tx.state.setdefault("emits", []).extend((event, session_id, topic) for event, topic in done.emits)
         self.scored.append(done.score)

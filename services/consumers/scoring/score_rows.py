@@ -70,14 +70,15 @@ class Scored:
 
 
 def scored(log: SessionLog, score: SessionScore, state: FinalState | None, *, live: bool, version: str,
-           scores_topic: str, sessions_topic: str) -> Scored:
+           scores_topic: str, sessions_topic: str, store: snapshot.Store | None = None) -> Scored:
     """The rows and events of a session's score: `rounds.score.turn` per reached turn and `.session` on the
-    scores topic, and after a live read the `rounds.sandbox.state` it read, for a re-score elsewhere."""
+    scores topic, and after a live read the `rounds.sandbox.state` it read, for a re-score elsewhere (a
+    large state through `store`, the blob store)."""
     events = [turn_event(score, t, log, version, SCORER) for t in score.turns if t.reached]
     events.append(session_event(score, log, version, SCORER))
     emits = [(event, scores_topic) for event in events]
     if live and isinstance(state, FinalState):
-        recorded = snapshot.to_event(log.session_id, state, log.ended_time)
+        recorded = snapshot.to_event(log.session_id, state, log.ended_time, store)
         if recorded is not None:
             emits.append((recorded, sessions_topic))
     return Scored(live, log, score, rows_of(score, version), emits)

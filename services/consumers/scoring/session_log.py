@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+import orjson
+
 from events.payloads import EhrRequest, EhrResponse, SessionEnded, SessionStarted, ToolCall, ToolResult
 from events.payloads.messages import EXT_DISCLOSED, EXT_KIND, EXT_TURN, MESSAGE_PREFIX
 from services.consumers.scoring.check_inputs import EhrCall, SessionLog, TurnLog, Utterance
@@ -44,10 +46,19 @@ def _message(data: dict[str, Any], position: int, time: str | None,
     return turn, kind, Utterance(kind, text, position, data.get("id", ""), time, disclosed, sender, whole)
 
 
+def _resources(data: dict[str, Any], stored: Mapping[str, str]) -> list[Any] | None:
+    """The resources a response returned: inline, or the stored list it names (None: not recorded, or a
+    stored list this database does not hold)."""
+    if data.get("resources") is not None:
+        return data["resources"]
+    text = stored.get(data.get("resourcesRef") or "")
+    return orjson.loads(text) if text is not None else None
+
+
 def build_log(session_id: str, events: Iterable[LoggedEvent], stored: Mapping[str, str] | None = None,
               ) -> SessionLog:
     """The session's log; `stored` (blob reference -> whole text, stored_text.py) gives the messages too
-    large for an event their whole text."""
+    large for an event their whole text and responses their stored resource lists."""
     log = SessionLog(session_id)
     current: TurnLog | None = None
     pending: dict[str, tuple[TurnLog, EhrCall]] = {}  # request id -> (turn, call without response)
@@ -76,8 +87,9 @@ def build_log(session_id: str, events: Iterable[LoggedEvent], stored: Mapping[st
             pending[data["requestId"]] = (current, call)
         elif kind == EhrResponse.TYPE and data.get("requestId") in pending:
             owner, call = pending.pop(data["requestId"])
-            given = None if data.get("resources") is None else tuple(
-                f"{r.get('resourceType')}/{r.get('id')}" for r in data["resources"] if isinstance(r, dict))
+            listed = _resources(data, stored or {})
+            given = None if listed is None else tuple(
+                f"{r.get('resourceType')}/{r.get('id')}" for r in listed if isinstance(r, dict))
             done = EhrCall(call.method, call.url, call.position, data["status"], data.get("latencyMs"),
                            call.query, given)
             owner.ehr[owner.ehr.index(call)] = done

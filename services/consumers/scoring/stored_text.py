@@ -1,7 +1,8 @@
 """The whole text of a message too large for an event (events/payloads/messages.py
 `Communication.stored_text`): its event carries the first 64 KiB inline and names the whole in `event_blobs`
 (events/blobs.py). The scorer judges the answer the assistant gave, so it reads the whole text; the report's
-conversation view keeps the head.
+conversation view keeps the head. Likewise the list of resources an EHR response returned when it was too
+long for its event (`rounds.ehr.response` `resourcesRef`): grounding needs what the assistant was given.
 
 `refs(events)` finds the references a session's messages hold; `load(conn, refs)` reads them in the caller's
 connection (the scorer's transaction: a database read, no network). A reference not stored here (a log
@@ -16,6 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, inspect
 
 from events.blobs import BLOBS, read
+from events.payloads import EhrResponse
 from events.payloads.messages import MESSAGE_PREFIX, STORED_PREFIX
 
 
@@ -29,8 +31,19 @@ def ref_of(data: Mapping[str, Any]) -> str | None:
 
 
 def refs(events: Iterable[Any]) -> set[str]:
-    """The references of the messages among `events` (LoggedEvent-like: `.type`, `.data`)."""
-    return {ref for e in events if e.type.startswith(MESSAGE_PREFIX) and (ref := ref_of(e.data or {}))}
+    """The references of the messages and stored resource lists among `events` (LoggedEvent-like: `.type`,
+    `.data`)."""
+    found: set[str] = set()
+    for e in events:
+        if e.type.startswith(MESSAGE_PREFIX):
+            ref = ref_of(e.data or {})
+        elif e.type == EhrResponse.TYPE:
+            ref = (e.data or {}).get("resourcesRef")
+        else:
+            continue
+        if ref:
+            found.add(ref)
+    return found
 
 
 def load(conn: Connection, wanted: set[str]) -> dict[str, str]:

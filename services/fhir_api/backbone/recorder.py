@@ -9,10 +9,11 @@ The response's `causationid` is the request event's id; both carry the request i
 
 What the assistant saw is recorded whole: the response event lists the (type, id, versionId) of every
 resource returned and carries the body exactly as sent, inline when the event fits the size limit, else as a
-stored copy (events/blobs.py) it points to; request bodies likewise. The recorder is a *gate* listener: the
-FHIR app holds the response until it is recorded (after the request left its admission slot), and a failure
-to record answers 503 instead, counts in `RecorderHealth` and turns `GET /health` unhealthy until a
-recording succeeds.
+stored copy (events/blobs.py) it points to; request bodies likewise. A list of returned resources too long
+for the event (a search of thousands of entries) is stored the same way (`resourcesRef`). The recorder is a
+*gate* listener: the FHIR app holds the response until it is recorded (after the request left its admission
+slot), and a failure to record answers 503 instead, counts in `RecorderHealth` and turns `GET /health`
+unhealthy until a recording succeeds.
 """
 
 from __future__ import annotations
@@ -118,6 +119,12 @@ def _location_version(response: Any) -> ResourceVersion | None:
     return ResourceVersion(resource_type=parts[0], id=parts[1], version_id=version)
 
 
+def _checked(event: CloudEvent) -> CloudEvent:
+    """`event`, serialised once and cached (publish reuses it); raises EventTooLarge over the limit."""
+    event.to_bytes()
+    return event
+
+
 @dataclass
 class RecorderHealth:
     """Counters behind `GET /health`: recordings that succeeded and failed, and the last failure. Unhealthy
@@ -180,31 +187,40 @@ class InteractionRecorder:
             )
 
         first = self._fitted(request, request_body)
+        listed = returned_resources(response_body)
 
         def response(**body: Any) -> CloudEvent:
+            body.setdefault("resources", listed)
             return CATALOG.make(
                 EhrResponse(request_id=request_id, status=interaction.status,
                             latency_ms=max(0.0, interaction.latency_ms),
                             body_digest=_digest(interaction.response_digest),
-                            content_type=interaction.response_content_type,
-                            resources=returned_resources(response_body), **body),
+                            content_type=interaction.response_content_type, **body),
                 source=SOURCE, subject=session_id, sequence=sequences[1], correlationid=request_id,
                 causationid=first.id,
             )
 
-        return [first, self._fitted(response, response_body)]
+        return [first, self._fitted(response, response_body, listed)]
 
-    def _fitted(self, make: Any, body: bytes) -> CloudEvent:
+    def _fitted(self, make: Any, body: bytes, listed: list[ResourceVersion] | None = None) -> CloudEvent:
         """The event with `body` inline when the serialised event fits the limit, else with a stored copy.
-        A body that is not UTF-8 text is always stored (an event carries text)."""
+        A body that is not UTF-8 text is always stored (an event carries text). A response whose list of
+        returned resources alone outgrows the event (thousands of entries) stores that list too
+        (`resources_ref`): a valid request is always recorded, so it always answers."""
         if not body:
             return make()
         try:
-            event = make(body=body.decode(), body_size=len(body))
-            event.to_bytes()  # serialised once and cached: publish reuses it; raises when too large
-            return event
+            return _checked(make(body=body.decode(), body_size=len(body)))
         except (EventTooLarge, UnicodeDecodeError):
-            return make(body_ref=self.blobs.put(body), body_size=len(body))
+            pass
+        stored = {"body_ref": self.blobs.put(body), "body_size": len(body)}
+        try:
+            return _checked(make(**stored))
+        except EventTooLarge:
+            if not listed:
+                raise
+        spilled = orjson.dumps([r.to_data() for r in listed])
+        return make(**stored, resources=None, resources_ref=self.blobs.put(spilled))
 
     async def __call__(self, interaction: Interaction) -> None:
         """The gate the FHIR app awaits: the exchange is recorded off the event loop, with the others queued

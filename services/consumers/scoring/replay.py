@@ -1,0 +1,169 @@
+"""A session's final writes rebuilt from its log, for a session whose log holds no `rounds.sandbox.state` (a
+log recorded before every state was kept, or one whose stored state did not travel with it).
+
+As τ²-bench rebuilds its environment from the trajectory, the sandbox is rebuilt from the session's logged
+writes: every successful `rounds.ehr.request`/`.response` pair of POST, PUT, PATCH or DELETE on the session
+base, in log order. Each write's outcome is what the FHIR server answered at the session's clock (the
+response body: the resource as stored, with its id and `meta.versionId`; a transaction or batch Bundle's
+entries, matched to its request entries), so applying them in order gives the current version of every
+resource the session wrote, deletions as tombstones: what `GET /sessions/<id>/writes` returns. Bodies too
+large for their event are read from `event_blobs` (`body_refs` -> `events.blobs.read`).
+
+Nothing is hidden: a write whose outcome the log does not show (a response without a body, `Prefer:
+return=minimal`; a conditional delete) is listed in `Replayed.gaps`, and `disagreements` compares a replay
+with a recorded state (tests/scoring/test_replay.py; benchmarks/README.md gives the figures on the demo).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from events.payloads import EhrRequest, EhrResponse
+from services.consumers.scoring.check_inputs import FinalState, Written
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+BUNDLE_WRITES = frozenset({"batch", "transaction"})
+
+
+@dataclass
+class Replayed:
+    """The session's writes, current version of each resource in write order, and what could not be
+    rebuilt ("METHOD url: why")."""
+
+    writes: list[Written] = field(default_factory=list)
+    gaps: list[str] = field(default_factory=list)
+
+
+def body_refs(events: Iterable[Any]) -> set[str]:
+    """Blob references of the EHR bodies among `events` (LoggedEvent-like) that a replay reads."""
+    return {ref for e in events if e.type in (EhrRequest.TYPE, EhrResponse.TYPE)
+            and (ref := (e.data or {}).get("bodyRef"))}
+
+
+def _body(data: Mapping[str, Any], stored: Mapping[str, bytes]) -> Any:
+    """The JSON body of a request or response event (inline, or its stored copy); None when absent."""
+    text: Any = data.get("body")
+    if text is None and data.get("bodyRef"):
+        text = stored.get(data["bodyRef"])
+    if text is None:
+        return None
+    try:
+        return orjson.loads(text) if isinstance(text, str | bytes) else text
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _target(url: str) -> tuple[str, ...] | None:
+    """(type,) or (type, id) of a write's URL relative to the base; () for the base itself (a Bundle);
+    None for operations and searches (`$op`, `_search`), which write nothing."""
+    parts = tuple(p for p in url.split("?", 1)[0].strip("/").split("/") if p)
+    if any(p.startswith("$") or p == "_search" for p in parts) or len(parts) > 2:
+        return None
+    return parts
+
+
+def _version(resource: Mapping[str, Any]) -> int:
+    meta = resource.get("meta")
+    version = meta.get("versionId") if isinstance(meta, dict) else None
+    return int(version) if str(version or "").isdigit() else 0
+
+
+class _Sandbox:
+    """The session's writes as applied so far, by (type, id); a rewrite moves a resource to the end."""
+
+    def __init__(self) -> None:
+        self.current: dict[tuple[str, str], Written] = {}
+        self.gaps: list[str] = []
+
+    def put(self, method: str, resource: Any) -> bool:
+        if not isinstance(resource, dict) or not resource.get("resourceType") or not resource.get("id"):
+            return False
+        key = (resource["resourceType"], str(resource["id"]))
+        self.current.pop(key, None)
+        self.current[key] = Written(key[0], key[1], _version(resource), False, method, resource)
+        return True
+
+    def delete(self, resource_type: str, resource_id: str) -> None:
+        key = (resource_type, resource_id)
+        before = self.current.pop(key, None)
+        version = before.version + 1 if before is not None and before.version else 0  # 0: not known here
+        self.current[key] = Written(resource_type, resource_id, version, True, "DELETE", None)
+
+    def apply(self, method: str, url: str, request: Any, response: Any) -> None:
+        target = _target(url)
+        if target is None:
+            return
+        if method == "DELETE":
+            if len(target) == 2:
+                self.delete(*target)
+            else:
+                self.gaps.append(f"DELETE {url}: a conditional delete names no resource")
+        elif target == () and isinstance(request, dict) and request.get("type") in BUNDLE_WRITES:
+            self._bundle(url, request, response)
+        elif not self.put(method, response):
+            self.gaps.append(f"{method} {url}: the response carries no resource")
+
+    def _bundle(self, url: str, request: dict[str, Any], response: Any) -> None:
+        if not isinstance(response, dict):
+            self.gaps.append(f"POST {url or '/'}: the {request.get('type')} response is not in the log")
+            return
+        answers = response.get("entry") or []
+        for index, entry in enumerate(request.get("entry") or ()):
+            asked = (entry.get("request") or {}) if isinstance(entry, dict) else {}
+            answer = answers[index] if index < len(answers) and isinstance(answers[index], dict) else {}
+            status = str((answer.get("response") or {}).get("status") or "")
+            method, entry_url = str(asked.get("method") or "").upper(), str(asked.get("url") or "")
+            if method not in WRITE_METHODS or status[:1] != "2":
+                continue
+            target = _target(entry_url)
+            if method == "DELETE" and target is not None and len(target) == 2:
+                self.delete(*target)
+            elif target is not None and not self.put(method, answer.get("resource")):
+                self.gaps.append(f"{method} {entry_url} (in {url or '/'}): the response carries no resource")
+
+
+def replay_writes(events: Iterable[Any], stored: Mapping[str, bytes] | None = None) -> Replayed:
+    """The writes of one session's events (LoggedEvent-like, in log order), as the sandbox holds them at
+    its end; `stored`: blob reference -> bytes for bodies kept in `event_blobs`."""
+    sandbox = _Sandbox()
+    asked: dict[str, Mapping[str, Any]] = {}
+    for event in events:
+        data = event.data or {}
+        if event.type == EhrRequest.TYPE and data.get("method") in WRITE_METHODS:
+            asked[data["requestId"]] = data
+        elif (event.type == EhrResponse.TYPE and (request := asked.pop(data.get("requestId"), None))
+              and 200 <= int(data.get("status") or 0) < 300):
+            sandbox.apply(request["method"], request.get("url") or "", _body(request, stored or {}),
+                          _body(data, stored or {}))
+    return Replayed(list(sandbox.current.values()), sandbox.gaps)
+
+
+def replayed_state(events: Iterable[Any], stored: Mapping[str, bytes] | None = None,
+                   record_values: Iterable[Any] = ()) -> tuple[FinalState, list[str]]:
+    """The final state a replay rebuilds (with the shared record's values as the reader gives them: the
+    record is not the session's to change) and its gaps."""
+    replayed = replay_writes(events, stored)
+    return FinalState(writes=replayed.writes, record_values=list(record_values)), replayed.gaps
+
+
+def disagreements(recorded: FinalState, replayed: Iterable[Written]) -> list[str]:
+    """Where a replay differs from the state recorded for the same session ("Type/id: what"): a resource
+    only one holds, deleted in one only, another version (when the replay knows it), another content."""
+    theirs = {(w.resource_type, w.id): w for w in recorded.writes}
+    ours = {(w.resource_type, w.id): w for w in replayed}
+    out = [f"{t}/{i}: recorded, not replayed" for t, i in sorted(theirs.keys() - ours.keys())]
+    out += [f"{t}/{i}: replayed, not recorded" for t, i in sorted(ours.keys() - theirs.keys())]
+    for key in sorted(theirs.keys() & ours.keys()):
+        a, b = theirs[key], ours[key]
+        name = f"{key[0]}/{key[1]}"
+        if a.deleted != b.deleted:
+            out.append(f"{name}: deleted {a.deleted} recorded, {b.deleted} replayed")
+        elif b.version and a.version != b.version:
+            out.append(f"{name}: version {a.version} recorded, {b.version} replayed")
+        elif not a.deleted and a.resource != b.resource:
+            out.append(f"{name}: another content")
+    return out
