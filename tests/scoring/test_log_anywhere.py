@@ -7,11 +7,11 @@ the recorded states."""
 from __future__ import annotations
 
 import io
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import orjson
 import pytest
 
@@ -31,7 +31,6 @@ from tests.scoring import world
 from tests.scoring.conftest import World, make_world
 
 RUN = "anywhere"
-FHIR_JSON = {"Content-Type": "application/fhir+json"}
 STATE = b'"rounds.sandbox.state"'
 
 
@@ -62,14 +61,6 @@ def _play(w: World) -> None:
         session.end(run=RUN)
 
 
-def _copy_record(source: httpx.Client, target: httpx.Client, ids: dict[str, str]) -> None:
-    """The same shared record in the other store (same ids): what a fresh load of the data set gives."""
-    for key, rid in ids.items():
-        kind = "Patient" if key == "patient" else "Observation"
-        resource = source.get(f"/fhir/{kind}/{rid}").json()
-        assert target.put(f"/fhir/{kind}/{rid}", json=resource, headers=FHIR_JSON).status_code in (200, 201)
-
-
 def _strip(report) -> list:
     return sorted((s.session, s.score, s.excluded, [(t.index, t.score, [(c.id, c.passed) for c in t.checks])
                                                    for t in s.turns]) for s in report.sessions)
@@ -83,7 +74,7 @@ def _rescore_elsewhere(w: World, settings: Settings, lines: list[bytes]):
         loaded = load(bus, lines, blobs=engine)
         assert loaded.rejected == []
         with fhir_client(settings) as there:
-            _copy_record(w.client, there, w.ids)
+            world.copy_record(w.client, there, w.ids)
             return score_run(settings, RUN, bus=bus, client=there, timeout_s=120)
     finally:
         bus.close()
@@ -128,8 +119,9 @@ def test_a_log_from_before_the_change_rescores_by_replay(here: World, elsewhere:
         archive = io.BytesIO()
         dump(w.bus, [w.sessions], archive, blobs=engine)
         lines = archive.getvalue().splitlines()
-        stored = read(engine.connect(), {m.decode() for line in lines for m in
-                                         __import__("re").findall(rb"sha256:[0-9a-f]{64}", line)})
+        with engine.connect() as conn:
+            named = {m.decode() for line in lines for m in re.findall(rb"sha256:[0-9a-f]{64}", line)}
+            stored = read(conn, named)
     finally:
         engine.dispose()
 
@@ -152,7 +144,8 @@ def test_a_log_from_before_the_change_rescores_by_replay(here: World, elsewhere:
         assert body_refs(events) == set()  # every body inline here: the replay needs no blob
 
     # What main logged: no event for a state over 200 KB, no blob lines.
-    old = [line for line in lines if not line.startswith(BLOB_KEY) and not (STATE in line and b"stateRef" in line)]
+    old = [line for line in lines
+           if not line.startswith(BLOB_KEY) and not (STATE in line and b"stateRef" in line)]
     assert sum(STATE in line for line in old) == 2
     there = _rescore_elsewhere(w, elsewhere, old)
     assert there.metrics.excluded_sessions == 0 and there.metrics.sessions == 3

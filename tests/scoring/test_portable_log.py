@@ -1,5 +1,7 @@
 """Re-scoring a log exported with `rounds events dump` and loaded elsewhere with `rounds events load`, where
-no sandbox exists: the log's `rounds.sandbox.state` (appended by the first scorer) is all it needs."""
+no sandbox exists: the log's `rounds.sandbox.state` (appended by the first scorer) is all it needs; without
+one, the session's logged writes are replayed (tests/scoring/test_log_anywhere.py: large states, both
+backends)."""
 
 from __future__ import annotations
 
@@ -67,24 +69,36 @@ def test_a_dumped_and_loaded_log_rescored_elsewhere_gives_the_same_scores(scorin
     assert there.metrics.model_dump() == here.metrics.model_dump()
 
 
-def test_without_a_recorded_state_the_sessions_are_counted_unscorable(scoring_world: World,
-                                                                       tmp_path: Path) -> None:
+def test_without_a_recorded_state_a_session_is_scored_from_its_replayed_writes(scoring_world: World,
+                                                                                tmp_path: Path) -> None:
+    """A log never scored where it was recorded holds no sandbox state: elsewhere the scorer rebuilds each
+    session's writes from its logged EHR calls; a session without its scenario stays unscorable."""
     w = scoring_world
     session = w.session().start(w.scenario, "unscored")
     world.play(session, w.scenario, "oracle")
     session.end(run="unscored")
+    blind = w.session().start(w.scenario, "unscored", trial=1, definition=False)
+    world.play(blind, w.scenario, "oracle")
+    blind.end(run="unscored")
     archive = io.BytesIO()
     dump(w.bus, [w.sessions], archive)  # never scored here: no sandbox state in the log
+    assert b'"rounds.sandbox.state"' not in archive.getvalue()
     elsewhere = Settings(database_url=f"sqlite:///{tmp_path / 'elsewhere.sqlite'}")
     upgrade(elsewhere.database_url)
     bus = open_bus(elsewhere)
     bus.ensure_topics(topic_specs(3))
     try:
         load(bus, archive.getvalue().splitlines())
-        with fhir_client(elsewhere) as empty:
-            report = score_run(elsewhere, "unscored", bus=bus, client=empty, timeout_s=120)
+        with fhir_client(elsewhere) as there:  # the same record, no sandboxes
+            world.copy_record(w.client, there, w.ids)
+            report = score_run(elsewhere, "unscored", bus=bus, client=there, timeout_s=120)
     finally:
         bus.close()
-    (only,) = report.sessions
-    assert only.score is None and only.excluded == "unscorable" and only.scenario == w.scenario.id
-    assert report.metrics.excluded_sessions == 1 and report.metrics.sessions == 0
+    here = score_run(w.settings, "unscored", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
+                     client=w.client, timeout_s=120)
+    by_id = {s.session: s for s in report.sessions}
+    replayed, unscorable = by_id[session.id], by_id[blind.id]
+    assert replayed.excluded is None and replayed.score == 1.0
+    assert {s.session: s.score for s in here.sessions}[session.id] == 1.0
+    assert unscorable.score is None and unscorable.excluded == "unscorable"
+    assert report.metrics.excluded_sessions == 1 and report.metrics.sessions == 1

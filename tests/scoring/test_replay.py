@@ -29,7 +29,8 @@ class Log:
         answered = {"requestId": rid, "status": status, "latencyMs": 1.0, **extra}
         if response is not None:
             answered["body"] = orjson.dumps(response).decode()
-        self.events += [LoggedEvent("rounds.ehr.request", asked), LoggedEvent("rounds.ehr.response", answered)]
+        self.events += [LoggedEvent("rounds.ehr.request", asked),
+                        LoggedEvent("rounds.ehr.response", answered)]
 
 
 def test_writes_are_applied_in_order_and_reads_and_failures_change_nothing() -> None:

@@ -43,6 +43,14 @@ def load_record(client: httpx.Client) -> dict[str, str]:
     return ids
 
 
+def copy_record(source: httpx.Client, target: httpx.Client, ids: dict[str, str]) -> None:
+    """The same shared record in another store (same ids): what a fresh load of the data set gives."""
+    for key, rid in ids.items():
+        kind = "Patient" if key == "patient" else "Observation"
+        resource = source.get(f"/fhir/{kind}/{rid}").json()
+        assert target.put(f"/fhir/{kind}/{rid}", json=resource, headers=FHIR_JSON).status_code in (200, 201)
+
+
 def _loc(en: str, zh: str) -> dict:
     return {"en": en, "zh": zh}
 
@@ -152,7 +160,8 @@ class Session:
     def ehr(self, method: str, url: str, body: dict | None = None) -> httpx.Response:
         request_id = uuid.uuid4().hex
         sent = orjson.dumps(body).decode() if body is not None else None
-        self._publish("rounds.ehr.request", EhrRequest(request_id=request_id, method=method, url=url, body=sent))
+        self._publish("rounds.ehr.request",
+                      EhrRequest(request_id=request_id, method=method, url=url, body=sent))
         response = self.client.request(method, f"/sessions/{self.id}/fhir/{url}", content=sent,
                                        headers=FHIR_JSON if body else None)
         self._publish("rounds.ehr.response", EhrResponse(request_id=request_id, status=response.status_code,
