@@ -136,7 +136,7 @@ def load_cmd(
         typer.echo(f"rejected {problem}", err=True)
     typer.echo(
         f"{report.published} published, {report.already_present} already present, "
-        f"{report.blobs} blobs stored, {len(report.rejected)} rejected",
+        f"{len(report.rejected)} rejected" + (f", {report.blobs} blobs stored" if report.blobs else ""),
         err=True,
     )
     if report.rejected:

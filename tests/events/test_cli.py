@@ -213,3 +213,62 @@ def test_missing_schema_is_a_clear_error(tmp_path: Path) -> None:
     result = rounds(env, "topics")
     assert result.exit_code == 2
     assert "rounds db upgrade" in result.stderr
+
+
+@pytest.fixture(params=["sql-sqlite", "kafka"])
+def blob_env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """A log on the SQL log or Kafka; the blob store in the application database either way."""
+    env = fresh_sqlite(tmp_path, "source.sqlite")
+    if request.param == "kafka":
+        request.applymarker(pytest.mark.kafka)
+        env |= {"ROUNDS_BUS": "kafka", "ROUNDS_KAFKA_BOOTSTRAP": request.getfixturevalue("kafka_bootstrap")}
+    assert rounds(env, "topics").exit_code == 0
+    return env
+
+
+def test_dump_carries_the_blobs_its_events_name_and_load_stores_them(blob_env: dict[str, str],
+                                                                      tmp_path: Path) -> None:
+    from events.blobs import BlobStore, blob_ref
+    from rounds.db import make_engine
+
+    session = f"sess-{uuid.uuid4().hex[:12]}"
+    body = b'{"resourceType":"Bundle","entry":[' + b"0" * 300_000 + b"]}"
+    source = make_engine(blob_env["ROUNDS_DATABASE_URL"])
+    ref = BlobStore(source).put(body)
+    source.dispose()
+    inline = b'{"resourceType":"Patient"}'
+    bus = open_bus(Settings(bus=blob_env["ROUNDS_BUS"], database_url=blob_env["ROUNDS_DATABASE_URL"],
+                            kafka_bootstrap=blob_env.get("ROUNDS_KAFKA_BOOTSTRAP")))
+    try:
+        for n, data in enumerate([{"body_ref": ref, "body_size": len(body)},
+                                  {"body": inline.decode(), "body_digest": blob_ref(inline)},
+                                  {"body_ref": ref, "body_size": len(body)}]):
+            event = make_event(p.EhrResponse(request_id=f"r{n}", status=200, latency_ms=1.0, **data),
+                               source="/t", subject=session, sequence=n + 1)
+            bus.publish(*route(event)[:1], event, session)
+    finally:
+        bus.close()
+    result = rounds(blob_env, "dump", "--from-beginning", "--session", session)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout_bytes.splitlines()
+    # the blob once, before the first event naming it; the inline body's digest names nothing stored
+    assert len(lines) == 4 and lines[0].startswith(b'{"roundsBlob":')
+    assert orjson.loads(lines[0])["roundsBlob"] == ref and ref.encode() in lines[1]
+    assert "3 events" in result.stderr
+
+    target = fresh_sqlite(tmp_path, "target.sqlite")
+    export = tmp_path / "export.jsonl"
+    export.write_bytes(result.stdout_bytes)
+    loaded = rounds(target, "load", str(export))
+    assert loaded.exit_code == 0
+    assert "3 published, 0 already present, 0 rejected, 1 blobs stored" in loaded.stderr
+    there = make_engine(target["ROUNDS_DATABASE_URL"])
+    try:
+        assert BlobStore(there).get(ref) == body
+    finally:
+        there.dispose()
+
+    forged = orjson.loads(lines[0]) | {"dataBase64": "eA=="}
+    export.write_bytes(orjson.dumps(forged) + b"\n")
+    bad = rounds(fresh_sqlite(tmp_path, "other.sqlite"), "load", str(export))
+    assert bad.exit_code == 1 and "does not match its content" in bad.stderr
