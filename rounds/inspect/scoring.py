@@ -4,7 +4,8 @@ The session's events are read from its partition of `rounds.sessions` (the log `
 and `rounds replay` read), turned into turns by the scorer's `build_log` and scored by `score_session` against
 the scenario its `rounds.session.started` carries and the sandbox's final state: read over the FHIR API as
 the scorer reads it (`ROUNDS_FHIR_BASE`, else an in-process app on the database), or, where the sandbox does
-not exist, the `rounds.sandbox.state` the log holds. The same log and version give the same score as the
+not exist, the `rounds.sandbox.state` the log holds (a large one from `event_blobs`), else the session's
+writes replayed from the log. The same log and version give the same score as the
 scorer's consumer group (`rounds score`), so an Inspect re-score (`inspect score`) and `rounds report` agree.
 """
 
@@ -20,7 +21,7 @@ from contracts.score import SessionScore
 from events.archive import read_log
 from events.topics import SESSIONS
 from rounds.settings import Settings
-from services.consumers.scoring import scorer, snapshot
+from services.consumers.scoring import replay, scorer
 from services.consumers.scoring.fhir_state import SandboxMissing, StateReader, fhir_client
 from services.consumers.scoring.scenarios import scenario_of
 from services.consumers.scoring.session_log import LoggedEvent, build_log
@@ -91,6 +92,23 @@ def session_events(settings: Settings, session_id: str) -> list[LoggedEvent]:
             for r in records if r.event is not None]
 
 
+def _blobs(settings: Settings, events: list[LoggedEvent]) -> dict[str, bytes]:
+    """The stored state and bodies the session's events name, from this database's `event_blobs`."""
+    from events.blobs import read
+    from rounds.db import make_engine
+
+    refs = replay.body_refs(events) | {e.data["stateRef"] for e in events
+                                       if e.type == SNAPSHOT and e.data.get("stateRef")}
+    if not refs:
+        return {}
+    engine = make_engine(settings.database_url)
+    try:
+        with engine.connect() as conn:
+            return read(conn, refs)
+    finally:
+        engine.dispose()
+
+
 def score_logged_session(settings: Settings, session_id: str) -> SessionScore:
     """The session's SessionScore (the report's document: turns, checks with evidence, reason)."""
     events = session_events(settings, session_id)
@@ -102,7 +120,7 @@ def score_logged_session(settings: Settings, session_id: str) -> SessionScore:
     if found is not None and log.reason not in NOT_ASSISTANT_FAULT:
         try:
             state = _reading(settings).reader(session_id, found)
-        except SandboxMissing:
-            kept = [e for e in events if e.type == SNAPSHOT]
-            state = snapshot.from_data(kept[-1].data) if kept else None
+        except SandboxMissing:  # the log's recorded state (a stored one from event_blobs), else its replay
+            state = replay.state_of_log(events, _blobs(settings, events),
+                                        _reading(settings).reader.values_for(found))
     return scorer.score_session(log, found, state)

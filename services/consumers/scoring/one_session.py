@@ -5,24 +5,28 @@ the consumer group (an Inspect AI task, a notebook): no database, no broker.
 
 `events` are the session's CloudEvents (dicts as published, or `CloudEvent`s) or `LoggedEvent`s, in log
 order. `scenario` defaults to the `scenarioDefinition` of its `rounds.session.started`; `state` (the
-sandbox's final state) defaults to the session's `rounds.sandbox.state` event, else to the writes the log
-itself shows nothing of (an empty state: write checks then fail, and the session is marked unscorable
-when it expects writes). The score is the same SessionScore `rounds score` stores.
+sandbox's final state) defaults to the session's `rounds.sandbox.state` event, else to its writes replayed
+from the log (replay.py; without the shared record's values: the future-value gate then sees none). A log
+recording no EHR exchange at all (not the FHIR server's) shows nothing of the writes: the state is then
+empty for a scenario that expects none, and the session unscorable otherwise. The score is the same
+SessionScore `rounds score` stores.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from contracts.scenario import Scenario
 from contracts.score import SessionScore
 from events.payloads import SandboxState
-from services.consumers.scoring import snapshot
+from services.consumers.scoring import replay
 from services.consumers.scoring.check_inputs import FinalState
 from services.consumers.scoring.scenarios import scenario_of
 from services.consumers.scoring.scorer import SCORER_VERSION, score_session
 from services.consumers.scoring.session_log import LoggedEvent, build_log
+
+EHR_PREFIX = "rounds.ehr."
 
 
 def _logged(event: Any) -> tuple[LoggedEvent, str | None]:
@@ -33,16 +37,17 @@ def _logged(event: Any) -> tuple[LoggedEvent, str | None]:
 
 
 def score_events(events: Iterable[Any], scenario: Scenario | None = None, state: FinalState | None = None,
-                 version: str | None = None) -> SessionScore:
-    """One session's events -> its SessionScore under `version` (default: SCORER_VERSION)."""
+                 version: str | None = None, stored: Mapping[str, bytes] | None = None) -> SessionScore:
+    """One session's events -> its SessionScore under `version` (default: SCORER_VERSION); `stored`: the
+    blobs (reference -> bytes) of a state or bodies too large for their events."""
     pairs = [_logged(e) for e in events]
     logged = [event for event, _ in pairs]
     subject = next((s for _, s in pairs if s), None)
-    log = build_log(subject or "session", logged)
+    texts = {ref: body.decode(errors="replace") for ref, body in (stored or {}).items()}
+    log = build_log(subject or "session", logged, texts)  # whole answers, stored resource lists
     scenario = scenario or scenario_of(log.started, None)
-    if state is None:
-        recorded = [e.data for e in logged if e.type == SandboxState.TYPE]
-        state = snapshot.from_data(recorded[-1]) if recorded else None
+    if state is None and any(e.type == SandboxState.TYPE or e.type.startswith(EHR_PREFIX) for e in logged):
+        state = replay.state_of_log(logged, stored)
     if state is None and scenario is not None and not any(t.writes for t in scenario.turns):
         state = FinalState()  # nothing to write: the log alone decides
     return score_session(log, scenario, state, version=version or SCORER_VERSION)

@@ -22,7 +22,8 @@ from typing import Any
 
 import orjson
 
-from events.payloads import EhrRequest, EhrResponse
+from events.payloads import EhrRequest, EhrResponse, SandboxState
+from services.consumers.scoring import snapshot
 from services.consumers.scoring.check_inputs import FinalState, Written
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -148,6 +149,16 @@ def replayed_state(events: Iterable[Any], stored: Mapping[str, bytes] | None = N
     record is not the session's to change) and its gaps."""
     replayed = replay_writes(events, stored)
     return FinalState(writes=replayed.writes, record_values=list(record_values)), replayed.gaps
+
+
+def state_of_log(events: Iterable[Any], stored: Mapping[str, bytes] | None = None,
+                 record_values: Iterable[Any] = ()) -> FinalState:
+    """The final state a session's log gives: its last recorded `rounds.sandbox.state` (inline, or stored in
+    `stored`), else its replayed writes with `record_values`."""
+    events = list(events)
+    recorded = [e.data for e in events if e.type == SandboxState.TYPE]
+    state = snapshot.from_data(recorded[-1], stored) if recorded else None
+    return state if state is not None else replayed_state(events, stored, record_values)[0]
 
 
 def disagreements(recorded: FinalState, replayed: Iterable[Written]) -> list[str]:
