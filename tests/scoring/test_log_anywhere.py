@@ -1,8 +1,7 @@
 """A log re-scores anywhere (issue 36 item 8), on SQLite and PostgreSQL: exported with `dump` and loaded with
 `load` into a fresh store holding the same record, every session is scored — one whose sandbox state is too
-large for an event through the blob the dump carries, and, in a log recorded before every state was kept
-(what main wrote: no event for a state over 200 KB), by replaying its logged writes; the replay agrees with
-the recorded states."""
+large for an event through the blob the dump carries, and, in a log recorded by the old code path (no event
+for a state over 200 KB), by replaying its logged writes; the replay agrees with the recorded states."""
 
 from __future__ import annotations
 
@@ -111,9 +110,9 @@ def test_a_large_state_travels_with_its_blob(here: World, elsewhere: Settings) -
     assert _strip(there) == _strip(scored)
 
 
-def test_a_log_from_before_the_change_rescores_by_replay(here: World, elsewhere: Settings) -> None:
+def test_replayed_writes_agree_with_every_recorded_state(here: World) -> None:
     w = here
-    scored = _scored_here(w)
+    _scored_here(w)
     engine = make_engine(w.settings.database_url)
     try:
         archive = io.BytesIO()
@@ -124,8 +123,6 @@ def test_a_log_from_before_the_change_rescores_by_replay(here: World, elsewhere:
             stored = read(conn, named)
     finally:
         engine.dispose()
-
-    # Replayed writes agree with every recorded state (the large one read from its blob).
     sessions: dict[str, list[LoggedEvent]] = defaultdict(list)
     recorded = {}
     for line in lines:
@@ -133,7 +130,7 @@ def test_a_log_from_before_the_change_rescores_by_replay(here: World, elsewhere:
             continue
         event = orjson.loads(line)
         if event["type"] == "rounds.sandbox.state":
-            recorded[event["subject"]] = snapshot.from_data(event["data"], stored)
+            recorded[event["subject"]] = snapshot.from_data(event["data"], stored)  # the large one: its blob
         else:
             sessions[event["subject"]].append(LoggedEvent(event["type"], event["data"], event.get("time")))
     assert len(recorded) == 3 and all(state is not None for state in recorded.values())
@@ -142,11 +139,27 @@ def test_a_log_from_before_the_change_rescores_by_replay(here: World, elsewhere:
         assert replayed.gaps == [] and replayed.writes
         assert disagreements(recorded[sid], replayed.writes) == []
         assert body_refs(events) == set()  # every body inline here: the replay needs no blob
+    assert max(len(replay_writes(events).writes) for events in sessions.values()) == 121
 
-    # What main logged: no event for a state over 200 KB, no blob lines.
-    old = [line for line in lines
-           if not line.startswith(BLOB_KEY) and not (STATE in line and b"stateRef" in line)]
-    assert sum(STATE in line for line in old) == 2
-    there = _rescore_elsewhere(w, elsewhere, old)
+
+def test_a_log_recorded_by_the_old_code_rescores_by_replay(here: World, elsewhere: Settings,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old code path records a state only when it fits an event (main before this change: a larger one
+    was "re-read instead"): the large session's log holds no state, and no blob travels."""
+    w = here
+    current = snapshot.to_event
+    monkeypatch.setattr(snapshot, "to_event", lambda sid, state, time, store=None: current(sid, state, time))
+    scored = _scored_here(w)
+    monkeypatch.undo()
+    engine = make_engine(w.settings.database_url)
+    try:
+        archive = io.BytesIO()
+        dump(w.bus, [w.sessions], archive, blobs=engine)
+    finally:
+        engine.dispose()
+    lines = archive.getvalue().splitlines()
+    assert sum(STATE in line for line in lines) == 2 and not any(b"stateRef" in line for line in lines)
+    assert not any(line.startswith(BLOB_KEY) for line in lines)
+    there = _rescore_elsewhere(w, elsewhere, lines)
     assert there.metrics.excluded_sessions == 0 and there.metrics.sessions == 3
     assert _strip(there) == _strip(scored)
