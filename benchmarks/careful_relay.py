@@ -1,12 +1,18 @@
-"""A relay that lets a person (or an agent outside Rounds) answer the turns of `rounds run --assistant http:`.
+"""A relay that lets a person (or a helper agent) answer `rounds run --assistant http://HOST:PORT/turn`.
 
-Why: the careful-assistant fixtures of issue 36 are answers written by a clinician who reads only the
-session's FHIR base and patient endpoint. Rounds calls the webhook once per physician turn and waits for
-`{"text": ...}`; this relay writes each request to `<inbox>/<session>-t<turn>.json` and blocks until the
-answer appears as `<outbox>/<session>-t<turn>.txt` (plain text, UTF-8), then returns it. Standard library
-only, so it runs anywhere the CLI does.
+Why: the careful-assistant fixtures (issue 36, item 7) are answered by hand, by someone who reads the record
+through the session's FHIR base and patient endpoint and never sees the truth. Rounds' `http:` adapter POSTs
+one JSON request per physician turn and waits for `{"text": ...}`; this relay turns that into files:
 
-    python benchmarks/careful_relay.py --port 18802 --inbox /tmp/x/inbox --outbox /tmp/x/outbox
+- each request is written to `<inbox>/<session>--<turn>.json` (the adapter's payload as received);
+- the relay then waits for `<outbox>/<session>--<turn>.txt` (the answer, plain UTF-8 text) and returns it
+  as `{"text": ...}`; the answer file is moved to `<outbox>/sent/` so a resumed run never re-reads it.
+
+HEAD (the adapter's preflight) answers 200. A turn nobody answers within `--wait` seconds gets HTTP 504, which
+the adapter records as the assistant's failure (not the network's). Standard library only: it runs anywhere
+the repository's Python runs, with nothing to install.
+
+    python benchmarks/careful_relay.py --port 18801 --inbox /tmp/in --outbox /tmp/out &
 """
 
 from __future__ import annotations
@@ -14,67 +20,63 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def turn_name(session: str, turn: int) -> str:
-    """The file stem of one turn: the session id made filesystem-safe, then the turn number."""
-    return f"{_UNSAFE.sub('_', session)}-t{turn}"
+def turn_key(payload: dict) -> str:
+    """`<session>--<turn>`: a file name for one turn, safe on any file system."""
+    session = SAFE_NAME.sub("_", str(payload.get("session", "unknown")))
+    return f"{session}--{int(payload.get('turn', 0))}"
 
 
-class Relay:
-    """Inbox/outbox folders and how long a turn may wait for its answer."""
-
-    def __init__(self, inbox: Path, outbox: Path, wait_s: float, poll_s: float = 1.0) -> None:
-        self.inbox, self.outbox, self.wait_s, self.poll_s = inbox, outbox, wait_s, poll_s
-        inbox.mkdir(parents=True, exist_ok=True)
-        outbox.mkdir(parents=True, exist_ok=True)
-
-    def answer(self, request: dict) -> str | None:
-        """Write the request, wait for its answer file; None when none came within `wait_s`."""
-        stem = turn_name(str(request["session"]), int(request["turn"]))
-        pending = self.inbox / f"{stem}.json"
-        tmp = pending.with_suffix(".tmp")
-        tmp.write_text(json.dumps(request, ensure_ascii=False, indent=2), encoding="utf-8")
-        tmp.replace(pending)  # atomic: a watcher never reads half a request
-        reply = self.outbox / f"{stem}.txt"
-        deadline = time.monotonic() + self.wait_s
-        while time.monotonic() < deadline:
-            if reply.exists():
-                text = reply.read_text(encoding="utf-8").strip()
-                if text:
-                    pending.rename(self.inbox / f"{stem}.done.json")
-                    return text
-            time.sleep(self.poll_s)
-        return None
+def wait_for_answer(outbox: Path, key: str, wait_s: float, poll_s: float = 0.5) -> str | None:
+    """The non-empty answer written to `<outbox>/<key>.txt` within `wait_s`, moved to `sent/`; else None."""
+    answer = outbox / f"{key}.txt"
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if answer.exists():
+            text = answer.read_text(encoding="utf-8")
+            if text.strip():
+                sent = outbox / "sent"
+                sent.mkdir(exist_ok=True)
+                shutil.move(str(answer), sent / answer.name)
+                return text.strip()
+        time.sleep(poll_s)
+    return None
 
 
-def handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_HEAD(self) -> None:  # the run's preflight: any answer proves the relay is up
+def make_handler(inbox: Path, outbox: Path, wait_s: float) -> type[BaseHTTPRequestHandler]:
+    class RelayHandler(BaseHTTPRequestHandler):
+        def do_HEAD(self) -> None:  # the adapter's preflight: any answer proves the endpoint is there
             self.send_response(200)
             self.end_headers()
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             try:
-                request = json.loads(self.rfile.read(length) or b"{}")
-                if "session" not in request or "turn" not in request:
-                    raise ValueError("a turn needs 'session' and 'turn'")
-            except ValueError as exc:
-                self._send(400, {"error": str(exc)})
+                payload = json.loads(self.rfile.read(length) or b"{}")
+            except ValueError:
+                self._reply(400, {"error": "request body is not JSON"})
                 return
-            text = relay.answer(request)
+            if not isinstance(payload, dict) or "message" not in payload:
+                self._reply(400, {"error": "expected the http: adapter's turn request"})
+                return
+            key = turn_key(payload)
+            pending = inbox / f"{key}.json.part"
+            pending.write_text(json.dumps(payload, ensure_ascii=False, indent=1), encoding="utf-8")
+            pending.rename(inbox / f"{key}.json")  # appears whole, never half-written
+            text = wait_for_answer(outbox, key, wait_s)
             if text is None:
-                self._send(504, {"error": f"no answer within {relay.wait_s:.0f} s"})
-            else:
-                self._send(200, {"text": text})
+                self._reply(504, {"error": f"no answer for {key} within {wait_s:.0f} s"})
+                return
+            self._reply(200, {"text": text})
 
-        def _send(self, status: int, body: dict) -> None:
+        def _reply(self, status: int, body: dict) -> None:
             data = json.dumps(body, ensure_ascii=False).encode("utf-8")
             self.send_response(status)
             self.send_header("Content-Type", "application/json; charset=utf-8")
@@ -82,21 +84,26 @@ def handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-    return Handler
+        def log_message(self, fmt: str, *args: object) -> None:  # one line per request, on stderr
+            super().log_message(fmt, *args)
+
+    return RelayHandler
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--inbox", type=Path, required=True)
-    parser.add_argument("--outbox", type=Path, required=True)
-    parser.add_argument("--wait", type=float, default=590.0, help="seconds a turn may wait for its answer")
+    parser.add_argument("--inbox", type=Path, required=True, help="requests are written here")
+    parser.add_argument("--outbox", type=Path, required=True, help="answers <session>--<turn>.txt")
+    parser.add_argument("--wait", type=float, default=580.0,
+                        help="seconds to wait for an answer (under the adapter's 600 s read timeout)")
     args = parser.parse_args()
-    relay = Relay(args.inbox, args.outbox, args.wait)
-    server = ThreadingHTTPServer((args.host, args.port), handler_for(relay))
-    where = f"inbox={args.inbox} outbox={args.outbox}"
-    print(f"relay on http://{args.host}:{args.port}/turn  {where}", flush=True)
+    args.inbox.mkdir(parents=True, exist_ok=True)
+    args.outbox.mkdir(parents=True, exist_ok=True)
+    server = ThreadingHTTPServer((args.host, args.port), make_handler(args.inbox, args.outbox, args.wait))
+    print(f"careful relay on http://{args.host}:{args.port}/turn; inbox {args.inbox}, outbox {args.outbox}",
+          flush=True)
     server.serve_forever()
 
 
