@@ -2,7 +2,7 @@
 of it.
 
 To keep the session cost low the fixture maps only the tables the builder reads (patients, admissions,
-transfers, diagnoses, labs, microbiology, prescriptions/pharmacy) and the lab rows of the items the
+transfers, diagnoses, labs, microbiology, prescriptions/pharmacy, the MAR) and the lab rows of the items the
 vocabulary names (the builder asks the server for those codes only, so the other rows could not change a
 session). Everything is read in place from ../shared/data; nothing is copied into the repository."""
 
@@ -34,6 +34,9 @@ TABLES = (
     "microbiologyevents",
     "prescriptions",
     "pharmacy",
+    "emar",  # the MAR (MedicationAdministration): what treatment-response sessions say was given
+    "emar_detail",
+    "poe",
 )
 UNUSED = ("MimicSpecimenLab.ndjson", "MimicMedicationDispense.ndjson", "MimicMedicationMix.ndjson")
 SEED = 7

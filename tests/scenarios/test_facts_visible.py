@@ -10,7 +10,7 @@ import pytest
 
 from services.fhir_api.store.interface import Context, SearchRequest
 from services.simulator.scenarios.reader import _med_name
-from services.simulator.scenarios.vocabulary import drug_name
+from services.simulator.scenarios.vocabulary import drug_identity
 
 
 def _refs(fact) -> list[str]:
@@ -51,7 +51,8 @@ def test_active_medication_counts_are_the_sandboxs_active_orders(demo_build, dem
         query = [("patient", pid), ("status", "active"), ("_include", "MedicationRequest:medication")]
         result = store.search(ctx, SearchRequest("MedicationRequest", query, count=5000))
         medications = {f"Medication/{m.id}": orjson.loads(m.raw) for m in result.includes}
-        drugs = {drug_name(_med_name(orjson.loads(r.raw), medications)) for r in result.matches}
+        names = [_med_name(orjson.loads(r.raw), medications) for r in result.matches]
+        drugs = {drug for name in names if (drug := drug_identity(name)) is not None}
         active = {f"MedicationRequest/{r.id}" for r in result.matches}
         for fact in facts:
             checked += 1

@@ -188,6 +188,33 @@ def _anchor_med(b: Binding, m: Moment) -> T.Truth:
     return _med_truth(m.med)
 
 
+def _administration(b: Binding, m: Moment) -> T.Truth:
+    """The last dose of the anchor's drug given in its stay before the result `of` was drawn (the MAR's
+    MedicationAdministration: "before we gave that" refers to it); absent when the MAR shows none, so a
+    treatment-response session is built only where a dose was given."""
+    if m.med is None:
+        raise ValueError(f"binding {b.name}: the anchor picked no order")
+    drawn = m.values[b.of or ""].time if b.of else m.now
+    given = [
+        a
+        for a in m.chart.administrations
+        if a.key == m.med.key and a.encounter == m.med.encounter and drawn is not None and a.time < drawn
+    ]
+    if not given:
+        return T.Truth(kind="absent", value=True, refs=[m.med.ref], present=False)
+    dose = given[-1]
+    entry = vocab.drug(dose.key) if dose.key else {"en": dose.name, "zh": dose.name}
+    return T.Truth(
+        kind="exists",
+        value=True,
+        time=dose.time,
+        refs=[dose.ref],
+        code=f"urn:rounds:drug|{dose.key}",
+        label={"en": entry["en"], "zh": entry["zh"]},
+        extra={"name": dose.name, "dose": dose.dose, "dose_unit": dose.dose_unit},
+    )
+
+
 def _active(m: Moment) -> list[Med]:
     return [x for x in m.chart.meds if x.key and x.active_at(m.now)]
 
@@ -292,6 +319,7 @@ SINGLE_KINDS: dict[str, Callable[[Binding, Moment], T.Truth]] = {  # one record 
     "age": _age,
     "demographics": _demographics,
     "anchor_med": _anchor_med,
+    "administration": _administration,
     "class_duplicates": _class_duplicates,
     "allergy": _allergy,
     "isolate": _isolate,
@@ -300,7 +328,3 @@ SINGLE_KINDS: dict[str, Callable[[Binding, Moment], T.Truth]] = {  # one record 
     "constant": _constant,
 }
 
-
-def next_morning(now: datetime, hour: int = 8) -> datetime:
-    """08:00 on the day after `now`, in `now`'s offset."""
-    return (now + timedelta(days=1)).replace(hour=hour, minute=0, second=0, microsecond=0)

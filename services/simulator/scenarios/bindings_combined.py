@@ -10,9 +10,9 @@ from collections.abc import Callable
 from contracts.vocabulary import label, listing, phrase
 from services.simulator.scenarios import truth as T
 from services.simulator.scenarios import vocabulary as vocab
-from services.simulator.scenarios.bindings import Moment, _active, _lab_of
+from services.simulator.scenarios.bindings import Moment, _active, _lab_of, rules
 from services.simulator.scenarios.families import Binding
-from services.simulator.scenarios.vocabulary import drug_name
+from services.simulator.scenarios.vocabulary import drug_identity
 
 
 def _change(b: Binding, m: Moment) -> T.Truth:
@@ -37,14 +37,19 @@ def _change(b: Binding, m: Moment) -> T.Truth:
 
 
 def _range(b: Binding, m: Moment) -> T.Truth:
-    """`input` against the vocabulary's adult reference range for its lab."""
+    """`input` against its own Observation's referenceRange (the lab's normal range for that patient, as the
+    chart flags it); the vocabulary's adult range only where the record gives none. `range_source` says which
+    decided ("record" | "vocabulary")."""
     source = m.values[b.input or ""]
-    key = _lab_of(b, m)
-    entry = vocab.lab(key)
     if not source.present:
         return T.Truth(kind="decision", value=None, present=False)
+    low, high, origin = T.normal_range(source.extra.get("_lab"), _lab_of(b, m))
     value = float(source.value)
-    side = "high" if value > entry["high"] else "low" if value < entry["low"] else "normal"
+    side = "normal"
+    if high is not None and value > high:
+        side = "high"
+    elif low is not None and value < low:
+        side = "low"
     return T.Truth(
         kind="decision",
         value="normal" if side == "normal" else "abnormal",
@@ -52,8 +57,9 @@ def _range(b: Binding, m: Moment) -> T.Truth:
         code="urn:rounds:rule|reference_range",
         label=label("reference_range"),
         extra={
-            "low": entry["low"],
-            "high": entry["high"],
+            "low": low,
+            "high": high,
+            "range_source": origin,
             "side": side,
             "side_zh": label(side)["zh"],
         },
@@ -68,7 +74,7 @@ def _active_meds(b: Binding, m: Moment) -> T.Truth:
         running = [x for x in _active(m) if vocab.drug(x.key)["class"] in classes]
     else:
         running = [x for x in m.chart.meds if x.active_at(m.now)]
-    meds = {drug_name(x.name): x for x in running}
+    meds = {drug: x for x in running if (drug := drug_identity(x.name)) is not None}
     names = [vocab.drug(x.key) if x.key else {"en": x.name, "zh": x.name} for _, x in sorted(meds.items())]
     return T.Truth(
         kind="count",
@@ -146,6 +152,23 @@ def _referral(b: Binding, m: Moment) -> T.Truth:
     )
 
 
+def _contraindication(b: Binding, m: Moment) -> T.Truth:
+    """Why a replacement must not be asked for (data/rules.json `replacement_contraindication`): "dialysis",
+    "within_range" (the decision `of` orders a replacement for an `input` its own Observation calls normal),
+    or "none". Diagnoses of every stay begun by `now` count: the builder excludes, it asserts nothing."""
+    rule = rules()[b.rule or "replacement_contraindication"]
+    begun = {e.ref for e in m.chart.encounters if e.start <= m.now}
+    codes = tuple(rule["dialysis_icd"])
+    dialysis = [c for c, enc in m.chart.diagnoses if enc in begun and c.startswith(codes)]
+    source, decision = m.values[b.input or ""], m.values[b.of or ""]
+    lab = source.extra.get("_lab")
+    inside = (
+        decision.value == "order" and lab is not None and lab.low is not None and source.value >= lab.low
+    )
+    value = "dialysis" if dialysis else "within_range" if inside else "none"
+    return T.Truth(kind="decision", value=value, refs=list(source.refs), extra={"_codes": dialysis})
+
+
 COMBINED_KINDS: dict[str, Callable[[Binding, Moment], T.Truth]] = {
     "change": _change,
     "range": _range,
@@ -153,4 +176,5 @@ COMBINED_KINDS: dict[str, Callable[[Binding, Moment], T.Truth]] = {
     "coverage": _coverage,
     "vital_bp": _vital_bp,
     "referral": _referral,
+    "contraindication": _contraindication,
 }

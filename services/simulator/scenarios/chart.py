@@ -13,6 +13,7 @@ from datetime import date, datetime
 
 from services.fhir_api.search.values import to_us
 from services.fhir_api.store.views import apply
+from services.simulator.scenarios.clock import local
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,22 @@ class Lab:
     unit: str | None
     effective: datetime
     known: datetime
+    encounter: str | None
+    low: float | None = None  # the Observation's own referenceRange (this lab, this patient), when it has one
+    high: float | None = None
+
+
+@dataclass(frozen=True)
+class Administration:
+    """A dose given (MedicationAdministration, the MAR): what "before we gave that" refers to."""
+
+    ref: str  # "MedicationAdministration/<id>"
+    key: str | None  # vocabulary drug key
+    name: str
+    time: datetime  # effective (when it was given)
+    request: str | None  # the MedicationRequest it carried out
+    dose: float | None
+    dose_unit: str | None
     encounter: str | None
 
 
@@ -107,7 +124,9 @@ class Chart:
     gender: str | None
     labs: dict[str, list[Lab]] = field(default_factory=dict)  # by vocabulary key, ordered by `known`
     meds: list[Med] = field(default_factory=list)
+    administrations: list[Administration] = field(default_factory=list)  # by time
     conditions: list[Condition] = field(default_factory=list)
+    diagnoses: list[tuple[str, str | None]] = field(default_factory=list)  # every (ICD code, encounter)
     encounters: list[Encounter] = field(default_factory=list)
     isolates: list[Isolate] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
@@ -123,5 +142,6 @@ class Chart:
     def age_at(self, now: datetime) -> int | None:
         if self.birth_date is None:
             return None
+        now = local(now)  # a birthday begins at midnight on the ward
         years = now.year - self.birth_date.year
         return years - ((now.month, now.day) < (self.birth_date.month, self.birth_date.day))

@@ -14,10 +14,11 @@ from contracts.rubric import GATES, PrecisionParams
 from contracts.scenario import ExpectedWrite, FieldConstraint, Persona, RubricItem, Scenario, Turn
 from services.simulator.scenarios import memory as mem
 from services.simulator.scenarios import vocabulary as vocab
-from services.simulator.scenarios.bindings import Moment, conclusion, next_morning
+from services.simulator.scenarios.bindings import Moment, conclusion
 from services.simulator.scenarios.chart import Chart
+from services.simulator.scenarios.clock import clock, local, next_morning
 from services.simulator.scenarios.families import Definition, TurnSpec
-from services.simulator.scenarios.templates import View, clock, fill, number, render, truth_view
+from services.simulator.scenarios.templates import View, fill, number, render, truth_view
 from services.simulator.scenarios.truth import Truth
 from services.simulator.scenarios.writes import write_templates
 
@@ -131,7 +132,7 @@ def _write_values(m: Moment, views: dict[str, Any], defn: Definition) -> dict[st
     values: dict[str, Any] = {
         "patient": m.chart.patient,
         "encounter": m.encounter,
-        "now": m.now.isoformat(),
+        "now": local(m.now).isoformat(),
         "next_morning": next_morning(m.now).isoformat(),
     }
     if m.lab:
@@ -318,7 +319,7 @@ def assemble(
         difficulty=difficulty(defn, arc),
         patient=m.chart.patient,
         encounter=m.encounter,
-        now=m.now,
+        now=local(m.now),
         persona=persona,
         patient_memory=mem.finalize(memory, critical),
         turns=turns,

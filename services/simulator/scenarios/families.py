@@ -68,6 +68,8 @@ class Binding(Spec):
         "coverage",
         "vital_bp",
         "referral",
+        "contraindication",
+        "administration",
     ]
     lab: str | None = None  # default: the anchor's lab; "$name": the lab named by context[name]
     hours: float | None = None

@@ -20,6 +20,7 @@ from services.fhir_api.search.values import MAX_US, from_us
 from services.fhir_api.store.known_time import known_at
 from services.simulator.scenarios import vocabulary as vocab
 from services.simulator.scenarios.chart import (
+    Administration,
     Chart,
     Condition,
     Encounter,
@@ -35,6 +36,8 @@ RETRY_PAUSE = 1.0  # seconds before the one retry
 MICRO = "http://mimic.mit.edu/fhir/mimic/CodeSystem/mimic-microbiology-"
 MICRO_PROFILE = "http://mimic.mit.edu/fhir/mimic/StructureDefinition/mimic-observation-micro-"
 MEDICATION_NAME = "http://mimic.mit.edu/fhir/mimic/CodeSystem/mimic-medication-name"
+NOT_GIVEN = {"not given", "not given per sliding scale", "hold dose", "held", "delayed", "not started",
+             "not flushed", "stopped", "not confirmed"}  # MIMIC emar event_txt, lower case
 
 
 class RecordError(RuntimeError):
@@ -127,6 +130,7 @@ def _labs(observations: list[dict], known_of: Known) -> dict[str, list[Lab]]:
         if coding is None or coding["code"] not in keys or quantity.get("value") is None or effective is None:
             continue
         key = keys[coding["code"]]
+        low, high = _reference_range(obs)
         labs.setdefault(key, []).append(
             Lab(
                 ref=f"Observation/{obs['id']}",
@@ -137,11 +141,45 @@ def _labs(observations: list[dict], known_of: Known) -> dict[str, list[Lab]]:
                 effective=effective,
                 known=known_of(obs) or effective,
                 encounter=_ref(obs.get("encounter")),
+                low=low,
+                high=high,
             )
         )
     for series in labs.values():
         series.sort(key=lambda lab: (lab.known, lab.effective, lab.ref))
     return labs
+
+
+def _reference_range(obs: dict) -> tuple[float | None, float | None]:
+    """The Observation's own normal range (its first `referenceRange`: MIMIC's ref_range_lower/upper)."""
+    ranges = obs.get("referenceRange") or [{}]
+    return ((ranges[0].get("low") or {}).get("value"), (ranges[0].get("high") or {}).get("value"))
+
+
+def _administrations(given: list[dict]) -> list[Administration]:
+    """The doses given; a MAR entry whose event says the dose was not given is no administration."""
+    out = []
+    for ma in given:
+        when = _time(ma.get("effectiveDateTime"))
+        dosage = ma.get("dosage") or {}
+        method = _coding(dosage.get("method")).get("code") or ""
+        if when is None or ma.get("status") not in (None, "completed") or method.lower() in NOT_GIVEN:
+            continue
+        name = _coding(ma.get("medicationCodeableConcept")).get("code") or ""
+        dose = dosage.get("dose") or {}
+        out.append(
+            Administration(
+                ref=f"MedicationAdministration/{ma['id']}",
+                key=vocab.drug_key(name),
+                name=name,
+                time=when,
+                request=_ref(ma.get("request")),
+                dose=dose.get("value"),
+                dose_unit=dose.get("unit"),
+                encounter=_ref(ma.get("context")),
+            )
+        )
+    return sorted(out, key=lambda a: (a.time, a.ref))
 
 
 def _med_name(request: dict, medications: dict[str, dict]) -> str:
@@ -242,13 +280,14 @@ async def read_chart(
     # by profile: the MIMIC-on-FHIR micro profiles (a system-only code search is far slower on most servers)
     micro_profiles = ",".join(MICRO_PROFILE + kind for kind in ("test", "org", "susc"))
     scoped = {"patient": pid}
-    encounters, conditions, labs, micro, requests, notes = await asyncio.gather(
+    encounters, conditions, labs, micro, requests, notes, given = await asyncio.gather(
         search(client, "Encounter", scoped),
         search(client, "Condition", scoped),
         search(client, "Observation", {**scoped, "code": lab_codes}),
         search(client, "Observation", {**scoped, "_profile": micro_profiles}),
         search(client, "MedicationRequest", scoped),
         search(client, "DocumentReference", scoped),
+        search(client, "MedicationAdministration", scoped),
     )
     wanted = sorted({r for req in requests if (r := _ref(req.get("medicationReference")))} - set(medications))
     for start in range(0, len(wanted), 100):
@@ -283,6 +322,7 @@ async def read_chart(
     known_of = known_time({f"Encounter/{enc['id']}": enc for enc in encounters})
     for cond in conditions:
         coding = _coding(cond.get("code"))
+        chart.diagnoses.append((coding.get("code", ""), _ref(cond.get("encounter"))))
         key = vocab.condition_key(coding.get("system", ""), coding.get("code", ""))
         if key:
             chart.conditions.append(
@@ -295,10 +335,12 @@ async def read_chart(
                     known_of(cond),
                 )
             )
+    chart.diagnoses.sort(key=lambda d: (d[0], d[1] or ""))
     chart.conditions.sort(key=lambda c: (c.known is None, c.known.timestamp() if c.known else 0.0, c.ref))
     chart.labs = _labs(labs, known_of)
     chart.isolates = _isolates(micro, known_of)
     chart.meds = _meds(requests, medications)
+    chart.administrations = _administrations(given)
     for doc in notes:
         when = known_of(doc)
         if when:
@@ -310,4 +352,5 @@ async def read_chart(
     chart.references.update({f"MedicationRequest/{r['id']}": known_of(r) for r in requests})
     chart.references.update({i.ref: i.known for i in chart.isolates})
     chart.references.update({n.ref: n.known for n in chart.notes})
+    chart.references.update({a.ref: a.time for a in chart.administrations})
     return chart

@@ -7,9 +7,9 @@ error in the family file, reported with the template."""
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Any
 
+from services.simulator.scenarios.clock import clock
 from services.simulator.scenarios.truth import Truth
 
 TYPED = re.compile(r"^\{=([a-z_][a-z0-9_]*)\}$")
@@ -24,10 +24,6 @@ def number(value: Any, decimals: int | None = None) -> str:
     if float(value).is_integer():
         return str(int(value))
     return f"{value:.4f}".rstrip("0").rstrip(".")
-
-
-def clock(when: datetime | None) -> str:
-    return when.strftime("%Y-%m-%d %H:%M") if when else ""
 
 
 class View:

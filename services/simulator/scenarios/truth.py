@@ -8,8 +8,8 @@ Definitions every checker (the CSV recomputation test included) shares:
 - a window of H hours holds the known results whose effective (chart) time is in [now - H, now];
 - `latest` is the known result with the latest chart (effective) time, what the sandbox's newest-first search
   (`_sort=-date`) puts first (ties: the later known time): one drawn earlier but reported later is not it;
-- `trend` compares the first and last result of the window: a change of at least the lab's trend_delta is
-  up/down, less is unchanged.
+- `trend` compares the first and last result of the window once each result redrawn within an hour is
+  replaced by its repeat (`settled`): a change of at least the lab's trend_delta is up/down, less unchanged.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from contracts.scenario import Fact
 from contracts.vocabulary import label
 from services.simulator.scenarios import vocabulary as vocab
 from services.simulator.scenarios.chart import Chart, Lab
+from services.simulator.scenarios.clock import local
 
 EGFR_CODE = "urn:rounds:derived|egfr-ckd-epi-2021"
 
@@ -53,8 +54,8 @@ class Truth:
             value=self.value,
             unit=self.unit,
             tolerance=self.tolerance,
-            time=self.time,
-            window=self.window,
+            time=local(self.time) if self.time else None,
+            window=(local(self.window[0]), local(self.window[1])) if self.window else None,
             reference=self.refs[0] if single else None,
             references=[] if single else list(self.refs),
             **{k: v for k, v in self.extra.items() if not k.startswith("_") and k not in Fact.model_fields},
@@ -89,6 +90,15 @@ def latest(chart: Chart, key: str, now: datetime, hours: float | None = None) ->
     if not series:
         return None
     return max(series, key=chart_order)
+
+
+def normal_range(lab: Lab | None, key: str) -> tuple[float | None, float | None, str]:
+    """The normal range a result is judged against: its own Observation's referenceRange when the record gives
+    one (MIMIC's per-lab, per-patient ref_range_lower/upper), else the vocabulary's adult range; and which."""
+    if lab is not None and (lab.low is not None or lab.high is not None):
+        return lab.low, lab.high, "record"
+    entry = vocab.lab(key)
+    return entry["low"], entry["high"], "vocabulary"
 
 
 def rounded(key: str, value: float) -> float:
@@ -147,13 +157,26 @@ def aggregate(kind: str, chart: Chart, key: str, now: datetime, hours: float) ->
         base.value, base.time, base.extra["at"] = pick.value, pick.effective, pick.ref
         base.extra["_lab"] = pick
     elif kind == "trend":
-        if len(labs) < 2:
+        kept = settled(labs)
+        if len(kept) < 2:
             base.present = False
-        delta = labs[-1].value - labs[0].value
+        delta = kept[-1].value - kept[0].value
         step = vocab.lab(key)["trend_delta"]
         base.value = "up" if delta >= step else "down" if delta <= -step else "unchanged"
-        base.extra.update(first=labs[0].value, last=labs[-1].value, _first=labs[0], _last=labs[-1])
+        base.extra.update(first=kept[0].value, last=kept[-1].value, _first=kept[0], _last=kept[-1])
+        base.extra["superseded"] = len(labs) - len(kept)  # results replaced by a repeat within the hour
     return base
+
+
+REPEAT = timedelta(hours=1)
+
+
+def settled(labs: list[Lab]) -> list[Lab]:
+    """The results a trend is read from (chart order): a result followed by a repeat of the same lab drawn
+    within an hour is replaced by that repeat, so a spurious value (a haemolysed K of 5.9 redrawn as 4.0 ten
+    minutes later) cannot decide the direction; agreeing repeats change nothing but the count."""
+    return [lab for lab, nxt in zip(labs, [*labs[1:], None], strict=True)
+            if nxt is None or nxt.effective - lab.effective > REPEAT]
 
 
 def egfr(creatinine: float, age: int, female: bool) -> float:
@@ -191,9 +214,11 @@ def egfr_truth(chart: Chart, cr: Truth, now: datetime) -> Truth:
 def tiers(rule: dict, value: float | None) -> dict[str, Any]:
     if value is None:
         return {"outcome": rule["missing"]}
+    edges = [tier["below"] for tier in rule["tiers"] if tier["below"] is not None]
     for tier in rule["tiers"]:
         if tier["below"] is None or value < tier["below"]:
-            return dict(tier)
+            # on an edge between two tiers a clinician may read either: the builder does not ask it
+            return {**tier, "_boundary": any(math.isclose(value, edge) for edge in edges)}
     raise ValueError("tiers must end with an open tier")
 
 

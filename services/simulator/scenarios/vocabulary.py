@@ -34,6 +34,18 @@ def drug_name(name: str) -> str:
     return " ".join(name.lower().split())
 
 
+NAMELESS = {"", "unk", "unknown"}  # an order the record names by none of these is not a drug one can count
+
+
+def drug_identity(name: str) -> str | None:
+    """One drug as a clinician counts it: the vocabulary drug (potassium chloride tablets and a potassium
+    chloride replacement protocol are one drug), else the record's name normalised; None for a nameless
+    order, which a clinician cannot count."""
+    if drug_name(name) in NAMELESS:
+        return None
+    return drug_key(name) or drug_name(name)
+
+
 def condition_key(system: str, code: str) -> str | None:
     """The vocabulary condition an ICD code (MIMIC form, no dots) belongs to, or None."""
     field = "icd10" if "icd10" in system else "icd9"
