@@ -23,7 +23,8 @@ T0 = datetime(2150, 1, 10, 12, 0, tzinfo=UTC)  # 07:00 on the ward (-05:00)
 def lab(key: str, minutes: int, value: float, low: float | None = None, high: float | None = None) -> Lab:
     when = T0 + timedelta(minutes=minutes)
     known = when + timedelta(minutes=30)
-    return Lab(f"Observation/{key}-{minutes}", key, lab_code(key), value, "mEq/L", when, known, STAY, low, high)
+    ref = f"Observation/{key}-{minutes}"
+    return Lab(ref, key, lab_code(key), value, "mEq/L", when, known, STAY, low, high)
 
 
 def chart(labs: list[Lab], **more) -> Chart:
