@@ -80,10 +80,16 @@ def _previous(b: Binding, m: Moment) -> T.Truth:
 
 
 def _value_at(b: Binding, m: Moment) -> T.Truth:
+    """The result known when the `of` event happened (a dose given, an order started); `at_event` names that
+    event, so "the value before we gave that" is traceable to the dose."""
     key = _lab_of(b, m)
-    when = _time_of(m.values[b.of or ""])
+    event = m.values[b.of or ""]
+    when = _time_of(event)
     pick = T.latest(m.chart, key, when) if when else None
-    return T.lab_truth("value_at", pick, key)
+    found = T.lab_truth("value_at", pick, key)
+    if pick is not None and event.refs:
+        found.extra["at_event"] = event.refs[0]
+    return found
 
 
 def _aggregate(b: Binding, m: Moment) -> T.Truth:
