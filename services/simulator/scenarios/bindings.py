@@ -175,16 +175,23 @@ def _demographics(b: Binding, m: Moment) -> T.Truth:
     )
 
 
-def _med_truth(med: Med) -> T.Truth:
-    entry = vocab.drug(med.key) if med.key else {"en": med.name, "zh": med.name}
+def _drug_truth(ref: str, key: str | None, name: str, when: datetime | None, **extra: Any) -> T.Truth:
+    """A drug as a fact: an order (its start) or a dose given (its time), named by the vocabulary."""
+    entry = vocab.drug(key) if key else {"en": name, "zh": name}
     return T.Truth(
         kind="exists",
         value=True,
-        time=med.start,
-        refs=[med.ref],
-        code=f"urn:rounds:drug|{med.key}",
+        time=when,
+        refs=[ref],
+        code=f"urn:rounds:drug|{key}",
         label={"en": entry["en"], "zh": entry["zh"]},
-        extra={"name": med.name, "dose": med.dose, "dose_unit": med.dose_unit, "route": med.route},
+        extra={"name": name, **extra},
+    )
+
+
+def _med_truth(med: Med) -> T.Truth:
+    return _drug_truth(
+        med.ref, med.key, med.name, med.start, dose=med.dose, dose_unit=med.dose_unit, route=med.route
     )
 
 
@@ -209,16 +216,7 @@ def _administration(b: Binding, m: Moment) -> T.Truth:
     if not given:
         return T.Truth(kind="absent", value=True, refs=[m.med.ref], present=False)
     dose = given[-1]
-    entry = vocab.drug(dose.key) if dose.key else {"en": dose.name, "zh": dose.name}
-    return T.Truth(
-        kind="exists",
-        value=True,
-        time=dose.time,
-        refs=[dose.ref],
-        code=f"urn:rounds:drug|{dose.key}",
-        label={"en": entry["en"], "zh": entry["zh"]},
-        extra={"name": dose.name, "dose": dose.dose, "dose_unit": dose.dose_unit},
-    )
+    return _drug_truth(dose.ref, dose.key, dose.name, dose.time, dose=dose.dose, dose_unit=dose.dose_unit)
 
 
 def _active(m: Moment) -> list[Med]:
