@@ -183,3 +183,8 @@ def test_drugs_are_counted_once_and_nameless_orders_not_at_all() -> None:
     assert drug_identity("") is None and drug_identity("  UNK ") is None
     assert drug_identity("Potassium Chloride") == drug_identity("Potassium Chloride Replacement (Oral)")
     assert drug_identity("Sodium Chloride 0.9%  Flush") == drug_identity("sodium chloride 0.9% flush")
+
+
+def test_a_range_with_one_bound_is_printed_as_the_report_prints_it() -> None:
+    shown = (T.range_text(3.3, 5.1), T.range_text(None, 0.01), T.range_text(60, None))
+    assert shown == ("3.3-5.1", "<=0.01", ">=60")

@@ -60,6 +60,7 @@ def _range(b: Binding, m: Moment) -> T.Truth:
             "low": low,
             "high": high,
             "range_source": origin,
+            "range_text": T.range_text(low, high),
             "side": side,
             "side_zh": label(side)["zh"],
         },

@@ -101,6 +101,14 @@ def normal_range(lab: Lab | None, key: str) -> tuple[float | None, float | None,
     return entry["low"], entry["high"], "vocabulary"
 
 
+def range_text(low: float | None, high: float | None) -> str:
+    """A normal range as the report prints it: "3.3-5.1", or one bound ("<=0.01", ">=60") when it has one."""
+    shown = [f"{bound:g}" if bound is not None else None for bound in (low, high)]
+    if shown[0] and shown[1]:
+        return f"{shown[0]}-{shown[1]}"
+    return f"<={shown[1]}" if shown[1] else f">={shown[0]}" if shown[0] else ""
+
+
 def rounded(key: str, value: float) -> float:
     return round(value, vocab.lab(key)["decimals"])
 
