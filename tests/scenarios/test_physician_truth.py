@@ -188,3 +188,12 @@ def test_drugs_are_counted_once_and_nameless_orders_not_at_all() -> None:
 def test_a_range_with_one_bound_is_printed_as_the_report_prints_it() -> None:
     shown = (T.range_text(3.3, 5.1), T.range_text(None, 0.01), T.range_text(60, None))
     assert shown == ("3.3-5.1", "<=0.01", ">=60")
+
+
+def test_the_session_reports_now_as_the_scenario_writes_it() -> None:
+    """The session's started event carries the scenario's `now` with the ward's offset, not UTC."""
+    from events.payloads.session import SessionStarted
+
+    now = local(T0)
+    started = SessionStarted(assistant="oracle", as_of=now).model_dump(mode="json", exclude_none=True)
+    assert started["as_of"] == "2150-01-10T07:00:00-05:00"
