@@ -156,8 +156,10 @@ def _reference_range(obs: dict) -> tuple[float | None, float | None]:
     return ((ranges[0].get("low") or {}).get("value"), (ranges[0].get("high") or {}).get("value"))
 
 
-def _administrations(given: list[dict]) -> list[Administration]:
-    """The doses given; a MAR entry whose event says the dose was not given is no administration."""
+def _administrations(given: list[dict], orders: dict[str, str | None]) -> list[Administration]:
+    """The doses given; a MAR entry whose event says the dose was not given is no administration. The drug is
+    its order's (`orders`: MedicationRequest ref -> vocabulary key) when it carried one out: a MAR entry
+    names its drug by a formulary code more often than by name."""
     out = []
     for ma in given:
         when = _time(ma.get("effectiveDateTime"))
@@ -170,7 +172,7 @@ def _administrations(given: list[dict]) -> list[Administration]:
         out.append(
             Administration(
                 ref=f"MedicationAdministration/{ma['id']}",
-                key=vocab.drug_key(name),
+                key=orders.get(_ref(ma.get("request")) or "") or vocab.drug_key(name),
                 name=name,
                 time=when,
                 request=_ref(ma.get("request")),
@@ -340,7 +342,7 @@ async def read_chart(
     chart.labs = _labs(labs, known_of)
     chart.isolates = _isolates(micro, known_of)
     chart.meds = _meds(requests, medications)
-    chart.administrations = _administrations(given)
+    chart.administrations = _administrations(given, {m.ref: m.key for m in chart.meds})
     for doc in notes:
         when = known_of(doc)
         if when:
