@@ -58,9 +58,12 @@ def test_the_oracle_passes_every_check_of_built_scenarios(reports):
 
 def test_the_baseline_answers_and_before_with_the_result_before_the_latest(reports):
     """'And before?' / '之前呢？' (nothing else asked) carries the last lab and asks for the result before the
-    latest: the baseline cites that one (its 'previous' intent), so the turn's cited facts pass."""
+    latest: the baseline cites that one (its 'previous' intent), so the turn's cited facts pass. In a
+    treatment-response session "and before we gave that?" asks for the value before the last dose given (the
+    MAR), which the baseline does not model: those turns are not this question."""
     asked = [
-        t for s in reports["baseline"].sessions for t in s.turns
+        t for s in reports["baseline"].sessions if not s.scenario.startswith("treatment_response.")
+        for t in s.turns
         if any(e.kind == "doctor" and intents((e.text or "").lower()) == {"previous"} for e in t.exchanges)
     ]
     cited = [c for t in asked for c in t.checks if c.kind == "fact_cited"]
