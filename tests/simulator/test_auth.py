@@ -42,16 +42,22 @@ def test_assistants_run_with_session_tokens_when_auth_is_on(settings, scenarios)
     for outcome in summary.outcomes:
         (token,) = probe.seen[outcome.session_id]  # the same token every turn
         grant = verify(app.state.auth.key, token)
-        assert grant.session == outcome.session_id and grant.patient is None
+        # bound to the session and, as a SMART launch, to the scenario's patient
+        assert grant.session == outcome.session_id
+        assert grant.patient == outcome.job.scenario.patient.removeprefix("Patient/")
         events = session_events(secured, outcome.session_id)
         statuses = [e.data["status"] for e in events if e.type == "rounds.ehr.response"]
         assert statuses and set(statuses) == {200}, statuses
     with TestClient(app) as client:
         one, headers = summary.outcomes[0].session_id, {"Authorization": f"Bearer {token}"}
+        assert token in probe.seen[summary.outcomes[1].session_id]
         assert client.get(f"/sessions/{one}/fhir/Observation").status_code == 401
         # the other session's token, then the shared record
         assert client.get(f"/sessions/{one}/fhir/Observation", headers=headers).status_code == 403
         assert client.get("/fhir/Observation", headers=headers).status_code == 403
+        last = summary.outcomes[1].session_id  # its own session ended with the run: revoked with it
+        ended = client.get(f"/sessions/{last}/fhir/Observation", headers=headers)
+        assert ended.status_code == 410 and ended.json()["issue"][0]["code"] == "expired"
 
 
 def test_built_in_and_python_assistants_complete_with_auth_on(settings, scenarios):

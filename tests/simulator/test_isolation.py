@@ -28,6 +28,8 @@ def test_a_hundred_concurrent_sessions_see_only_their_own_writes(settings, scena
     with TestClient(create_app(settings)) as client:
         shared = client.get("/fhir/Communication", params={"subject": "Patient/sim-p1", "_total": "accurate"})
         one = summary.outcomes[0].session_id
-        own = client.get(f"/sessions/{one}/fhir/Communication", params={"_total": "accurate"})
+        own = client.get(f"/sessions/{one}/writes")
+        base = client.get(f"/sessions/{one}/fhir/Communication")
     assert shared.json()["total"] == 0
     assert own.json()["total"] == 4  # kept after the session ended, for the scorer
+    assert base.status_code == 410  # ... whose base answers no more

@@ -55,8 +55,12 @@ def test_the_sandbox_keeps_the_sessions_write_and_the_shared_record_does_not_see
     summary = run(settings, scenarios, f"{SAMPLES}:sync_lookup")
     session_id = summary.outcomes[0].session_id
     with TestClient(create_app(settings)) as client:
-        in_session = client.get(f"/sessions/{session_id}/fhir/MedicationRequest/sim-apix-1").json()
+        ended = client.get(f"/sessions/{session_id}/fhir/MedicationRequest/sim-apix-1")
+        writes = client.get(f"/sessions/{session_id}/writes").json()
         shared = client.get("/fhir/MedicationRequest/sim-apix-1").json()
+    # the run ended the session: its base answers no more, its writes stay for the scorer
+    assert ended.status_code == 410 and ended.json()["resourceType"] == "OperationOutcome"
+    (in_session,) = [e["resource"] for e in writes["entry"] if e["resource"]["id"] == "sim-apix-1"]
     assert in_session["dosageInstruction"][0]["text"] == "5 mg twice daily"
     assert shared["dosageInstruction"][0]["text"] == "2.5 mg twice daily"
 

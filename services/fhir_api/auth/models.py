@@ -1,4 +1,5 @@
-"""Tables of access control: the token-signing key and the backend-service clients (revision 0016_auth)."""
+"""Tables of access control: the token-signing key, the registered clients (revision 0016_auth) and the
+users who may approve a SMART App Launch (0017_auth_users)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ class AuthKey(Base):
 
 
 class AuthClient(Base):
-    """A backend service allowed the client-credentials grant: its secret's sha256 and its scopes."""
+    """A registered client: its secret's sha256 ("" for a public client, whose proof is PKCE), the scopes it
+    may be granted, the redirect URIs an authorization may send it back to (exact match, space-separated) and
+    the FHIR base it is registered for (None: the server's own `/fhir`)."""
 
     __tablename__ = "auth_clients"
 
@@ -30,7 +33,23 @@ class AuthClient(Base):
     secret_sha256: Mapped[str] = mapped_column(String(64))
     scope: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    redirect_uris: Mapped[str] = mapped_column(Text, default="", server_default="")
+    fhir_base: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class AuthUser(Base):
+    """Someone who may log in at /auth/login and approve an app's launch: a scrypt password hash, the
+    patients they may see ("*": every patient) and the most their approval may grant (SMART scopes)."""
+
+    __tablename__ = "auth_users"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    password_hash: Mapped[str] = mapped_column(String(300))
+    patients: Mapped[str] = mapped_column(Text)  # Patient ids, space-separated, or "*"
+    scope: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 KEYS = AuthKey.__table__
 CLIENTS = AuthClient.__table__
+USERS = AuthUser.__table__

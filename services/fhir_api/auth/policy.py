@@ -49,6 +49,8 @@ def classify(method: str, path: str) -> Target:
             return Target("manage", session, verb={"DELETE": "d"}.get(method, "r"), interaction="session")
         if rest == "/writes":
             return Target("manage", session, verb="r", interaction="writes")
+        if rest == "/end" and method == "POST":
+            return Target("manage", session, verb="d", interaction="end")
         if rest in ("/patient", "/mcp") or rest.startswith("/mcp/"):
             return Target("session_endpoint", session, interaction=rest[1:].split("/")[0])
     return Target("other")

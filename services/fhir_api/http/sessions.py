@@ -100,6 +100,16 @@ async def delete_session(session_id: str, request: Request) -> Response:
     return Response(status_code=204)
 
 
+@router.post("/{session_id}/end", status_code=204,
+             summary="end a session: its FHIR base (and so its token) refuses every request; its writes stay")
+async def end_session(session_id: str, request: Request) -> Response:
+    """What `rounds run` does as each session ends, so no token an assistant kept reads the sandbox again
+    (a SMART launch's token ends with the launch); `/writes` keeps answering for the scorer."""
+    await session_context(request, session_id)
+    await run_in_threadpool(store_of(request).end_session, session_id)
+    return Response(status_code=204)
+
+
 @router.get(
     "/{session_id}/writes",
     summary="the session's writes: current version of each resource it created, updated or deleted",

@@ -24,6 +24,7 @@ class Context:
 
     session_id: str | None = None
     now: datetime | None = None
+    ended: bool = field(default=False, compare=False)  # the session ended: its FHIR base answers no more
 
 
 @dataclass(frozen=True)
@@ -230,4 +231,9 @@ class ResourceStore(Protocol):
 
     def drop_session(self, session_id: str) -> None:
         """Discard every write of one session (DELETE /sessions/<id>)."""
+        ...
+
+    def end_session(self, session_id: str) -> bool:
+        """Close a session (POST /sessions/<id>/$end): its FHIR base, and so its token, refuse every request
+        from now on, while its writes stay for the scorer. False when there is no such session."""
         ...

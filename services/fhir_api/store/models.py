@@ -144,6 +144,7 @@ session = Table(
     Column("id", String(64), primary_key=True),
     Column("now", DateTime(timezone=True), nullable=True),
     Column("created", DateTime(timezone=True), nullable=False),
+    Column("ended", DateTime(timezone=True), nullable=True),  # set when the session ended: it answers no more
 )
 
 INDEX_TABLES: dict[str, Table] = {

@@ -98,7 +98,8 @@ SESSION.compile()
 def session_context(row) -> Context | None:
     if row is None:
         return None
-    return Context(session_id=row.id, now=aware(row.now) if row.now is not None else None)
+    return Context(session_id=row.id, now=aware(row.now) if row.now is not None else None,
+                   ended=row.ended is not None)
 
 
 _R = m.resource

@@ -1,5 +1,7 @@
 """The session rows of the SQL store: a sandbox opened (with its clock), looked up, dropped, what it wrote.
 
+Ending a session keeps its rows (the scorer reads its writes) but closes its FHIR base.
+
 A mixin of SqlResourceStore (it brings `_conn` and `_reading`), kept apart so the store's module holds the
 resource reads and writes. Dropping a session removes its rows, versions and index rows only: the shared
 record is never touched (copy-on-write: a session's rows shadow shared ones, they never replace them).
@@ -52,6 +54,14 @@ class SessionRows:
         with self._conn(write=True) as conn:
             done = conn.execute(update(m.session).where(m.session.c.id == session_id).values(now=_utc(now)))
         return bool(done.rowcount)
+
+    def end_session(self, session_id: str) -> bool:
+        """Mark the session ended (idempotent; the first end's time is kept)."""
+        with self._conn(write=True) as conn:
+            found = conn.execute(select(m.session.c.id).where(m.session.c.id == session_id)).first()
+            conn.execute(update(m.session).where(m.session.c.id == session_id, m.session.c.ended.is_(None))
+                         .values(ended=datetime.now(UTC)))
+        return found is not None
 
     def drop_session(self, session_id: str) -> None:
         if not session_id:

@@ -124,8 +124,10 @@ class McpMount:
 
     async def handle(self, session_id: str, scope: Scope, receive: Receive, send: Send) -> None:
         store = getattr(getattr(self.app, "state", None), "store", None)
-        if store is not None and await store.get_session_async(session_id) is None:
-            await JSONResponse({"error": f"no session {session_id}"}, status_code=404)(scope, receive, send)
+        ctx = await store.get_session_async(session_id) if store is not None else None
+        if store is not None and (ctx is None or ctx.ended):
+            status, what = (404, "no session") if ctx is None else (410, "ended session")
+            await JSONResponse({"error": f"{what} {session_id}"}, status_code=status)(scope, receive, send)
             return
         await self._started()
         _SESSION.set(session_id)

@@ -80,14 +80,17 @@ class FhirEnvironment:
     def sessions(self) -> dict[str, LiveSession]:
         return sessions_of(self.app)
 
-    async def open_session(self, now: datetime) -> tuple[str, str]:
-        """(session id, FHIR base) of a fresh sandbox at `now`; retried, then an InfrastructureFailure."""
+    async def open_session(self, now: datetime, patient: str | None = None) -> tuple[str, str]:
+        """(session id, FHIR base) of a fresh sandbox at `now`; retried, then an InfrastructureFailure.
+        With access control on and a `patient` ("Patient/<id>"), the sandbox is opened for that patient, as a
+        SMART launch is: its token reads and writes that patient's compartment only."""
         last: Exception | None = None
+        body = {"now": now.isoformat(), **({"patient": patient} if patient and self.headers else {})}
         async with httpx.AsyncClient(transport=Borrowed(self.transport), base_url=self.root, timeout=60,
                                      headers=self.headers) as client:
             for attempt in range(OPEN_ATTEMPTS):
                 try:
-                    response = await client.post("/sessions", json={"now": now.isoformat()})
+                    response = await client.post("/sessions", json=body)
                     if response.status_code == 201:
                         body = response.json()
                         if body.get("accessToken"):
@@ -98,6 +101,17 @@ class FhirEnvironment:
                     last = exc
                 await asyncio.sleep(0.2 * (attempt + 1))
         raise InfrastructureFailure(f"could not open a sandbox: {last!r}")
+
+    async def end_session(self, session_id: str) -> None:
+        """End the sandbox (`POST /sessions/<id>/end`): its FHIR base, and so the token the assistant was
+        given, refuses every request from now on; its writes stay for the scorer. Best effort: a failure here
+        leaves the session open, as before, and is not the session's outcome."""
+        async with httpx.AsyncClient(transport=Borrowed(self.transport), base_url=self.root, timeout=60,
+                                     headers=self.headers) as client:
+            try:
+                await client.post(f"/sessions/{session_id}/end")
+            except httpx.TransportError:
+                pass
 
     async def close(self) -> None:
         for closer in reversed(self._closers):

@@ -33,6 +33,7 @@ from events.payloads import SessionEnded, SessionStarted
 from events.topics import SESSIONS
 from services.simulator.orchestrator.environment import FhirEnvironment
 from services.simulator.orchestrator.log import SessionLog
+from services.simulator.orchestrator.patient_clocks import PatientClocks
 from services.simulator.orchestrator.session_loop import (
     SessionJob,
     SessionOutcome,
@@ -193,10 +194,12 @@ async def execute(env: FhirEnvironment, bus: Bus, sequences, assistant, jobs: li
     summary = RunSummary(settings.run_id, len(jobs), len(jobs) - len(todo), assistant=settings.assistant_spec)
     log = SessionLog(bus, sequences, blobs=BlobStore(sequences.engine))
     gate = asyncio.Semaphore(max(1, concurrency))
+    clocks = PatientClocks()
     started = time.monotonic()
 
     async def one(job: SessionJob) -> None:
-        async with gate:
+        # the patient's clock first: a session waiting for another clock of its patient holds no slot
+        async with clocks.hold(job.scenario.patient, job.scenario.now), gate:
             outcome = await run_session(env, log, assistant, job, settings, retry_of.get(job.key))
         summary.outcomes.append(outcome)
         if progress is not None:

@@ -39,6 +39,7 @@ from services.simulator.orchestrator.environment import FhirEnvironment
 from services.simulator.orchestrator.live_session import LiveSession
 from services.simulator.orchestrator.log import SessionLog, new_id
 from services.simulator.orchestrator.transport import SessionTransport
+from services.simulator.scenarios.families import confined
 
 
 def where(exc: BaseException) -> str:
@@ -142,7 +143,8 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
     started = time.monotonic()
     scenario = job.scenario
     try:
-        session_id, fhir_base = await env.open_session(scenario.now)
+        patient = scenario.patient if confined(scenario.family) else None
+        session_id, fhir_base = await env.open_session(scenario.now, patient)
     except SessionFailure as failure:
         return SessionOutcome(job, None, failure.reason, 0, failure.detail)
     live = LiveSession(
@@ -206,6 +208,7 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
     with anyio.CancelScope(shield=True):
         live.closed = True
         await client.aclose()
+        await env.end_session(session_id)
         outcome = SessionOutcome(job, session_id, failure.reason if failure else "completed", turns,
                                  failure.detail if failure else None, (time.monotonic() - started) * 1000,
                                  live.physician.clarifications, live.patient_questions, live.model_calls,

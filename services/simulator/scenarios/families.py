@@ -148,6 +148,9 @@ class Definition(Spec):
 class Family(Spec):
     family: str
     doc: str = Field(default="", alias="_doc")
+    # its tasks search across patients (MedAgentBench's lookups by name and birth date): its sessions are
+    # not confined to the scenario's patient; every other family's are, as a SMART launch is
+    cross_patient_search: bool = False
     definitions: list[Definition] = Field(min_length=1)
 
 
@@ -163,6 +166,13 @@ def load_family(path: Path) -> Family:
             else:
                 definition[key] = {**value, **definition.get(key, {})}
     return Family.model_validate(raw)
+
+
+def confined(family: str) -> bool:
+    """Whether a session of `family` is bound to its scenario's patient (every family but those whose rules
+    say `cross_patient_search`; a family this build does not know is confined too)."""
+    known = families().get(family)
+    return known is None or not known.cross_patient_search
 
 
 @cache
