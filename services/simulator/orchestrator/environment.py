@@ -11,6 +11,7 @@ given server over HTTP, and the patient endpoint is served by the simulator on i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -108,10 +109,8 @@ class FhirEnvironment:
         leaves the session open, as before, and is not the session's outcome."""
         async with httpx.AsyncClient(transport=Borrowed(self.transport), base_url=self.root, timeout=60,
                                      headers=self.headers) as client:
-            try:
+            with contextlib.suppress(httpx.TransportError):
                 await client.post(f"/sessions/{session_id}/end")
-            except httpx.TransportError:
-                pass
 
     async def close(self) -> None:
         for closer in reversed(self._closers):
