@@ -69,6 +69,8 @@ COMMANDS: tuple[CommandEntry, ...] = (
         "The event log: topics, export and import."),
     CommandEntry("token", "services.fhir_api.auth.cli",
         "Bearer tokens for the FHIR API (access control: ROUNDS_AUTH=on)."),
+    CommandEntry("users", "services.fhir_api.auth.cli",
+        "Users who may log in at /auth/login and approve an app's launch."),
     CommandEntry("subscriptions", "services.fhir_api.subscriptions.cli",
         "FHIR Subscriptions fed by rounds.fhir-changes."),
     CommandEntry("consume", "services.consumers.scoring.cli",

@@ -81,7 +81,10 @@ class Settings(BaseSettings):
     """lifetime of a session's `accessToken` (and of the simulator's and scorer's own tokens)"""
     auth_auto_approve: bool = False
     """SMART App Launch: approve an authorization request whose context is complete without the consent page
-    (tests, unattended demos)"""
+    (tests, unattended demos); it approves for the logged-in user, or for `auth_auto_approve_user` only"""
+    auth_auto_approve_user: str | None = None
+    """with `auth_auto_approve`: the user (`rounds users add`) unattended approvals act for when nobody is
+    logged in; what it grants is bound to that user's patients and scopes. Unset: a login is required"""
     bulk_dir: str = "rounds-bulk"
     """where Bulk Data `$export` jobs write their NDJSON files and state, shared by the workers
     (services/fhir_api/bulk/README.md)"""

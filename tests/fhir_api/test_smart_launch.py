@@ -1,13 +1,12 @@
 """SMART App Launch v2 against a session, driven by fhirclient's OAuth2 flow (a real SMART client library).
 
-The test is the browser: it opens the app's authorize URL, answers the consent form when there is one and
-hands the redirect back to fhirclient, which exchanges the code (PKCE S256) and then reads the record.
+The test is the browser (smart_browser.py): it opens the app's authorize URL, logs in as a user of the
+operator's user store, answers the consent form when there is one and hands the redirect back to fhirclient,
+which exchanges the code (PKCE S256) and then reads the record. The apps are registered clients.
 """
 
 from __future__ import annotations
 
-import html
-import re
 from collections.abc import Iterator
 from urllib.parse import parse_qs, urlsplit
 
@@ -22,11 +21,14 @@ from rounds.cli import app as cli
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.fhir_api.app import create_app
+from services.fhir_api.auth.clients import register_client
 from services.fhir_api.auth.launch import s256
 from services.fhir_api.auth.scopes import parse_scopes
 from services.fhir_api.auth.tokens import issue
+from services.fhir_api.auth.users import add_user
 from services.fhir_api.store import open_store
 from tests.fhir_api.conftest import LiveApi, assert_outcome, observation, patient, start_live
+from tests.fhir_api.smart_browser import PASSWORD, Browser, hidden_fields
 
 APP = "http://127.0.0.1:9/app"  # the app's launch URL; nothing listens there: the test follows no redirect
 CALLBACK = f"{APP}/callback"
@@ -40,6 +42,9 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveApi,
     bulk = str(tmp_path_factory.mktemp("smart-bulk"))
     app = create_app(Settings(database_url=url, auth=True, bulk_dir=bulk), store)
     api, server, thread = start_live(app, store)
+    register_client(store.engine, "connector-app", "user/*.cruds", public=True, redirect_uris=(CALLBACK,))
+    register_client(store.engine, "c", "user/*.cruds", public=True, redirect_uris=(CALLBACK,))
+    add_user(store.engine, "ana", PASSWORD, None, "user/*.cruds")
     yield api, url
     server.should_exit = True
     thread.join(timeout=10)
@@ -62,27 +67,30 @@ def record(secured) -> dict:
         ids[name], ids[f"obs_{name}"], ids[f"enc_{name}"] = p["id"], obs.json()["id"], enc.json()["id"]
     r = httpx.post(f"{api.root}/sessions", json={"now": "2180-01-01T00:00:00Z"}, headers=admin)
     ids["session"] = r.json()["id"]
+    register_client(api.store.engine, "session-app", "user/*.rs", public=True, redirect_uris=(CALLBACK,),
+                    fhir_base=r.json()["fhirBase"])
     return ids
 
 
-def app_client(base: str, scope: str, launch: str | None = None) -> smart_client.FHIRClient:
-    settings = {"app_id": "connector-app", "api_base": base, "redirect_uri": CALLBACK, "scope": scope}
+def app_client(base: str, scope: str, launch: str | None = None, app_id: str = "connector-app"
+               ) -> smart_client.FHIRClient:
+    settings = {"app_id": app_id, "api_base": base, "redirect_uri": CALLBACK, "scope": scope}
     if launch is not None:
         settings["launch_token"] = launch
     return smart_client.FHIRClient(settings=settings)
 
 
+BROWSER = Browser()  # logged in as ana once, then by its cookie
+
+
 def browse(url: str, form: dict | None = None) -> httpx.Response:
-    """The browser: GET the authorize URL (or POST the consent form); no redirect is followed."""
-    if form is None:
-        return httpx.get(url, follow_redirects=False)
-    return httpx.post(url, data=form, follow_redirects=False)
+    """The browser: GET the authorize URL (or POST the consent form); no redirect to the app is followed."""
+    return BROWSER.open(url) if form is None else BROWSER.submit(url, form)
 
 
 def consent_form(page: httpx.Response, **answers: str) -> dict:
-    """The consent page's hidden fields, with the user's answers."""
-    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page.text))
-    return {k: html.unescape(v) for k, v in fields.items()} | answers
+    """The consent page's hidden fields (its CSRF value among them), with the user's answers."""
+    return hidden_fields(page) | answers
 
 
 def ehr_launch_url(api_url: str, db_url: str, session: str, **context: str) -> str:
@@ -110,6 +118,8 @@ def test_discovery_and_metadata_advertise_the_launch(secured, record):
     assert {"authorization_code", "refresh_token"} <= set(doc["grant_types_supported"])
     assert doc["code_challenge_methods_supported"] == ["S256"]
     assert {"launch-ehr", "launch-standalone", "context-ehr-encounter"} <= set(doc["capabilities"])
+    assert not {"authorize-post", "openid", "fhirUser", "launch/encounter"} & set(doc["capabilities"]
+                                                                               + doc["scopes_supported"])
     security = httpx.get(f"{base}/metadata").json()["rest"][0]["security"]
     uris = {e["url"]: e["valueUri"] for e in security["extension"][0]["extension"]}
     assert uris == {"token": f"{api.root}/auth/token", "authorize": f"{api.root}/auth/authorize"}
@@ -152,7 +162,10 @@ def test_ehr_launch_reads_the_patient_in_context_and_nothing_else(secured, recor
 def test_standalone_launch_picks_the_patient_on_the_consent_page(secured, record):
     api, _ = secured
     base = f"{api.root}/sessions/{record['session']}/fhir"
-    app = app_client(base, "patient/*.rs")  # fhirclient adds launch/patient
+    # a standalone launch into a session: only an app registered for that session's base
+    assert browse(app_client(base, "patient/*.rs").authorize_url).headers["location"] \
+        .count("error=invalid_request") == 1
+    app = app_client(base, "patient/*.rs", app_id="session-app")  # fhirclient adds launch/patient
     page = browse(app.authorize_url)
     assert page.status_code == 200 and 'name="patient"' in page.text
     assert browse(f"{api.root}/auth/authorize",
@@ -170,7 +183,7 @@ def test_standalone_launch_picks_the_patient_on_the_consent_page(secured, record
 def authorize(api: LiveApi, **params: str) -> httpx.Response:
     good = {"response_type": "code", "client_id": "c", "redirect_uri": CALLBACK, "scope": "launch/patient",
             "state": "s1", "code_challenge": s256("v" * 50), "code_challenge_method": "S256"}
-    return httpx.get(f"{api.root}/auth/authorize", params={**good, **params}, follow_redirects=False)
+    return browse(str(httpx.URL(f"{api.root}/auth/authorize", params={**good, **params})))
 
 
 def redirected_error(response: httpx.Response) -> str:
@@ -202,22 +215,25 @@ def test_bad_authorization_requests(secured, record, auto_approve):
 def test_token_endpoint_holds_the_code_to_its_client_verifier_and_single_use(secured, record, auto_approve):
     api, _ = secured
     base = f"{api.root}/sessions/{record['session']}/fhir"
-    response = authorize(api, aud=base, scope="launch/patient patient/*.rs")
+    response = authorize(api, aud=base, scope="launch/patient patient/*.rs", client_id="session-app")
     assert response.status_code == 200  # standalone launch/patient: the patient is asked even on auto-approve
     approved = consent_form(response, decision="approve", patient=record["a"])
     answer = browse(f"{api.root}/auth/authorize", approved)
     code = parse_qs(urlsplit(answer.headers["location"]).query)["code"][0]
-    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": CALLBACK, "client_id": "c",
-            "code_verifier": "v" * 50}
+    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": CALLBACK,
+            "client_id": "session-app", "code_verifier": "v" * 50}
     token_url = f"{api.root}/auth/token"
     assert_outcome(httpx.get(f"{base}/Patient", headers={"Authorization": f"Bearer {code}"}), 401)
-    for bad in ({"code_verifier": "w" * 50}, {"client_id": "other"}, {"redirect_uri": APP}, {"code": "x"}):
+    for bad in ({"code_verifier": "w" * 50}, {"client_id": "c"}, {"redirect_uri": APP}, {"code": "x"}):
         r = httpx.post(token_url, data={**form, **bad})
         assert r.status_code == 400 and r.json()["error"] == "invalid_grant", r.text
+    unknown = httpx.post(token_url, data={**form, "client_id": "other"})
+    assert unknown.status_code == 401 and unknown.json()["error"] == "invalid_client"
     good = httpx.post(token_url, data=form)
     assert good.status_code == 200 and good.json()["patient"] == record["a"], good.text
     assert httpx.post(token_url, data=form).json()["error"] == "invalid_grant"  # used once
-    assert httpx.post(token_url, data={"grant_type": "refresh_token", "refresh_token": code}) \
+    assert httpx.post(token_url, data={"grant_type": "refresh_token", "refresh_token": code,
+                                       "client_id": "session-app"}) \
         .json()["error"] == "invalid_grant"
     assert httpx.post(token_url, data={"grant_type": "password"}).json()["error"] == "unsupported_grant_type"
 

@@ -53,11 +53,12 @@ def engine_of(store: Any, settings: Settings):
 
 def install_auth(app: Any, settings: Settings, store: Any, max_body_bytes: int) -> Auth | None:
     """Hook access control into `app` when settings.auth is on (the only place it is wired)."""
-    from services.fhir_api.auth import authorize, smart
+    from services.fhir_api.auth import authorize, login, smart
     from services.fhir_api.auth.middleware import AuthMiddleware
 
     app.include_router(smart.router)  # discovery answers either way (capabilities: none when off)
     app.include_router(authorize.router)
+    app.include_router(login.router)
     if not settings.auth:
         app.state.auth = None
         return None

@@ -57,9 +57,15 @@ def add_client(
     client_id: Annotated[str, typer.Option("--id", help="the client id")],
     scope: Annotated[str, typer.Option(help="the scopes the client may be granted")],
     secret: Annotated[str | None, typer.Option(help="its shared secret (default: generated)")] = None,
+    redirect_uri: Annotated[list[str] | None, typer.Option(
+        help="an app's redirect URI, matched exactly (repeat the option)")] = None,
+    fhir_base: Annotated[str | None, typer.Option(
+        help="the FHIR base the app is registered for (default: the server's /fhir)")] = None,
+    public: Annotated[bool, typer.Option(help="a public app: no secret, PKCE is its proof")] = False,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Register a backend-service client for POST /auth/token (client_credentials); prints its secret."""
+    """Register a client: a backend service for POST /auth/token (client_credentials), or with
+    --redirect-uri an app of SMART App Launch (confidential unless --public); prints its secret."""
     from rounds.db import make_engine
     from rounds.migrate import upgrade
     from rounds.settings import settings_for
@@ -69,13 +75,19 @@ def add_client(
     settings = settings_for(database_url)
     upgrade(settings.database_url)
     try:
-        typer.echo(register_client(make_engine(settings.database_url), client_id, scope, secret))
+        typer.echo(register_client(make_engine(settings.database_url), client_id, scope, secret,
+                                   redirect_uris=tuple(redirect_uri or ()), fhir_base=fhir_base,
+                                   public=public))
     except ScopeError as exc:
         raise typer.BadParameter(str(exc), param_hint="--scope") from exc
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
 
 
 def register(app: typer.Typer) -> None:
     from services.fhir_api.auth.launch_cli import launch
+    from services.fhir_api.auth.users_cli import users_app
 
     app.add_typer(token_app, name="token")
+    app.add_typer(users_app, name="users")
     app.command("launch")(launch)

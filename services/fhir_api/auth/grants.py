@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.fhir_api.auth.clients import Client
 from services.fhir_api.auth.launch import (
     Authorization,
     CodeLedger,
@@ -21,9 +22,11 @@ from services.fhir_api.auth.launch import (
     open_refresh,
     pkce_matches,
 )
-from services.fhir_api.auth.scopes import Scope, parse_scope, parse_scopes
+from services.fhir_api.auth.scopes import VERBS, Scope, ScopeError, parse_scope, parse_scopes
+from services.fhir_api.auth.users import User
 
 REFRESH_SCOPES = frozenset({"offline_access", "online_access"})
+LAUNCH_SCOPES = frozenset({"launch", "launch/patient", "launch/encounter"}) | REFRESH_SCOPES
 
 
 class GrantError(Exception):
@@ -34,23 +37,53 @@ class GrantError(Exception):
         self.error, self.description = error, description
 
 
-def grant_scopes(requested: str, patient: str | None) -> str:
-    """The scopes granted for `requested` (ScopeError on a malformed one): launch and identity scopes as
-    asked, resource scopes confined to the patient when there is one, `system/` dropped."""
+def _within(scope: Scope, ceilings: tuple[Scope, ...]) -> list[Scope]:
+    """What of `scope` the ceilings allow (their types and verbs; a ceiling's `user/` or `system/` context
+    allows the same in `patient/`)."""
+    allowed: list[Scope] = []
+    for ceiling in ceilings:
+        if ceiling.context == "patient" and scope.context != "patient":
+            continue
+        if ceiling.resource_type not in ("*", scope.resource_type) and scope.resource_type != "*":
+            continue
+        verbs = "".join(v for v in VERBS if v in scope.verbs and v in ceiling.verbs)
+        rtype = scope.resource_type if ceiling.resource_type == "*" else ceiling.resource_type
+        if verbs:
+            allowed.append(Scope(scope.context, rtype, verbs))
+    return allowed
+
+
+def grant_scopes(requested: str, patient: str | None, user: User | None = None,
+                 client: Client | None = None) -> str:
+    """The scopes granted for `requested` (ScopeError on a malformed one, or when nothing is left):
+    the launch and refresh scopes that work here as asked (openid / fhirUser / profile are not offered),
+    resource scopes confined to the patient when there is one, `system/` dropped, and every resource scope
+    within the user's ceiling and the client's registered scopes. Without a patient `user/` scopes are granted
+    only to a user who sees every patient (authorize.py puts a patient in context for the others)."""
     granted: list[str] = []
+    resources = 0
     for text in requested.split():
         scope = parse_scope(text)
         if scope is None:
-            granted.append(text)
+            if text in LAUNCH_SCOPES and text not in granted:
+                granted.append(text)
             continue
         if scope.context == "system":
             continue
         if patient is not None:
             scope = Scope("patient", scope.resource_type, scope.verbs)
-        elif scope.context == "patient":
+        elif scope.context == "patient" or (user is not None and user.patients is not None):
             continue  # no patient in context: a patient/ scope would allow nothing
-        if str(scope) not in granted:
-            granted.append(str(scope))
+        kept = [scope]
+        for ceiling in (user.ceiling if user else None, parse_scopes(client.scope) if client else None):
+            if ceiling is not None:
+                kept = [narrowed for one in kept for narrowed in _within(one, ceiling)]
+        for one in kept:
+            if str(one) not in granted:
+                granted.append(str(one))
+                resources += 1
+    if not resources:
+        raise ScopeError("none of the requested resource scopes may be granted to this user and client")
     return " ".join(granted)
 
 
@@ -99,7 +132,7 @@ def refresh(auth: Any, form: dict[str, str]) -> dict:
         grant = open_refresh(auth.key, form["refresh_token"])
     except InvalidToken as exc:
         raise GrantError("invalid_grant", f"invalid refresh token: {exc}") from exc
-    if form.get("client_id") and form["client_id"] != grant.client_id:
+    if form.get("client_id") != grant.client_id:
         raise GrantError("invalid_grant", "the refresh token was issued to another client")
     if form.get("scope"):
         asked, had = form["scope"].split(), grant.scope.split()

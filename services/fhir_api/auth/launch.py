@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 import threading
 import time
 import uuid
@@ -113,8 +114,12 @@ def s256(verifier: str) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
 
 
+VERIFIER = re.compile(r"[A-Za-z0-9\-._~]{43,128}")  # RFC 7636 §4.1: unreserved characters, 43 to 128
+
+
 def pkce_matches(challenge: str, verifier: str) -> bool:
-    return bool(challenge) and 43 <= len(verifier) <= 128 and hmac.compare_digest(s256(verifier), challenge)
+    return bool(challenge) and VERIFIER.fullmatch(verifier) is not None \
+        and hmac.compare_digest(s256(verifier), challenge)
 
 
 class CodeLedger:

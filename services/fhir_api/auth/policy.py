@@ -16,8 +16,8 @@ Kind = Literal["public", "fhir", "manage", "session_endpoint", "other"]
 
 _SESSIONS = re.compile(r"^/sessions(?:/(?P<session>[^/]+)(?P<rest>/.*)?)?/?$")
 _PUBLIC = frozenset({
-    "/.well-known/smart-configuration", "/auth/token", "/auth/authorize", "/docs", "/docs/oauth2-redirect",
-    "/openapi.json", "/health",
+    "/.well-known/smart-configuration", "/auth/token", "/auth/authorize", "/auth/login", "/docs",
+    "/docs/oauth2-redirect", "/openapi.json", "/health",
 })
 _PUBLIC_UNDER_BASE = frozenset({"/metadata", "/.well-known/smart-configuration"})
 _BY_METHOD = {"GET": "s", "HEAD": "s", "POST": "c", "PUT": "u", "PATCH": "u", "DELETE": "d"}

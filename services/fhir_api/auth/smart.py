@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from services.fhir_api.auth.clients import authenticate
+from services.fhir_api.auth.clients import authenticate, find_client
 from services.fhir_api.auth.grants import GrantError, exchange_code, refresh
 from services.fhir_api.auth.scopes import ScopeError, format_scopes, narrow, parse_scopes
 
@@ -26,9 +26,11 @@ router = APIRouter(tags=["auth"])
 SCOPES_SUPPORTED = ["system/*.cruds", "system/*.rs", "user/*.cruds", "user/*.rs", "patient/*.cruds",
                     "patient/*.rs"]
 SECURITY_SERVICE = "http://terminology.hl7.org/CodeSystem/restful-security-service"
+# What works here, and nothing else (no OpenID Connect: no openid / fhirUser; no POST to /auth/authorize as
+# a request, its POST is the consent form's answer; launch/encounter only in an EHR launch)
 CAPABILITIES = ["client-confidential-symmetric", "client-public", "launch-ehr", "launch-standalone",
                 "context-ehr-patient", "context-ehr-encounter", "context-standalone-patient",
-                "permission-offline", "permission-online", "authorize-post", "permission-v2", "permission-v1",
+                "permission-offline", "permission-online", "permission-v2", "permission-v1",
                 "permission-patient", "permission-user"]
 GRANT_TYPES = ["authorization_code", "refresh_token", "client_credentials"]
 
@@ -41,8 +43,8 @@ def discovery(root: str) -> dict:
         "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
         "grant_types_supported": GRANT_TYPES,
         "code_challenge_methods_supported": ["S256"],
-        "scopes_supported": [*SCOPES_SUPPORTED, "launch", "launch/patient", "launch/encounter", "openid",
-                             "fhirUser", "offline_access", "online_access"],
+        "scopes_supported": [*SCOPES_SUPPORTED, "launch", "launch/patient", "offline_access",
+                             "online_access"],
         "response_types_supported": ["code"],
         "capabilities": CAPABILITIES,
     }
@@ -81,6 +83,23 @@ def _client_credentials(request: Request, form: dict[str, str]) -> tuple[str, st
     return None
 
 
+async def _app_client(request: Request, auth, form: dict[str, str]) -> JSONResponse | None:
+    """Hold the code and refresh grants to a registered client: a confidential one must authenticate
+    (HTTP Basic or client_secret_post), a public one names itself (`client_id`) and proves the code with
+    PKCE. Leaves the authenticated id in `form["client_id"]`; an OAuth error answer otherwise."""
+    credentials = _client_credentials(request, form)
+    client_id = credentials[0] if credentials else form.get("client_id", "")
+    client = await run_in_threadpool(find_client, auth.store.engine, client_id) if client_id else None
+    if client is None:
+        return _oauth_error("invalid_client", "unknown client", 401)
+    if client.confidential and (credentials is None or await run_in_threadpool(
+            authenticate, auth.store.engine, *credentials) is None):
+        return _oauth_error("invalid_client", "this client is confidential: it must authenticate "
+                                              "(client_secret_basic or client_secret_post)", 401)
+    form["client_id"] = client_id
+    return None
+
+
 @router.post("/auth/token", summary="OAuth2 token endpoint (client_credentials)")
 async def token(request: Request) -> JSONResponse:
     auth = request.app.state.auth
@@ -93,6 +112,9 @@ async def token(request: Request) -> JSONResponse:
         return _oauth_error("invalid_request", "the body must be application/x-www-form-urlencoded")
     grant_type = form.get("grant_type")
     if grant_type in ("authorization_code", "refresh_token"):
+        refused = await _app_client(request, auth, form)
+        if refused is not None:
+            return refused
         try:
             answer = exchange_code(auth, auth.codes, form) if grant_type == "authorization_code" \
                 else refresh(auth, form)
