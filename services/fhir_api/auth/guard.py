@@ -46,6 +46,9 @@ def stored_in_compartment(store, ctx: Context, resource_type: str, id: str, pati
     """False only when a resource of that id exists and is outside the compartment (unknown, deleted or
     malformed ids are the operation's own answer: 404, 410, 400)."""
     try:
+        if not compartment.indexed(resource_type):  # judged by the compartment's element paths
+            stored = store.read(ctx, resource_type, id)
+            return compartment.refers_to_patient(orjson.loads(stored.raw), patient)
         found = store.search(ctx, SearchRequest(
             resource_type, [("_id", id), compartment.narrowing(resource_type, patient)], count=1))
         if found.matches:
@@ -53,6 +56,8 @@ def stored_in_compartment(store, ctx: Context, resource_type: str, id: str, pati
         store.read(ctx, resource_type, id)
     except (NotFound, StoreError):
         return True
+    except orjson.JSONDecodeError:
+        return False
     return False
 
 
@@ -84,7 +89,8 @@ class Guard:
             raise _forbidden(f"the token's scopes do not allow {interaction} on {rtype} "
                              f"(needs {rtype}.{verb})")
         try:
-            decision = compartment.decide(self.patient, rtype, interaction, verb, id, conditional)
+            names = [name for name, _ in [*query, *(criteria or ())]]
+            decision = compartment.decide(self.patient, rtype, interaction, verb, id, conditional, names)
             if decision.check_id is not None and not stored_in_compartment(
                     call.store, call.ctx, rtype, decision.check_id, self.patient):
                 raise compartment.Outside(f"outside the compartment of Patient/{self.patient}")

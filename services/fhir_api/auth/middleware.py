@@ -13,7 +13,7 @@ what answers hold beyond the narrowed matches.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 import orjson
 from anyio import to_thread
@@ -118,8 +118,9 @@ class AuthMiddleware:
         assert patient is not None
         _state(scope)["guard"] = Guard(grant, patient)
         try:
+            names, receive = await self._parameter_names(scope, receive, target)
             decision = compartment.decide(patient, rtype, target.interaction, target.verb, target.id,
-                                          target.conditional)
+                                          target.conditional, names)
             if decision.narrow is not None:
                 _narrow(scope, target, decision.narrow)
             if decision.check_id is not None:
@@ -135,6 +136,17 @@ class AuthMiddleware:
         except compartment.Outside as exc:
             raise Denied(403, str(exc)) from exc
         return receive
+
+    async def _parameter_names(self, scope: Scope, receive: Receive, target: Target
+                               ) -> tuple[list[str], Receive]:
+        """The names of the request's search parameters: its query, If-None-Exist, and a POSTed search's
+        form body (read here and replayed to the app)."""
+        texts = [scope.get("query_string", b"").decode("latin-1")]
+        texts += [v.decode("latin-1") for k, v in scope["headers"] if k == b"if-none-exist"]
+        if target.interaction == "search" and scope["method"] == "POST":
+            body, receive = await _buffer(receive, self.auth.max_body_bytes)
+            texts.append(body.decode("latin-1"))
+        return [name for text in texts for name, _ in parse_qsl(text, keep_blank_values=True)], receive
 
     async def _check_stored(self, scope: Scope, rtype: str, id: str, patient: str) -> None:
         store = self.auth.store
