@@ -46,9 +46,9 @@ def stored_in_compartment(store, ctx: Context, resource_type: str, id: str, pati
     """False only when a resource of that id exists and is outside the compartment (unknown, deleted or
     malformed ids are the operation's own answer: 404, 410, 400)."""
     try:
-        if not compartment.indexed(resource_type):  # judged by the compartment's element paths
+        if not compartment.indexed(resource_type):  # by the element paths, or outside: names no one else
             stored = store.read(ctx, resource_type, id)
-            return compartment.refers_to_patient(orjson.loads(stored.raw), patient)
+            return compartment.visible(orjson.loads(stored.raw), patient)
         found = store.search(ctx, SearchRequest(
             resource_type, [("_id", id), compartment.narrowing(resource_type, patient)], count=1))
         if found.matches:
@@ -104,6 +104,14 @@ class Guard:
             elif criteria:
                 criteria = [*criteria, decision.narrow]
         return query, criteria
+
+    def visible_match(self, call, stored: StoredResource) -> bool:
+        """Whether a search match may be in the answer: matches of compartment types are narrowed already;
+        those of types outside it must name no other patient."""
+        if self.patient is None or stored.resource_type == "Patient" \
+                or compartment.in_compartment_types(stored.resource_type):
+            return True
+        return self.visible(call, stored)
 
     def visible(self, call, stored: StoredResource) -> bool:
         """Whether `stored` (a match, an include, a history version) may be in the answer."""

@@ -107,10 +107,12 @@ def _searchset(
     (nothing to take a cursor from) links by offset. Under a filtering guard (a patient-confined token, whose
     searches are narrowed to the compartment) included resources it may not see are left out
     (services/fhir_api/auth/guard.py)."""
-    includes = result.includes
+    includes, matches, total = result.includes, result.matches, result.total
     if call.guard is not None and call.guard.filters:
         includes = [r for r in includes if call.guard.visible(call, r)]
-    entries = [search_entry(call.base, r, "match", call.subset) for r in result.matches]
+        matches = [r for r in matches if call.guard.visible_match(call, r)]
+        total = total if len(matches) == len(result.matches) else None  # it counted what is left out
+    entries = [search_entry(call.base, r, "match", call.subset) for r in matches]
     entries += [search_entry(call.base, r, "include", call.subset) for r in includes]
     at = next((f"{k}={own[k]}" for k in CURSOR_PARAMS if k in own), "")
     at = "&".join(p for p in (at, _offset_at(offset)) if p)
@@ -122,7 +124,7 @@ def _searchset(
     links = _paging_links(
         call, path, result.used_params, own, count, result.snapshot, at, previous, following
     )
-    return bundle("searchset", entries, total=result.total, links=links)
+    return bundle("searchset", entries, total=total, links=links)
 
 
 def search(call: Call, resource_type: str | None, params: list[tuple[str, str]]) -> Outcome:
