@@ -57,8 +57,8 @@ def load(tgz: Path) -> tuple[dict, list[dict]]:
                 definition = json.load(tar.extractfile(member))
             elif name.startswith("SearchParameter-") or name == "Bundle-searchParams.json":
                 doc = json.load(tar.extractfile(member))
-                found = [e.get("resource", {}) for e in doc.get("entry", [])] if doc["resourceType"] == "Bundle" \
-                    else [doc]
+                bundled = doc["resourceType"] == "Bundle"
+                found = [e.get("resource", {}) for e in doc.get("entry", [])] if bundled else [doc]
                 params += [p for p in found if p.get("resourceType") == "SearchParameter"]
     return definition, params
 
