@@ -1,7 +1,8 @@
 """`rounds run` with auth on and a hostile stateful assistant (hostile_assistant.py) over sessions of two
-patients, one of them at two clocks: every token and base it kept, tried every turn against every surface,
-gets nothing — sessions are bound to their scenario's patient, their tokens die with them, and one patient
-never has two clocks open at once. Plus PatientClocks itself: same clock together, another clock waits."""
+patients, one of them at two clocks, served on a real port: every token and base it kept, tried every turn
+against every surface, gets nothing beyond its session's patient and clock — sessions are bound to their
+scenario's patient, their tokens die with them (checked again after the run), and one patient never has two
+clocks open at once. Plus PatientClocks itself: same clock together, another clock waits."""
 
 from __future__ import annotations
 
@@ -48,11 +49,21 @@ def test_a_hostile_stateful_assistant_reads_nothing_beyond_its_session(record_ur
     settings = Settings(database_url=record_url, auth=True)
     hostile_assistant.SEEN.clear()
     tally = hostile_assistant.TALLY = hostile_assistant.Tally("hostile stateful assistant")
-    options = RunOptions("run-hostile", concurrency=2, max_steps=100_000)
+    # network: the app on a real port, so the assistant's own client reaches every surface of the server
+    options = RunOptions("run-hostile", concurrency=2, max_steps=100_000, network=True)
     summary = asyncio.run(run_scenarios(plan(_lines(tmp_path), 1, ("en",), "implicit"),
                                         "python:tests.security.hostile_assistant:hoard", options, settings))
     assert summary.by_reason == {"completed": 3}, {o.error for o in summary.outcomes}
     assert len(hostile_assistant.SEEN) == 3
+    with TestClient(create_app(settings)) as http:  # the run is over: every token it kept is dead everywhere
+        for kept in hostile_assistant.SEEN.values():
+            bearer = {"Authorization": f"Bearer {kept['token']}"}
+            for place in hostile_assistant.SEEN.values():
+                path = "/sessions/" + place["base"].split("/sessions/", 1)[1]
+                answer = http.get(f"{path}/Observation", headers=bearer)
+                tally.attempt("kept token after the run", answer.is_success, place["base"])
+                if place is kept:
+                    assert answer.status_code == 410, answer.text  # ended, and says so
     tally.assert_none(at_least=150)
 
 
