@@ -20,6 +20,8 @@ import pytest
 from tests.fhir_api.conftest import patient
 from tests.security.tally import Tally, admin_headers, created, secured_api
 
+pytestmark = pytest.mark.slow  # every type of the CapabilityStatement, a few minutes a backend
+
 EXAMPLES = "hl7.fhir.r4.examples-4.0.1.tgz"
 _PATIENT_REF = re.compile(r"^(?:.*/)?Patient/[^/]+(?:/_history/.*)?$")
 
