@@ -74,6 +74,19 @@ class Record:
 def _questions(record: Record, scenario: Scenario) -> list[tuple[str, str, bool, dict, str | None]]:
     """(kind, question key, on record, names, what an answer must say) for one scenario's patient."""
     held = {f.id for f in scenario.patient_memory}
+    topics = {t.lower() for f in scenario.patient_memory for ts in f.topics.values() for t in ts}
+
+    allergies = [f for f in scenario.patient_memory if f.category == "allergy"]
+    allergic = {t.lower() for f in allergies for ts in f.topics.values() for t in ts}
+
+    def unheld_allergy(entry: dict) -> bool:  # no allergy fact the patient holds names its words
+        words = {w.lower() for w in entry.get("topics_en", []) + entry.get("topics_zh", [])}
+        return not (words - generic_topics()) & allergic
+
+    def unheld(entry: dict) -> bool:  # none of its own words is a topic of a fact the patient holds
+        words = [entry.get(k, "") for k in ("en", "zh", "lay_en", "lay_zh")]
+        words += entry.get("topics_en", []) + entry.get("topics_zh", [])
+        return not ({w.lower() for w in words if w} - generic_topics()) & topics
     out = []
     for fact in scenario.patient_memory:
         kind, _, key = fact.id.partition("-")
@@ -88,14 +101,13 @@ def _questions(record: Record, scenario: Scenario) -> list[tuple[str, str, bool,
             out.append(("allergy", "ALLERGY_ANY", True, entry, fact.id))
             out.append(("allergy", "ALLERGY_NAMED", True, entry, fact.id))
     home = [k for k, e in _entries("drugs").items() if not e.get("inpatient")]
-    for key in [k for k in home if f"medication-{k}" not in held and f"otc-{k}" not in held][:3]:
+    for key in [k for k in home if unheld(vocab.drug(k))][:3]:
         out.append(("dose", "DOSE", False, vocab.drug(key), None))
     conditions = _entries("conditions")
-    unheld = [k for k, e in conditions.items() if e.get("symptom_en") and f"symptom-{k}" not in held]
-    for key in unheld[:2]:
+    for key in [k for k, e in conditions.items() if e.get("symptom_en") and unheld(e)][:2]:
         out.append(("symptom-timing", "SINCE", False, conditions[key], None))
     for key, entry in conditions.items():
-        if entry.get("allergy_class") and f"allergy-{key}" not in held:
+        if entry.get("allergy_class") and f"allergy-{key}" not in held and unheld_allergy(entry):
             out.append(("allergy", "ALLERGY_NAMED", False, entry, None))
     if not any(f.category == "allergy" for f in scenario.patient_memory):
         out.append(("allergy", "ALLERGY_ANY", False, {}, None))

@@ -5,8 +5,9 @@ the patient matches the *question's words* against each memory fact's topics (EN
 names). A question naming a fact's own topic (a drug, a diagnosis) gets that fact and nothing else; a
 general question about a category ("any other medicines?") gets the category's facts — except `critical`
 ones under the `critical_withheld` persona, which stay hidden until one of their topics is named. A question
-asking one aspect (the dose, how and when a drug is taken, since when: style `aspects`) gets only that
-aspect's answer, from the record (`MemoryFact.answers`), and a decline when the record does not hold it. A
+asking one aspect (the dose, how and when a drug is taken, since when, allergies: style `aspects`) gets only
+that aspect's answer, from the record (`MemoryFact.answers`; for allergies the allergy facts themselves),
+and a decline when the record does not hold it. A
 question naming a drug or diagnosis the memory does not hold, or nothing matching → the patient says it
 doesn't know. Literacy picks the lay wording, anxiety adds the persona's framing. Deterministic by default
 (same question, same words); an optional LLM voice (agents/voice.py) may rephrase, checked by a verifier,
@@ -119,19 +120,26 @@ class PatientAgent:
     told: set[str] = field(default_factory=set)
     questions: int = 0
 
-    def off_record(self, question: str) -> bool:
-        """The question names a drug or diagnosis none of the memory's facts is about."""
+    def unheld_masked(self, question: str) -> str:
+        """The question (lower case) with every drug or diagnosis the memory does not hold blanked out, so a
+        held topic inside it is not heard (UTI's 尿 in 糖尿病, diabetes); unchanged when it names none."""
         q = question.lower()
         held = {t.lower() for f in self.scenario.patient_memory for ts in f.topics.values() for t in ts}
-        return any(mentions(q, name) for name in clinical_names() - held)
+        heard = [t for t in held if mentions(q, t)]
+        for name in sorted(clinical_names() - held, key=len, reverse=True):
+            pattern = _pattern(name)
+            if pattern is not None and not any(name in t for t in heard):  # not part of a held name said
+                q = pattern.sub(" ", q)
+        return q
 
     def select(self, question: str) -> list[MemoryFact]:
         """The facts this question earns, in memory order: those it names by their own topics — and then
         nothing else —, else, unless it names something off the record, those of the categories it asks."""
         persona = self.scenario.persona
         memory = self.scenario.patient_memory
-        named = [f for f in memory if names_topic(question, f, specific=True)]
-        if named or self.off_record(question):
+        heard = self.unheld_masked(question)
+        named = [f for f in memory if names_topic(heard, f, specific=True)]
+        if named or heard != question.lower():
             return named
         general = [
             f
@@ -169,7 +177,8 @@ class PatientAgent:
             if aspect is None:
                 said[fact.id] = self.wording(fact)
             elif fact.category in s["aspects"][aspect]["categories"]:
-                words = self.aspect_wording(fact, aspect)
+                own = s["aspects"][aspect].get("own_text", False)
+                words = self.wording(fact) if own else self.aspect_wording(fact, aspect)
                 if words is not None and words not in said.values():
                     said[fact.id] = words
         if not said:
