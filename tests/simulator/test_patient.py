@@ -163,3 +163,22 @@ def test_what_the_record_does_not_hold_is_declined(scenarios, language):
 def test_a_named_drug_gets_its_fact_and_not_the_whole_list(scenarios, language):
     patient = PatientAgent(with_answers(scenarios, completeness="complete", anxiety="low"), language)
     assert patient.answer(ASPECTS[language]["both"]).disclosed == ("m-apix",)
+
+
+@pytest.mark.parametrize(("language", "question", "aspect"), [
+    ("en", "Before we start, do you take apixaban?", None),  # an ordinary word is no aspect question
+    ("zh", "阿哌沙班多久吃一次？", "schedule"),  # how often, not since when
+    ("en", "How long have you had that blood thinner?", "since"),
+])
+def test_the_aspect_asked_is_the_one_the_question_means(scenarios, language, question, aspect):
+    from services.simulator.agents.patient import asks_aspect
+
+    assert asks_aspect(question) == aspect
+    patient = PatientAgent(with_answers(scenarios, health_literacy="high", anxiety="low"), language)
+    reply = patient.answer(question)
+    if aspect is None:
+        assert reply.text == getattr(patient.scenario.memory("m-apix").text, language)
+    elif aspect == "schedule":
+        assert reply.text == getattr(patient.scenario.memory("m-apix").answers["schedule"].text, language)
+    else:  # the record holds no start for a drug: declined
+        assert not reply.matched
