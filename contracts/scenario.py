@@ -133,6 +133,17 @@ class RubricItem(Model):
         return self
 
 
+Aspect = Literal["dose", "schedule", "since"]
+
+
+class Answer(Model):
+    """What the patient says when asked one aspect of a fact (its dose, how and when it is taken, since when
+    it has been there), from the record: medium-literacy wording and, optionally, the low-literacy one."""
+
+    text: Localized
+    lay: Localized | None = None
+
+
 class MemoryFact(Model):
     """Something the patient knows (and the chart supports). `topics` are the words that make the patient
     tell it (EN and ZH: lay and clinical names of the drug/condition/symptom); `critical` facts are withheld
@@ -148,6 +159,9 @@ class MemoryFact(Model):
     lay: Localized | None = None  # low-literacy wording
     critical: bool = False
     sources: list[str] = Field(min_length=1)
+    # the aspects the record answers (a dose the order carries, a route and frequency, the first admission
+    # the diagnosis was coded on); an aspect absent here is declined, never guessed
+    answers: dict[Aspect, Answer] = Field(default_factory=dict)
 
 
 class Persona(Model):

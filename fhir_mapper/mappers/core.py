@@ -110,8 +110,15 @@ def _patient_extensions(race: str | None, gender: str | None) -> list[dict[str, 
 
 
 def patient(
-    row: dict[str, str], first_intime: str | None, latest: dict[str, str | None] | None, ed_race: str | None
+    row: dict[str, str],
+    first_intime: str | None,
+    latest: dict[str, str | None] | None,
+    ed_race: str | None,
+    deathtime: str | None = None,
 ) -> dict[str, Any]:
+    """`deathtime`: admissions.deathtime of an in-hospital death, the precise time `dod` (a date) only
+    dates; deceasedDateTime carries it so the death is known when it happened (store/known_time.json
+    `death`), not from the start of its date."""
     sid = row["subject_id"]
     latest = latest or {}
     marital = vocab.MARITAL_STATUS.get(latest.get("marital_status"))
@@ -127,7 +134,7 @@ def patient(
             "name": [{"use": "official", "family": f"Patient_{sid}"}],
             "gender": vocab.GENDER.get(row["gender"]),
             "birthDate": birth,
-            "deceasedDateTime": date(row["dod"]),
+            "deceasedDateTime": instant(deathtime) if deathtime else date(row["dod"]),
             "maritalStatus": {"coding": [{"system": marital[0], "code": marital[1]}]} if marital else None,
             "communication": [{"language": {"coding": [{"system": "urn:ietf:bcp:47", "code": "en"}]}}]
             if latest.get("language") == "ENGLISH"
@@ -250,7 +257,10 @@ def run(ctx: MapContext) -> None:
     admissions = list(ctx.rows("hosp/admissions"))
     latest: dict[str, dict[str, str | None]] = {}
     latest_time: dict[str, str] = {}
+    deathtime: dict[str, str] = {}  # an in-hospital death: its admission's deathtime
     for a in admissions:  # MIN(marital_status/race/language) over the latest admittime(s)
+        if a["deathtime"] and a["deathtime"] > deathtime.get(a["subject_id"], ""):
+            deathtime[a["subject_id"]] = a["deathtime"]
         sid, t = a["subject_id"], a["admittime"]
         if sid not in latest_time or t > latest_time[sid]:
             latest_time[sid], latest[sid] = t, {"marital_status": None, "race": None, "language": None}
@@ -269,9 +279,8 @@ def run(ctx: MapContext) -> None:
         sid = p["subject_id"]
         # the official query inner-joins transfers for the demographics
         latest_row = latest.get(sid) if sid in first_intime else None
-        ctx.emit(
-            "Patient", patient(p, first_intime.get(sid), latest_row, (ed_race.get(sid) or (None, None))[1])
-        )
+        race = (ed_race.get(sid) or (None, None))[1]
+        ctx.emit("Patient", patient(p, first_intime.get(sid), latest_row, race, deathtime.get(sid)))
 
     cpt: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for h in ctx.rows("hosp/hcpcsevents"):

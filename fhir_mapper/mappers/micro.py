@@ -35,6 +35,16 @@ def _when(r: dict[str, str]) -> str:
     return r["charttime"] or r["chartdate"]
 
 
+def _stored(rows: list[dict[str, str]]) -> str | None:
+    """When the rows' results were stored (their latest storetime; a storedate alone is a date: the end of
+    that day, store/known_time.json `dates`): the Observation's `issued`, so a culture is known when its
+    result was, not at collection. None when no row was stored."""
+    local = [
+        r["storetime"] or f"{r['storedate'][:10]} 23:59:59" for r in rows if r["storetime"] or r["storedate"]
+    ]
+    return instant(max(local)) if local else None  # local times in one format: text order is time order
+
+
 def specimen(spec: str, rows: list[dict[str, str]]) -> dict[str, Any]:
     desc = _max([r["spec_type_desc"] for r in rows])
     charttime = _max([r["charttime"] for r in rows])
@@ -113,6 +123,7 @@ def micro_test(spec: str, test: str, rows: list[dict[str, str]]) -> dict[str, An
         specimen=ref_once("Specimen", "SpecimenMicro", spec),
         encounter=ref("Encounter", "Encounter", hadm) if hadm else None,
         effectiveDateTime=instant(_max([_when(r) for r in rows])),
+        issued=_stored(rows),
         hasMember=members if value_string is None and members else None,
         valueString=value_string,
         valueCodeableConcept={"coding": [{"code": null_flavor, "system": NULL_FLAVOR, "display": absent}]}
@@ -132,6 +143,7 @@ def micro_org(spec: str, test: str, org: str, rows: list[dict[str, str]]) -> dic
         _max([r["org_name"] for r in rows]),
         _max_int([r["subject_id"] for r in rows]),
         effectiveDateTime=instant(_max([_when(r) for r in rows])),
+        issued=_stored(rows),
         hasMember=[ref_once("Observation", "ObservationMicroSusc", e) for e in susc] or None,
         valueString=None if susc else (comments or "No susceptibility data present"),
         derivedFrom=[ref_once("Observation", "ObservationMicroTest", f"{spec}-{test}")],
@@ -172,6 +184,7 @@ _KEEP = (
     "charttime",
     "spec_itemid",
     "spec_type_desc",
+    "storedate",
     "storetime",
     "test_itemid",
     "test_name",

@@ -61,35 +61,40 @@ def demo_ndjson(demo_mapped, tmp_path_factory) -> tuple[object, list[dict], set[
     return folder, kept, set(orjson.loads((folder / "chosen.json").read_bytes()))
 
 
-@pytest.fixture(scope="session", params=["sqlite", "postgres"])
-def demo_store(request, demo_ndjson, tmp_path_factory):
-    """(store, {patient id: (first, last) clinical instant in µs}) on each backend: the SQLite store loaded
-    once per test run (each worker writes to its own copy), the PostgreSQL one on the worker's server."""
+def loaded_url(request, tmp_path_factory, folder: Path, name: str, resources: int) -> str:
+    """A store on the fixture's backend (`request.param`) holding the NDJSON in `folder` (`resources` lines):
+    the SQLite one loaded once per test run (each worker writes to its own copy), the PostgreSQL one as
+    database `name` on the worker's server."""
     from sqlalchemy import create_engine, text
-
-    folder, kept, chosen = demo_ndjson
 
     def load(url: str) -> None:
         upgrade(url)
         report = load_ndjson(url, folder, workers=2)
-        assert report.errors == 0 and report.resources == len(kept)
+        assert report.errors == 0 and report.resources == resources
 
     if request.param == "sqlite":
         def build(work: Path) -> None:
             load(f"sqlite:///{work / 'demo.sqlite'}")
             checkpoint(work / "demo.sqlite")
 
-        loaded = built_once(tmp_path_factory, "asof-sqlite", build)
-        url = private_sqlite(loaded / "demo.sqlite", tmp_path_factory.mktemp("asof-db"))
-    else:
-        server = request.getfixturevalue("postgres_server")
-        admin = create_engine(server, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(text("DROP DATABASE IF EXISTS asof_property WITH (FORCE)"))
-            conn.execute(text("CREATE DATABASE asof_property"))
-        admin.dispose()
-        url = f"{server.rpartition('/')[0]}/asof_property"
-        load(url)
+        loaded = built_once(tmp_path_factory, f"{name}-sqlite", build)
+        return private_sqlite(loaded / "demo.sqlite", tmp_path_factory.mktemp(f"{name}-db"))
+    server = request.getfixturevalue("postgres_server")
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    admin.dispose()
+    url = f"{server.rpartition('/')[0]}/{name}"
+    load(url)
+    return url
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgres"])
+def demo_store(request, demo_ndjson, tmp_path_factory):
+    """(store, {patient id: (first, last) clinical instant in µs}) on each backend (`loaded_url`)."""
+    folder, kept, chosen = demo_ndjson
+    url = loaded_url(request, tmp_path_factory, folder, "asof_property", len(kept))
     spans: dict[str, list[int]] = {}
     for r in kept:
         pid = _subject(r)

@@ -103,3 +103,82 @@ def test_the_patient_endpoint_over_http_is_recorded_like_an_in_process_question(
     assert len(patient) == 4
     assert all(e.data["extension"][1] == {"url": "https://rounds.dev/fhir/StructureDefinition/disclosed-fact",
                                           "valueString": "m-ibu"} for e in patient)
+
+
+ASPECTS = {
+    "en": {"dose": "What dose of apixaban do you take?", "schedule": "How often do you take apixaban?",
+           "ibu_dose": "How much ibuprofen do you take?", "off": "What dose of warfarin do you take?",
+           "both": "Do you take apixaban? Any other medicines?"},
+    "zh": {"dose": "阿哌沙班你一次吃多少剂量？", "schedule": "阿哌沙班你一天几次？",
+           "ibu_dose": "布洛芬你吃多少？", "off": "华法林你一次吃多少剂量？",
+           "both": "您吃阿哌沙班吗？还吃别的药吗？"},
+}
+
+
+def with_answers(scenarios, **persona) -> Scenario:
+    """The fixture's scenario with the apixaban fact answering its dose and schedule from the record (the
+    ibuprofen fact answers none: its order holds no dose)."""
+    scenario: Scenario = scenarios[0][0]
+    words = {
+        "dose": {
+            "text": {"en": "I take 2.5 mg of apixaban.", "zh": "阿哌沙班我一次吃2.5mg。"},
+            "lay": {"en": "My blood thinner? I think it's 2.5 mg.", "zh": "我的抗凝药好像一次是2.5mg。"},
+        },
+        "schedule": {
+            "text": {"en": "I take apixaban by mouth, twice a day.", "zh": "阿哌沙班我是口服，每天两次。"}
+        },
+    }
+    memory = [
+        f.model_validate({**f.model_dump(), "answers": words}) if f.id == "m-apix" else f
+        for f in scenario.patient_memory
+    ]
+    return scenario.model_copy(
+        update={"patient_memory": memory, "persona": scenario.persona.model_copy(update=persona)}
+    )
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_an_aspect_question_gets_the_records_answer_at_the_personas_literacy(scenarios, language):
+    high = PatientAgent(with_answers(scenarios, health_literacy="high", anxiety="low"), language)
+    reply = high.answer(ASPECTS[language]["dose"])
+    assert reply.disclosed == ("m-apix",) and reply.matched
+    assert reply.text == high.scenario.memory("m-apix").answers["dose"].text.model_dump()[language]
+    assert "missed" not in reply.text and "漏" not in reply.text  # the dose, not the whole fact
+    low = PatientAgent(with_answers(scenarios, health_literacy="low", anxiety="low"), language)
+    assert low.answer(ASPECTS[language]["dose"]).text == getattr(
+        low.scenario.memory("m-apix").answers["dose"].lay, language)
+    schedule = low.answer(ASPECTS[language]["schedule"])  # no lay form: the medium wording
+    assert schedule.text == getattr(low.scenario.memory("m-apix").answers["schedule"].text, language)
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_what_the_record_does_not_hold_is_declined(scenarios, language):
+    patient = PatientAgent(with_answers(scenarios, anxiety="low"), language)
+    for question in (ASPECTS[language]["ibu_dose"], ASPECTS[language]["off"]):
+        reply = patient.answer(question)  # a dose the order lacks; a drug the record does not hold
+        assert not reply.matched and reply.disclosed == () and reply.text in style()["dont_know"][language]
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_a_named_drug_gets_its_fact_and_not_the_whole_list(scenarios, language):
+    patient = PatientAgent(with_answers(scenarios, completeness="complete", anxiety="low"), language)
+    assert patient.answer(ASPECTS[language]["both"]).disclosed == ("m-apix",)
+
+
+@pytest.mark.parametrize(("language", "question", "aspect"), [
+    ("en", "Before we start, do you take apixaban?", None),  # an ordinary word is no aspect question
+    ("zh", "阿哌沙班多久吃一次？", "schedule"),  # how often, not since when
+    ("en", "How long have you had that blood thinner?", "since"),
+])
+def test_the_aspect_asked_is_the_one_the_question_means(scenarios, language, question, aspect):
+    from services.simulator.agents.patient import asks_aspect
+
+    assert asks_aspect(question) == aspect
+    patient = PatientAgent(with_answers(scenarios, health_literacy="high", anxiety="low"), language)
+    reply = patient.answer(question)
+    if aspect is None:
+        assert reply.text == getattr(patient.scenario.memory("m-apix").text, language)
+    elif aspect == "schedule":
+        assert reply.text == getattr(patient.scenario.memory("m-apix").answers["schedule"].text, language)
+    else:  # the record holds no start for a drug: declined
+        assert not reply.matched

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from datetime import date, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path as FilePath
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from services.fhir_api.search.extract import Path, _dates, _first_keys, compile_path, run_path
+from services.fhir_api.search.extract import Path, _first_keys, compile_path, run_path
 from services.fhir_api.search.registry import get_param
-from services.fhir_api.search.values import MAX_US, date_range
+from services.fhir_api.search.values import MAX_US, date_range, to_us
 
 _DATA: dict[str, Any] = json.loads(FilePath(__file__).with_name("known_time.json").read_text())
 
@@ -38,10 +40,52 @@ TYPES: dict[str, dict] = _DATA["types"]
 INHERIT: dict[str, list[str]] = _DATA["inherit"]
 INHERIT_FROM_REFERRERS: dict[str, list[list[str]]] = _DATA["inherit_from_referrers"]
 VIEWS: dict[str, list[dict]] = _DATA["views"]
+# the record's zone: a date-only value is known at the end of that day there (`dates`)
+RECORD_ZONE = ZoneInfo(_DATA["dates"]["zone"])
+NEVER = MAX_US - 1  # the known time of what no clock ever shows
 ENCOUNTER_END = "encounter-end"
 ALL_ELEMENTS = tuple(ELEMENTS)
 # profiles known at their encounter's end: the store dates them in SQL (timing.py)
 ENCOUNTER_END_PROFILES = tuple(url for url, rule in PROFILES.items() if rule["known"] == ENCOUNTER_END)
+
+
+@lru_cache(maxsize=1 << 14)
+def _local_end(text: str) -> int | None:
+    """The last µs of a date-only value's period (a day, a month, a year) in the record's zone."""
+    parts = [int(p) for p in text.split("-")]
+    try:
+        if len(parts) == 3:
+            after = date(*parts) + timedelta(days=1)
+        elif len(parts) == 2:
+            after = date(parts[0] + parts[1] // 12, parts[1] % 12 + 1, 1)
+        else:
+            after = date(parts[0] + 1, 1, 1)
+    except (ValueError, OverflowError):
+        return None
+    return to_us(datetime(after.year, after.month, after.day, tzinfo=RECORD_ZONE)) - 1
+
+
+def known_from(text: object) -> int | None:
+    """When a dated value became known (µs), by the `dates` rule: a value with a time of day at its start,
+    a date-only value (YYYY, YYYY-MM, YYYY-MM-DD) at the end of that period in the record's zone — read as
+    a UTC day, a death on 6 May would show from 19:00 local on 5 May. None when it is no date."""
+    found = date_range(text) if isinstance(text, str) else None
+    if found is None:
+        return None
+    return found[0] if "T" in text else _local_end(text.strip())  # type: ignore[union-attr]
+
+
+def _known_starts(node: object) -> list[int]:
+    """The known times of a clinical-time node: a date, the start of a Period, each event of a Timing."""
+    if isinstance(node, str):
+        found = known_from(node)
+        return [] if found is None else [found]
+    if isinstance(node, dict):
+        if "start" in node or "end" in node:
+            return _known_starts(node.get("start"))  # a Period without a start has no known start
+        if isinstance(node.get("event"), list):
+            return [t for event in node["event"] for t in _known_starts(event)]
+    return []
 
 
 def rule_of(resource: dict) -> dict | None:
@@ -93,15 +137,18 @@ def _clinical_nodes(resource: dict) -> Iterator[object]:
 
 def clinical_time(resource: dict) -> int | None:
     """µs since the epoch when the resource became known by its own elements (the latest start of those its
-    known-time rule names); None when it has none (an `untimed` type; timing.py dates the rest from what
-    they belong to)."""
+    known-time rule names, each dated by `known_from`); NEVER when its rule says `missing: never` and it has
+    none; None otherwise when it has none (an `untimed` type; timing.py dates the rest from what they
+    belong to)."""
     if resource.get("resourceType") in UNTIMED:
         return None
     best: int | None = None
     for node in _clinical_nodes(resource):
-        for low, _ in _dates(node):
+        for low in _known_starts(node):
             if low > -(2**61) and (best is None or low > best):
                 best = low
+    if best is None and (rule_of(resource) or {}).get("missing") == "never":
+        return NEVER
     return best
 
 
@@ -124,7 +171,7 @@ def known_at(resource: dict, referenced: Callable[[str], dict | None]) -> int | 
         encounter = referenced(refs[0]) if refs else None
         end = ((encounter or {}).get("period") or {}).get("end")
         found = date_range(end) if isinstance(end, str) else None
-        return found[1] - 1 if found else MAX_US - 1
+        return found[1] - 1 if found else NEVER
     own = clinical_time(resource)
     if own is not None or resource.get("resourceType") not in INHERIT:
         return own

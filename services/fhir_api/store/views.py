@@ -17,9 +17,9 @@ from functools import lru_cache
 import orjson
 
 from services.fhir_api import json_numbers
-from services.fhir_api.search.values import date_range, parse_reference, to_us
+from services.fhir_api.search.values import parse_reference, to_us
 from services.fhir_api.store.interface import Context, StoredResource
-from services.fhir_api.store.known_time import INHERIT, VIEWS
+from services.fhir_api.store.known_time import INHERIT, VIEWS, known_from
 
 Key = tuple[str, str]  # (resource type, id)
 
@@ -42,8 +42,9 @@ def _remove(node: dict, path: list[str]) -> None:
 
 
 def _date_low(value: object) -> int | None:
-    found = date_range(value) if isinstance(value, str) else None
-    return found[0] if found is not None else None
+    """When a dated element became known (known_time.py `known_from`: a date-only value at the end of its
+    day in the record's zone)."""
+    return known_from(value)
 
 
 def _nodes(resource: dict, rule: dict) -> list:

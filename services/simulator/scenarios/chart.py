@@ -57,6 +57,7 @@ class Med:
     end: datetime | None
     encounter: str | None
     status: str | None = None  # as recorded (the sandbox rewrites it at its clock: store/known_time.json)
+    frequency: str | None = None  # the dosage's timing code (MIMIC frequency: "BID", "Q8H"), if recorded
 
     def active_at(self, now: datetime) -> bool:
         """Known and `active` in the sandbox at `now`: its as-of view's status (an order whose validity has

@@ -3,7 +3,10 @@ traced to the FHIR resources it was derived from, and how they tell it (persona)
 
 Facts are proposed from the whole chart (diagnoses -> conditions, symptoms, social history, allergies;
 orders ->
-medications, over-the-counter drugs, adherence; discharge notes -> social history) and then checked by
+medications, over-the-counter drugs, adherence; discharge notes -> social history), each with the aspects the
+record answers (`answers`: a drug's dose, route and frequency from its latest order; since when a diagnosis
+or its symptom has been there, from the first admission it was coded on; worded by
+data/memory_answers.json), and then checked by
 `verify`: a source must be a resource of this chart known at `now`; sources that are not are removed and a
 fact left with none is dropped (the count goes into the build summary). Nothing the patient says is invented
 beyond the record: symptoms are the curated symptom wording of a recorded diagnosis."""
@@ -14,12 +17,13 @@ import json
 import random
 from collections.abc import Iterable
 from datetime import datetime
-from functools import lru_cache
+from functools import cache, lru_cache
+from pathlib import Path
 
 from contracts.scenario import MemoryFact, Persona
 from contracts.vocabulary import phrase as phrasing
 from services.simulator.scenarios import vocabulary as vocab
-from services.simulator.scenarios.chart import Chart
+from services.simulator.scenarios.chart import Chart, Med
 from services.simulator.scenarios.templates import render
 
 MAX_MEDS = 6
@@ -44,7 +48,9 @@ def _topics(*groups: Iterable[str]) -> list[str]:
     return seen
 
 
-def _fact(fid: str, category: str, en: str, zh: str, topics_en, topics_zh, sources, lay=None) -> dict:
+def _fact(
+    fid: str, category: str, en: str, zh: str, topics_en, topics_zh, sources, lay=None, answers=None
+) -> dict:
     fact = {
         "id": fid,
         "category": category,
@@ -54,7 +60,50 @@ def _fact(fid: str, category: str, en: str, zh: str, topics_en, topics_zh, sourc
     }
     if lay:
         fact["lay"] = {"en": lay[0], "zh": lay[1]}
+    if answers:
+        fact["answers"] = answers
     return fact
+
+
+@cache
+def answer_words() -> dict:
+    return json.loads((Path(__file__).parent / "data" / "memory_answers.json").read_text(encoding="utf-8"))
+
+
+def _answer(aspect: str, values: dict) -> dict:
+    """One aspect's answer (medium and low literacy, EN and ZH) from data/memory_answers.json."""
+    template = answer_words()[aspect]
+    forms = ("text", "lay")
+    return {form: {lang: render(words, values) for lang, words in template[form].items()} for form in forms}
+
+
+def _med_answers(entry: dict, med: Med) -> dict:
+    """The dose, route and frequency the drug's latest order records; an aspect it lacks is left out."""
+    words, answers = answer_words(), {}
+    if med.dose is not None and med.dose_unit:
+        answers["dose"] = _answer("dose", {**entry, "dose": f"{med.dose:g}", "unit": med.dose_unit})
+    how = [words[table][code] for table, code in (("routes", med.route), ("frequencies", med.frequency))
+           if code in words[table]]
+    if how:
+        values = {**entry, "how_en": ", ".join(h[0] for h in how), "how_zh": "，".join(h[1] for h in how)}
+        answers["schedule"] = _answer("schedule", values)
+    return answers
+
+
+def _since(chart: Chart, key: str, now: datetime) -> dict:
+    """Since when a diagnosis has been there: the start of the first admission it was coded on, among the
+    codes known at `now` (a stay's codes are billed at its discharge)."""
+    starts = {e.ref: e.start for e in chart.encounters}
+    known = [
+        starts[c.encounter]
+        for c in chart.conditions
+        if c.key == key and c.known is not None and c.known <= now and c.encounter in starts
+    ]
+    if not known:
+        return {}
+    first = min(known)
+    month_en = answer_words()["months_en"][first.month - 1]
+    return {"since": _answer("since", {"year": first.year, "month": first.month, "month_en": month_en})}
 
 
 def _said(key: str, entry: dict) -> tuple[str, str]:
@@ -99,6 +148,7 @@ def propose(chart: Chart, adherence: str, now: datetime) -> list[dict]:
                 )
             )
         else:
+            since = _since(chart, key, now)
             out.append(
                 _fact(
                     f"condition-{key}",
@@ -108,6 +158,7 @@ def propose(chart: Chart, adherence: str, now: datetime) -> list[dict]:
                     topics_zh,
                     refs,
                     lay=_said("condition_lay", entry),
+                    answers=since,
                 )
             )
             if entry.get("symptom_en"):
@@ -120,13 +171,16 @@ def propose(chart: Chart, adherence: str, now: datetime) -> list[dict]:
                         entry["topics_en"],
                         entry["topics_zh"],
                         refs,
+                        answers=since,
                     )
                 )
     meds: dict[str, list[str]] = {}
+    latest: dict[str, Med] = {}  # each drug's most recent order placed by `now`
     for med in sorted(chart.meds, key=lambda m: (m.authored, m.ref), reverse=True):
         home = med.key and not vocab.drug(med.key).get("inpatient")
         if home and med.authored <= now and (med.key in meds or len(meds) < MAX_MEDS):
             meds.setdefault(med.key, []).append(med.ref)
+            latest.setdefault(med.key, med)
     adherence_done = False
     for key in sorted(meds):
         entry, refs = vocab.drug(key), sorted(meds[key])
@@ -143,6 +197,7 @@ def propose(chart: Chart, adherence: str, now: datetime) -> list[dict]:
                 topics_en,
                 topics_zh,
                 refs,
+                answers=_med_answers(entry, latest[key]),
             )
         )
         if not otc and not adherence_done:

@@ -219,6 +219,7 @@ def _meds(requests: list[dict], medications: dict[str, dict]) -> list[Med]:
                 end=_time(period.get("end")),
                 encounter=_ref(req.get("encounter")),
                 status=req.get("status"),
+                frequency=_coding((dosage.get("timing") or {}).get("code")).get("code"),
             )
         )
     return sorted(meds, key=lambda m: (m.authored, m.ref))
