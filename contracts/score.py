@@ -29,6 +29,15 @@ TURN_COUNTS = {
 and the report: reached ≥ answered, and scored counts what the scenarios hold."""
 
 
+class Intervals(_Model):
+    """95 % intervals [lo, hi] of the figures beside them, keyed like them (services/consumers/statistics)."""
+
+    avg: list[float] | None = None
+    pass_at_turn: dict[str, list[float]] = Field(default_factory=dict)
+    pass_at_session: dict[str, list[float]] = Field(default_factory=dict)
+    pass_hat_k: dict[str, list[float]] = Field(default_factory=dict)
+
+
 class Metrics(_Model):
     """Scores over the sessions not ended by infrastructure or patient errors (those are counted apart)."""
 
@@ -42,6 +51,9 @@ class Metrics(_Model):
     sessions: int = 0
     excluded_sessions: int = 0  # infrastructure_error / patient_error: not scored
     tools: dict[str, float] = Field(default_factory=dict)  # fhir_calls_per_turn, error_rate, latency_p50_ms …
+    ci95: Intervals | None = None  # the figures' 95 % intervals, clustered by scenario (None: not computed)
+    n_clusters: int | None = None  # scenarios the intervals are clustered on
+    method: str | None = None  # how the intervals were computed (docs/statistics.md)
 
 
 class Check(_Model):

@@ -2,6 +2,7 @@
 τ²-bench's pass^k; tool use), overall and broken down by family, task type, difficulty, language, variant
 and persona, with termination reasons.
 
+- Every figure carries its 95 % interval clustered by scenario (services/consumers/statistics).
 - turn score: weighted passed / total (scorer.py); Avg: mean over the turns of scored sessions.
 - Pass@Turn(τ): share of turns with score ≥ τ; Pass@Session(τ): share of sessions whose every turn is ≥ τ.
 - pass^k (τ²-bench): per task (scenario, language, variant) with n trials of which c succeed (a session
@@ -29,6 +30,7 @@ from contracts.score import (
     SessionScore,
     TurnScore,
 )
+from services.consumers.statistics.intervals import with_intervals
 
 SUCCESS_THRESHOLD = 0.75
 
@@ -197,9 +199,10 @@ def build_report(run: str, scorer_version: str, sessions: list[SessionScore]) ->
         reasons[s.reason] += 1
     assistants = sorted({a for s in sessions if (a := s.assistant)})
     judge = judge_summary(sessions)
-    return RunReport(run=run, scorer_version=scorer_version, assistant=", ".join(assistants) or None,
-                     metrics=metrics(sessions, facts=facts), by=by, reasons=dict(sorted(reasons.items())),
-                     sessions=listed, superseded=len(listed) - len(sessions), judge=judge)
+    report = RunReport(run=run, scorer_version=scorer_version, assistant=", ".join(assistants) or None,
+                       metrics=metrics(sessions, facts=facts), by=by, reasons=dict(sorted(reasons.items())),
+                       sessions=listed, superseded=len(listed) - len(sessions), judge=judge)
+    return with_intervals(report)  # every figure's 95 % interval, clustered by scenario
 
 
 def judge_summary(sessions: list[SessionScore]) -> dict | None:
