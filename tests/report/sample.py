@@ -12,6 +12,7 @@ import random
 from math import comb
 
 from contracts.score import Check, Exchange, Metrics, RunReport, SessionScore, TurnScore
+from services.consumers.statistics.intervals import with_intervals
 
 INJECTION = (
     "<script>document.title='PWNED';document.body.appendChild(Object.assign("
@@ -144,6 +145,11 @@ def _sessions(run: str, quality: float, seed: int) -> list[SessionScore]:
     return sessions
 
 
+def shown(value: float, bounds: list[float] | None) -> str:
+    """A figure as the views write it: the value and, when it has one, its 95 % interval."""
+    return f"{value:.3f}" + (f" [{bounds[0]:.3f}, {bounds[1]:.3f}]" if bounds else "")
+
+
 def passes(session: SessionScore, tau: float) -> bool:
     return bool(session.turns) and all(t.score >= tau - 1e-9 for t in session.turns)
 
@@ -186,7 +192,7 @@ def _report(run: str, sessions: list[SessionScore], **extra) -> RunReport:
     reasons: dict[str, int] = {}
     for s in sessions:
         reasons[s.reason] = reasons.get(s.reason, 0) + 1
-    return RunReport(
+    report = RunReport(
         run=run,
         scorer_version="v2",
         metrics=metrics_of(sessions),
@@ -195,6 +201,7 @@ def _report(run: str, sessions: list[SessionScore], **extra) -> RunReport:
         sessions=sessions,
         **extra,
     )
+    return with_intervals(report)  # as the scorer's build_report leaves every document
 
 
 def baseline_run(run: str = "run-baseline") -> RunReport:

@@ -12,7 +12,7 @@ from contracts.score import Metrics, RunReport
 from services.consumers.report.compare import compare_runs
 from services.consumers.report.html_page import render_html
 from services.consumers.report.stats import ehr_latencies, scored_sessions
-from tests.report.sample import INJECTION
+from tests.report.sample import INJECTION, shown
 
 
 def _soup(*args) -> BeautifulSoup:
@@ -46,9 +46,12 @@ def test_injected_markup_in_an_answer_is_text(baseline):
 def test_metrics_reasons_and_breakdowns(baseline):
     soup = _soup(baseline)
     row = soup.select_one('table.metrics tr[data-metric="Avg"]')
-    assert row.select("td")[0].get_text() == f"{baseline.metrics.avg:.3f}"
+    m = baseline.metrics
+    assert row.select("td")[0].get_text() == shown(m.avg, m.ci95.avg)
+    span = row.select_one("td span.ci")
+    assert [float(span["data-lo"]), float(span["data-hi"])] == m.ci95.avg
     row = soup.select_one('table.metrics tr[data-metric="Pass@Session τ=0.6"]')
-    assert row.select("td")[0].get_text() == f"{baseline.metrics.pass_at_session['0.6']:.3f}"
+    assert row.select("td")[0].get_text() == shown(m.pass_at_session["0.6"], m.ci95.pass_at_session["0.6"])
     scored = {
         tr["data-reason"]: tr.td.get_text()
         for tr in soup.select("table.reasons:not(.excluded) tr[data-reason]")
@@ -62,7 +65,8 @@ def test_metrics_reasons_and_breakdowns(baseline):
     assert dims == {"family", "difficulty", "language", "variant"}
     zh = soup.select_one('table.by[data-dimension="language"] tr[data-value="zh"]').select("td")
     assert zh[0].get_text() == str(baseline.by["language"]["zh"].sessions)
-    assert zh[1].get_text() == f"{baseline.by['language']['zh'].avg:.3f}"
+    zh_metrics = baseline.by["language"]["zh"]
+    assert zh[1].get_text() == shown(zh_metrics.avg, zh_metrics.ci95.avg)
 
 
 def test_plots_hold_the_documents_numbers(baseline, replay):
@@ -231,7 +235,7 @@ def test_more_runs_side_by_side(baseline, replay):
     third = replay.model_copy(update={"run": "run-weak", "assistant": "weak"})
     soup = _soup(baseline, replay, None, None, [third])
     avg = soup.select_one('table.metrics tr[data-metric="Avg"]').select("td")
-    assert [td.get_text() for td in avg] == [f"{baseline.metrics.avg:.3f}", "1.000", "1.000"]  # no Δ with 3
+    assert [td.get_text().split(" [")[0] for td in avg] == [f"{baseline.metrics.avg:.3f}", "1.000", "1.000"]
     assert [th.get_text() for th in soup.select("table.metrics thead th")][1:] == [
         "run-baseline",
         "run-replay",

@@ -11,6 +11,7 @@ from bs4 import BeautifulSoup
 
 from services.consumers.report.compare import compare_runs
 from services.consumers.report.html_page import render_html
+from tests.report.sample import shown
 
 FLAGS = [
     "--headless",
@@ -63,18 +64,50 @@ def test_plots_are_drawn(dom, baseline, replay):
     assert latency.select("rect.bin")
 
 
+def _bar_errors(svg) -> list[tuple[float, float, float, float, float]]:
+    """(bar top y, error bar top y, bottom y, data-lo, data-hi) for every bar drawn with an error bar at its
+    centre."""
+    found = []
+    for bar in svg.select("rect.bar"):
+        centre = float(bar["x"]) + float(bar["width"]) / 2
+        for g in svg.select(f'g.error-bar[data-series="{bar["data-series"]}"]'):
+            line = g.select_one("line")
+            if abs(float(line["x1"]) - centre) < 0.11:
+                found.append((float(bar["y"]), float(line["y1"]), float(line["y2"]), float(g["data-lo"]),
+                              float(g["data-hi"])))
+    return found
+
+
+def test_every_bar_chart_draws_the_intervals_as_error_bars(dom, baseline, replay):
+    """Each Avg bar of a breakdown with two or more scenarios carries its 95 % interval from the document as a
+    capped vertical line around the bar's top; a value from one scenario has no interval and no bar."""
+    charts = {svg["aria-label"]: svg for svg in dom.select("svg.chart")}
+    for dim in ("family", "difficulty", "language", "variant"):
+        svg = charts[f"mean turn score by {dim}"]
+        expected = sorted(tuple(m.ci95.avg) for r in (baseline, replay) for m in r.by[dim].values()
+                          if m.ci95 and m.ci95.avg)
+        drawn = _bar_errors(svg)
+        assert sorted((lo, hi) for *_, lo, hi in drawn) == expected and expected
+        for top, y_hi, y_lo, lo, _ in drawn:
+            assert y_hi <= top + 0.11 <= y_lo + 0.2 and y_hi < y_lo  # the interval brackets the bar's top
+            assert len(svg.select(f'g.error-bar[data-lo="{lo:.6f}"] line')) >= 3  # the line and its caps
+    k = charts["pass^k against k (same scenario, k trials all pass)"]
+    assert len(k.select("g.error-bar")) == sum(len(r.metrics.ci95.pass_hat_k) for r in (baseline, replay))
+
+
 def test_tables_show_the_numbers(dom, baseline, replay):
     avg = dom.select_one('table.metrics tr[data-metric="Avg"]').select("td")
+    m, r = baseline.metrics, replay.metrics
     assert [td.get_text() for td in avg] == [
-        f"{baseline.metrics.avg:.3f}",
-        "1.000",
+        shown(m.avg, m.ci95.avg),
+        shown(1.0, r.ci95.avg),
         f"{1 - baseline.metrics.avg:+.3f}",
     ]
     excluded = dom.select_one('table.reasons.excluded tr[data-reason="infrastructure_error"]').select("td")
     assert [td.get_text() for td in excluded] == ["1", "1", "+0"]
     l1 = dom.select_one('table.by[data-dimension="difficulty"] tr[data-value="L1"]').select("td")
     b = baseline.by["difficulty"]["L1"].avg
-    assert l1[1].get_text() == f"{b:.3f} → 1.000 ({1 - b:+.3f})"
+    assert l1[1].get_text() == f"{b:.3f} → 1.000 ({1 - b:+.3f})"  # L1 is one scenario: no interval
 
 
 def test_sessions_show_checks_and_the_script_ran(dom, baseline, replay):

@@ -8,6 +8,7 @@ from rich.console import Console
 from contracts.score import Metrics, RunReport
 from services.consumers.report.compare import compare_runs
 from services.consumers.report.terminal import print_summary
+from tests.report.sample import shown
 
 
 def _text(*args) -> str:
@@ -31,10 +32,13 @@ def _section(text: str, title: str, until: str) -> str:
 def test_one_run(baseline):
     text = _text(baseline)
     m = baseline.metrics
-    assert _row(text, "Avg") == ["Avg", f"{m.avg:.3f}"]
-    assert _row(text, "Pass@Turn τ=0.6") == ["Pass@Turn τ=0.6", f"{m.pass_at_turn['0.6']:.3f}"]
-    assert _row(text, "Pass@Session τ=0.75")[1] == f"{m.pass_at_session['0.75']:.3f}"
-    assert _row(text, "pass^2")[1] == f"{m.pass_hat_k['2']:.3f}"
+    ci = m.ci95
+    assert _row(text, "Avg") == ["Avg", shown(m.avg, ci.avg)]
+    turn, session = ci.pass_at_turn["0.6"], ci.pass_at_session["0.75"]
+    assert _row(text, "Pass@Turn τ=0.6") == ["Pass@Turn τ=0.6", shown(m.pass_at_turn["0.6"], turn)]
+    assert _row(text, "Pass@Session τ=0.75")[1] == shown(m.pass_at_session["0.75"], session)
+    assert _row(text, "pass^2")[1] == shown(m.pass_hat_k["2"], ci.pass_hat_k["2"])
+    assert "[lo, hi]: 95 % interval clustered by scenario" in text
     assert _row(text, "sessions excluded")[1] == "1"
     reasons = _section(text, "sessions by termination reason", "sessions excluded from scores")
     assert _row(reasons, "completed")[1] == str(baseline.reasons["completed"])
@@ -43,25 +47,31 @@ def test_one_run(baseline):
     excluded = _section(text, "sessions excluded from scores", "by difficulty")
     assert _row(excluded, "infrastructure_error")[1] == "1"
     l3 = baseline.by["difficulty"]["L3"]
+    c3 = l3.ci95
     assert _row(text, "L3") == [
         "L3",
         str(l3.sessions),
-        f"{l3.avg:.3f}",
-        f"{l3.pass_at_turn['0.6']:.3f}",
-        f"{l3.pass_at_turn['0.75']:.3f}",
-        f"{l3.pass_at_session['0.6']:.3f}",
-        f"{l3.pass_at_session['0.75']:.3f}",
+        shown(l3.avg, c3.avg),
+        shown(l3.pass_at_turn["0.6"], c3.pass_at_turn["0.6"]),
+        shown(l3.pass_at_turn["0.75"], c3.pass_at_turn["0.75"]),
+        shown(l3.pass_at_session["0.6"], c3.pass_at_session["0.6"]),
+        shown(l3.pass_at_session["0.75"], c3.pass_at_session["0.75"]),
     ]
-    assert _row(text, "zh")[2] == f"{baseline.by['language']['zh'].avg:.3f}"
+    zh = baseline.by["language"]["zh"]
+    assert _row(text, "zh")[2] == shown(zh.avg, zh.ci95.avg)
 
 
 def test_two_runs_side_by_side_with_deltas(baseline, replay):
     text = _text(baseline, replay, compare_runs(baseline, replay))
     avg = _row(text, "Avg")
-    assert avg == ["Avg", f"{baseline.metrics.avg:.3f}", "1.000", f"{1 - baseline.metrics.avg:+.3f}"]
+    m, r = baseline.metrics, replay.metrics
+    assert avg == ["Avg", shown(m.avg, m.ci95.avg), shown(1.0, r.ci95.avg), f"{1 - m.avg:+.3f}"]
     assert _row(text, "turns scored")[1:] == ["64", "64", "+0"]
-    en_before = baseline.by["language"]["en"].avg
-    assert _row(text, "en")[2] == f"{en_before:.3f} → 1.000 ({1 - en_before:+.3f})"
+    en, en_after = baseline.by["language"]["en"], replay.by["language"]["en"]
+    assert _row(text, "en")[:4] == ["en", "run-baseline", str(en.sessions), shown(en.avg, en.ci95.avg)]
+    by_language = _section(text, "by language", "LLM judge")
+    assert _row(by_language, "run-replay")[2] == shown(1.0, en_after.ci95.avg)  # en's second row
+    assert _row(by_language, "Δ")[1] == f"{1 - en.avg:+.3f}"
     assert "Δ = run-replay − run-baseline" in text
     improved = compare_runs(baseline, replay).turn_counts["improved"]
     assert f"{improved} improved, 0 regressed" in text

@@ -22,6 +22,9 @@ from services.consumers.report.json_io import ReportFileError, read_json, to_jso
 from services.consumers.report.model_usage import ModelUsage, load_model_usage, usage_table
 from services.consumers.report.source import ReportUnavailable, load_report
 from services.consumers.report.terminal import print_summary
+from services.consumers.statistics.intervals import with_intervals
+from services.consumers.statistics.paired import compare_paired
+from services.consumers.statistics.power import plan_report
 
 # a 1,000-session page is ~10 MiB and opens in a browser in seconds; 10,000 would be ~100 MiB
 # (benchmarks/bench_report.py)
@@ -46,6 +49,11 @@ def _from_scorer(settings: Settings, run: str, version: str | None) -> RunReport
     except ReportUnavailable as exc:
         typer.echo(f"rounds report: {exc}", err=True)
         raise typer.Exit(1) from None
+
+
+def _with_intervals(report: RunReport) -> RunReport:
+    """A document written before the scorer computed intervals gets them from its own sessions."""
+    return report if report.metrics.ci95 is not None else with_intervals(report)
 
 
 def _write(path: Path, text: str) -> None:
@@ -83,6 +91,10 @@ def register(app: typer.Typer) -> None:
             None, "--prompt-price", min=0, help="USD per million prompt tokens: the run's model cost"),
         completion_price: float | None = typer.Option(
             None, "--completion-price", min=0, help="USD per million completion tokens"),
+        power: bool = typer.Option(
+            False, "--power", help="print the scenarios and trials --power-d needs (80 % power)"),
+        power_d: float = typer.Option(
+            0.05, "--power-d", min=0.001, max=1.0, help="the difference in mean session score to detect"),
     ) -> None:
         """Summary table on the terminal; --html/--json write the page and the document."""
         if (run is None) == (from_json is None):
@@ -102,8 +114,12 @@ def register(app: typer.Typer) -> None:
             other = _from_file(compare_json, None, "--compare-json")
         elif compare is not None:
             other = _from_scorer(settings, compare, scorer_version)
+        report = _with_intervals(report)
+        other = _with_intervals(other) if other is not None else None
         comparison = compare_runs(report, other) if other is not None else None
-        print_summary(Console(), report, other, comparison)
+        paired = compare_paired(report, other) if other is not None else None
+        plan = plan_report(report, power_d) if power else None
+        print_summary(Console(), report, other, comparison, paired, plan)
         if run is not None:  # the model's latency, tokens and cost, from the run's log
             usage = load_model_usage(settings, run, prompt_price, completion_price)
             if usage.calls:
@@ -111,7 +127,8 @@ def register(app: typer.Typer) -> None:
         if report.model_usage:  # from the log, or kept in a --from-json document
             Console().print(usage_table(ModelUsage.model_validate(report.model_usage)))
         if html is not None:
-            _write(html, render_html(report, other, html_sessions or None, comparison))
+            _write(html, render_html(report, other, html_sessions or None, comparison, paired=paired,
+                                     plan=plan))
             typer.echo(f"wrote {html}")
         if json_out is not None:
             _write(json_out, to_json(report))

@@ -29,17 +29,13 @@ def dimensions_to_plot(reports: Sequence[RunReport]) -> list[str]:
 
 
 def dimension_chart(reports: Sequence[RunReport], dimension: str) -> str:
+    """Avg of each value of the dimension, with its 95 % interval as an error bar."""
     categories = sorted({v for r in reports for v in r.by.get(dimension, {})})
-    series = [
-        Series(
-            r.run,
-            [
-                (r.by.get(dimension, {}).get(c).avg if c in r.by.get(dimension, {}) else None)
-                for c in categories
-            ],
-        )
-        for r in reports
-    ]
+    series = []
+    for r in reports:
+        found = [r.by.get(dimension, {}).get(c) for c in categories]
+        series.append(Series(r.run, [m.avg if m else None for m in found],
+                             intervals=[m.ci95.avg if m and m.ci95 else None for m in found]))
     return bar_chart(f"mean turn score by {dimension}", categories, series, y_label="Avg")
 
 
@@ -56,7 +52,10 @@ def pass_at_session_chart(reports: Sequence[RunReport]) -> str:
 
 
 def pass_hat_k_chart(reports: Sequence[RunReport]) -> str:
-    curves = [Curve(r.run, [(float(k), v) for k, v in pass_hat_k_series(r.metrics)]) for r in reports]
+    curves = [Curve(r.run, [(float(k), v) for k, v in pass_hat_k_series(r.metrics)],
+                    [r.metrics.ci95.pass_hat_k.get(str(k)) if r.metrics.ci95 else None
+                     for k, _ in pass_hat_k_series(r.metrics)])
+              for r in reports]
     ks = [x for c in curves for x, _ in c.points]
     x_range = (min(ks, default=1.0), max(max(ks, default=1.0), min(ks, default=1.0) + 1))
     return line_chart(

@@ -17,10 +17,20 @@ from services.consumers.report.comparison_model import Comparison
 from services.consumers.report.html_charts import charts_section
 from services.consumers.report.html_compare import compare_section
 from services.consumers.report.html_sessions import sessions_section
+from services.consumers.report.html_statistics import paired_section, planning_section
 from services.consumers.report.html_style import CSS, SCRIPT
 from services.consumers.report.model_usage import COLUMNS, ModelUsage, cost_line, rows, title
 from services.consumers.report.stats import judge_agreement, reason_counts
-from services.consumers.report.summary import DIMENSION_COLUMNS, dimension_table, fmt, fmt_delta, metric_rows
+from services.consumers.report.summary import (
+    DIMENSION_COLUMNS,
+    dimension_table,
+    fmt,
+    fmt_ci,
+    fmt_delta,
+    metric_rows,
+)
+from services.consumers.statistics.paired import Paired, compare_paired
+from services.consumers.statistics.power import Plan
 
 # the page's own script is the only one the browser may run: markup that slipped past escaping cannot run
 SCRIPT_HASH = "sha256-" + b64encode(sha256(SCRIPT.encode()).digest()).decode()
@@ -38,14 +48,32 @@ def _values(values: Sequence[float | None], kind: str = "score") -> str:
     return cells
 
 
+def _ci(bounds: list[float] | None) -> str:
+    """The interval after a value: a span whose data-lo/data-hi the tests and readers can check."""
+    if not bounds:
+        return ""
+    return f' <span class="ci" data-lo="{bounds[0]:.6f}" data-hi="{bounds[1]:.6f}">{fmt_ci(bounds)}</span>'
+
+
+def _values_ci(values: Sequence[float | None], intervals: Sequence[list[float] | None]) -> str:
+    """Score cells with their 95 % intervals, and Δ when two runs are shown."""
+    cells = "".join(f'<td class="num">{fmt(v)}{_ci(ci)}</td>'
+                    for v, ci in zip(values, list(intervals) or [None] * len(values), strict=True))
+    if len(values) == 2:
+        cells += f'<td class="num">{fmt_delta(values[0], values[1])}</td>'
+    return cells
+
+
 def metrics_table(reports: Sequence[RunReport]) -> str:
     rows = "".join(
         f'<tr data-metric="{escape(row.label)}"><th>{escape(row.label)}</th>'
-        f"{_values(row.values, row.kind)}</tr>"
+        + (_values_ci(row.values, row.intervals) if row.kind == "score" else _values(row.values, row.kind))
+        + "</tr>"
         for row in metric_rows(reports)
     )
     return (
-        f'<table class="metrics"><caption>metrics (infrastructure/patient errors excluded)</caption>'
+        '<table class="metrics"><caption>metrics (infrastructure/patient errors excluded; [lo, hi]: 95 % '
+        f"interval clustered by scenario, {escape(_method(reports))})</caption>"
         f"<thead><tr><th>metric</th>{_run_headers(reports)}</tr></thead><tbody>{rows}</tbody></table>"
     )
 
@@ -135,14 +163,15 @@ def dimension_html(reports: Sequence[RunReport], dimension: str) -> str:
     table = dimension_table(reports, dimension)
     if not table:
         return ""
-    head = "".join(f"<th>{escape(label)}</th>" for label, _ in DIMENSION_COLUMNS)
+    head = "".join(f"<th>{escape(f.label)}</th>" for f in DIMENSION_COLUMNS)
     rows = []
     for value, metrics in table:
         cells = "".join(
-            f'<td class="num">{" → ".join(fmt(get(m)) if m else "–" for m in metrics)}'
-            + (f" ({fmt_delta(*[get(m) if m else None for m in metrics])})" if len(metrics) == 2 else "")
+            '<td class="num">'
+            + " → ".join(fmt(f.value(m)) + _ci(f.interval(m)) if m else "–" for m in metrics)
+            + (f" ({fmt_delta(*[f.value(m) if m else None for m in metrics])})" if len(metrics) == 2 else "")
             + "</td>"
-            for _, get in DIMENSION_COLUMNS
+            for f in DIMENSION_COLUMNS
         )
         sessions = " → ".join(str(m.sessions) if m else "–" for m in metrics)
         rows.append(
@@ -154,6 +183,10 @@ def dimension_html(reports: Sequence[RunReport], dimension: str) -> str:
         f"<thead><tr><th>{escape(dimension)}</th><th>sessions</th>{head}</tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
+
+
+def _method(reports: Sequence[RunReport]) -> str:
+    return next((r.metrics.method for r in reports if r.metrics.method), "no intervals in this document")
 
 
 def _dimensions(reports: Sequence[RunReport]) -> list[str]:
@@ -186,11 +219,15 @@ def render_html(
     max_sessions: int | None = None,
     comparison: Comparison | None = None,
     more: Sequence[RunReport] = (),
+    paired: Paired | None = None,
+    plan: Plan | None = None,
 ) -> str:
     """The whole page as one string; `other` adds the side-by-side columns and the turn-by-turn comparison
     (`comparison`, computed when not given); `max_sessions` caps the sessions listed per run and the pairs
     compared (tables, plots and counts use them all). `more` adds further runs to the tables, plots and
-    session lists (e.g. several assistants on the same scenarios), without deltas or turn comparison."""
+    session lists (e.g. several assistants on the same scenarios), without deltas or turn comparison.
+    `paired` (computed when not given) is the paired test of `other` against `report`; `plan` the sample size
+    a difference needs (`rounds report --power`)."""
     reports = [report] + ([other] if other is not None else []) + list(more)
     summary = (
         '<section id="summary"><h2>Summary</h2><div class="tables">'
@@ -203,11 +240,13 @@ def render_html(
         + '<div class="tables">'
         + "".join(dimension_html(reports, d) for d in _dimensions(reports))
         + "</div>"
+        + planning_section(reports[:1], plan)
         + "</section>"
     )
     compare = ""
     if other is not None:
-        compare = compare_section(comparison or compare_runs(report, other), max_sessions)
+        compare = paired_section(paired or compare_paired(report, other))
+        compare += compare_section(comparison or compare_runs(report, other), max_sessions)
     sessions = "".join(sessions_section(r, max_sessions) for r in reports)
     title = "Rounds report: " + " vs ".join(r.run for r in reports)
     return (

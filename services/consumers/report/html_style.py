@@ -28,6 +28,9 @@ svg .tick, svg .category, svg .bar-value, svg .na, svg .legend-label { font-size
 svg .axis-label { font-size: 11px; fill: #444; }
 svg .grid { stroke: #e4e4e4; }
 svg .marker { stroke: #999; stroke-dasharray: 4 3; }
+svg .error-bar line { stroke-width: 1.4; }
+.ci { color: var(--muted); font-size: 12px; white-space: nowrap; }
+.verdict { font-weight: 600; font-size: 15px; }
 .pass { color: var(--ok); font-weight: 600; }
 .fail { color: var(--bad); font-weight: 600; }
 .delta-up { color: var(--ok); } .delta-down { color: var(--bad); }

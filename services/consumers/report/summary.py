@@ -3,8 +3,8 @@ same."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 from contracts.score import THRESHOLDS, Metrics, RunReport
@@ -17,12 +17,43 @@ class Row:
     label: str
     kind: Kind
     values: list[float | None]  # one per run, in the order given
+    intervals: list[list[float] | None] = field(default_factory=list)  # each run's 95 % [lo, hi], if any
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of `Metrics` by its field and key ("pass_at_session", "0.75"), and its interval in `ci95`
+    under the same names."""
+
+    label: str
+    name: str
+    key: str | None = None
+
+    def value(self, m: Metrics) -> float | None:
+        found = getattr(m, self.name)
+        return found if self.key is None else found.get(self.key)
+
+    def interval(self, m: Metrics) -> list[float] | None:
+        if m.ci95 is None:
+            return None
+        found = getattr(m.ci95, self.name)
+        return found if self.key is None else found.get(self.key)
 
 
 def fmt(value: float | None, kind: Kind = "score") -> str:
     if value is None:
         return "–"
     return f"{int(value):,}" if kind == "count" else f"{value:.3f}"
+
+
+def fmt_ci(bounds: list[float] | None, digits: int = 3) -> str:
+    """"[lo, hi]", or "" when the figure has no interval (one scenario, or a document without them)."""
+    return "" if not bounds else f"[{bounds[0]:.{digits}f}, {bounds[1]:.{digits}f}]"
+
+
+def fmt_with_ci(value: float | None, bounds: list[float] | None, digits: int = 3) -> str:
+    shown = "–" if value is None else f"{value:.{digits}f}"
+    return f"{shown} {fmt_ci(bounds, digits)}" if bounds and value is not None else shown
 
 
 def fmt_delta(before: float | None, after: float | None, kind: Kind = "score") -> str:
@@ -34,19 +65,12 @@ def fmt_delta(before: float | None, after: float | None, kind: Kind = "score") -
     return "±0.000" if abs(delta) < 5e-4 else f"{delta:+.3f}"
 
 
-def _pass_k(m: Metrics, k: str) -> float | None:
-    return m.pass_hat_k.get(k)
-
-
-def metric_getters(ks: Sequence[str]) -> list[tuple[str, Kind, Callable[[Metrics], float | None]]]:
-    getters: list[tuple[str, Kind, Callable[[Metrics], float | None]]] = [("Avg", "score", lambda m: m.avg)]
-    for tau in THRESHOLDS:
-        getters.append((f"Pass@Turn τ={tau}", "score", lambda m, t=tau: m.pass_at_turn.get(t)))
-    for tau in THRESHOLDS:
-        getters.append((f"Pass@Session τ={tau}", "score", lambda m, t=tau: m.pass_at_session.get(t)))
-    for k in ks:
-        getters.append((f"pass^{k}", "score", lambda m, k=k: _pass_k(m, k)))
-    return getters
+def figures(ks: Sequence[str]) -> list[Figure]:
+    """Avg, Pass@Turn and Pass@Session at both τ, pass^k for each k."""
+    return [Figure("Avg", "avg"),
+            *[Figure(f"Pass@Turn τ={tau}", "pass_at_turn", tau) for tau in THRESHOLDS],
+            *[Figure(f"Pass@Session τ={tau}", "pass_at_session", tau) for tau in THRESHOLDS],
+            *[Figure(f"pass^{k}", "pass_hat_k", k) for k in ks]]
 
 
 def pass_k_keys(reports: Sequence[RunReport]) -> list[str]:
@@ -58,8 +82,8 @@ def metric_rows(reports: Sequence[RunReport]) -> list[Row]:
     """Avg, Pass@Turn and Pass@Session at both τ, pass^k for every k any run has, the counts, then any other
     number the scorer added to its metrics (e.g. safety_failures): new figures show without a change here."""
     rows = [
-        Row(label, kind, [get(r.metrics) for r in reports])
-        for label, kind, get in metric_getters(pass_k_keys(reports))
+        Row(f.label, "score", [f.value(r.metrics) for r in reports], [f.interval(r.metrics) for r in reports])
+        for f in figures(pass_k_keys(reports))
     ]
     rows.append(Row("turns scored", "count", [float(r.metrics.turns) for r in reports]))
     rows.append(Row("turns reached", "count", [float(r.metrics.turns_reached) for r in reports]))
@@ -77,10 +101,10 @@ def metric_rows(reports: Sequence[RunReport]) -> list[Row]:
 
 
 # the columns of a by-dimension table (pass^k is per scenario over trials; it is in the run's metrics only)
-DIMENSION_COLUMNS: list[tuple[str, Callable[[Metrics], float | None]]] = [
-    ("Avg", lambda m: m.avg),
-    *[(f"P@Turn {t}", lambda m, t=t: m.pass_at_turn.get(t)) for t in THRESHOLDS],
-    *[(f"P@Session {t}", lambda m, t=t: m.pass_at_session.get(t)) for t in THRESHOLDS],
+DIMENSION_COLUMNS: list[Figure] = [
+    Figure("Avg", "avg"),
+    *[Figure(f"P@Turn {t}", "pass_at_turn", t) for t in THRESHOLDS],
+    *[Figure(f"P@Session {t}", "pass_at_session", t) for t in THRESHOLDS],
 ]
 
 

@@ -6,7 +6,7 @@ drawn). Every piece of text is escaped: category names come from scenario files 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -23,12 +23,14 @@ class Series:
     name: str
     values: Sequence[float | None]  # bar charts: one per category
     color: str | None = None  # default: the palette in order
+    intervals: Sequence[Sequence[float] | None] = ()  # each value's 95 % [lo, hi]: an error bar
 
 
 @dataclass(frozen=True)
 class Curve:
     name: str
     points: Sequence[tuple[float, float]]
+    intervals: Sequence[Sequence[float] | None] = ()  # each point's 95 % [lo, hi]: an error bar
 
 
 def _num(x: float) -> str:
@@ -58,6 +60,20 @@ def _legend(names: Sequence[str], colors: Sequence[str | None] = ()) -> list[str
             "</text>"
         )
     return out
+
+
+def _error_bar(x: float, bounds: Sequence[float] | None, scale: Callable[[float], float], series: str,
+               color: str = "#222") -> str:
+    """The interval [lo, hi] as a capped vertical line at x; `scale` maps a value to its y pixel."""
+    if not bounds:
+        return ""
+    lo, hi = bounds[0], bounds[1]
+    y_lo, y_hi = scale(lo), scale(hi)
+    return (f'<g class="error-bar" data-series="{escape(series)}" data-lo="{lo:.6f}" data-hi="{hi:.6f}">'
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y_hi:.1f}" y2="{y_lo:.1f}" stroke="{color}"/>'
+            f'<line x1="{x - 4:.1f}" x2="{x + 4:.1f}" y1="{y_hi:.1f}" y2="{y_hi:.1f}" stroke="{color}"/>'
+            f'<line x1="{x - 4:.1f}" x2="{x + 4:.1f}" y1="{y_lo:.1f}" y2="{y_lo:.1f}" stroke="{color}"/>'
+            f"<title>{escape(series)}: 95 % interval {lo:.3f}–{hi:.3f}</title></g>")
 
 
 def _y_axis(y_max: float, plot_h: float, ticks: int = 4, fmt: str = "{:.2f}") -> list[str]:
@@ -95,6 +111,10 @@ def bar_chart(
         )
     group_w = plot_w / max(1, len(categories))
     bar_w = min(42.0, group_w * 0.8 / max(1, len(series)))
+
+    def scale(v: float) -> float:  # a value's y pixel
+        return TOP + plot_h - (plot_h * max(0.0, min(v, y_max)) / y_max if y_max > 0 else 0.0)
+
     for ci, category in enumerate(categories):
         gx = LEFT + group_w * ci + (group_w - bar_w * len(series)) / 2
         for si, s in enumerate(series):
@@ -107,14 +127,17 @@ def bar_chart(
                     f'text-anchor="middle">n/a</text>'
                 )
                 continue
-            h = plot_h * max(0.0, min(value, y_max)) / y_max if y_max > 0 else 0.0
+            h = TOP + plot_h - scale(value)
+            bounds = s.intervals[ci] if ci < len(s.intervals) else None
+            label_y = min(TOP + plot_h - h, scale(bounds[1]) if bounds else TOP + plot_h) - 3
             out.append(
                 f'<rect class="bar" data-category="{escape(category)}" data-series="{escape(s.name)}" '
                 f'data-value="{value:.6f}" x="{x:.1f}" y="{TOP + plot_h - h:.1f}" width="{bar_w:.1f}" '
                 f'height="{h:.1f}" fill="{s.color or COLORS[si % len(COLORS)]}">'
                 f"<title>{escape(label)}</title></rect>"
-                f'<text class="bar-value" x="{x + bar_w / 2:.1f}" y="{TOP + plot_h - h - 3:.1f}" '
+                f'<text class="bar-value" x="{x + bar_w / 2:.1f}" y="{label_y:.1f}" '
                 f'text-anchor="middle">{number.format(value)}</text>'
+                + _error_bar(x + bar_w / 2, bounds, scale, s.name)
             )
         short = category if len(category) <= 18 else category[:17] + "…"
         cx, cy = LEFT + group_w * (ci + 0.5), TOP + plot_h + 14
@@ -186,6 +209,9 @@ def line_chart(
             f'stroke="{color}" stroke-width="2"/>'
         )
         r = 3.5 if len(curve.points) <= 20 else 1.6
+        for i, (x, _) in enumerate(curve.points):
+            if i < len(curve.intervals):
+                out.append(_error_bar(sx(x), curve.intervals[i], sy, curve.name, color))
         for x, y in curve.points:
             out.append(
                 f'<circle class="point" data-series="{escape(curve.name)}" data-x="{x:.4f}" data-y="{y:.6f}" '

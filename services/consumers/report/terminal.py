@@ -10,10 +10,19 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from contracts.score import Metrics, RunReport
+from contracts.score import RunReport
 from services.consumers.report.comparison_model import Comparison
 from services.consumers.report.stats import counted_sessions, judge_agreement, reason_counts
-from services.consumers.report.summary import DIMENSION_COLUMNS, dimension_table, fmt, fmt_delta, metric_rows
+from services.consumers.report.summary import (
+    DIMENSION_COLUMNS,
+    dimension_table,
+    fmt,
+    fmt_delta,
+    fmt_with_ci,
+    metric_rows,
+)
+from services.consumers.statistics.paired import Paired
+from services.consumers.statistics.power import Plan, trials_effect
 
 TERMINAL_DIMENSIONS = ("difficulty", "language")
 
@@ -28,14 +37,16 @@ def _run_columns(table: Table, reports: list[RunReport]) -> None:
 def metrics_table(reports: list[RunReport]) -> Table:
     table = Table(
         title="metrics",
-        caption="infrastructure/patient errors excluded",
+        caption=Text("[lo, hi]: 95 % interval clustered by scenario; infrastructure/patient errors excluded"),
         title_justify="left",
         caption_justify="left",
     )
     table.add_column("metric")
     _run_columns(table, reports)
     for row in metric_rows(reports):
-        cells = [Text(fmt(v, row.kind)) for v in row.values]
+        cis = row.intervals or [None] * len(row.values)
+        cells = [Text(fmt_with_ci(v, ci) if row.kind == "score" else fmt(v, row.kind))
+                 for v, ci in zip(row.values, cis, strict=True)]
         if len(reports) == 2:
             cells.append(Text(fmt_delta(row.values[0], row.values[1], row.kind)))
         table.add_row(Text(row.label), *cells)
@@ -65,22 +76,26 @@ def reasons_table(reports: list[RunReport], excluded: bool) -> Table:
     return table
 
 
-def _cell(metrics: list[Metrics | None], get) -> Text:
-    values = [get(m) if m is not None else None for m in metrics]
-    if len(values) == 1:
-        return Text(fmt(values[0]))
-    return Text(f"{fmt(values[0])} → {fmt(values[1])} ({fmt_delta(values[0], values[1])})")
-
-
 def dimension_table_view(reports: list[RunReport], dimension: str) -> Table:
+    """One row per value; with two runs, a row per run (each figure with its interval) and a Δ row, so the
+    intervals fit a terminal."""
     table = Table(title=f"by {dimension}", title_justify="left")
     table.add_column(dimension)
+    if len(reports) == 2:
+        table.add_column("run")
     table.add_column("sessions", justify="right")
-    for label, _ in DIMENSION_COLUMNS:
-        table.add_column(label, justify="right")
+    for figure in DIMENSION_COLUMNS:
+        table.add_column(figure.label, justify="right")
     for value, metrics in dimension_table(reports, dimension):
-        sessions = " → ".join(fmt(float(m.sessions), "count") if m else "–" for m in metrics)
-        table.add_row(Text(value), Text(sessions), *[_cell(metrics, get) for _, get in DIMENSION_COLUMNS])
+        for i, (r, m) in enumerate(zip(reports, metrics, strict=True)):
+            cells = [Text(fmt_with_ci(f.value(m), f.interval(m)) if m else "–") for f in DIMENSION_COLUMNS]
+            run = [Text(r.run)] if len(reports) == 2 else []
+            table.add_row(Text(value if i == 0 else ""), *run,
+                          Text(fmt(float(m.sessions), "count") if m else "–"), *cells)
+        if len(reports) == 2:
+            deltas = [Text(fmt_delta(*[f.value(m) if m else None for m in metrics]))
+                      for f in DIMENSION_COLUMNS]
+            table.add_row(Text(""), Text("Δ"), Text(""), *deltas, end_section=True)
     return table
 
 
@@ -125,7 +140,48 @@ def counts_line(report: RunReport) -> str:
             + (f" · {safety} safety failures" if safety else ""))
 
 
-def summary(report: RunReport, other: RunReport | None = None, comparison: Comparison | None = None) -> Group:
+UNMATCHED_SHOWN = 20  # the page lists every one
+
+
+def paired_view(paired: Paired) -> list[RenderableType]:
+    """The verdict in words, the paired differences with their intervals and p-values, McNemar's test on
+    Pass@Session and the sessions that could not be paired."""
+    table = Table(title=f"paired: {paired.after_run} − {paired.before_run} on {paired.matched} matched "
+                        "sessions (scenario, language, variant, trial)", title_justify="left")
+    for name in ("figure", "Δ", "95 % interval", "p", "test"):
+        table.add_column(name, justify="left" if name in ("figure", "test") else "right")
+    for name, d in (("Avg (matched turns)", paired.avg), ("Pass@Session τ=0.75", paired.pass_at_session)):
+        if d is not None:
+            table.add_row(Text(name), Text(f"{d.value:+.3f}"), Text(f"[{d.lo:+.3f}, {d.hi:+.3f}]"),
+                          Text(f"{d.p_value:.3g}"),
+                          Text(f"sign-flip permutation over {d.n_clusters} scenarios"))
+    m = paired.mcnemar
+    table.add_row(Text("Pass@Session τ=0.75"), Text(f"{m.b_only - m.a_only:+d} sessions"), Text(""),
+                  Text(f"{m.p_value:.3g}"),
+                  Text(f"McNemar exact: {m.b_only} pass only in {paired.after_run}, {m.a_only} only in "
+                       f"{paired.before_run}"))
+    out: list[RenderableType] = [Text(paired.verdict(), style="bold"), table]
+    if paired.unmatched:
+        shown = "; ".join(f"{name}: {why}" for name, why in paired.unmatched[:UNMATCHED_SHOWN])
+        more = len(paired.unmatched) - UNMATCHED_SHOWN
+        out.append(Text(f"{len(paired.unmatched)} sessions not paired: {shown}"
+                        + (f"; and {more} more (all in the HTML page)" if more > 0 else "")))
+    return out
+
+
+def planning_view(report: RunReport, plan: Plan | None) -> list[RenderableType]:
+    """The trials' effect on the interval (with more than one trial), the sample size a difference needs."""
+    out: list[RenderableType] = []
+    effect = trials_effect(report)
+    if effect is not None:
+        out.append(Text(f"trials of {report.run}: {effect.line()}"))
+    if plan is not None:
+        out += [Text(line) for line in plan.lines()]
+    return out
+
+
+def summary(report: RunReport, other: RunReport | None = None, comparison: Comparison | None = None,
+            paired: Paired | None = None, plan: Plan | None = None) -> Group:
     reports = [report] + ([other] if other is not None else [])
     header = Text(f"run {report.run} · scorer {report.scorer_version} · {counts_line(report)}", style="bold")
     if other is not None:
@@ -142,10 +198,14 @@ def summary(report: RunReport, other: RunReport | None = None, comparison: Compa
     parts += [line for r in reports if (line := judge_line(r)) is not None]
     if comparison is not None:
         parts.append(turn_changes_line(comparison))
+    if paired is not None:
+        parts += paired_view(paired)
+    parts += planning_view(report, plan)
     return Group(*parts)
 
 
 def print_summary(
-    console: Console, report: RunReport, other: RunReport | None = None, comparison: Comparison | None = None
+    console: Console, report: RunReport, other: RunReport | None = None, comparison: Comparison | None = None,
+    paired: Paired | None = None, plan: Plan | None = None,
 ) -> None:
-    console.print(summary(report, other, comparison))
+    console.print(summary(report, other, comparison, paired, plan))
