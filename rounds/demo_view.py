@@ -13,42 +13,48 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from contracts.languages import LANGUAGES
+from contracts.score import Metrics
 from rounds.demo import DEMO_ASSISTANTS, DemoResult, run_demo
 from rounds.options import DatabaseUrl
 from rounds.settings import settings_for
+from services.consumers.report.summary import Figure, fmt_with_ci
 
 COLUMNS = (
-    ("Avg", lambda m: m.avg),
-    ("P@Turn", lambda m: m.pass_at_turn.get("0.75")),
-    ("P@Sess", lambda m: m.pass_at_session.get("0.75")),
+    Figure("Avg", "avg"),
+    Figure("P@Turn", "pass_at_turn", "0.75"),
+    Figure("P@Sess", "pass_at_session", "0.75"),
 )
+AVG = COLUMNS[0]
 BREAKDOWNS = (("difficulty", ("L1", "L2", "L3")), ("language", LANGUAGES))
 
 
-def _fmt(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}"
+def _fmt(metrics: Metrics, figure: Figure) -> str:
+    """The figure and its 95 % interval (clustered by scenario), two decimals: the demo's table is narrow."""
+    return fmt_with_ci(figure.value(metrics), figure.interval(metrics), 2)
 
 
 def results_table(result: DemoResult) -> Table:
     """One row per assistant: the headline metrics, then Avg by difficulty and by language."""
     table = Table(
         title="Rounds demo: scored sessions per assistant",
-        caption="P@Turn, P@Sess: Pass@Turn, Pass@Session at τ = 0.75; L1–L3, en, zh: Avg; n: sessions scored",
+        caption=Text("P@Turn, P@Sess: Pass@Turn, Pass@Session at τ = 0.75; L1–L3, en, zh: Avg; [lo, hi]: "
+                     "95 % interval clustered by scenario; n: sessions scored"),
     )
     table.add_column("assistant", style="bold", no_wrap=True)
-    for name, _ in COLUMNS:
-        table.add_column(name, justify="right", no_wrap=True)
+    for figure in COLUMNS:
+        table.add_column(figure.label, justify="right", no_wrap=True)
     for _dimension, values in BREAKDOWNS:
         for value in values:
             table.add_column(value, justify="right")
     table.add_column("n", justify="right", no_wrap=True)
     for spec, report in result.reports.items():
-        cells = [_fmt(get(report.metrics)) for _, get in COLUMNS]
+        cells = [_fmt(report.metrics, figure) for figure in COLUMNS]
         for dimension, values in BREAKDOWNS:
             by = report.by.get(dimension, {})
-            cells += [_fmt(by[v].avg) if v in by else "–" for v in values]
+            cells += [_fmt(by[v], AVG) if v in by else "–" for v in values]
         excluded = report.metrics.excluded_sessions
         cells.append(f"{report.metrics.sessions}" + (f" (+{excluded} excluded)" if excluded else ""))
         table.add_row(spec, *cells)

@@ -118,7 +118,7 @@ def register(app: typer.Typer) -> None:
         other = _with_intervals(other) if other is not None else None
         comparison = compare_runs(report, other) if other is not None else None
         paired = compare_paired(report, other) if other is not None else None
-        plan = plan_report(report, power_d) if power else None
+        plan = plan_report(report, power_d, other) if power else None
         print_summary(Console(), report, other, comparison, paired, plan)
         if run is not None:  # the model's latency, tokens and cost, from the run's log
             usage = load_model_usage(settings, run, prompt_price, completion_price)

@@ -104,7 +104,8 @@ def sign_flip_p(y: np.ndarray, seed: int = SEED, flips: int = FLIPS) -> float:
     return float((1 + np.sum(np.abs(signs @ y) >= observed)) / (flips + 1))
 
 
-def difference(diffs: np.ndarray, counts: np.ndarray, clusters: np.ndarray) -> Difference | None:
+def difference(diffs: np.ndarray, counts: np.ndarray, clusters: np.ndarray,
+               flips: int = FLIPS) -> Difference | None:
     """Mean paired difference Σd/Σm with a CR1 clustered t interval on C−1 df and the sign-flip p-value."""
     if diffs.size == 0 or counts.sum() <= 0:
         return None
@@ -112,7 +113,8 @@ def difference(diffs: np.ndarray, counts: np.ndarray, clusters: np.ndarray) -> D
     value, variance = ratio_variance(y, m)
     c = len(y)
     half = t_quantile(c - 1) * math.sqrt(variance) if c > 1 else math.nan
-    return Difference(value, max(-1.0, value - half), min(1.0, value + half), sign_flip_p(y), c, int(m.sum()))
+    return Difference(value, max(-1.0, value - half), min(1.0, value + half), sign_flip_p(y, flips=flips), c,
+                      int(m.sum()))
 
 
 def mcnemar(a_only: int, b_only: int) -> McNemar:

@@ -107,6 +107,9 @@ class Plan:
                f"from {basis} (σ² scenario {c.scenario:.4f}, task {c.task:.4f}, trial {c.trial:.4f}; "
                f"{c.tasks_per_scenario:.1f} tasks per scenario):"]
         out += [f"  {k} trial{'s' if k > 1 else ''} per task: {n} scenarios" for k, n in self.needed]
+        if c.trials_per_task <= 1:
+            out.append("  (one trial per task: trial noise cannot be told apart from the tasks' spread, so "
+                       "more trials show no gain here; run --trials 2 or more to measure it)")
         return out
 
 
@@ -161,5 +164,13 @@ def trials_effect(report: RunReport) -> TrialsEffect | None:
                         _half_width(sessions))
 
 
-def plan_report(report: RunReport, d: float) -> Plan:
-    return plan(scored(report), d)
+def plan_report(report: RunReport, d: float, other: RunReport | None = None) -> Plan:
+    """From one run, or (with `other`) from the paired differences other − report of matched sessions."""
+    if other is None:
+        return plan(scored(report), d)
+    after = {(s.scenario, s.trial, s.language, s.variant): s for s in scored(other)}
+    diffs = [s.model_copy(update={"score": found.score - s.score})
+             for s in scored(report)
+             if (found := after.get((s.scenario, s.trial, s.language, s.variant))) is not None
+             and found.score is not None and s.score is not None]
+    return plan(diffs, d, paired=True)
