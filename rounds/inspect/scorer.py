@@ -7,10 +7,15 @@ it passes Pass@Session at τ = 0.75. Run again by `inspect score LOG` it re-scor
 log with whatever scorer version is current.
 
 The metrics rebuild the run's report from those documents with Rounds' own `build_report`, so Avg,
-Pass@Turn and Pass@Session (τ 0.75) are the numbers `rounds report` prints for the same sessions.
+Pass@Turn and Pass@Session (τ 0.75) are the numbers `rounds report` prints for the same sessions; each has a
+`…_stderr` beside it, its standard error clustered by scenario (services/consumers/statistics), so `inspect
+view` shows how far to trust it. Inspect's own `stderr(cluster=…)` is not used: it treats each sample's mean
+as one value, while Rounds' figures weigh turns and sessions.
 """
 
 from __future__ import annotations
+
+import math
 
 import anyio
 from inspect_ai.scorer import (
@@ -30,6 +35,7 @@ from contracts.score import RunReport, SessionScore
 from rounds.inspect.scoring import score_logged_session, version
 from rounds.settings import settings_for
 from services.consumers.scoring.metrics import SUCCESS_THRESHOLD, build_report, session_passes
+from services.consumers.statistics.intervals import standard_errors
 
 TAU = str(SUCCESS_THRESHOLD)
 
@@ -96,7 +102,33 @@ def pass_at_session() -> Metric:
     return compute
 
 
-@scorer(metrics=[avg(), pass_at_turn(), pass_at_session()], name="rounds_scorer")
+def _stderr(figure: str) -> Metric:
+    def compute(scores: list[SampleScore]) -> float:
+        return standard_errors(report_of(scores), TAU).get(figure, math.nan)
+
+    return compute
+
+
+@metric(name="avg_stderr")
+def avg_stderr() -> Metric:
+    """Avg's standard error, clustered by scenario (CR1): languages, variants and trials share a scenario."""
+    return _stderr("avg")
+
+
+@metric(name="pass_at_turn_stderr")
+def pass_at_turn_stderr() -> Metric:
+    """Pass@Turn's (τ = 0.75) standard error, clustered by scenario."""
+    return _stderr("pass_at_turn")
+
+
+@metric(name="pass_at_session_stderr")
+def pass_at_session_stderr() -> Metric:
+    """Pass@Session's (τ = 0.75) standard error, clustered by scenario."""
+    return _stderr("pass_at_session")
+
+
+@scorer(metrics=[avg(), avg_stderr(), pass_at_turn(), pass_at_turn_stderr(), pass_at_session(),
+                 pass_at_session_stderr()], name="rounds_scorer")
 def rounds_scorer(database_url: str | None = None, fhir_base: str | None = None):
     """Rounds' scorer on the sample's session (ROUNDS_DATABASE_URL / ROUNDS_FHIR_BASE unless given)."""
 

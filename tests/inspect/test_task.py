@@ -4,17 +4,20 @@ tools): Inspect's log, Rounds' log and `rounds report` agree on every session's 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from inspect_ai import eval as inspect_eval
 from typer.testing import CliRunner
 
+from contracts.score import RunReport
 from events.archive import read_log
 from events.factory import open_bus
 from events.topics import SCORES, SESSIONS
 from rounds.cli import app
 from rounds.inspect.task import physassist
 from rounds.settings import get_settings
+from services.consumers.statistics.intervals import standard_errors
 from tests.inspect.policy import scripted
 
 runner = CliRunner()
@@ -55,6 +58,10 @@ def assert_agreement(log, run_id: str, inspect_scores: dict[str, float], setting
     assert metrics["avg"].value == report["metrics"]["avg"]
     assert metrics["pass_at_session"].value == report["metrics"]["pass_at_session"]["0.75"]
     assert metrics["pass_at_turn"].value == report["metrics"]["pass_at_turn"]["0.75"]
+    errors = standard_errors(RunReport.model_validate(report))  # clustered by scenario, as `rounds report`
+    for name in ("avg", "pass_at_turn", "pass_at_session"):
+        shown = metrics[f"{name}_stderr"].value
+        assert shown == errors[name] or math.isnan(shown) and math.isnan(errors[name])
 
 
 def test_inspect_log_rounds_log_and_report_agree(rounds_db, scenario_file, scenario_models, tmp_path):

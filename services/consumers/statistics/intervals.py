@@ -140,3 +140,13 @@ def with_intervals(report: RunReport) -> RunReport:
             mask = np.array([_value(s, dimension) == value for s in sessions], dtype=bool)
             by[dimension][value] = _fill(metrics, units.subset(mask))
     return report.model_copy(update={"metrics": _fill(report.metrics, units), "by": by})
+
+
+def standard_errors(report: RunReport, tau: str = "0.75") -> dict[str, float]:
+    """The clustered standard errors of Avg, Pass@Turn(τ) and Pass@Session(τ) (NaN with one scenario, absent
+    without sessions): what Inspect AI shows beside the figures (rounds/inspect/scorer.py)."""
+    units = Units.of(scored(report))
+    found = {"avg": clustered(units.turn_sum, units.turns, units.cluster),
+             "pass_at_turn": clustered(units.at_least[tau], units.turns, units.cluster),
+             "pass_at_session": clustered(units.passed[tau], np.ones(units.cluster.size), units.cluster)}
+    return {name: e.se for name, e in found.items() if e is not None}
