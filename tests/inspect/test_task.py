@@ -61,7 +61,8 @@ def assert_agreement(log, run_id: str, inspect_scores: dict[str, float], setting
     errors = standard_errors(RunReport.model_validate(report))  # clustered by scenario, as `rounds report`
     for name in ("avg", "pass_at_turn", "pass_at_session"):
         shown = metrics[f"{name}_stderr"].value
-        assert shown == errors[name] or math.isnan(shown) and math.isnan(errors[name])
+        expected = errors[name]
+        assert math.isclose(shown, expected, rel_tol=1e-12) or math.isnan(shown) and math.isnan(expected)
 
 
 def test_inspect_log_rounds_log_and_report_agree(rounds_db, scenario_file, scenario_models, tmp_path):
