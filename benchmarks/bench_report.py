@@ -6,7 +6,8 @@ PhysAssistBench's size (324 sessions x 4 turns) and of larger runs, with a compa
 
 Each turn carries 4 checks with evidence and 6 exchanges (doctor, 3 EHR calls, assistant→patient, answer), the
 shape the scorer writes. Prints seconds per view and the page's size, also with the session list capped as
-`rounds report --html` does by default.
+`rounds report --html` does by default, and what the statistics add: every figure's 95 % interval clustered by
+scenario for both runs, the paired test (20,000 sign flips) and the sample-size plan.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from services.consumers.report.compare import compare_runs
 from services.consumers.report.html_page import render_html
 from services.consumers.report.json_io import to_json
 from services.consumers.report.terminal import print_summary
+from services.consumers.statistics.intervals import with_intervals
+from services.consumers.statistics.paired import compare_paired
+from services.consumers.statistics.power import plan_report
 
 FAMILIES = ["renal_dosing", "electrolytes", "lab_trend", "medication_safety", "infection", "cardiac"]
 
@@ -105,20 +109,26 @@ def main() -> None:
     args = parser.parse_args()
     for n in args.sessions:
         base, other = make_run("base", n, 0.7, 1), make_run("replay", n, 0.95, 2)
+        # what `rounds report` adds: every figure's interval (both runs), the paired test, the plan
+        (base, other), t_ci = timed(lambda b=base, o=other: (with_intervals(b), with_intervals(o)))
+        paired, t_paired = timed(lambda b=base, o=other: compare_paired(b, o))
+        _, t_plan = timed(lambda b=base, o=other: plan_report(b, 0.05, o))
         page, t_html = timed(lambda b=base: render_html(b))
         page2, t_html2 = timed(lambda b=base, o=other: render_html(b, o))
         capped, t_cap = timed(lambda b=base, o=other: render_html(b, o, HTML_SESSIONS))
         doc, t_json = timed(lambda b=base: to_json(b))
         _, t_cmp = timed(lambda b=base, o=other: compare_runs(b, o))
         console = Console(file=io.StringIO(), width=160)
-        _, t_term = timed(lambda b=base, o=other, c=console: print_summary(c, b, o))
+        _, t_term = timed(lambda b=base, o=other, c=console, p=paired: print_summary(c, b, o, None, p))
         print(
             f"{n:>6} sessions ({4 * n:,} turns): html {t_html:.2f} s ({len(page.encode()) / 2**20:.1f} MiB), "
             f"html with --compare {t_html2:.2f} s ({len(page2.encode()) / 2**20:.1f} MiB), "
             f"the same listing {HTML_SESSIONS:,} sessions per run (the CLI's default) {t_cap:.2f} s "
             f"({len(capped.encode()) / 2**20:.1f} MiB), "
             f"json {t_json:.2f} s ({len(doc.encode()) / 2**20:.1f} MiB), compare {t_cmp:.3f} s, "
-            f"terminal {t_term:.3f} s"
+            f"terminal {t_term:.3f} s; intervals of both runs {t_ci:.2f} s, paired test {t_paired:.2f} s, "
+            f"plan {t_plan:.2f} s; `rounds report --compare --html` in all (intervals, paired, compare, "
+            f"capped page, terminal) {t_ci + t_paired + t_cmp + t_cap + t_term:.2f} s"
         )
 
 

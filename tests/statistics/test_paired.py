@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from contracts.score import RunReport
+from services.consumers.statistics import paired
 from services.consumers.statistics.clustered import estimate
 from services.consumers.statistics.paired import compare_paired, difference, mcnemar, sign_flip_p
 from tests.report.sample import baseline_run, replay_of
@@ -60,6 +61,16 @@ def test_sign_flip_is_exact_for_few_scenarios_and_seeded_for_many():
     many = np.linspace(0.1, 1.0, 40)
     assert sign_flip_p(many) == sign_flip_p(many)  # the fixed seed
     assert sign_flip_p(many) < 1e-3 and sign_flip_p(np.array([])) == 1.0
+
+
+def test_beyond_400_scenarios_the_flips_normal_limit_agrees_with_drawing_them(monkeypatch):
+    rng = np.random.default_rng(2)
+    samples = [rng.normal(shift, 1, 400) for shift in (0.0, 0.08, 0.15)]
+    drawn = [sign_flip_p(y) for y in samples]
+    monkeypatch.setattr(paired, "DRAWN_UP_TO", 0)
+    for y, p in zip(samples, drawn, strict=True):
+        assert sign_flip_p(y) == pytest.approx(p, abs=0.01)
+    assert sign_flip_p(np.zeros(500)) == 1.0
 
 
 def test_mcnemar_exact():

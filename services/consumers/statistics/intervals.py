@@ -9,10 +9,8 @@ report's own sessions, so a document written before intervals existed gets them 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from math import comb
 
 import numpy as np
 
@@ -33,52 +31,80 @@ def passes(session: SessionScore, tau: float) -> bool:
     return bool(session.turns) and all(t.score >= tau for t in session.turns)
 
 
+def _codes(values: Sequence[object]) -> np.ndarray:
+    """Each value's index among the distinct values, in first-seen order."""
+    index: dict[object, int] = {}
+    return np.array([index.setdefault(v, len(index)) for v in values], dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Turns:
+    """Every turn of the scored sessions as flat arrays (its session's position, score, task type), read once:
+    each grouping of the report is then a mask and a few bincounts, not another walk over the sessions."""
+
+    session: np.ndarray
+    score: np.ndarray
+    task_type: np.ndarray  # object array: the turn's task type or None
+
+    @classmethod
+    def of(cls, sessions: Sequence[SessionScore]) -> Turns:
+        turns = [(i, t.score, t.task_type) for i, s in enumerate(sessions) for t in s.turns]
+        return cls(np.array([t[0] for t in turns], dtype=np.int64),
+                   np.array([t[1] for t in turns], dtype=float),
+                   np.array([t[2] for t in turns], dtype=object))
+
+
 @dataclass(frozen=True)
 class Units:
-    """Per scored session: its scenario's index, its turn-score sum and turn count, turns ≥ τ and whether
-    it passes at τ (for each τ): the arrays every grouping of the report slices."""
+    """Per scored session: its scenario's and its task's (scenario × language × variant) index, its turn-score
+    sum and turn count, turns ≥ τ and whether it passes at τ: the arrays every grouping slices."""
 
-    sessions: Sequence[SessionScore]
     cluster: np.ndarray
+    task: np.ndarray
     turn_sum: np.ndarray
     turns: np.ndarray
     at_least: dict[str, np.ndarray]
     passed: dict[str, np.ndarray]
 
     @classmethod
-    def of(cls, sessions: Sequence[SessionScore], task_type: str | None = None) -> Units:
-        index: dict[str, int] = {}
-        cluster = np.array([index.setdefault(s.scenario, len(index)) for s in sessions], dtype=np.int64)
-        scores = [[t.score for t in s.turns if task_type is None or t.task_type == task_type]
-                  for s in sessions]
+    def of(cls, sessions: Sequence[SessionScore], turns: Turns | None = None,
+           task_type: str | None = None) -> Units:
+        """`task_type`: that type's turns only (a task type's breakdown)."""
+        turns = turns or Turns.of(sessions)
+        n = len(sessions)
+        keep = np.ones(turns.score.size, dtype=bool) if task_type is None else turns.task_type == task_type
+        where, score = turns.session[keep], turns.score[keep]
+        lowest = np.full(n, np.inf)
+        np.minimum.at(lowest, turns.session, turns.score)  # a session passes at τ when its lowest turn does
+        has_turns = np.bincount(turns.session, minlength=n) > 0
         return cls(
-            sessions=sessions,
-            cluster=cluster,
-            turn_sum=np.array([math.fsum(x) for x in scores], dtype=float),
-            turns=np.array([len(x) for x in scores], dtype=float),
-            at_least={tau: np.array([sum(v >= float(tau) for v in x) for x in scores], dtype=float)
+            cluster=_codes([s.scenario for s in sessions]),
+            task=_codes([(s.scenario, s.language, s.variant) for s in sessions]),
+            turn_sum=np.bincount(where, weights=score, minlength=n),
+            turns=np.bincount(where, minlength=n).astype(float),
+            at_least={tau: np.bincount(where, weights=score >= float(tau), minlength=n)
                       for tau in THRESHOLDS},
-            passed={tau: np.array([passes(s, float(tau)) for s in sessions], dtype=float)
-                    for tau in THRESHOLDS},
+            passed={tau: (has_turns & (lowest >= float(tau))).astype(float) for tau in THRESHOLDS},
         )
 
     def subset(self, mask: np.ndarray) -> Units:
-        return Units([s for s, keep in zip(self.sessions, mask, strict=True) if keep], self.cluster[mask],
-                     self.turn_sum[mask], self.turns[mask], {k: v[mask] for k, v in self.at_least.items()},
+        return Units(self.cluster[mask], self.task[mask], self.turn_sum[mask], self.turns[mask],
+                     {k: v[mask] for k, v in self.at_least.items()},
                      {k: v[mask] for k, v in self.passed.items()})
 
 
-def pass_hat_k_units(sessions: Sequence[SessionScore], cluster: np.ndarray,
-                     k: int) -> tuple[np.ndarray, np.ndarray]:
+def pass_hat_k_units(units: Units, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(each task's C(c,k)/C(n,k), its scenario's index) over the tasks with at least k trials."""
-    tasks: dict[tuple, list[bool]] = defaultdict(list)
-    where: dict[tuple, int] = {}
-    for s, c in zip(sessions, cluster, strict=True):
-        key = (s.scenario, s.language, s.variant)
-        tasks[key].append(passes(s, SUCCESS))
-        where[key] = int(c)
-    chosen = [(comb(sum(v), k) / comb(len(v), k), where[key]) for key, v in tasks.items() if len(v) >= k]
-    return (np.array([v for v, _ in chosen], dtype=float), np.array([c for _, c in chosen], dtype=np.int64))
+    size = int(units.task.max()) + 1 if units.task.size else 0
+    n = np.bincount(units.task, minlength=size)
+    c = np.bincount(units.task, weights=units.passed[str(SUCCESS)], minlength=size)
+    cluster = np.zeros(size, dtype=np.int64)
+    cluster[units.task] = units.cluster
+    chosen = n >= k
+    value = np.ones(int(chosen.sum()))
+    for i in range(k):  # C(c,k)/C(n,k) = Π (c−i)/(n−i)
+        value *= np.clip(c[chosen] - i, 0, None) / (n[chosen] - i)
+    return value, cluster[chosen]
 
 
 def _bounds(found: Estimate | None) -> list[float] | None:
@@ -108,7 +134,7 @@ def estimates(units: Units, per_session: bool = True) -> tuple[Intervals, int]:
             _put(out.pass_at_session, tau, clustered(units.passed[tau], ones, units.cluster))
         k = 1
         while True:
-            values, clusters = pass_hat_k_units(units.sessions, units.cluster, k)
+            values, clusters = pass_hat_k_units(units, k)
             if values.size == 0:
                 break
             _put(out.pass_hat_k, str(k), clustered(values, np.ones(values.size), clusters))
@@ -129,16 +155,17 @@ def _value(session: SessionScore, dimension: str) -> str | None:
 def with_intervals(report: RunReport) -> RunReport:
     """The report with `ci95`, `n_clusters` and `method` on its metrics and on every breakdown's."""
     sessions = scored(report)
-    units = Units.of(sessions)
+    turns = Turns.of(sessions)
+    units = Units.of(sessions, turns)
     by: dict[str, dict[str, Metrics]] = {}
     for dimension, values in report.by.items():
         by[dimension] = {}
+        labels = np.array([_value(s, dimension) for s in sessions], dtype=object)
         for value, metrics in values.items():
             if dimension == "task_type":
-                by[dimension][value] = _fill(metrics, Units.of(sessions, task_type=value), per_session=False)
+                by[dimension][value] = _fill(metrics, Units.of(sessions, turns, value), per_session=False)
                 continue
-            mask = np.array([_value(s, dimension) == value for s in sessions], dtype=bool)
-            by[dimension][value] = _fill(metrics, units.subset(mask))
+            by[dimension][value] = _fill(metrics, units.subset(labels == value))
     return report.model_copy(update={"metrics": _fill(report.metrics, units), "by": by})
 
 
