@@ -5,7 +5,8 @@ report (services/consumers/report) renders it; tests and users read it. It lives
 does not depend on its renderer. Every field either writes is declared here; unknown fields of an older or
 newer document are kept (`extra="allow"`) but nothing reads them by name. The published shape:
 `{run, scorer_version, metrics: {avg, pass_at_turn: {"0.6", "0.75"}, pass_at_session: {...}, pass_hat_k:
-{"1", ...}}, by: {family: {...}, difficulty: {...}, language: {...}, variant: {...}}, sessions: [...]}`.
+{"1", ...}, ci95: {avg: [lo, hi], pass_at_turn: {...}, ...}, n_clusters, method}, by: {family: {...},
+difficulty: {...}, language: {...}, variant: {...}}, sessions: [...]}` (intervals: docs/statistics.md).
 Add fields freely; never rename one.
 """
 
