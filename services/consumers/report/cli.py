@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from contracts.score import RunReport
+from rounds.gcpause import gc_paused
 from rounds.options import DatabaseUrl
 from rounds.settings import Settings, settings_for
 from services.consumers.report.compare import compare_runs
@@ -103,33 +104,34 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(
                 "give at most one of --compare and --compare-json", param_hint="--compare"
             )
-        settings = settings_for(database_url)
-        if from_json is not None:
-            report = _from_file(from_json, scorer_version, "--from-json")
-        else:
-            assert run is not None
-            report = _from_scorer(settings, run, scorer_version)
-        other = None
-        if compare_json is not None:
-            other = _from_file(compare_json, None, "--compare-json")
-        elif compare is not None:
-            other = _from_scorer(settings, compare, scorer_version)
-        report = _with_intervals(report)
-        other = _with_intervals(other) if other is not None else None
-        comparison = compare_runs(report, other) if other is not None else None
-        paired = compare_paired(report, other) if other is not None else None
-        plan = plan_report(report, power_d, other) if power else None
-        print_summary(Console(), report, other, comparison, paired, plan)
-        if run is not None:  # the model's latency, tokens and cost, from the run's log
-            usage = load_model_usage(settings, run, prompt_price, completion_price)
-            if usage.calls:
-                report.model_usage = usage.model_dump()
-        if report.model_usage:  # from the log, or kept in a --from-json document
-            Console().print(usage_table(ModelUsage.model_validate(report.model_usage)))
-        if html is not None:
-            _write(html, render_html(report, other, html_sessions or None, comparison, paired=paired,
-                                     plan=plan))
-            typer.echo(f"wrote {html}")
-        if json_out is not None:
-            _write(json_out, to_json(report))
-            typer.echo(f"wrote {json_out}")
+        with gc_paused():  # a batch job: every session's objects stay alive until the views are written
+            settings = settings_for(database_url)
+            if from_json is not None:
+                report = _from_file(from_json, scorer_version, "--from-json")
+            else:
+                assert run is not None
+                report = _from_scorer(settings, run, scorer_version)
+            other = None
+            if compare_json is not None:
+                other = _from_file(compare_json, None, "--compare-json")
+            elif compare is not None:
+                other = _from_scorer(settings, compare, scorer_version)
+            report = _with_intervals(report)
+            other = _with_intervals(other) if other is not None else None
+            comparison = compare_runs(report, other) if other is not None else None
+            paired = compare_paired(report, other) if other is not None else None
+            plan = plan_report(report, power_d, other) if power else None
+            print_summary(Console(), report, other, comparison, paired, plan)
+            if run is not None:  # the model's latency, tokens and cost, from the run's log
+                usage = load_model_usage(settings, run, prompt_price, completion_price)
+                if usage.calls:
+                    report.model_usage = usage.model_dump()
+            if report.model_usage:  # from the log, or kept in a --from-json document
+                Console().print(usage_table(ModelUsage.model_validate(report.model_usage)))
+            if html is not None:
+                _write(html, render_html(report, other, html_sessions or None, comparison, paired=paired,
+                                         plan=plan))
+                typer.echo(f"wrote {html}")
+            if json_out is not None:
+                _write(json_out, to_json(report))
+                typer.echo(f"wrote {json_out}")
