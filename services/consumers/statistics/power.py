@@ -13,9 +13,9 @@ shared by both runs usually correlate, which a paired comparison of two runs mea
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -25,6 +25,18 @@ from services.consumers.statistics.intervals import scored
 
 POWER = 0.8
 TRIALS_PLANNED = (1, 2, 3, 5, 10)
+
+
+class Observation(NamedTuple):
+    """One session's score where it was observed: a run's session, or a paired difference B − A."""
+
+    scenario: str
+    language: str | None
+    variant: str | None
+    score: float | None
+
+
+Observed = SessionScore | Observation
 
 
 @dataclass(frozen=True)
@@ -42,37 +54,34 @@ class Components:
         return self.scenario + self.task / v + self.trial / (v * k)
 
 
-def _pooled(groups: Sequence[Sequence[float]]) -> tuple[float, float]:
-    """(pooled within-group variance, its mean group size) over groups of ≥ 2 values; (0, 1) without."""
-    ss, df, sizes = 0.0, 0, []
-    for g in groups:
-        sizes.append(len(g))
-        if len(g) > 1:
-            x = np.asarray(g, dtype=float)
-            ss += float(((x - x.mean()) ** 2).sum())
-            df += len(g) - 1
-    return (ss / df if df else 0.0), (float(np.mean(sizes)) if sizes else 1.0)
+def _pooled(values: np.ndarray, groups: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """(pooled within-group variance, mean group size, each group's mean) for group codes 0..G−1; the
+    variance is 0 when no group has two values."""
+    size = np.bincount(groups)
+    means = np.bincount(groups, weights=values) / size
+    residual = values - means[groups]
+    df = values.size - size.size
+    return (float(residual @ residual) / df if df > 0 else 0.0), float(size.mean()), means
 
 
-def _between(groups: Sequence[Sequence[float]]) -> float:
-    means = [float(np.mean(g)) for g in groups if g]
-    return float(np.var(means, ddof=1)) if len(means) > 1 else 0.0
-
-
-def components(sessions: Sequence[SessionScore]) -> Components:
+def components(sessions: Sequence[Observed]) -> Components:
     """Method-of-moments components of the session score, balanced-design approximation (mean sizes)."""
-    tasks: dict[tuple, list[float]] = defaultdict(list)
-    for s in sessions:
-        if s.score is not None:
-            tasks[(s.scenario, s.language, s.variant)].append(float(s.score))
-    trial, k = _pooled(list(tasks.values()))
-    by_scenario: dict[str, list[float]] = defaultdict(list)
-    for (scenario, _, _), values in tasks.items():
-        by_scenario[scenario].append(float(np.mean(values)))
-    task_means_var, v = _pooled(list(by_scenario.values()))
+    found = [s for s in sessions if s.score is not None]
+    if not found:
+        return Components(0.0, 0.0, 0.0, 0, 1.0, 1.0)
+    values = np.array([s.score for s in found], dtype=float)
+    task_index: dict[tuple, int] = {}
+    tasks = np.array([task_index.setdefault((s.scenario, s.language, s.variant), len(task_index))
+                      for s in found], dtype=np.int64)
+    trial, k, task_means = _pooled(values, tasks)
+    scenario_index: dict[str, int] = {}
+    of_task = np.array([scenario_index.setdefault(key[0], len(scenario_index)) for key in task_index],
+                       dtype=np.int64)
+    task_means_var, v, scenario_means = _pooled(task_means, of_task)
     task = max(0.0, task_means_var - trial / k)
-    scenario = max(0.0, _between(list(by_scenario.values())) - task / v - trial / (v * k))
-    return Components(scenario, task, trial, len(by_scenario), v, k)
+    between = float(np.var(scenario_means, ddof=1)) if scenario_means.size > 1 else 0.0
+    scenario = max(0.0, between - task / v - trial / (v * k))
+    return Components(scenario, task, trial, scenario_means.size, v, k)
 
 
 def scenarios_needed(variance: float, d: float, power: float = POWER, level: float = LEVEL) -> int | None:
@@ -113,10 +122,10 @@ class Plan:
         return out
 
 
-def plan(values: Sequence[SessionScore], d: float, paired: bool = False,
+def plan(values: Sequence[Observed], d: float, paired: bool = False,
          trials: Sequence[int] = TRIALS_PLANNED) -> Plan:
     """Scenarios needed for each number of trials to detect `d` (sessions: one run, or paired differences
-    carried as SessionScores whose score is B − A)."""
+    each an Observation whose score is B − A)."""
     comp = components(values)
     factor = 1.0 if paired else 2.0
     needed = [(k, scenarios_needed(factor * comp.scenario_mean_variance(k), d)) for k in trials]
@@ -169,7 +178,7 @@ def plan_report(report: RunReport, d: float, other: RunReport | None = None) -> 
     if other is None:
         return plan(scored(report), d)
     after = {(s.scenario, s.trial, s.language, s.variant): s for s in scored(other)}
-    diffs = [s.model_copy(update={"score": found.score - s.score})
+    diffs = [Observation(s.scenario, s.language, s.variant, found.score - s.score)
              for s in scored(report)
              if (found := after.get((s.scenario, s.trial, s.language, s.variant))) is not None
              and found.score is not None and s.score is not None]
