@@ -85,3 +85,10 @@ def test_one_trial_says_trial_noise_is_not_measured():
     planned = plan(sessions(nested(rng, 30, 4, 1, (0.1, 0.1, 0.1))), 0.05)
     assert planned.components.trial == 0.0
     assert any("run --trials 2" in line for line in planned.lines())
+
+
+def test_no_spread_plans_nothing():
+    same = sessions(np.full((10, 4, 1), 0.5))
+    planned = plan(same, 0.05)
+    assert all(n is None for _, n in planned.needed)
+    assert "nothing to plan from" in planned.lines()[-1]

@@ -135,7 +135,7 @@ def estimate(y: np.ndarray, m: np.ndarray, level: float = LEVEL) -> Estimate | N
         return Estimate(theta, math.nan, math.nan, math.nan, c, n)
     spread = theta * (1 - theta)
     n_eff = spread / variance if variance > 0 and spread > 0 else float(c)
-    n_eff = min(max(n_eff, 1e-9), n)
+    n_eff = max(n_eff, 1e-9)  # may exceed the units: a turn score averages several checks
     lo, hi = wilson(min(max(theta, 0.0), 1.0), n_eff, t_quantile(c - 1, level))
     return Estimate(theta, lo, hi, math.sqrt(variance), c, n)
 

@@ -89,7 +89,7 @@ def scenarios_needed(variance: float, d: float, power: float = POWER, level: flo
     if d <= 0:
         raise ValueError(f"the difference to detect must be positive, not {d}")
     if variance <= 0:
-        return 2
+        return None  # nothing varies: no sample size follows from it
     n = 2
     for _ in range(50):
         df = max(1, n - 1)
@@ -115,6 +115,9 @@ class Plan:
         out = [f"to detect a difference of {self.d:.3f} in mean session score at 80 % power (two-sided 5 %), "
                f"from {basis} (σ² scenario {c.scenario:.4f}, task {c.task:.4f}, trial {c.trial:.4f}; "
                f"{c.tasks_per_scenario:.1f} tasks per scenario):"]
+        if all(n is None for _, n in self.needed):
+            return [*out, "  no spread at all in these sessions: nothing to plan from (deterministic "
+                          "sessions, or identical runs); plan from a run whose sessions vary"]
         out += [f"  {k} trial{'s' if k > 1 else ''} per task: {n} scenarios" for k, n in self.needed]
         if c.trials_per_task <= 1:
             out.append("  (one trial per task: trial noise cannot be told apart from the tasks' spread, so "
