@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
+from rich.console import Console
 
 from rounds.demo import run_demo
+from rounds.demo_view import results_table
 from services.consumers.report.json_io import read_json
 from tests.report.test_html_browser import _chromium
 
@@ -50,6 +52,12 @@ def test_demo_runs_every_assistant_through_scored_sessions(tmp_path: Path, sqlit
     assert all(report.run in headers for report in result.reports.values())
     assert len(dom.select("#plots svg")) >= 4 and dom.select("#plots svg rect")
     assert dom.find(string=lambda text: text and "PASS" in text) is not None
+    assert dom.select("#plots g.error-bar")  # the breakdowns' 95 % intervals
+    # the demo's table: each figure with its interval clustered by scenario
+    console = Console(record=True, width=250, color_system=None)
+    console.print(results_table(result))
+    lo, hi = result.reports["baseline"].metrics.ci95.avg
+    assert f"{avg['baseline']:.2f} [{lo:.2f}, {hi:.2f}]" in console.export_text()
 
 # What `rounds demo` prints (the results table, the report's path): tests/demo/test_readme.py, on the run its
 # jobs start from.
