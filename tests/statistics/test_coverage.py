@@ -40,8 +40,9 @@ def coverage(design: Design, seed: int) -> tuple[dict[str, float], dict[str, flo
     return ({k: v / REPS for k, v in hits.items()}, {k: v / REPS for k, v in naive_hits.items()}, ratio)
 
 
-@pytest.mark.parametrize("design", [Design(), Design(scenarios=12), Design(scenarios=60, mean_logit=2.5)],
-                         ids=["30 scenarios", "12 scenarios", "60 scenarios near the ceiling"])
+@pytest.mark.parametrize("design", [Design(), Design(scenarios=12), Design(scenarios=60, mean_logit=2.5),
+                                    Design(scenario_sd=0.0, session_sd=0.0)],
+                         ids=["30 scenarios", "12 scenarios", "60 near the ceiling", "no correlation"])
 def test_clustered_intervals_cover_the_truth_95_percent_of_the_time(design):
     covered, _, _ = coverage(design, seed=39)
     for name, share in covered.items():

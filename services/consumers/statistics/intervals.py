@@ -139,7 +139,8 @@ def estimates(units: Units, per_session: bool = True) -> tuple[Intervals, int]:
                 break
             _put(out.pass_hat_k, str(k), clustered(values, np.ones(values.size), clusters))
             k += 1
-    return out, len(np.unique(units.cluster))
+    counted = units.cluster if per_session else units.cluster[units.turns > 0]  # a type's: its turns'
+    return out, len(np.unique(counted))
 
 
 def _fill(metrics: Metrics, units: Units, per_session: bool = True) -> Metrics:
