@@ -17,6 +17,7 @@ import numpy as np
 
 METHOD = "cluster-robust (CR1) variance by scenario, Wilson interval at the effective n, t on C-1 df"
 LEVEL = 0.95
+TINY = 1e-12
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,8 @@ def estimate(y: np.ndarray, m: np.ndarray, level: float = LEVEL) -> Estimate | N
     if math.isnan(variance):
         return Estimate(theta, math.nan, math.nan, math.nan, c, n)
     spread = theta * (1 - theta)
-    n_eff = spread / variance if variance > 0 and spread > 0 else float(c)
+    # float rounding leaves ~1e-33 of variance where every scenario is alike: that is none
+    n_eff = spread / variance if variance > TINY and spread > TINY else float(c)
     n_eff = max(n_eff, 1e-9)  # may exceed the units: a turn score averages several checks
     lo, hi = wilson(min(max(theta, 0.0), 1.0), n_eff, t_quantile(c - 1, level))
     return Estimate(theta, lo, hi, math.sqrt(variance), c, n)
