@@ -39,8 +39,14 @@ def deliver(
     if hub is not None:
         hub.serve(ws_host, ws_port)
     try:
-        Delivery(open_store(settings.database_url), bus, root, group=group, topic=topic, websockets=hub
-                 ).run(idle_exit_s=idle_exit)
+        import httpx
+
+        from services.fhir_api.subscriptions.endpoints import EndpointPolicy
+
+        policy = EndpointPolicy.of(settings.subscription_endpoints, settings.subscription_headers)
+        Delivery(open_store(settings.database_url), bus, root, group=group, topic=topic, websockets=hub,
+                 client=httpx.Client(timeout=settings.subscription_timeout_s), policy=policy,
+                 retry_s=settings.subscription_retry_s).run(idle_exit_s=idle_exit)
     finally:
         bus.close()
         if hub is not None:
