@@ -195,6 +195,71 @@ def test_the_operator_sets_the_hosts_and_header_names():
             policy.check(_parsed(endpoint, *headers))
 
 
+SECRET = "X-Api-Key: s3cret-of-the-receiver"
+
+
+def _bodies_of_every_reader(base: str, sub_id: str, client: httpx.Client) -> dict[str, httpx.Response]:
+    """Each way a reader can get a Subscription back: read, vread, search (+ _elements), both histories,
+    a batch GET, and a write's returned representation."""
+    current = client.get(f"{base}/Subscription/{sub_id}")
+    version = current.json().get("meta", {}).get("versionId", "1") if current.status_code == 200 else "1"
+    batch = {"resourceType": "Bundle", "type": "batch",
+             "entry": [{"request": {"method": "GET", "url": f"Subscription/{sub_id}"}},
+                       {"request": {"method": "GET", "url": "Subscription?status=requested,off"}}]}
+    answers = {
+        "read": current,
+        "vread": client.get(f"{base}/Subscription/{sub_id}/_history/{version}"),
+        "search": client.get(f"{base}/Subscription"),
+        "search-elements": client.get(f"{base}/Subscription", params={"_elements": "channel"}),
+        "instance-history": client.get(f"{base}/Subscription/{sub_id}/_history"),
+        "type-history": client.get(f"{base}/Subscription/_history"),
+        "system-history": client.get(f"{base}/_history"),
+        "batch": client.post(base, json=batch),
+    }
+    if current.status_code == 200:
+        doc = current.json() | {"reason": "touched"}
+        answers["write-representation"] = client.put(f"{base}/Subscription/{sub_id}", json=doc,
+                                                     headers={"Prefer": "return=representation"})
+    return answers
+
+
+@pytest.fixture
+def plain_api(database_url: str) -> Iterator:
+    from tests.fhir_api.conftest import live_api
+
+    yield from live_api(database_url)
+
+
+def test_channel_header_is_never_returned_and_sessions_never_see_the_records_subscriptions(plain_api):
+    api = plain_api
+    with httpx.Client(timeout=30) as client:
+        shared = client.post(f"{api.fhir}/Subscription",
+                             json=subscription("Observation?code=s", "http://127.0.0.1:1/h", header=[SECRET]))
+        assert shared.status_code == 201 and "s3cret" not in shared.text
+        shared_id = shared.json()["id"]
+        kept = api.store.read(_ctx(), "Subscription", shared_id).raw
+        assert b"s3cret" in kept  # stored for delivery, only never served
+        session = client.post(f"{api.root}/sessions", json={}).json()
+        own = client.post(f"{session['fhirBase']}/Subscription",
+                          json=subscription("Observation?code=s", "http://127.0.0.1:1/h", header=[SECRET]))
+        assert own.status_code == 201 and "s3cret" not in own.text
+        for base, sub_id in ((api.fhir, shared_id), (session["fhirBase"], own.json()["id"])):
+            for way, answer in _bodies_of_every_reader(base, sub_id, client).items():
+                ATTEMPTS["subscriptions: channel.header read back"] += 1
+                assert answer.status_code < 500, (way, answer.text)
+                assert "s3cret" not in answer.text and "X-Api-Key" not in answer.text, (base, way)
+        # the session asks for the shared record's Subscription every way it can
+        for way, answer in _bodies_of_every_reader(session["fhirBase"], shared_id, client).items():
+            ATTEMPTS["subscriptions: session reads the record's Subscriptions"] += 1
+            assert answer.status_code < 500 and f'"id":"{shared_id}"' not in answer.text, (way, answer.text)
+
+
+def _ctx():
+    from services.fhir_api.store.interface import Context
+
+    return Context()
+
+
 def test_zz_attempts_counted(capsys):
     with capsys.disabled():
         print("\nsubscription attack attempts:", dict(ATTEMPTS))
