@@ -254,6 +254,69 @@ def test_channel_header_is_never_returned_and_sessions_never_see_the_records_sub
             assert answer.status_code < 500 and f'"id":"{shared_id}"' not in answer.text, (way, answer.text)
 
 
+def test_a_websocket_binds_only_with_a_token_of_the_subscriptions_base(sqlite_url):
+    from websockets.sync.client import connect
+
+    from services.fhir_api.auth.scopes import parse_scopes
+    from services.fhir_api.auth.tokens import InvalidToken, issue, signing_key, verify
+    from services.fhir_api.subscriptions.endpoints import session_binder
+    from services.fhir_api.subscriptions.websocket import WebSocketHub
+
+    key = signing_key(None, "k" * 40)
+    other_key = signing_key(None, "o" * 40)
+
+    def base_of(token: str) -> str | None:
+        try:
+            return verify(key, token).session or ""
+        except InvalidToken:
+            return None
+
+    upgrade(sqlite_url)
+    bus = SqlLog(sqlite_url, rebalance_interval_s=0.1)
+    topic = f"test.changes.{uuid.uuid4().hex[:8]}"
+    bus.ensure_topics([TopicSpec(topic, 3)])
+    port = free_port()
+    with live_with_changes(sqlite_url, bus, topic) as (api, store):
+        hub = WebSocketHub(session_binder(store, base_of))
+        hub.serve("127.0.0.1", port)
+        delivery = Delivery(store, bus, api.root, topic=topic, websockets=hub)
+        runner = threading.Thread(target=delivery.run, daemon=True)
+        runner.start()
+        try:
+            a, b = (httpx.post(f"{api.root}/sessions", json={}).json() for _ in range(2))
+            doc = subscription("Observation?code=ws", "", content="id-only")
+            channel = {k: v for k, v in doc["channel"].items() if k != "endpoint"}
+            doc["channel"] = channel | {"type": "websocket"}
+            sub_a = _settled(_sub(a["fhirBase"], doc))["id"]
+            shared = _settled(_sub(api.fhir, doc))["id"]
+            scopes = parse_scopes("patient/*.rs")
+            token = {name: issue(key, scopes, expires_in=600, session=s["id"])
+                     for name, s in (("a", a), ("b", b))}
+            wrong_key = issue(other_key, scopes, expires_in=600, session=a["id"])
+            with connect(f"ws://127.0.0.1:{port}/ws") as socket:
+                for attempt in (f"bind {sub_a}", f"bind {sub_a} {token['b']}", f"bind {sub_a} garbage",
+                                f"bind {sub_a} {wrong_key}", f"bind {shared} {token['a']}",
+                                f"bind {uuid.uuid4()} {token['a']}"):
+                    ATTEMPTS["subscriptions: websocket bind"] += 1
+                    socket.send(attempt)
+                    refused = "error this socket may not bind that subscription"
+                    assert socket.recv(timeout=5) == refused, attempt
+                socket.send(f"bind {sub_a} {token['a']}")
+                assert socket.recv(timeout=5) == f"bound {sub_a}"
+                pid = httpx.post(f"{api.fhir}/Patient", json=patient("ws-a")).json()["id"]
+                lab = observation(pid, "ws", "2150-01-01T00:00:00Z")
+                httpx.post(f"{b['fhirBase']}/Observation", json=lab)
+                mine = httpx.post(f"{a['fhirBase']}/Observation",
+                                  json=observation(pid, "ws", "2150-01-01T00:00:00Z")).json()
+                assert socket.recv(timeout=10) == f"ping {sub_a}"
+                assert socket.recv(timeout=5).count(mine["id"]) >= 1
+        finally:
+            delivery.stop.set()
+            runner.join(timeout=10)
+            hub.stop()
+    bus.close()
+
+
 def _ctx():
     from services.fhir_api.store.interface import Context
 

@@ -6,11 +6,13 @@ Delivery POSTs from inside the deployment, so an endpoint is a request the serve
 and which `channel.header` names a client may set (`ROUNDS_SUBSCRIPTION_HEADERS`; unset: any name but the
 RESERVED ones, which carry credentials, address another host or frame the request, and are always refused).
 A refusal names the policy, never whether the host answered: the reason is stored in `Subscription.error`,
-readable by the client.
+readable by the client. And who may receive: `session_binder` lets a websocket bind a Subscription only with a
+token of the base it is stored on.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
@@ -60,3 +62,22 @@ class EndpointPolicy:
         if host not in self.hosts and (port is None or f"{host}:{port}" not in self.hosts):
             raise BadSubscription("channel.endpoint is not on the operator's allow-list "
                                   "(ROUNDS_SUBSCRIPTION_ENDPOINTS)")
+
+
+def session_binder(store, verify: Callable[[str], str | None]) -> Callable[[str, str | None], bool]:
+    """The websocket hub's `may_bind` under access control: the token must be valid (`verify` gives the base
+    it is bound to: a session id, '' for the shared record, None when invalid) and the Subscription stored on
+    that very base."""
+    from services.fhir_api.store.interface import Context, StoreError
+
+    def may_bind(id: str, token: str | None) -> bool:
+        session = verify(token) if token else None
+        if session is None:
+            return False
+        try:
+            stored = store.read(Context(session_id=session or None), "Subscription", id)
+        except StoreError:
+            return False
+        return stored.session == session
+
+    return may_bind
