@@ -142,7 +142,7 @@ class Catalog:
         return event
 
     def route(self, event: CloudEvent) -> tuple[str, str]:
-        """(topic, key) for an event: sessions by session id, FHIR changes by "Type/id"."""
+        """(topic, key) for an event: sessions by session id, FHIR changes by session, else "Type/id"."""
         spec = self.spec(event.type)
         return spec.topic, spec.key(event)
 
