@@ -142,7 +142,7 @@ class Catalog:
         return event
 
     def route(self, event: CloudEvent) -> tuple[str, str]:
-        """(topic, key) for an event: sessions by session id, FHIR changes by "Type/id"."""
+        """(topic, key) for an event: sessions by session id, FHIR changes by session, else "Type/id"."""
         spec = self.spec(event.type)
         return spec.topic, spec.key(event)
 
@@ -278,6 +278,10 @@ def _sent_by(role: str) -> Callable[[p.Communication], None]:
 
 
 def _resource_key(event: CloudEvent) -> str:
+    """A session's changes keyed by the session (its writes stay in order behind its Subscription's, on one
+    partition); the shared record's by `Type/id`."""
+    if event.subject:
+        return event.subject
     data = event.data or {}
     return f"{data.get('resourceType')}/{data.get('id')}"
 

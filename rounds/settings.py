@@ -88,6 +88,26 @@ class Settings(BaseSettings):
     bulk_dir: str = "rounds-bulk"
     """where Bulk Data `$export` jobs write their NDJSON files and state, shared by the workers
     (services/fhir_api/bulk/README.md)"""
+    subscription_endpoints: str = "localhost,127.0.0.1,::1,api,simulator,transcript,scorer"
+    """hosts (`host` or `host:port`, comma-separated) a Subscription's rest-hook may reach: delivery POSTs
+    from inside the deployment, so anything else is refused (server-side request forgery); default loopback
+    and the compose network's application services"""
+    subscription_headers: str | None = None
+    """`channel.header` names a Subscription may set (comma-separated); unset: any but the reserved ones
+    (Authorization, Host, Cookie, Proxy-*, Forwarded, Content-*, X-Rounds-*…, always refused)"""
+    subscription_timeout_s: float = Field(5.0, gt=0)
+    """seconds one Subscription POST may take (connect, send, answer)"""
+    subscription_retry_s: float = Field(10.0, ge=0)
+    """seconds a failing endpoint's notification is retried (its partition waiting) before its Subscription
+    is left `error` and the event passed for it alone"""
+    export_jobs_per_token: int = Field(2, ge=1)
+    """`$export` jobs in progress at once per access token (more: 429 with Retry-After)"""
+    export_jobs_per_session: int = Field(2, ge=1)
+    """`$export` jobs in progress at once per base (a session, or the shared record)"""
+    export_expiry_hours: float = Field(24.0, gt=0)
+    """hours after which an `$export` job and its files are deleted (finished or not)"""
+    export_disk_bytes: int = Field(2 * 1024**3, ge=0)
+    """bytes all `$export` files may take together (ROUNDS_BULK_DIR); a kick-off beyond it: 429"""
     judge_api_key: str | None = None
     """key for the optional LLM judge (`rounds score --judge MODEL@BASE_URL`)"""
     openai_api_key: str | None = None

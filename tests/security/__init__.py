@@ -1,0 +1,1 @@
+"""Attack tests: the hostile requests of each surface, counted; every one must fail."""

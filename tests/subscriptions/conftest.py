@@ -80,7 +80,14 @@ def _kind(bundle: dict) -> str:
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    state = Receiver()
+    with serve_receiver() as state:
+        yield state
+
+
+@contextmanager
+def serve_receiver(status: int = 200, delay_s: float = 0.0) -> Iterator[Receiver]:
+    """A rest-hook receiver on a free loopback port for the block's duration."""
+    state = Receiver(status=status, delay_s=delay_s)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server's name

@@ -2,7 +2,9 @@
 
 The store calls `OutboxListener(conn, change)` inside its write transaction (`ChangeListener` in
 services/fhir_api/store/interface.py); the listener appends the id-only `rounds.fhir.resource.<action>` event
-to the outbox (events/outbox.py), which the relay publishes to `rounds.fhir-changes` keyed `Type/id`.
+to the outbox (events/outbox.py), which the relay publishes to `rounds.fhir-changes` keyed as the catalog
+routes it: a session's changes by the session (its writes stay in order behind its Subscription's), the
+shared record's by `Type/id`.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ class OutboxListener:
         self.topic = topic
 
     def __call__(self, conn: Connection, change: ResourceChange) -> None:
-        outbox.append(conn, self.topic, [(f"{change.resource_type}/{change.id}", change_event(change))])
+        event = change_event(change)
+        outbox.append(conn, self.topic, [(CATALOG.route(event)[1], event)])
 
 
 outbox_listener = OutboxListener()

@@ -21,6 +21,7 @@ from services.fhir_api.bulk.jobs import ExportJob, JobStore
 from services.fhir_api.search.registry import patient_compartment
 from services.fhir_api.store.cursor import pages
 from services.fhir_api.store.interface import Context, ResourceStore, StoredResource
+from services.fhir_api.withheld import served
 
 PAGE = 1000  # resources per search page
 PATIENT_BATCH = 50  # patients ORed into one compartment parameter
@@ -60,7 +61,7 @@ def patient_batches(store: ResourceStore, ctx: Context, job: ExportJob) -> Itera
 
 
 def _line(stored: StoredResource) -> bytes:
-    raw = stored.raw
+    raw = served(stored)
     return (orjson.dumps(orjson.loads(raw)) if b"\n" in raw else raw) + b"\n"
 
 

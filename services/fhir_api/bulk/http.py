@@ -25,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 
 from services.fhir_api.bulk.export import run_export
 from services.fhir_api.bulk.jobs import ExportJob, JobStore, Level
+from services.fhir_api.bulk.quota import ExportQuota, refusal, sweep, token_key
 from services.fhir_api.http.errors import FhirHttpError
 from services.fhir_api.http.outcome import Call
 from services.fhir_api.http.params import check_id, parse_instant
@@ -38,6 +39,12 @@ KNOWN = frozenset({"_type", "_since", "_outputFormat", "_format"})
 
 def jobs_of(request: Request) -> JobStore:
     return JobStore(request.app.state.settings.bulk_dir)
+
+
+def quota_of(request: Request) -> ExportQuota:
+    s = request.app.state.settings
+    return ExportQuota(s.export_jobs_per_token, s.export_jobs_per_session, s.export_expiry_hours * 3600,
+                       s.export_disk_bytes)
 
 
 def _job(call: Call, request: Request, level: Level, group: str | None) -> ExportJob:
@@ -57,7 +64,7 @@ def _job(call: Call, request: Request, level: Level, group: str | None) -> Expor
     if since is not None:
         since = instant(parse_instant(since, "_since"))
     return ExportJob(level, str(request.url), instant(datetime.now(UTC)), call.ctx.session_id, group, types,
-                     since)
+                     since, token=token_key(request.headers.get("authorization")))
 
 
 async def kickoff(call: Call, request: Request, level: Level, group: str | None = None) -> Response:
@@ -68,6 +75,10 @@ async def kickoff(call: Call, request: Request, level: Level, group: str | None 
         except StoreError as exc:
             raise FhirHttpError(exc.status, f"Group/{group}: {exc}", code=exc.code) from exc
     jobs = jobs_of(request)
+    refused = await run_in_threadpool(refusal, jobs, quota_of(request), job.session, job.token)
+    if refused is not None:
+        raise FhirHttpError(429, refused.reason, code="throttled",
+                            headers={"Retry-After": str(refused.retry_after_s)})
     await run_in_threadpool(jobs.create, job)
     threading.Thread(target=run_export, args=(call.store, call.ctx, jobs, job, served_types()), daemon=True,
                      name=f"export-{job.id}").start()
@@ -80,6 +91,7 @@ def _status_url(call: Call, job_id: str) -> str:
 
 def _owned(call: Call, request: Request) -> ExportJob:
     job_id = request.query_params.get("_jobId", "")
+    sweep(jobs_of(request), quota_of(request))  # an expired job answers 404 like a cancelled one
     job = jobs_of(request).load(job_id)
     if job is None or job.session != call.ctx.session_id:
         raise FhirHttpError(404, f"no export job {job_id[:40]!r} on this base", code="not-found")

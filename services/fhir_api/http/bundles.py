@@ -14,6 +14,7 @@ import orjson
 
 from services.fhir_api.http.summary import Subset
 from services.fhir_api.store.interface import StoredResource
+from services.fhir_api.withheld import served
 
 FULL = Subset()
 _HISTORY_STATUS = {"POST": 201, "PUT": 200, "PATCH": 200, "DELETE": 204}
@@ -40,7 +41,7 @@ def version_path(stored: StoredResource) -> str:
 
 
 def resource_fragment(stored: StoredResource, subset: Subset = FULL) -> orjson.Fragment:
-    return orjson.Fragment(subset.apply(stored.raw))
+    return orjson.Fragment(subset.apply(served(stored)))
 
 
 def search_entry(base: str, stored: StoredResource, mode: str, subset: Subset) -> dict[str, Any]:

@@ -37,10 +37,12 @@ class FhirHttpError(Exception):
     """A client-visible failure raised by the HTTP layer itself."""
 
     def __init__(
-        self, status: int, message: str, *, code: str | None = None, issues: Iterable[str] | None = None
+        self, status: int, message: str, *, code: str | None = None, issues: Iterable[str] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
+        self.headers = headers  # sent with the OperationOutcome (e.g. 429's Retry-After)
         self.code = code or _CODE_BY_STATUS.get(status, "processing")
         self.issues = list(issues) if issues else [message]
 
@@ -83,7 +85,7 @@ def as_http_error(exc: Exception) -> FhirHttpError:
 async def fhir_error(_request: Request, exc: Exception) -> Response:
     """The OperationOutcome answer to a FhirHttpError or StoreError."""
     err = as_http_error(exc)
-    return outcome_response(err.status, err.issues, err.code)
+    return outcome_response(err.status, err.issues, err.code, headers=getattr(err, "headers", None))
 
 
 async def _starlette_error(_request: Request, exc: StarletteHTTPException) -> Response:

@@ -19,6 +19,7 @@ from services.fhir_api.http.errors import FHIR_JSON, operation_outcome, outcome_
 from services.fhir_api.http.params import Prefer
 from services.fhir_api.http.summary import Subset
 from services.fhir_api.store.interface import Context, ResourceStore, StoredResource
+from services.fhir_api.withheld import served
 
 
 class Guard(Protocol):
@@ -80,7 +81,7 @@ def _write_body(call: Call, outcome: Outcome) -> bytes | None:
     if call.prefer.return_ == "OperationOutcome":
         return outcome.info()
     if outcome.stored is not None and not outcome.stored.deleted:
-        return outcome.stored.raw
+        return served(outcome.stored)
     return outcome.body
 
 
@@ -97,7 +98,7 @@ def to_response(call: Call, outcome: Outcome) -> Response:
     if outcome.write:
         body = _write_body(call, outcome)
     elif stored is not None:
-        body = call.subset.apply(stored.raw)
+        body = call.subset.apply(served(stored))
     else:
         body = outcome.body
     return Response(

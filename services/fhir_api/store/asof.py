@@ -45,6 +45,9 @@ CLOCK: dict[str, tuple[tuple[str, str], ...]] = {
     "resource": (("clinical_time", "<="),),  # fhir_resource: known once its clinical time is reached
     "index_row": (("since", "<="), ("until", ">")),  # fhir_idx_*: the span of the view it was extracted from
 }
+# Types a session sees only its own of: the shared record's Subscriptions are the operator's (their
+# endpoints, their headers), not a session's to read, search or list in its history.
+OWN_BASE_ONLY: tuple[str, ...] = ("Subscription",)
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {"<=": operator.le, ">": operator.gt}
 
 
@@ -100,6 +103,7 @@ def visible(r, ctx: Context) -> ColumnElement[bool]:
     shared = and_(r.c.session == "", _clock(r, ctx))
     if not ctx.session_id:
         return and_(shared, not_(r.c.deleted))
+    shared = and_(shared, r.c.res_type.not_in(OWN_BASE_ONLY))
     session = bindparam("ctx_session", ctx.session_id)
     shadowed = exists().where(
         OWN.c.session == session, OWN.c.res_type == r.c.res_type, OWN.c.res_id == r.c.res_id
@@ -121,6 +125,8 @@ def visible_row(rows: list, ctx: Context, with_deleted: bool):
         return None
     if row.session == "" and ctx.now is not None and not _RESOURCE_SHOWN(row, to_us(ctx.now)):
         return None
+    if row.session == "" and session and row.res_type in OWN_BASE_ONLY:
+        return None
     if row.deleted and not with_deleted:
         return None
     return row
@@ -133,7 +139,7 @@ def version_scope(v, r, ctx: Context) -> ColumnElement[bool]:
     own = v.c.session == session
     if not session:
         return own
-    return or_(own, and_(v.c.session == "", _clock(r, ctx)))
+    return or_(own, and_(v.c.session == "", _clock(r, ctx), r.c.res_type.not_in(OWN_BASE_ONLY)))
 
 
 def row_clock(table, ctx: Context) -> ColumnElement[bool] | None:

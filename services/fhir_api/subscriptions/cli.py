@@ -35,16 +35,42 @@ def deliver(
     upgrade(settings.database_url)
     bus = open_bus(settings, ensure_topics=True)
     root = base_url or settings.base_url or "http://127.0.0.1:8080"
-    hub = WebSocketHub() if ws_port is not None else None
+    store = open_store(settings.database_url)
+    hub = WebSocketHub(_binder(settings, store)) if ws_port is not None else None
     if hub is not None:
         hub.serve(ws_host, ws_port)
     try:
-        Delivery(open_store(settings.database_url), bus, root, group=group, topic=topic, websockets=hub
-                 ).run(idle_exit_s=idle_exit)
+        import httpx
+
+        from services.fhir_api.subscriptions.endpoints import EndpointPolicy
+
+        policy = EndpointPolicy.of(settings.subscription_endpoints, settings.subscription_headers)
+        Delivery(store, bus, root, group=group, topic=topic, websockets=hub,
+                 client=httpx.Client(timeout=settings.subscription_timeout_s), policy=policy,
+                 retry_s=settings.subscription_retry_s).run(idle_exit_s=idle_exit)
     finally:
         bus.close()
         if hub is not None:
             hub.stop()
+
+
+def _binder(settings, store):
+    """Under access control, a websocket binds a Subscription only with a token of its base."""
+    if not settings.auth:
+        return None
+    from services.fhir_api.auth import engine_of
+    from services.fhir_api.auth.tokens import InvalidToken, signing_key, verify
+    from services.fhir_api.subscriptions.endpoints import session_binder
+
+    key = signing_key(engine_of(store, settings), settings.auth_key)
+
+    def base_of(token: str) -> str | None:
+        try:
+            return verify(key, token).session or ""
+        except InvalidToken:
+            return None
+
+    return session_binder(store, base_of)
 
 
 def feed(

@@ -13,6 +13,7 @@ topic's canonical URL and the search is the `backport-filter-criteria` extension
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
@@ -26,6 +27,10 @@ FILTER = f"{BACKPORT}/backport-filter-criteria"
 SINCE = "https://rounds.dev/fhir/StructureDefinition/subscription-active-since"
 CHANNELS = frozenset({"rest-hook", "websocket"})
 CONTENTS = frozenset({"empty", "id-only", "full-resource"})
+# RFC 9110: a header name is a token; a value visible ASCII, spaces and tabs (no line breaks, nothing the
+# HTTP client would refuse to encode at delivery time).
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")
+HEADER_VALUE = re.compile(r"^[\x20-\x7e\t]{0,1024}$")
 LIVE = frozenset({"requested", "active", "error"})  # statuses delivery acts on ("off": never)
 
 
@@ -84,8 +89,8 @@ def parse(stored: StoredResource, doc: dict) -> Subscription:
     headers = []
     for line in channel.get("header", []):
         name, sep, value = str(line).partition(":")
-        if not sep or not name.strip():
-            raise BadSubscription(f"channel.header must be 'Name: value', not {str(line)[:80]!r}")
+        if not sep or not HEADER_NAME.match(name.strip()) or not HEADER_VALUE.match(value.strip()):
+            raise BadSubscription("channel.header must be 'Name: value' in printable ASCII")
         headers.append((name.strip(), value.strip()))
     beat = (_extension(channel, HEARTBEAT) or {}).get("valueUnsignedInt")
     since = (_extension(doc, SINCE) or {}).get("valueInstant")

@@ -1,6 +1,11 @@
 """The `websocket` channel (R4): a client connects to the delivering consumer's socket, sends
-`bind <subscription id>`, gets `bound <id>`; each notification is then `ping <id>` followed by the
-notification bundle (the Backport IG's websocket payload).
+`bind <subscription id> [<access token>]`, gets `bound <id>`; each notification is then `ping <id>` followed
+by the notification bundle (the Backport IG's websocket payload).
+
+A bind is refused unless `may_bind(id, token)` allows it: with access control on (`rounds subscriptions
+deliver` under ROUNDS_AUTH), only a valid token of the base the Subscription is stored on binds it, so a
+stranger who learns a Subscription's id receives nothing. Every refusal is the same `error` line (an unknown
+id and another session's id are indistinguishable).
 
 Served by `rounds subscriptions deliver --ws-port P` next to its consumer (the process that has the
 notifications). Best effort, as R4 defines the channel: a notification with no client bound is not kept,
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 import uvicorn
 from starlette.applications import Starlette
@@ -19,7 +25,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 
 class WebSocketHub:
-    def __init__(self) -> None:
+    def __init__(self, may_bind: Callable[[str, str | None], bool] | None = None) -> None:
+        self.may_bind = may_bind or (lambda _id, _token: True)
         self._bound: dict[str, set[WebSocket]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: uvicorn.Server | None = None
@@ -31,9 +38,13 @@ class WebSocketHub:
         ids: set[str] = set()
         try:
             while True:
-                verb, _, id = (await socket.receive_text()).strip().partition(" ")
+                verb, _, rest = (await socket.receive_text()).strip().partition(" ")
+                id, _, token = rest.strip().partition(" ")
                 if verb != "bind" or not id:
-                    await socket.send_text(f"error expected 'bind <subscription id>', not {verb[:40]!r}")
+                    await socket.send_text(f"error expected 'bind <id> [<token>]', not {verb[:40]!r}")
+                    continue
+                if not await asyncio.to_thread(self.may_bind, id, token.strip() or None):
+                    await socket.send_text("error this socket may not bind that subscription")
                     continue
                 ids.add(id)
                 self._bound.setdefault(id, set()).add(socket)
