@@ -24,6 +24,7 @@ class EhrCall:
     latency_ms: float | None = None
     query: dict[str, list[str]] = field(default_factory=dict)
     resources: tuple[str, ...] | None = None  # "Type/id" of what the response gave (None: not logged)
+    body: str | None = None  # the response body as recorded (inline or its stored copy; None: not held)
 
     @property
     def resource_type(self) -> str | None:

@@ -21,15 +21,16 @@ from services.consumers.scoring.check_inputs import CheckContext, FinalState, Se
 from services.consumers.scoring.turn_parts import Judge, check_item, exchanges, turn_tools
 
 SCORER = "rounds.scoring"
-SCORER_VERSION = "3"  # bump when a check's behaviour or a data file changes what passes
-V2_VERSIONS = ("2",)  # labels scored by the version-2 rules; every other label by the current ones
+SCORER_VERSION = "4"  # bump when a check's behaviour or a data file changes what passes
+OLD_RULES = ("2", "3")  # labels scored by an older version's rules ("3", "3-…", "3.…" by v3/)
 
 
 def rules_of(version: str | None) -> str:
     """Which rules a scorer-version label is scored by: "2" (and "2-…", "2.…") the version-2 rules
-    (guards add points, first matching number), anything else the current (v3/)."""
+    (guards add points, first matching number), "3" (and "3-…", "3.…") v3/, anything else the current
+    (v4/)."""
     label = version or SCORER_VERSION
-    return "2" if label in V2_VERSIONS or label.startswith(("2-", "2.")) else "3"
+    return next((old for old in OLD_RULES if label == old or label.startswith((f"{old}-", f"{old}."))), "4")
 
 
 GUARDS = GATES  # contracts/rubric.py: the kinds that pass when nothing happened
@@ -114,11 +115,17 @@ def score_session(log: SessionLog, scenario: Scenario | None, state: FinalState 
     try:
         if rules_of(version) == "2":
             turns = [score_turn(scenario, i, log, state, language, judge) for i in range(len(scenario.turns))]
-        else:
+        elif rules_of(version) == "3":
             from services.consumers.scoring.v3.scorer import SessionView, score_turn_v3
 
             view = SessionView(scenario, log, state)
             turns = [score_turn_v3(scenario, i, log, state, language, view, judge)
+                     for i in range(len(scenario.turns))]
+        else:
+            from services.consumers.scoring.v4.scorer import SessionViewV4, score_turn_v4
+
+            view4 = SessionViewV4(scenario, log, state)
+            turns = [score_turn_v4(scenario, i, log, state, language, view4, judge)
                      for i in range(len(scenario.turns))]
     except Exception as exc:  # noqa: BLE001 - reported as unscored with its reason, never left out
         return SessionScore(**base, score=None, excluded="unscorable", error=f"{type(exc).__name__}: {exc}")

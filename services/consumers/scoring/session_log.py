@@ -90,8 +90,10 @@ def build_log(session_id: str, events: Iterable[LoggedEvent], stored: Mapping[st
             listed = _resources(data, stored or {})
             given = None if listed is None else tuple(
                 f"{r.get('resourceType')}/{r.get('id')}" for r in listed if isinstance(r, dict))
+            body = data.get("body")
+            body = body if isinstance(body, str) else (stored or {}).get(data.get("bodyRef") or "")
             done = EhrCall(call.method, call.url, call.position, data["status"], data.get("latencyMs"),
-                           call.query, given)
+                           call.query, given, body)
             owner.ehr[owner.ehr.index(call)] = done
         elif kind in (ToolCall.TYPE, ToolResult.TYPE):
             target = turn_at(data["turn"]) if data.get("turn") is not None else current

@@ -31,18 +31,16 @@ def ref_of(data: Mapping[str, Any]) -> str | None:
 
 
 def refs(events: Iterable[Any]) -> set[str]:
-    """The references of the messages and stored resource lists among `events` (LoggedEvent-like: `.type`,
-    `.data`)."""
+    """The references of the messages, stored resource lists and stored response bodies (scorer v4 grounds a
+    fact on the values a response carried) among `events` (LoggedEvent-like: `.type`, `.data`)."""
     found: set[str] = set()
     for e in events:
+        data = e.data or {}
         if e.type.startswith(MESSAGE_PREFIX):
-            ref = ref_of(e.data or {})
+            found.add(ref_of(data) or "")
         elif e.type == EhrResponse.TYPE:
-            ref = (e.data or {}).get("resourcesRef")
-        else:
-            continue
-        if ref:
-            found.add(ref)
+            found.update((data.get("bodyRef") or "", data.get("resourcesRef") or ""))
+    found.discard("")
     return found
 
 

@@ -36,12 +36,14 @@ def written_refs(call: EhrCall) -> list[str]:
     return [f"?/(new {call.position})"]
 
 
-def write_gates(ctx: CheckContext, allowed: set[str]) -> list[CheckResult]:
-    """Failed write gates of the turn (an empty list: every write gate passed)."""
+def write_gates(ctx: CheckContext, allowed: set[str], companions: frozenset[str] = frozenset(),
+                ) -> list[CheckResult]:
+    """Failed write gates of the turn (an empty list: every write gate passed). `companions`: resources
+    written beside an expected one for the same purpose (scorer v4), never counted as extra."""
     writes = ctx.log.writes()
     if not writes:
         return []
-    refs = list(dict.fromkeys(ref for call in writes for ref in written_refs(call)))
+    refs = list(dict.fromkeys(ref for call in writes for ref in written_refs(call) if ref not in companions))
     if ctx.turn.forbid_writes:
         return [CheckResult(False, f"wrote in a turn that forbids writes: {', '.join(refs)}")]
     out = []

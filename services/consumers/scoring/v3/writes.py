@@ -8,7 +8,7 @@ asked (20 doses in one MedicationRequest, 18 lab codes of one system in one Serv
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -57,10 +57,15 @@ def failed_constraints(written: Written, expected: ExpectedWrite, now: datetime)
     return failed
 
 
-def match_writes(scenario: Scenario, current: Sequence[Written],
+Failures = Callable[[Written, ExpectedWrite, datetime], list[str]]
+
+
+def match_writes(scenario: Scenario, current: Sequence[Written], failures: Failures | None = None,
                  ) -> dict[WriteKey, tuple[Written | None, str]]:
     """Each expected write -> (its own resource or None, evidence), by augmenting paths (Kuhn's algorithm;
-    sessions hold a handful of writes)."""
+    sessions hold a handful of writes). `failures`: how a written resource fails an expected write
+    (`failed_constraints` by default; scorer v4 also accepts the write's alternatives)."""
+    failed_constraints_of = failures or failed_constraints
     expected = [((t.index, i), w) for t in scenario.turns for i, w in enumerate(t.writes)]
     fits: dict[WriteKey, list[int]] = {}
     closest: dict[WriteKey, str] = {}
@@ -70,7 +75,7 @@ def match_writes(scenario: Scenario, current: Sequence[Written],
         for j, written in enumerate(current):
             if written.resource_type != write.resource_type:
                 continue
-            failed = failed_constraints(written, write, scenario.now)
+            failed = failed_constraints_of(written, write, scenario.now)
             if not failed:
                 fits[key].append(j)
             elif best is None or len(failed) < len(best):

@@ -1,0 +1,87 @@
+"""An answer as result claims (scorer v4): v3's claim parser (names, clauses, units) run on the answer as
+tokens.py rewrites it, then each number read as a clinician wrote it — dropped when it is part of a date, a
+time, a list marker or an identifier; classed as a delta, ratio, duration, dose, MIC or count when its
+context says so; and, for a result, given the qualifier that says which result it states: the nearest cue
+before it since the previous number of its clause ("latest", "from … to …", "最低"), and a date written
+beside it (before it in that stretch, or right after it: "1.8 mg/dL (2/28)", "1.8 on Feb 28").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+
+from services.consumers.scoring.text import normalize
+from services.consumers.scoring.v3.claim_model import ConclusionClaim
+from services.consumers.scoring.v3.claims import parse_answer
+from services.consumers.scoring.v4.claim_model import ResultClaim
+from services.consumers.scoring.v4.reading import reading
+from services.consumers.scoring.v4.tokens import Spans, number_class, rewrite
+
+_AFTER_DATE = 28  # how far after a number a date still dates it (characters)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One answer as v4 reads it."""
+
+    text: str  # the rewritten answer
+    norm: str
+    claims: list[ResultClaim]
+    conclusions: list[ConclusionClaim]
+    spans: Spans
+
+
+@cache
+def _qualifier_pattern() -> re.Pattern[str]:
+    parts = []
+    for label, cues in reading()["qualifiers"].items():
+        alts = []
+        for cue in sorted({*cues["en"], *cues["zh"]}, key=len, reverse=True):
+            esc = re.escape(cue)
+            alts.append(rf"(?<![a-z]){esc}(?![a-z])" if cue[:1].isascii() and cue[:1].isalpha() else esc)
+        parts.append(f"(?P<{label}>{'|'.join(alts)})")
+    return re.compile("|".join(parts))
+
+
+def _lists(between: str) -> bool:
+    """The qualifier qualifies a list ("the five most recent values: 1.8, 1.1, …"), not this number."""
+    nouns = reading()["list_nouns"]
+    return any(re.search(rf"(?<![a-z]){n}(?![a-z])", between) for n in nouns["en"]) or any(
+        n in between for n in nouns["zh"])
+
+
+def read_answer(text: str, names: Mapping[str, list[str]], question: str | None = None) -> Reading:
+    """`text` as result claims and conclusion claims (these read on the rewritten text by v3's cues)."""
+    rewritten = rewrite(text)
+    parsed = parse_answer(rewritten, names, question)
+    norm = normalize(rewritten)
+    spans = Spans(norm)
+    window = reading()["qualifier_window"]
+    out: list[ResultClaim] = []
+    previous_end: dict[tuple[int, int], int] = {}
+    kept = [c for c in parsed.claims if spans.at(c.cited.start) is None]
+    for i, c in enumerate(kept):
+        start = c.cited.start
+        end = start + len(c.cited.text)
+        clause_start, clause_end = c.clause
+        seg_start = max(clause_start, previous_end.get(c.clause, clause_start))
+        previous_end[c.clause] = end
+        seg_start = max(seg_start, start - window)
+        kind = number_class(norm, start, end, c.unit)
+        if kind == "result" and c.threshold:
+            kind = "bound"
+        qualifier = None
+        for m in _qualifier_pattern().finditer(norm, seg_start, start):
+            qualifier = None if _lists(norm[m.end():start]) else m.lastgroup
+        next_start = kept[i + 1].cited.start if i + 1 < len(kept) else clause_end
+        dates = spans.dates_between(end, min(end + _AFTER_DATE, next_start, clause_end)) or [
+            d for d in spans.dates_between(seg_start, start)
+            if seg_start == clause_start or d.start >= seg_start + _AFTER_DATE]
+        month_day = dates[-1].month_day if dates else None
+        if month_day is not None and qualifier is None:
+            qualifier = "at"
+        out.append(ResultClaim(c, kind, qualifier, month_day))
+    return Reading(rewritten, norm, out, parsed.conclusions, spans)

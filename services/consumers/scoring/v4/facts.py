@@ -1,0 +1,93 @@
+"""Is a fact met (scorer v4)? Only by a TRUE claim about its subject that answers the asked qualifier.
+
+- latest: a claim qualified latest ("latest", "now", "from … to 1.8"), dated on the fact's day, or the one
+  value the answer states for the subject without saying which (a list of values that says none of them is
+  the latest answers nothing); value_at: a claim dated on its day, qualified previous, or that one value;
+  min / max / mean: a claim with that qualifier, or that one value.
+- Any wrong or invented claim about the subject answering the same question fails the fact beside it (two
+  latest values, one of them wrong, are a guess).
+- count: the right number as a count of results (a spray of numbers where the right one stands among others
+  fails), or a list naming exactly the items counted (the fact's `list_en` / `list_zh`).
+Other kinds (trend, decision, strings, presence) are v3's, read on the rewritten answer.
+"""
+
+from __future__ import annotations
+
+from contracts.scenario import Fact
+from services.consumers.scoring.text import find, normalize
+from services.consumers.scoring.units import analyte_of
+from services.consumers.scoring.v3.subjects import subject_of
+from services.consumers.scoring.v4.claim_model import ResultClaim, Verified
+from services.consumers.scoring.v4.verify import matches
+
+AGGREGATES = ("min", "max", "mean")
+
+
+def _sole(about: list[Verified]) -> set[float]:
+    return {v.claim.value for v in about if v.claim.qualifier is None}
+
+
+def answers(fact: Fact, claim: ResultClaim, about: list[Verified]) -> bool:
+    """Does `claim` answer what `fact` asks (its qualifier)?"""
+    q = claim.qualifier
+    day = (fact.time.month, fact.time.day) if fact.time is not None else None
+    if q is None:
+        return len(_sole(about)) == 1
+    if q == "at":
+        return day is not None and claim.month_day == day
+    if fact.kind == "latest":
+        return q == "latest" or (claim.month_day is not None and claim.month_day == day)
+    if fact.kind == "value_at":
+        return q in ("previous", "latest") and (claim.month_day is None or claim.month_day == day)
+    if fact.kind in AGGREGATES:
+        return q == fact.kind
+    return False
+
+
+def numeric_fact(fact: Fact, verified: list[Verified]) -> tuple[bool, str]:
+    key = subject_of(fact)
+    name = key.rsplit("|", 1)[-1]
+    about = [v for v in verified if v.claim.subject == key and v.claim.is_result]
+    analyte = analyte_of(fact.code, fact.label.en if fact.label else None)
+    stating = [v for v in about if matches(v.claim, float(fact.value), fact.unit, analyte)]  # type: ignore[arg-type]
+    hits = [v for v in stating if v.verdict == "true" and answers(fact, v.claim, about)]
+    shown = ", ".join(f"{v.claim.base.cited.text}{' (' + v.claim.qualifier + ')' if v.claim.qualifier else ''}"
+                      f"={v.verdict}" for v in about[:6]) or "none"
+    if not hits:
+        why = "states it without saying which result it is" if stating else "no true claim states it"
+        return False, f"{name} {fact.value} {fact.unit or ''}: {why} (claims: {shown})"
+    rivals = [v for v in about if v.verdict != "true" and (v.claim.qualifier is None or any(
+        v.claim.qualifier == h.claim.qualifier for h in hits))]
+    if rivals:
+        return False, f"{name}: wrong claims beside the right one ({shown})"
+    return True, f"{name}: {hits[0].claim.base.cited.text} ({hits[0].claim.qualifier or 'the one value'})"
+
+
+def count_fact(fact: Fact, claims: list[ResultClaim], norm: str, names: list[str]) -> tuple[bool, str]:
+    target = int(fact.value)  # type: ignore[arg-type]
+    counts = [c for c in claims if c.kind == "count" and not c.base.in_question and not c.base.cited.decimals]
+    hit = [c for c in counts if c.value == target]
+    if hit:
+        clause = hit[0].base.clause
+        others = [c for c in counts if c.base.clause == clause and c.value != target]
+        if others:
+            return False, f"count {target} stands among other counts " \
+                          f"({', '.join(c.base.cited.text for c in others[:5])})"
+        return True, f"counts {hit[0].base.cited.text}"
+    listed = _listed(fact)
+    if listed and all(find(norm, [en.lower(), zh]) for en, zh in listed):
+        return True, f"lists all {len(listed)} items counted"
+    if target == 0 and not listed and find(norm, ["none", "no ", "没有", "无"]) and names and find(norm, names):
+        return True, "says there are none"
+    return False, f"count {target} not stated as a count (counts: " \
+                  f"{', '.join(c.base.cited.text for c in counts[:5]) or 'none'})"
+
+
+def _listed(fact: Fact) -> list[tuple[str, str]]:
+    extra = fact.model_extra or {}
+    en = [n for n in str(extra.get("list_en", "")).split(", ") if n and n != "none"]
+    zh = [n for n in str(extra.get("list_zh", "")).split("、") if n and n != "无"]
+    return list(zip(en, zh if len(zh) == len(en) else en, strict=True))
+
+
+__all__ = ["count_fact", "normalize", "numeric_fact"]

@@ -1,0 +1,38 @@
+"""Scope by sentence (scorer v4): which conclusion claims speak to the question.
+
+v3's cues (the question's words out, hedges and negation, each cue attributed to the nearest subject) are
+kept, then a claim is dropped when its sentence is a conditional offer ("if you want I can order…",
+"如需我可以…") or a statement about orders other than the one asked ("I haven't placed any new orders",
+"其他医嘱保持不变"): neither is a verdict. The cues are data (data/reading.json `scope`).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+from services.consumers.scoring.v3.claim_model import ConclusionClaim
+from services.consumers.scoring.v4.reading import reading
+
+_SENTENCE = re.compile(r"[^.!?。！？\n]*[.!?。！？\n]?")
+
+
+@cache
+def _cues() -> re.Pattern[str]:
+    scope = reading()["scope"]
+    alts = []
+    for group in scope.values():
+        for cue in sorted({*group["en"], *group["zh"]}, key=len, reverse=True):
+            esc = re.escape(cue)
+            alts.append(rf"(?<![a-z]){esc}(?![a-z])" if cue[:1].isascii() else esc)
+    return re.compile("|".join(alts))
+
+
+def out_of_scope(norm: str) -> list[tuple[int, int]]:
+    """The sentences of the normalised answer that draw no conclusion."""
+    return [m.span() for m in _SENTENCE.finditer(norm) if m.group() and _cues().search(m.group())]
+
+
+def in_scope(found: list[ConclusionClaim], norm: str) -> list[ConclusionClaim]:
+    spans = out_of_scope(norm)
+    return [c for c in found if not any(start <= c.start < end for start, end in spans)]
