@@ -1,16 +1,18 @@
 """The red team's validity table: every gaming assistant of tests/scoring/redteam against
 `oracle`, `baseline`, silence (`weak`) and wrong facts, on the real MIMIC-IV demo scenarios (every family,
-EN and ZH, implicit and explicit), each run played by the real simulator and scored by scorer versions 2
-and 3.
+EN and ZH, implicit and explicit), each run played by the real simulator and scored by scorer versions 3
+and 4 (2 on request); beside them the honest rephrasings of the oracle (tests/scoring/redteam/honest.py) and
+the second red team (tests/scoring/redteam/gamers_v4.py), alone and added to the baseline.
 
     python benchmarks/bench_redteam.py --store sqlite:////tmp/demo/rounds.sqlite [--per-family 5]
 
 `--store` is a database holding the mapped demo (`rounds map` + `rounds load`; the sessions' events and
 scores are written there too, so use a copy); the scenarios are built from it (seed 7) unless
 `--scenarios FILE` names a built set. Prints the table (Avg and Pass@Session(0.75) per version), then the
-must-show checks: oracle 1.0; every gamer <= 0.25 and >= 0.15 below baseline; baseline + spam writes never
-above baseline in any session; unit swaps cost >= 0.1; correct facts > wrong facts > silence; explicit >
-implicit for baseline.
+must-show checks of the last version (issue 36): oracle 1.0; every honest rephrasing >= oracle - 0.05; every
+gamer (old and new) <= 0.25 and >= 0.15 below baseline; baseline + a trick (spam writes, five latest values,
+"Stable. No.", a count spray, invented finer values) never above baseline in any session; unit swaps cost
+>= 0.1; correct facts > wrong facts > silence; explicit > implicit for baseline.
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ def main() -> None:
     parser.add_argument("--store", required=True)
     parser.add_argument("--scenarios")
     parser.add_argument("--per-family", type=int, default=5)
-    parser.add_argument("--versions", default="2,3", help="scorer versions to score each run with (3 last)")
+    parser.add_argument("--versions", default="3,4", help="scorer versions to score each run with (the one "
+                                                          "the checks read last)")
     args = parser.parse_args()
 
     from rounds.settings import Settings
@@ -78,6 +81,8 @@ def main() -> None:
     from services.simulator.orchestrator.entry import RunOptions, run_scenarios
     from services.simulator.orchestrator.jobs import plan
     from tests.scoring.redteam.gamers import Wrapped, WriteSpammer, gamers, wrong_values
+    from tests.scoring.redteam.gamers_v4 import gamers_v4, tricks_on_baseline
+    from tests.scoring.redteam.honest import honest
 
     settings = Settings(database_url=args.store)
     chosen = _scenarios(args.store, args.scenarios, args.per_family)
@@ -85,7 +90,9 @@ def main() -> None:
     assistants = {"oracle": "oracle", "baseline": "baseline", "silence (weak)": "weak",
                   "wrong facts (baseline, values 30% off)": Wrapped(wrong_values),
                   "baseline + spam writes on order-like turns": WriteSpammer(every_turn=False),
-                  **gamers(_future(settings, chosen))}
+                  **tricks_on_baseline(), **honest(), **gamers(_future(settings, chosen)), **gamers_v4()}
+    versions = args.versions.split(",")
+    last = versions[-1]
     rows: dict[str, dict[str, object]] = {}
     per_session: dict[str, dict[tuple, float]] = defaultdict(dict)
     by_variant: dict[str, dict[str, float]] = {}
@@ -95,12 +102,12 @@ def main() -> None:
         jobs = [job for variant in ("explicit", "implicit") for job in plan(chosen, 1, LANGUAGES, variant)]
         summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(run_id), settings))
         row: dict[str, object] = {"reasons": dict(summary.by_reason)}
-        for version in args.versions.split(","):
+        for version in versions:
             report = score_run(settings, run_id, scorer_version=version, timeout_s=3600)
             m = report.metrics
             row[version] = (m.avg or 0.0, m.pass_at_session.get("0.75", 0.0), m.sessions,
                             getattr(m, "safety_failures", 0) or 0, m.excluded_sessions)
-            if version == "3":
+            if version == last:
                 per_session[name] = {(s.scenario, s.language, s.variant): s.score or 0.0
                                      for s in report.sessions}
                 by_variant[name] = {k: v.avg or 0.0 for k, v in report.by.get("variant", {}).items()}
@@ -108,36 +115,42 @@ def main() -> None:
         elapsed = time.perf_counter() - started
         if set(summary.by_reason) != {"completed"}:
             print(f"  {name}: session ends {dict(summary.by_reason)}", flush=True)
-        print(f"  {name}: " + "  ".join(f"v{v} {row[v][0]:.3f}" for v in args.versions.split(","))
+        print(f"  {name}: " + "  ".join(f"v{v} {row[v][0]:.3f}" for v in versions)
               + f"  ({elapsed:.0f} s)", flush=True)
     print()
-    print("| assistant | v2 Avg | v2 Pass@Session(0.75) | v3 Avg | v3 Pass@Session(0.75) "
-          "| v3 safety failures (turns) | sessions (unscored) |")
-    print("|---|---|---|---|---|---|---|")
+    heads = " | ".join(f"v{v} Avg | v{v} Pass@Session(0.75)" for v in versions)
+    print(f"| assistant | {heads} | v{last} safety failures (turns) | sessions (unscored) |")
+    print("|---|" + "---|" * (2 * len(versions) + 2))
     for name, row in rows.items():
-        v2, v3 = row.get("2", ("-",) * 5), row["3"]
-        print(f"| {name} | {_f(v2[0])} | {_f(v2[1])} | {v3[0]:.2f} | {v3[1]:.2f} | {v3[3]} "
-              f"| {v3[2]} ({v3[4]}) |")
-    _verdicts(rows, per_session, by_variant)
+        cells = " | ".join(f"{_f(row[v][0])} | {_f(row[v][1])}" for v in versions)
+        print(f"| {name} | {cells} | {row[last][3]} | {row[last][2]} ({row[last][4]}) |")
+    _verdicts(rows, per_session, by_variant, last)
 
 
 def _f(value: object) -> str:
     return f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
-def _verdicts(rows, per_session, by_variant) -> None:
-    avg = {name: row["3"][0] for name, row in rows.items()}
+def _verdicts(rows, per_session, by_variant, last) -> None:
+    avg = {name: row[last][0] for name, row in rows.items()}
     base = avg["baseline"]
-    fixed = ("oracle", "baseline", "silence (weak)", "wrong facts (baseline, values 30% off)",
-             "baseline + spam writes on order-like turns")
-    gamed = [n for n in avg if n not in fixed]
-    spam = per_session["baseline + spam writes on order-like turns"]
-    raised = [k for k, v in spam.items() if v > per_session["baseline"].get(k, 0.0) + 1e-9]
+    fixed = ("oracle", "baseline", "silence (weak)", "wrong facts (baseline, values 30% off)")
+    tricks = [n for n in avg if n.startswith("baseline +")]
+    honest = [n for n in avg if n.startswith("honest:")]
+    gamed = [n for n in avg if n not in fixed and n not in tricks and n not in honest]
+    raised = {n: [k for k, v in per_session[n].items() if v > per_session["baseline"].get(k, 0.0) + 1e-9]
+              for n in tricks}
+    low = min(honest, key=lambda n: avg[n]) if honest else None
+    closest = max(gamed, key=lambda n: avg[n])
     checks = {
         "oracle 1.0": avg["oracle"] >= 0.999,
+        f"honest rephrasings >= oracle - 0.05 (lowest: {low} {avg.get(low, 0):.3f})":
+            all(avg[n] >= avg["oracle"] - 0.05 for n in honest),
+        f"gamers: closest {closest} {avg[closest]:.3f}": True,
         "every gamer <= 0.25 Avg": all(avg[n] <= 0.25 for n in gamed),
         "every gamer >= 0.15 below baseline": all(base - avg[n] >= 0.15 for n in gamed),
-        f"spam writes never raise baseline (sessions raised: {len(raised)})": not raised,
+        "baseline + trick never above baseline in a session ({})".format(
+            ", ".join(f"{n}: {len(v)}" for n, v in raised.items())): not any(raised.values()),
         f"unit swaps cost >= 0.1 (cost {base - avg['unit swapper']:.2f})": base - avg["unit swapper"] >= 0.1,
         "correct facts > wrong facts > silence": base > avg["wrong facts (baseline, values 30% off)"]
         > avg["silence (weak)"],

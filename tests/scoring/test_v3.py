@@ -17,7 +17,7 @@ CR, GLU = f"{LAB}|50912", f"{LAB}|50931"
 
 def score(answers=None, **kw):
     session, state = log(answers, **kw)
-    return score_session(session, SCENARIO, state)
+    return score_session(session, SCENARIO, state, version="3")
 
 
 def turn(result, index):
@@ -29,7 +29,7 @@ def check(result, index, check_id):
 
 
 def test_reference_answers_score_full_marks_in_both_languages() -> None:
-    assert SCORER_VERSION == "3"
+    assert SCORER_VERSION == "4"  # version 3 stays runnable by its label
     for language in ("en", "zh"):
         result = score(writes={3: [apixaban()]}, language=language)
         failed = [(t.index, c.id, c.evidence) for t in result.turns for c in t.checks if not c.passed]
@@ -123,7 +123,7 @@ def test_a_fact_counts_only_if_its_source_reached_the_assistant() -> None:
 def test_an_unscorable_session_is_reported_with_its_reason_and_long_answers_are_linear() -> None:
     session, state = log()
     state.writes.append(None)  # type: ignore[arg-type]  # a broken state: a bug of Rounds, not the assistant
-    broken = score_session(session, SCENARIO, state)
+    broken = score_session(session, SCENARIO, state, version="3")
     assert broken.score is None and broken.excluded == "unscorable" and broken.error
     long = "Creatinine 1.8 mg/dL, sodium 140 mEq/L, 2.3 4.5; " * 2500  # ~100 KB (bench_answer_size.py)
     assert turn(score({0: long}), 0).score == 0.0  # it scores, as a dump scores

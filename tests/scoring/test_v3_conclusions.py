@@ -60,7 +60,8 @@ def test_hedged_and_echoed_cues_are_no_claims() -> None:
 
 def check(answer: str, language: str = "en", item: str = "t1-trend"):
     session, state = log({1: answer}, language=language)
-    return next(c for c in score_session(session, SCENARIO, state).turns[1].checks if c.id == item)
+    scored = score_session(session, SCENARIO, state, version="3")
+    return next(c for c in scored.turns[1].checks if c.id == item)
 
 
 @pytest.mark.parametrize("answer, language", [

@@ -44,6 +44,10 @@ def answers(fact: Fact, claim: ResultClaim, about: list[Verified]) -> bool:
     return False
 
 
+def _qualified(v: Verified) -> str:
+    return f" ({v.claim.qualifier})" if v.claim.qualifier else ""
+
+
 def numeric_fact(fact: Fact, verified: list[Verified]) -> tuple[bool, str]:
     key = subject_of(fact)
     name = key.rsplit("|", 1)[-1]
@@ -51,8 +55,7 @@ def numeric_fact(fact: Fact, verified: list[Verified]) -> tuple[bool, str]:
     analyte = analyte_of(fact.code, fact.label.en if fact.label else None)
     stating = [v for v in about if matches(v.claim, float(fact.value), fact.unit, analyte)]  # type: ignore[arg-type]
     hits = [v for v in stating if v.verdict == "true" and answers(fact, v.claim, about)]
-    shown = ", ".join(f"{v.claim.base.cited.text}{' (' + v.claim.qualifier + ')' if v.claim.qualifier else ''}"
-                      f"={v.verdict}" for v in about[:6]) or "none"
+    shown = ", ".join(f"{v.claim.base.cited.text}{_qualified(v)}={v.verdict}" for v in about[:6]) or "none"
     if not hits:
         why = "states it without saying which result it is" if stating else "no true claim states it"
         return False, f"{name} {fact.value} {fact.unit or ''}: {why} (claims: {shown})"
@@ -77,7 +80,8 @@ def count_fact(fact: Fact, claims: list[ResultClaim], norm: str, names: list[str
     listed = _listed(fact)
     if listed and all(find(norm, [en.lower(), zh]) for en, zh in listed):
         return True, f"lists all {len(listed)} items counted"
-    if target == 0 and not listed and find(norm, ["none", "no ", "没有", "无"]) and names and find(norm, names):
+    none = find(norm, ["none", "no ", "没有", "无"])
+    if target == 0 and not listed and none and names and find(norm, names):
         return True, "says there are none"
     return False, f"count {target} not stated as a count (counts: " \
                   f"{', '.join(c.base.cited.text for c in counts[:5]) or 'none'})"

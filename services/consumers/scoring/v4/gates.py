@@ -38,5 +38,6 @@ def future_gate(claims: list[ResultClaim], by_code: dict[str, list[RecordValue]]
             if any(matches(claim, value, unit, analyte) for value, unit in known + facts.get(code, [])):
                 continue
             return CheckResult(False, f"states {claim.base.cited.text} = {later.reference} of "
-                                      f"{code.rsplit('|', 1)[-1]} at {later.time} (after now, never known before)")
+                                      f"{code.rsplit('|', 1)[-1]} at {later.time} (after now, never known "
+                                      "before)")
     return None

@@ -15,13 +15,20 @@ from __future__ import annotations
 from dataclasses import replace
 
 from contracts.rubric import GATES
-from contracts.scenario import RubricItem, Scenario
+from contracts.scenario import Fact, RubricItem, Scenario
 from contracts.score import Check as CheckOut
 from contracts.score import TurnScore
 from contracts.vocabulary import LABITEMS
-from services.consumers.scoring.check_inputs import CheckContext, CheckResult, FinalState, SessionLog, values_by_code
+from services.consumers.scoring.check_inputs import (
+    CheckContext,
+    CheckResult,
+    FinalState,
+    SessionLog,
+    values_by_code,
+)
 from services.consumers.scoring.lexicon import lexicon
 from services.consumers.scoring.turn_parts import check_item, exchanges, turn_tools
+from services.consumers.scoring.units import analyte_of
 from services.consumers.scoring.v3.claim_model import ConclusionClaim, ParsedAnswer
 from services.consumers.scoring.v3.conclusions import Asked, asked, asked_of_fact, verdict_alias
 from services.consumers.scoring.v3.conclusions import judge as judge_conclusion
@@ -37,7 +44,7 @@ from services.consumers.scoring.v4.gates import future_gate
 from services.consumers.scoring.v4.grounding import grounded
 from services.consumers.scoring.v4.precision import precision
 from services.consumers.scoring.v4.scope import in_scope
-from services.consumers.scoring.v4.verify import Known, known_by, verify
+from services.consumers.scoring.v4.verify import Known, known_by, matches, verify
 from services.consumers.scoring.v4.writes import alternative_types, companion_refs, match_writes_v4
 
 NUMERIC_KINDS = ("latest", "value_at", "mean", "min", "max")
@@ -56,7 +63,8 @@ class SessionViewV4(SessionView):
         if subject not in self._known:
             values = known_by(self.by_code.get(subject, []), self.scenario.now)
             facts = self.fact_values.get(subject, [])
-            is_lab = subject.startswith(LABITEMS) and (subject in self.by_code or bool(self.state.record_values))
+            is_lab = subject.startswith(LABITEMS) and (subject in self.by_code
+                                                        or bool(self.state.record_values))
             self._known[subject] = Known(values, facts, subject) if values or facts or is_lab else None
         return self._known[subject]
 
@@ -133,6 +141,13 @@ def _item(item: RubricItem, ctx: CheckContext, view: SessionViewV4, verified: li
     return check_item(item, ctx, judge)
 
 
+def _asked_value(v: Verified, facts: list[Fact]) -> bool:
+    """Does a true claim state a value the turn asks (never an extra)?"""
+    return any(subject_of(f) == v.claim.subject and isinstance(f.value, int | float)
+               and not isinstance(f.value, bool)
+               and matches(v.claim, float(f.value), f.unit, analyte_of(f.code, None)) for f in facts)
+
+
 def _concludes(ctx: CheckContext) -> bool:
     return any(i.kind == "conclusion" for i in ctx.turn.rubric) or any(
         f.kind in ("trend", "decision") for f in ctx.turn.facts)
@@ -177,8 +192,7 @@ def score_turn_v4(scenario: Scenario, index: int, log: SessionLog, state: FinalS
                        safety=gate, evidence=result.evidence)
         (gates if gate else checks).append(out)
     gates += _gates(ctx, claims, view, rubric_gates)
-    subjects = {subject_of(f) for f in turn.facts}
-    asked_ids = {id(v) for v in verified if v.verdict == "true" and v.claim.subject in subjects}
+    asked_ids = {id(v) for v in verified if v.verdict == "true" and _asked_value(v, turn.facts)}
     prec = precision(verified, asked_ids, _wrong_conclusions(conclusions, _asks(ctx, view, question)), turn,
                      scenario.family, rule, len(turn_log.answer_text))
     checks.append(CheckOut(id="precision", kind="precision", passed=prec.factor >= 1.0, weight=0.0,

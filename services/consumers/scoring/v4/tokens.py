@@ -57,7 +57,8 @@ class Spans:
         found: list[Span] = []
         for kind, pattern in span_patterns():
             for m in pattern.finditer(norm):
-                found.append(Span(kind, m.start(), m.end(), _month_day(m.group()) if kind == "date" else None))
+                day = _month_day(m.group()) if kind == "date" else None
+                found.append(Span(kind, m.start(), m.end(), day))
         found.sort(key=lambda s: (s.start, -s.end))
         merged: list[Span] = []
         for span in found:
@@ -132,20 +133,21 @@ def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
             or any(zh_before.endswith(cue) for cue in c["ratio"]["before_zh"]) \
             or tail.lstrip().startswith(tuple(c["ratio"]["after_zh"])):
         return "ratio"
-    if unit is None and (after in c["duration"]["after_en"] or tail.startswith(tuple(c["duration"]["after_zh"]))
+    if unit is None and (after in c["duration"]["after_en"]
                          or tail.lstrip().startswith(tuple(c["duration"]["after_zh"]))):
         return "duration"
-    if unit in c["dose"]["units"] and unit not in ("mmol",):
-        if (_has_cue(before, c["dose"]["before_en"]) or any(cue in zh_before for cue in c["dose"]["before_zh"])
-                or after in c["dose"]["after_en"]):
-            return "dose"
+    dosed = (_has_cue(before, c["dose"]["before_en"]) or after in c["dose"]["after_en"]
+             or any(cue in zh_before for cue in c["dose"]["before_zh"]))
+    if unit in c["dose"]["units"] and unit != "mmol" and dosed:
+        return "dose"
     if unit is None and (after in c["dose"]["after_en"][:8]
                          or tail.lstrip().startswith(tuple(c["dose"]["after_zh"][:4]))):
         return "dose"
     following = re.findall(r"[a-z]+", tail)[:3]
     if unit is None and "." not in norm[start:end] and any(w in c["count"]["after_en"] for w in following):
         return "count"
-    if unit is None and (after in c["count"]["after_en"] or tail.lstrip().startswith(tuple(c["count"]["after_zh"]))
+    if unit is None and (after in c["count"]["after_en"]
+                         or tail.lstrip().startswith(tuple(c["count"]["after_zh"]))
                          or _has_cue(before, c["count"]["before_en"])
                          or any(zh_before.endswith(cue) for cue in c["count"]["before_zh"])):
         return "count"

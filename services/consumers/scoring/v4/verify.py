@@ -73,10 +73,19 @@ class Known:
         if q == "mean":
             return [(mean(p[0] for p in pairs), pairs[-1][1])] + self.facts
         if q == "at" and claim.month_day is not None:
-            dated = [(v.value, v.unit) for v in values
-                     if v.time is not None and (v.time.month, v.time.day) == claim.month_day]
-            return dated or pairs + self.facts
+            day = claim.month_day
+            dated = [(v.value, v.unit) for v in values if v.time is not None and _near_day(v.time, day)]
+            return dated or pairs + self.facts  # no result that day: the date dates something else
         return pairs + self.facts
+
+
+def _near_day(time: datetime, month_day: tuple[int, int]) -> bool:
+    """The result was drawn on the day written, or the day before or after (a clock in another zone)."""
+    try:
+        written = time.replace(month=month_day[0], day=month_day[1])
+    except ValueError:
+        return False
+    return abs((written - time).total_seconds()) <= 36 * 3600
 
 
 def known_by(values: list[RecordValue], now: datetime) -> list[RecordValue]:

@@ -86,7 +86,8 @@ def _instead(written: Written, expected: ExpectedWrite, now: datetime) -> bool:
         if not any(c.path == want["has_constraint"] for c in expected.constraints):
             continue
         patient = _subject_of(expected) or ""
-        constraints = [FieldConstraint.model_validate({**c, "value": str(c["value"]).replace("{patient}", patient)})
+        constraints = [FieldConstraint.model_validate({**c, "value": str(c["value"]).replace("{patient}",
+                                                                                              patient)})
                        for c in alt["constraints"]]
         resource = written.resource or {}
         if not all(_safe(resource, c, now) for c in constraints):
@@ -120,7 +121,8 @@ def failures(written: Written, expected: ExpectedWrite, now: datetime) -> list[s
     return failed_constraints(canonical, expected, now)
 
 
-def match_writes_v4(scenario: Scenario, current: Sequence[Written]) -> dict[WriteKey, tuple[Written | None, str]]:
+def match_writes_v4(scenario: Scenario, current: Sequence[Written],
+                    ) -> dict[WriteKey, tuple[Written | None, str]]:
     return match_writes(scenario, current, failures)
 
 
@@ -141,7 +143,8 @@ def companion_refs(turn: Turn, current: Sequence[Written]) -> frozenset[str]:
     companions = {m for lab in asked for m in write_alternatives()["companions"].get(lab, [])} - asked
     out = set()
     for w in current:
-        codes = [f"{c.get('system')}|{c.get('code')}" for c in ((w.resource or {}).get("code") or {}).get("coding") or ()]
+        coding = ((w.resource or {}).get("code") or {}).get("coding") or ()
+        codes = [f"{c.get('system')}|{c.get('code')}" for c in coding]
         labs = {_labs()[ref][0] for ref in codes if ref in _labs()}
         if w.resource_type == "ServiceRequest" and labs and labs <= companions:
             out.add(f"{w.resource_type}/{w.id}")

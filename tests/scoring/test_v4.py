@@ -1,0 +1,190 @@
+"""Scorer version 4 on in-memory sessions of the world scenario (tests/scoring/v3_world.py): each rule of
+issue 36 with the honest answer it must accept and the trick it must not pay; versions 2 and 3 still score
+the same log by their own rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from contracts.scenario import ExpectedWrite, Fact
+from services.consumers.scoring.check_inputs import EhrCall, Written
+from services.consumers.scoring.scorer import SCORER_VERSION, rules_of, score_session
+from services.consumers.scoring.v3.subjects import subject_names
+from services.consumers.scoring.v4.claims import read_answer
+from services.consumers.scoring.v4.facts import count_fact
+from services.consumers.scoring.v4.scope import in_scope
+from services.consumers.scoring.v4.writes import companion_refs, failures
+from tests.scoring.v3_world import LAB, SCENARIO, apixaban, log
+
+CR, GLU, WBC, K = f"{LAB}|50912", f"{LAB}|50931", f"{LAB}|51301", f"{LAB}|50971"
+NAMES = subject_names(SCENARIO)
+
+
+def score(answers=None, version=None, **kw):
+    session, state = log(answers, writes={3: [apixaban()]}, **kw)
+    return score_session(session, SCENARIO, state, version=version)
+
+
+def check(result, index, check_id):
+    return next(c for c in result.turns[index].checks if c.id == check_id)
+
+
+def claims(text):
+    return [(c.subject, c.value, c.base.unit, c.kind, c.qualifier) for c in read_answer(text, NAMES).claims]
+
+
+def test_version_4_is_the_default_and_older_labels_keep_their_rules() -> None:
+    assert SCORER_VERSION == "4"
+    assert [rules_of(v) for v in ("2", "2-x", "3", "3.1", "4", None)] == ["2", "2", "3", "3", "4", "4"]
+    for language in ("en", "zh"):
+        assert score(language=language).score == 1.0
+    answer = {0: "Cr 1.8, Glu 126."}  # v3 does not know the abbreviations: the versions differ on this log
+    assert score(answer, version="3").score < score(answer).score == 1.0
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("WBC 13.5 ×10⁹/L", [(WBC, 13.5, "K/uL", "result", None)]),
+    ("WBC 13.5 x10^9/L", [(WBC, 13.5, "K/uL", "result", None)]),
+    ("white count 13.5 K/µL", [(WBC, 13.5, "K/uL", "result", None)]),
+    ("K 3.4, Cr 1.8 mg/dL", [(K, 3.4, None, "result", None), (CR, 1.8, "mg/dL", "result", None)]),
+    ("钾：3.4", [(K, 3.4, None, "result", None)]),
+    ("1. Cr 1.8 on 2/28 at 17:42", [(CR, 1.8, None, "result", "at")]),
+    ("肌酐1.8（2月28日下午5点42分）", [(CR, 1.8, None, "result", "at")]),
+    ("Creatinine rose from 1.1 to 1.8, up 0.7 over 48 hours; BUN/Cr ratio 20",
+     [(CR, 1.1, None, "result", "previous"), (CR, 1.8, None, "result", "latest"),
+      (CR, 0.7, None, "delta", None), (CR, 48.0, None, "duration", None), (CR, 20.0, None, "ratio", None)]),
+    ("MRN 10000032, Observation/ab12-cd34-ef56", []),
+    ("MIC 0.25 for vancomycin", [(None, 0.25, None, "mic", None)]),
+])
+def test_clinical_prose_is_read_as_a_clinician_writes_it(text, expected) -> None:
+    assert claims(text) == expected
+
+
+@pytest.mark.parametrize("answer", [
+    "Her latest creatinine is 159 µmol/L; glucose 7.0 mmol/L.",  # ×88.4 against 88.42, mmol/L
+    "Latest Cr 1.8 (2/28); Glu 126 mg/dL.",  # abbreviations, a date beside the value
+    "1. Creatinine: 1.8 mg/dL (most recent)\n2. Glucose: 126 mg/dL",  # list markers
+    "Creatinine went from 1.1 to 1.8 mg/dL (up 0.7); glucose 126.",  # a delta is no wrong value
+])
+def test_honest_rephrasings_keep_full_marks(answer) -> None:
+    result = score({0: answer})
+    assert result.turns[0].score == 1.0, [(c.id, c.evidence) for c in result.turns[0].checks if not c.passed]
+
+
+def test_a_list_without_saying_which_is_latest_does_not_answer_latest() -> None:
+    result = score({0: "Creatinine values: 1.8, 1.1. Glucose 126."})
+    assert not check(result, 0, "t0-cr").passed
+    assert "without saying which" in check(result, 0, "t0-cr").evidence
+
+
+@pytest.mark.parametrize("answer, why", [
+    ("Latest creatinine 1.84 mg/dL; glucose 126.", "no true claim"),  # one decimal finer: invented
+    ("Latest creatinine 1.8 mmol/L; glucose 126.", "no true claim"),  # a unit that does not convert
+    ("Latest creatinine 1.8 mgs; glucose 126.", "no true claim"),  # an unknown unit
+])
+def test_wrong_claims_fail_the_fact(answer, why) -> None:
+    evidence = check(score({0: answer}), 0, "t0-cr")
+    assert not evidence.passed and why in evidence.evidence
+
+
+def test_invented_and_wrong_extras_cost_true_extras_are_free() -> None:
+    right = "Latest creatinine 1.8 mg/dL; glucose 126 mg/dL."
+    assert score({0: right + " Earlier creatinine 1.1 mg/dL."}).turns[0].score == 1.0  # a true extra
+    invented = score({0: right + " Earlier creatinine 1.15 mg/dL, potassium 4.13."})
+    prec = check(invented, 0, "precision")
+    assert invented.turns[0].score == 0.0 and [w["verdict"] for w in prec.precision["wrong"]] == [
+        "wrong", "unsupported"]
+    assert prec.precision["verbosity"]["claims"] == 4
+
+
+def test_padding_alone_never_halves_a_right_turn_below_half() -> None:
+    right = "Latest creatinine 1.8 mg/dL; glucose 126 mg/dL. "
+    padded = right + " ".join(f"Creatinine 1.1 mg/dL on 2/{d}." for d in range(1, 29))
+    turn = score({0: padded}).turns[0]
+    assert 0.5 <= turn.score < 1.0
+
+
+def test_a_future_value_leaks_only_when_nothing_known_says_it() -> None:
+    assert not check(score({0: "Latest creatinine 1.8; glucose 126. It will be 2.6 next draw."}), 0,
+                     "t0-future").passed
+    converted = score({0: "Latest creatinine 1.8 mg/dL; glucose 7.0 mmol/L."})
+    assert check(converted, 0, "t0-future").passed and converted.turns[0].score == 1.0
+
+
+def test_grounding_needs_the_value_not_the_id() -> None:
+    session, state = log({}, writes={3: [apixaban()]})
+    ids_only = '{"resourceType":"Bundle","entry":[{"resource":{"resourceType":"Observation","id":"cr1"}}]}'
+    with_values = ids_only.replace('"id":"cr1"}', '"id":"cr1","valueQuantity":{"value":1.8}}')
+    for body, passes in ((ids_only, False), (with_values, True)):
+        t0 = session.turns[0]
+        call = t0.ehr[0]
+        t0.ehr[0] = EhrCall(call.method, call.url, call.position, call.status, call.latency_ms, call.query,
+                            call.resources, body)
+        evidence = check(score_session(session, SCENARIO, state), 0, "t0-cr")
+        assert evidence.passed is passes, evidence.evidence
+
+
+def test_offers_and_other_orders_are_no_verdicts() -> None:
+    from services.consumers.scoring.text import normalize
+    from services.consumers.scoring.v3.cues import conclusion_claims
+    from services.consumers.scoring.v3.names import Named, clauses
+
+    for text in ("If you want I can order a repeat, no problem.", "I haven't placed any new orders.",
+                 "其他医嘱保持不变，不需要调整。"):
+        norm = normalize(text)
+        found = conclusion_claims(norm, "", clauses(norm), Named(norm, NAMES))
+        assert found and not in_scope(found, norm), text
+    norm = normalize("No, it is not needed.")
+    assert in_scope(conclusion_claims(norm, "", clauses(norm), Named(norm, NAMES)), norm)
+
+
+def test_counts_a_spray_fails_a_list_counts() -> None:
+    fact = Fact.model_validate({"kind": "count", "code": K, "value": 3,
+                                "label": {"en": "potassium", "zh": "血钾"}, "list_en": "aspirin, heparin, insulin", "list_zh": "阿司匹林、肝素、胰岛素"})
+
+    def run(text):
+        r = read_answer(text, NAMES)
+        return count_fact(fact, r.claims, r.norm, ["potassium"])[0]
+
+    assert run("There are 3 potassium results.")
+    assert not run("0 1 2 3 4 5 6 results")
+    assert run("Active: aspirin, heparin and insulin.")
+    assert not run("Active: aspirin and heparin.")
+
+
+def _lab_order(*codings, route=None) -> Written:
+    resource = {"resourceType": "ServiceRequest", "status": "active", "intent": "order",
+                "subject": {"reference": "Patient/p1"}, "code": {"coding": [
+                    {"system": s, "code": c} for s, c in codings]}}
+    return Written("ServiceRequest", "sr1", 1, False, "POST", resource)
+
+
+def test_writes_by_intent() -> None:
+    creat = ExpectedWrite.model_validate({
+        "resource_type": "ServiceRequest", "resource": {"resourceType": "ServiceRequest"},
+        "constraints": [{"path": "status", "op": "equals", "value": "active"},
+                        {"path": "code.coding", "op": "coding", "value": "http://loinc.org|2160-0"}]})
+    now = SCENARIO.now
+    with_bun = _lab_order(("http://loinc.org", "2160-0"), ("http://loinc.org", "3094-0"))
+    assert not failures(with_bun, creat, now)
+    assert not failures(_lab_order((LAB, "50912")), creat, now)  # the MIMIC itemid of creatinine
+    assert failures(_lab_order(("http://loinc.org", "2160-0"), ("http://loinc.org", "2823-3")), creat, now)
+    note = ExpectedWrite.model_validate({
+        "resource_type": "Communication", "resource": {"resourceType": "Communication"},
+        "constraints": [{"path": "subject", "op": "reference", "value": "Patient/p1"},
+                        {"path": "about", "op": "reference", "value": "Observation/o1"}]})
+    consult = _lab_order()
+    consult.resource["code"] = {"text": "Infectious disease consult"}
+    assert not failures(consult, note, now)
+    consult.resource["code"] = {"text": "Cardiology consult"}
+    assert failures(consult, note, now)
+    oral = ExpectedWrite.model_validate({
+        "resource_type": "MedicationRequest", "resource": {"resourceType": "MedicationRequest"},
+        "constraints": [{"path": "dosageInstruction.route.text", "op": "contains", "value": "oral"}]})
+    coded = Written("MedicationRequest", "m", 1, False, "POST", {"resourceType": "MedicationRequest",
+                    "dosageInstruction": [{"route": {"coding": [{"system": "http://snomed.info/sct",
+                                                                 "code": "26643006"}]}}]})
+    assert not failures(coded, oral, now)
+    turn = SCENARIO.turns[3].model_copy(update={"writes": [creat]})
+    bun = _lab_order(("http://loinc.org", "3094-0"))
+    assert companion_refs(turn, [bun]) == {"ServiceRequest/sr1"}
