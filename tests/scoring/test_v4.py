@@ -140,7 +140,8 @@ def test_offers_and_other_orders_are_no_verdicts() -> None:
 
 def test_counts_a_spray_fails_a_list_counts() -> None:
     fact = Fact.model_validate({"kind": "count", "code": K, "value": 3,
-                                "label": {"en": "potassium", "zh": "血钾"}, "list_en": "aspirin, heparin, insulin", "list_zh": "阿司匹林、肝素、胰岛素"})
+                                "label": {"en": "potassium", "zh": "血钾"},
+                                "list_en": "aspirin, heparin, insulin", "list_zh": "阿司匹林、肝素、胰岛素"})
 
     def run(text):
         r = read_answer(text, NAMES)

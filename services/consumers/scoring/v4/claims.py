@@ -9,6 +9,7 @@ beside it (before it in that stretch, or right after it: "1.8 mg/dL (2/28)", "1.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -62,6 +63,8 @@ def read_answer(text: str, names: Mapping[str, list[str]], question: str | None 
     window = reading()["qualifier_window"]
     out: list[ResultClaim] = []
     previous_end: dict[tuple[int, int], int] = {}
+    cues = [(m.start(), m.end(), m.lastgroup) for m in _qualifier_pattern().finditer(norm)]  # one pass
+    cue_starts = [start for start, _, _ in cues]
     kept = [c for c in parsed.claims if spans.at(c.cited.start) is None]
     for i, c in enumerate(kept):
         start = c.cited.start
@@ -74,8 +77,9 @@ def read_answer(text: str, names: Mapping[str, list[str]], question: str | None 
         if kind == "result" and c.threshold:
             kind = "bound"
         qualifier = None
-        for m in _qualifier_pattern().finditer(norm, seg_start, start):
-            qualifier = None if _lists(norm[m.end():start]) else m.lastgroup
+        last = bisect_left(cue_starts, start) - 1
+        if last >= 0 and cues[last][0] >= seg_start and cues[last][1] <= start:
+            qualifier = None if _lists(norm[cues[last][1]:start]) else cues[last][2]
         next_start = kept[i + 1].cited.start if i + 1 < len(kept) else clause_end
         dates = spans.dates_between(end, min(end + _AFTER_DATE, next_start, clause_end)) or [
             d for d in spans.dates_between(seg_start, start)

@@ -27,18 +27,18 @@ def _sole(about: list[Verified]) -> set[float]:
     return {v.claim.value for v in about if v.claim.qualifier is None}
 
 
-def answers(fact: Fact, claim: ResultClaim, about: list[Verified]) -> bool:
-    """Does `claim` answer what `fact` asks (its qualifier)?"""
+def answers(fact: Fact, claim: ResultClaim, unqualified: set[float]) -> bool:
+    """Does `claim` answer what `fact` asks (its qualifier)? `unqualified`: the values the answer states
+    about the subject without saying which result they are."""
     q = claim.qualifier
     day = (fact.time.month, fact.time.day) if fact.time is not None else None
+    dated_right = claim.month_day is None or day is None or claim.month_day == day
     if q is None:
-        return len(_sole(about)) == 1
+        return len(unqualified) == 1
     if q == "at":
-        return day is not None and claim.month_day == day
-    if fact.kind == "latest":
-        return q == "latest" or (claim.month_day is not None and claim.month_day == day)
-    if fact.kind == "value_at":
-        return q in ("previous", "latest") and (claim.month_day is None or claim.month_day == day)
+        return claim.month_day == day if day is not None else len(unqualified) <= 1
+    if fact.kind in ("latest", "value_at"):  # the latest before an event ("before the KCl: 3.6") is previous
+        return q in ("latest", "previous") and dated_right
     if fact.kind in AGGREGATES:
         return q == fact.kind
     return False
@@ -54,7 +54,8 @@ def numeric_fact(fact: Fact, verified: list[Verified]) -> tuple[bool, str]:
     about = [v for v in verified if v.claim.subject == key and v.claim.is_result]
     analyte = analyte_of(fact.code, fact.label.en if fact.label else None)
     stating = [v for v in about if matches(v.claim, float(fact.value), fact.unit, analyte)]  # type: ignore[arg-type]
-    hits = [v for v in stating if v.verdict == "true" and answers(fact, v.claim, about)]
+    unqualified = _sole(about)
+    hits = [v for v in stating if v.verdict == "true" and answers(fact, v.claim, unqualified)]
     shown = ", ".join(f"{v.claim.base.cited.text}{_qualified(v)}={v.verdict}" for v in about[:6]) or "none"
     if not hits:
         why = "states it without saying which result it is" if stating else "no true claim states it"

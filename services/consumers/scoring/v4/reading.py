@@ -23,11 +23,14 @@ def write_alternatives() -> dict[str, Any]:
 
 
 @cache
-def compiled(group: str) -> tuple[tuple[re.Pattern[str], str], ...]:
-    """The rewrites of one group ("units": on the lower-cased text, "case_sensitive": on the text as
-    written), compiled in their order."""
+def compiled(group: str) -> tuple[re.Pattern[str], tuple[str, ...]]:
+    """The rewrites of one group ("units": case-insensitive, "case_sensitive": as written) as ONE pattern
+    of numbered alternatives (one pass over the answer) and what each alternative becomes."""
     flags = re.IGNORECASE if group == "units" else 0
-    return tuple((re.compile(pattern, flags), to) for pattern, to in reading()["rewrite"][group])
+    rows = reading()["rewrite"][group]
+    first = reading()["rewrite"]["first"][group]
+    pattern = re.compile(first + "(?:" + "|".join(f"(?P<r{i}>{p})" for i, (p, _) in enumerate(rows)) + ")", flags)
+    return pattern, tuple(to for _, to in rows)
 
 
 @cache

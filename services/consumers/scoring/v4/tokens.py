@@ -30,10 +30,9 @@ def rewrite(text: str) -> str:
     text = _superscripts().sub(lambda m: "^" + "".join(reading()["superscripts"][ch] for ch in m.group()),
                                text or "")
     text = unicodedata.normalize("NFKC", text)
-    for pattern, to in compiled("case_sensitive"):
-        text = pattern.sub(to, text)
-    for pattern, to in compiled("units"):
-        text = pattern.sub(to, text)
+    for group in ("case_sensitive", "units"):
+        pattern, targets = compiled(group)
+        text = pattern.sub(lambda m, targets=targets: targets[int(m.lastgroup[1:])], text)  # type: ignore[index]
     return text
 
 
@@ -77,7 +76,7 @@ class Spans:
         i = bisect_right(self.starts, start - 1)
         out = []
         while i < len(self.spans) and self.spans[i].start < end:
-            if self.spans[i].kind == "date" and self.spans[i].end <= end:
+            if self.spans[i].kind == "date":
                 out.append(self.spans[i])
             i += 1
         return out
@@ -97,68 +96,93 @@ def _month_day(text: str) -> tuple[int, int] | None:
     return (month, int(day.group())) if month and day else None
 
 
+@dataclass(frozen=True)
+class _Class:
+    """One class's cues, compiled: EN words before the number (anywhere in the window, or ending it), ZH
+    text right before it, the word or text right after it."""
+
+    before_any: re.Pattern[str] | None
+    before_end: re.Pattern[str] | None
+    zh_end: tuple[str, ...]
+    zh_in: tuple[str, ...]
+    after: frozenset[str]
+    zh_after: tuple[str, ...]
+
+
+def _alternation(cues: list[str], end: bool) -> re.Pattern[str] | None:
+    if not cues:
+        return None
+    alts = "|".join(re.escape(c) for c in sorted(cues, key=len, reverse=True))
+    return re.compile(rf"(?:^| )(?:{alts})" + ("$" if end else "(?: |$)"))
+
+
 @cache
-def _classes() -> dict:
-    return reading()["classes"]
+def _classes() -> dict[str, _Class]:
+    out = {}
+    for name, c in reading()["classes"].items():
+        if not isinstance(c, dict):
+            continue
+        ends = name in ("delta",)
+        zh = tuple(c.get("before_zh", []))
+        out[name] = _Class(_alternation(c.get("before_en", []), False),
+                           _alternation(c.get("before_en", []), True) if ends else None,
+                           zh if name in ("delta", "ratio", "count") else (),
+                           zh if name in ("mic", "dose") else (),
+                           frozenset(c.get("after_en", [])), tuple(c.get("after_zh", [])))
+    return out
 
 
-def _words_before(norm: str, at: int, n: int) -> list[str]:
-    head = re.split(r"[.;:!?\n,(（]", norm[max(0, at - 120):at])[-1]
-    return _WORD.findall(head)[-n:]
+_HEAD = re.compile(r"[.;:!?\n,(（]")
+_AFTER = re.compile(r"\s?(-?[a-z]+|[\u4e00-\u9fff]{1,3})")
+_LETTERS = re.compile(r"[a-z]+")
 
 
-def _has_cue(words: list[str], cues: list[str]) -> bool:
-    joined = " " + " ".join(words) + " "
-    return any(f" {cue} " in joined for cue in cues)
+def _before(norm: str, at: int) -> str:
+    head = _HEAD.split(norm[max(0, at - 80):at])[-1]
+    return " ".join(_WORD.findall(head)[-reading()["classes"]["window"]:])
 
 
 def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
     """"result" or what the number is instead (delta, ratio, duration, dose, mic, count), by its context."""
     c = _classes()
-    window = c["window"]
-    before = _words_before(norm, start, window)
+    before = _before(norm, start)
     tail = norm[end:end + 24]
-    after_word = re.match(r"\s?(-?[a-z]+|[\u4e00-\u9fff]{1,3})", tail)
+    lead = tail.lstrip()
+    after_word = _AFTER.match(tail)
     after = after_word.group(1) if after_word else ""
     zh_before = norm[max(0, start - 4):start]
-    glyph = norm[max(0, start - 1):start]
-    if glyph in ("+", "Δ", "δ", "±") or _ends_with(before, c["delta"]["before_en"]):
+    if norm[max(0, start - 1):start] in ("+", "Δ", "δ", "±") or c["delta"].before_end.search(before) \
+            or zh_before.endswith(c["delta"].zh_end):  # type: ignore[union-attr]
         return "delta"
-    if any(zh_before.endswith(cue) for cue in c["delta"]["before_zh"]):
-        return "delta"
-    if _has_cue(before, c["mic"]["before_en"]) or any(cue in zh_before for cue in c["mic"]["before_zh"]) \
-            or tail.lstrip().startswith(tuple(c["mic"]["units_after"])):
+    mic = c["mic"]
+    if mic.before_any.search(before) or any(cue in zh_before for cue in mic.zh_in) \
+            or lead.startswith(tuple(reading()["classes"]["mic"]["units_after"])):  # type: ignore[union-attr]
         return "mic"
-    if _has_cue(before, c["ratio"]["before_en"]) or after in c["ratio"]["after_en"] \
-            or any(zh_before.endswith(cue) for cue in c["ratio"]["before_zh"]) \
-            or tail.lstrip().startswith(tuple(c["ratio"]["after_zh"])):
+    ratio = c["ratio"]
+    if ratio.before_any.search(before) or after in ratio.after or zh_before.endswith(ratio.zh_end) \
+            or lead.startswith(ratio.zh_after):  # type: ignore[union-attr]
         return "ratio"
-    if unit is None and (after in c["duration"]["after_en"]
-                         or tail.lstrip().startswith(tuple(c["duration"]["after_zh"]))):
+    if unit is None and (after in c["duration"].after or lead.startswith(c["duration"].zh_after)):
         return "duration"
-    dosed = (_has_cue(before, c["dose"]["before_en"]) or after in c["dose"]["after_en"]
-             or any(cue in zh_before for cue in c["dose"]["before_zh"]))
-    if unit in c["dose"]["units"] and unit != "mmol" and dosed:
+    dose = c["dose"]
+    dosed = dose.before_any.search(before) or after in dose.after or any(cue in zh_before for cue in dose.zh_in)
+    if unit in reading()["classes"]["dose"]["units"] and unit != "mmol" and dosed:  # type: ignore[union-attr]
         return "dose"
-    if unit is None and (after in c["dose"]["after_en"][:8]
-                         or tail.lstrip().startswith(tuple(c["dose"]["after_zh"][:4]))):
+    if unit is None and (after in _tablets() or lead.startswith(dose.zh_after[:4])):
         return "dose"
-    following = re.findall(r"[a-z]+", tail)[:3]
-    if unit is None and "." not in norm[start:end] and any(w in c["count"]["after_en"] for w in following):
+    count = c["count"]
+    if unit is None and "." not in norm[start:end] and any(w in count.after for w in _LETTERS.findall(tail)[:3]):
         return "count"
-    if unit is None and (after in c["count"]["after_en"]
-                         or tail.lstrip().startswith(tuple(c["count"]["after_zh"]))
-                         or _has_cue(before, c["count"]["before_en"])
-                         or any(zh_before.endswith(cue) for cue in c["count"]["before_zh"])):
+    if unit is None and (lead.startswith(count.zh_after) or count.before_any.search(before)  # type: ignore[union-attr]
+                         or zh_before.endswith(count.zh_end)):
         return "count"
     return "result"
 
 
-def _ends_with(words: list[str], cues: list[str]) -> bool:
-    """The words right before a number end with one of `cues` ("up by", "rose"): "up to 1.8" and "trending
-    up, now 1.8" do not."""
-    tail = " " + " ".join(words)
-    return any(tail.endswith(" " + cue) for cue in cues)
+@cache
+def _tablets() -> frozenset[str]:
+    """What a bare number is a dose of ("2 tablets")."""
+    return frozenset(reading()["classes"]["dose"]["after_en"][:8])
 
 
 __all__ = ["Span", "Spans", "normalize", "number_class", "rewrite"]
