@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 from services.consumers.scoring.text import normalize
@@ -22,6 +22,7 @@ from services.consumers.scoring.v4.reading import reading
 from services.consumers.scoring.v4.tokens import Spans, number_class, rewrite
 
 _AFTER_DATE = 28  # how far after a number a date still dates it (characters)
+_CARRY = 60  # how far a lab's subject carries to a number naming nothing (characters, same line)
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,15 @@ def _lists(between: str) -> bool:
     nouns = reading()["list_nouns"]
     return any(re.search(rf"(?<![a-z]){n}(?![a-z])", between) for n in nouns["en"]) or any(
         n in between for n in nouns["zh"])
+
+
+def _carries(previous: ResultClaim, norm: str, start: int) -> bool:
+    """A number naming nothing right after a result of a lab, in the same line, is about that lab ("Mg
+    1.9 mg/dL, WNL. Prev 2.0 (5/29)")."""
+    subject = previous.subject
+    end = previous.base.cited.start + len(previous.base.cited.text)
+    return (subject is not None and not subject.startswith(("drug:", "label:")) and previous.is_result
+            and start - end <= _CARRY and "\n" not in norm[end:start])
 
 
 def read_answer(text: str, names: Mapping[str, list[str]], question: str | None = None) -> Reading:
@@ -87,5 +97,7 @@ def read_answer(text: str, names: Mapping[str, list[str]], question: str | None 
         month_day = dates[-1].month_day if dates else None
         if month_day is not None and qualifier is None:
             qualifier = "at"
+        if c.subject is None and not c.future and out and _carries(out[-1], norm, start):
+            c = replace(c, subject=out[-1].subject)
         out.append(ResultClaim(c, kind, qualifier, month_day))
     return Reading(rewritten, norm, out, parsed.conclusions, spans)

@@ -64,10 +64,12 @@ def precision(verified: list[Verified], asked: set[int], wrong_conclusions: list
     """`asked`: ids of the verified claims that met a fact of the turn (never extras)."""
     rule = PrecisionParams.model_validate(params or {})
     table = reading()["precision"]
-    sprays = Counter(v.claim.base.clause for v in verified if v.claim.subject is None)
+    bare = [v for v in verified if v.claim.subject is None and v.claim.base.unitless]
+    sprays = Counter(v.claim.base.clause for v in bare)
     wrong, extra = [], []
     for v in verified:
-        if v.claim.subject is None and sprays[v.claim.base.clause] < reading()["spray"]:
+        if v.claim.subject is None and (not v.claim.base.unitless
+                                        or sprays[v.claim.base.clause] < reading()["spray"]):
             continue
         if v.verdict != "true":
             wrong.append(v)

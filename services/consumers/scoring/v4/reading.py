@@ -29,7 +29,8 @@ def compiled(group: str) -> tuple[re.Pattern[str], tuple[str, ...]]:
     flags = re.IGNORECASE if group == "units" else 0
     rows = reading()["rewrite"][group]
     first = reading()["rewrite"]["first"][group]
-    pattern = re.compile(first + "(?:" + "|".join(f"(?P<r{i}>{p})" for i, (p, _) in enumerate(rows)) + ")", flags)
+    alternatives = "|".join(f"(?P<r{i}>{p})" for i, (p, _) in enumerate(rows))
+    pattern = re.compile(f"{first}(?:{alternatives})", flags)
     return pattern, tuple(to for _, to in rows)
 
 

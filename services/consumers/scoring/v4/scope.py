@@ -3,7 +3,8 @@
 v3's cues (the question's words out, hedges and negation, each cue attributed to the nearest subject) are
 kept, then a claim is dropped when its sentence is a conditional offer ("if you want I can order…",
 "如需我可以…") or a statement about orders other than the one asked ("I haven't placed any new orders",
-"其他医嘱保持不变"): neither is a verdict. The cues are data (data/reading.json `scope`).
+"其他医嘱保持不变"): neither is a verdict. A claim that names no subject answers only from the answer's
+first sentence. The cues are data (data/reading.json `scope`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from functools import cache
 from services.consumers.scoring.v3.claim_model import ConclusionClaim
 from services.consumers.scoring.v4.reading import reading
 
+_WORD_NEXT = re.compile(r" +[a-z\u4e00-\u9fff]")
 _SENTENCE = re.compile(r"[^.!?。！？\n]*[.!?。！？\n]?")
 
 
@@ -21,7 +23,9 @@ _SENTENCE = re.compile(r"[^.!?。！？\n]*[.!?。！？\n]?")
 def _cues() -> re.Pattern[str]:
     scope = reading()["scope"]
     alts = []
-    for group in scope.values():
+    for name, group in scope.items():
+        if name == "determiners":
+            continue
         for cue in sorted({*group["en"], *group["zh"]}, key=len, reverse=True):
             esc = re.escape(cue)
             alts.append(rf"(?<![a-z]){esc}(?![a-z])" if cue[:1].isascii() else esc)
@@ -34,5 +38,12 @@ def out_of_scope(norm: str) -> list[tuple[int, int]]:
 
 
 def in_scope(found: list[ConclusionClaim], norm: str) -> list[ConclusionClaim]:
+    """The claims that answer: none from an offer or a statement about other orders, and a claim naming no
+    subject only in the answer's first sentence ("No — the potassium is 4.1", "It is rising."): a bare
+    "Stable. No." tacked on after the answer answers nothing."""
     spans = out_of_scope(norm)
-    return [c for c in found if not any(start <= c.start < end for start, end in spans)]
+    first = next((m.end() for m in _SENTENCE.finditer(norm) if m.group().strip()), len(norm))
+    determiners = set(reading()["scope"]["determiners"]["en"])
+    return [c for c in found if not any(start <= c.start < end for start, end in spans)
+            and (c.subject is not None or c.start < first)
+            and not (c.cue in determiners and _WORD_NEXT.match(norm, c.start + len(c.cue)))]

@@ -151,7 +151,10 @@ def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
     after_word = _AFTER.match(tail)
     after = after_word.group(1) if after_word else ""
     zh_before = norm[max(0, start - 4):start]
-    if norm[max(0, start - 1):start] in ("+", "Δ", "δ", "±") or c["delta"].before_end.search(before) \
+    glyph = norm[max(0, start - 1):start]
+    if glyph in ("×", "x", "*") and unit is None:  # "2.2 ×3": how many times
+        return "count"
+    if glyph in ("+", "Δ", "δ", "±") or c["delta"].before_end.search(before) \
             or zh_before.endswith(c["delta"].zh_end):  # type: ignore[union-attr]
         return "delta"
     mic = c["mic"]
@@ -165,13 +168,15 @@ def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
     if unit is None and (after in c["duration"].after or lead.startswith(c["duration"].zh_after)):
         return "duration"
     dose = c["dose"]
-    dosed = dose.before_any.search(before) or after in dose.after or any(cue in zh_before for cue in dose.zh_in)
+    dosed = (dose.before_any.search(before) or after in dose.after  # type: ignore[union-attr]
+             or any(cue in zh_before for cue in dose.zh_in))
     if unit in reading()["classes"]["dose"]["units"] and unit != "mmol" and dosed:  # type: ignore[union-attr]
         return "dose"
     if unit is None and (after in _tablets() or lead.startswith(dose.zh_after[:4])):
         return "dose"
     count = c["count"]
-    if unit is None and "." not in norm[start:end] and any(w in count.after for w in _LETTERS.findall(tail)[:3]):
+    counted = any(w in count.after for w in _LETTERS.findall(tail)[:3])
+    if unit is None and "." not in norm[start:end] and counted:
         return "count"
     if unit is None and (lead.startswith(count.zh_after) or count.before_any.search(before)  # type: ignore[union-attr]
                          or zh_before.endswith(count.zh_end)):
