@@ -19,9 +19,10 @@ from services.consumers.scoring.v3.claim_model import ConclusionClaim
 from services.consumers.scoring.v3.claims import parse_answer
 from services.consumers.scoring.v4.claim_model import ResultClaim
 from services.consumers.scoring.v4.reading import reading
-from services.consumers.scoring.v4.tokens import Spans, number_class, rewrite
+from services.consumers.scoring.v4.tokens import Span, Spans, number_class, rewrite
 
 _AFTER_DATE = 28  # how far after a number a date still dates it (characters)
+_CHAIN = frozenset({"→", "->", "then", "to", "至", "到", "升至", "降至"})
 _CARRY = 60  # how far a lab's subject carries to a number naming nothing (characters, same line)
 
 
@@ -55,6 +56,12 @@ def _lists(between: str) -> bool:
         n in between for n in nouns["zh"])
 
 
+def _next_to(date: Span, spans: Spans) -> int:
+    """Where a date's stretch ends: a time right after it ("8月17日 3:03") belongs to it."""
+    after = spans.at(date.end + 1)
+    return after.end if after is not None and after.kind == "time" else date.end
+
+
 def _carries(previous: ResultClaim, norm: str, start: int) -> bool:
     """A number naming nothing right after a result of a lab, in the same line, is about that lab ("Mg
     1.9 mg/dL, WNL. Prev 2.0 (5/29)")."""
@@ -75,6 +82,7 @@ def read_answer(text: str, names: Mapping[str, list[str]], question: str | None 
     previous_end: dict[tuple[int, int], int] = {}
     cues = [(m.start(), m.end(), m.lastgroup) for m in _qualifier_pattern().finditer(norm)]  # one pass
     cue_starts = [start for start, _, _ in cues]
+    chained: list[int] = []  # claims marked latest by an arrow or "then": only a chain's last one is
     kept = [c for c in parsed.claims if spans.at(c.cited.start) is None]
     for i, c in enumerate(kept):
         start = c.cited.start
@@ -91,7 +99,8 @@ def read_answer(text: str, names: Mapping[str, list[str]], question: str | None 
         if last >= 0 and cues[last][0] >= seg_start and cues[last][1] <= start:
             qualifier = None if _lists(norm[cues[last][1]:start]) else cues[last][2]
         next_start = kept[i + 1].cited.start if i + 1 < len(kept) else clause_end
-        dates = spans.dates_between(end, min(end + _AFTER_DATE, next_start, clause_end)) or [
+        right_before = [d for d in spans.dates_between(seg_start, start) if start - _next_to(d, spans) <= 8]
+        dates = right_before or spans.dates_between(end, min(end + _AFTER_DATE, next_start, clause_end)) or [
             d for d in spans.dates_between(seg_start, start)
             if seg_start == clause_start or d.start >= seg_start + _AFTER_DATE]
         month_day = dates[-1].month_day if dates else None
@@ -99,5 +108,10 @@ def read_answer(text: str, names: Mapping[str, list[str]], question: str | None 
             qualifier = "at"
         if c.subject is None and not c.future and out and _carries(out[-1], norm, start):
             c = replace(c, subject=out[-1].subject)
+        if qualifier == "latest" and last >= 0 and norm[cues[last][0]:cues[last][1]] in _CHAIN:
+            chained.append(len(out))
         out.append(ResultClaim(c, kind, qualifier, month_day))
+    for i, j in zip(chained, chained[1:], strict=False):
+        if out[i].base.clause == out[j].base.clause:
+            out[i] = replace(out[i], qualifier="previous")
     return Reading(rewritten, norm, out, parsed.conclusions, spans)

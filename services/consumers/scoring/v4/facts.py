@@ -13,11 +13,14 @@ Other kinds (trend, decision, strings, presence) are v3's, read on the rewritten
 
 from __future__ import annotations
 
+import re
+
 from contracts.scenario import Fact
 from services.consumers.scoring.text import find, normalize
 from services.consumers.scoring.units import analyte_of
 from services.consumers.scoring.v3.subjects import subject_of
 from services.consumers.scoring.v4.claim_model import ResultClaim, Verified
+from services.consumers.scoring.v4.reading import reading
 from services.consumers.scoring.v4.verify import matches
 
 AGGREGATES = ("min", "max", "mean")
@@ -79,13 +82,20 @@ def count_fact(fact: Fact, claims: list[ResultClaim], norm: str, names: list[str
                           f"({', '.join(c.base.cited.text for c in others[:5])})"
         return True, f"counts {hit[0].base.cited.text}"
     listed = _listed(fact)
-    if listed and all(find(norm, [en.lower(), zh]) for en, zh in listed):
+    if listed and all(find(norm, _item_names(en, zh)) for en, zh in listed):
         return True, f"lists all {len(listed)} items counted"
     none = find(norm, ["none", "no ", "没有", "无"])
     if target == 0 and not listed and none and names and find(norm, names):
         return True, "says there are none"
     return False, f"count {target} not stated as a count (counts: " \
                   f"{', '.join(c.base.cited.text for c in counts[:5]) or 'none'})"
+
+
+def _item_names(en: str, zh: str) -> list[str]:
+    """How an answer may name one listed item: in full, by its first word, by a clinician's alias."""
+    low = en.lower()
+    head = re.split(r"[\s/,-]", low)[0]
+    return [low, zh.lower(), *(reading()["item_aliases"].get(low, [])), *([head] if len(head) >= 4 else [])]
 
 
 def _listed(fact: Fact) -> list[tuple[str, str]]:

@@ -69,13 +69,18 @@ class SessionViewV4(SessionView):
         return self._known[subject]
 
 
-def _verified(claims: list[ResultClaim], view: SessionViewV4) -> list[Verified]:
+def _verified(claims: list[ResultClaim], view: SessionViewV4, asked: list[str]) -> list[Verified]:
+    """Each result claim verified; a number naming nothing is a true result of an asked subject when one of
+    them has it (a series written on its own line), else unsupported."""
     out = []
     for c in claims:
         if not c.is_result or (c.subject or "").startswith("drug:"):
             continue
         if c.subject is None:
-            out.append(Verified(c, "unsupported", f"{c.base.cited.text}: names nothing"))
+            found = next((v for key in asked if (k := view.known_of(key)) is not None
+                          and (v := verify(ResultClaim(replace(c.base, subject=key), c.kind, c.qualifier,
+                                                       c.month_day), k)).verdict == "true"), None)
+            out.append(found or Verified(c, "unsupported", f"{c.base.cited.text}: names nothing"))
             continue
         known = view.known_of(c.subject)
         if known is not None:
@@ -166,7 +171,7 @@ def score_turn_v4(scenario: Scenario, index: int, log: SessionLog, state: FinalS
     claims = [replace(c, base=b) for c, b in zip(reading.claims, bases, strict=True)]
     conclusions = in_scope(reading.conclusions, reading.norm)
     parsed = ParsedAnswer([c.base for c in claims], conclusions)
-    verified = _verified(claims, view)
+    verified = _verified(claims, view, list(dict.fromkeys(subject_of(f) for f in turn.facts)))
     checks: list[CheckOut] = []
     gates: list[CheckOut] = []
     rule: dict | None = None

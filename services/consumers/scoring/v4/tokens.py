@@ -150,7 +150,7 @@ def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
     lead = tail.lstrip()
     after_word = _AFTER.match(tail)
     after = after_word.group(1) if after_word else ""
-    zh_before = norm[max(0, start - 4):start]
+    zh_before = norm[max(0, start - 6):start].rstrip()
     glyph = norm[max(0, start - 1):start]
     if glyph in ("×", "x", "*") and unit is None:  # "2.2 ×3": how many times
         return "count"
