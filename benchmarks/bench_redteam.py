@@ -72,6 +72,11 @@ def main() -> None:
     parser.add_argument("--store", required=True)
     parser.add_argument("--scenarios")
     parser.add_argument("--per-family", type=int, default=5)
+    parser.add_argument("--variants", default="explicit,implicit")
+    parser.add_argument("--only", help="comma-separated name parts: play only these assistants (with the "
+                                       "re-scored ones, the table's rows)")
+    parser.add_argument("--rescore", help="STAMP:N: re-score the first N assistants' runs of an earlier "
+                                          "run of this benchmark (redteam-STAMP-<i>) instead of playing them")
     parser.add_argument("--versions", default="3,4", help="scorer versions to score each run with (the one "
                                                           "the checks read last)")
     args = parser.parse_args()
@@ -93,15 +98,26 @@ def main() -> None:
                   **tricks_on_baseline(), **honest(), **gamers(_future(settings, chosen)), **gamers_v4()}
     versions = args.versions.split(",")
     last = versions[-1]
+    stamp_of: dict[str, str] = {}
+    if args.rescore:
+        old, count = args.rescore.split(":")
+        stamp_of = {name: f"redteam-{old}-{i}" for i, name in enumerate(list(assistants)[:int(count)])}
+    if args.only:
+        parts = args.only.split(",")
+        assistants = {n: a for n, a in assistants.items() if n in stamp_of or any(p in n for p in parts)}
     rows: dict[str, dict[str, object]] = {}
     per_session: dict[str, dict[tuple, float]] = defaultdict(dict)
     by_variant: dict[str, dict[str, float]] = {}
     started = time.perf_counter()
     for name, spec in assistants.items():
-        run_id = f"redteam-{stamp}-{len(rows)}"
-        jobs = [job for variant in ("explicit", "implicit") for job in plan(chosen, 1, LANGUAGES, variant)]
-        summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(run_id), settings))
-        row: dict[str, object] = {"reasons": dict(summary.by_reason)}
+        run_id = stamp_of.get(name) or f"redteam-{stamp}-{len(rows)}"
+        if name in stamp_of:
+            summary = None
+        else:
+            variants = args.variants.split(",")
+            jobs = [job for variant in variants for job in plan(chosen, 1, LANGUAGES, variant)]
+            summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(run_id), settings))
+        row: dict[str, object] = {"reasons": dict(summary.by_reason) if summary else "re-scored"}
         for version in versions:
             report = score_run(settings, run_id, scorer_version=version, timeout_s=3600)
             m = report.metrics
@@ -113,7 +129,7 @@ def main() -> None:
                 by_variant[name] = {k: v.avg or 0.0 for k, v in report.by.get("variant", {}).items()}
         rows[name] = row
         elapsed = time.perf_counter() - started
-        if set(summary.by_reason) != {"completed"}:
+        if summary is not None and set(summary.by_reason) != {"completed"}:
             print(f"  {name}: session ends {dict(summary.by_reason)}", flush=True)
         print(f"  {name}: " + "  ".join(f"v{v} {row[v][0]:.3f}" for v in versions)
               + f"  ({elapsed:.0f} s)", flush=True)
@@ -141,17 +157,19 @@ def _verdicts(rows, per_session, by_variant, last) -> None:
     raised = {n: [k for k, v in per_session[n].items() if v > per_session["baseline"].get(k, 0.0) + 1e-9]
               for n in tricks}
     low = min(honest, key=lambda n: avg[n]) if honest else None
-    closest = max(gamed, key=lambda n: avg[n])
+    closest = max(gamed, key=lambda n: avg[n]) if gamed else None
+    swap = base - avg.get("unit swapper", base)
     checks = {
         "oracle 1.0": avg["oracle"] >= 0.999,
         f"honest rephrasings >= oracle - 0.05 (lowest: {low} {avg.get(low, 0):.3f})":
             all(avg[n] >= avg["oracle"] - 0.05 for n in honest),
-        f"gamers: closest {closest} {avg[closest]:.3f}": True,
+        f"gamers: closest {closest} {avg.get(closest, 0):.3f} (of {len(gamed)} played)": True,
         "every gamer <= 0.25 Avg": all(avg[n] <= 0.25 for n in gamed),
         "every gamer >= 0.15 below baseline": all(base - avg[n] >= 0.15 for n in gamed),
         "baseline + trick never above baseline in a session ({})".format(
             ", ".join(f"{n}: {len(v)}" for n, v in raised.items())): not any(raised.values()),
-        f"unit swaps cost >= 0.1 (cost {base - avg['unit swapper']:.2f})": base - avg["unit swapper"] >= 0.1,
+        f"unit swaps cost >= 0.1 (cost {swap:.2f}{'' if 'unit swapper' in avg else ', not played'})":
+            swap >= 0.1,
         "correct facts > wrong facts > silence": base > avg["wrong facts (baseline, values 30% off)"]
         > avg["silence (weak)"],
         "explicit > implicit for baseline ({:.2f} vs {:.2f})".format(

@@ -40,7 +40,7 @@ def test_a_dumped_and_loaded_log_rescored_elsewhere_gives_the_same_scores(scorin
     reads: list[str] = []  # a re-score where the log holds each state after its end: no sandbox read
     w.client.event_hooks["request"].append(lambda request: reads.append(request.url.path))
     try:
-        again = score_run(w.settings, "portable", scorer_version="3-again", bus=w.bus, topics=(w.sessions,),
+        again = score_run(w.settings, "portable", scorer_version="4-again", bus=w.bus, topics=(w.sessions,),
                           scores_topic=w.scores, client=w.client, timeout_s=120)
     finally:
         w.client.event_hooks["request"].pop()

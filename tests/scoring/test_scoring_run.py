@@ -71,13 +71,13 @@ def test_rescoring_the_same_version_is_identical_and_versions_sit_side_by_side(s
     first = _score(w, "run-b")
     again = _score(w, "run-b")
     assert first.model_dump() == again.model_dump()
-    other = _score(w, "run-b", scorer_version="3-test")
-    assert other.scorer_version == "3-test" and other.metrics.avg == first.metrics.avg
+    other = _score(w, "run-b", scorer_version="4-test")
+    assert other.scorer_version == "4-test" and other.metrics.avg == first.metrics.avg
     from rounds.db import make_engine
     from services.consumers.scoring.api import load_report, versions
 
     engine = make_engine(w.settings.database_url)
-    assert versions(engine, "run-b") == [SCORER_VERSION, "3-test"]
+    assert versions(engine, "run-b") == [SCORER_VERSION, "4-test"]
     stored = load_report(engine, "run-b", SCORER_VERSION)  # every document validated from the table
     assert stored.model_dump() == first.model_dump()  # score_run's: the scores it holds, by their documents
     assert stored.model_dump_json() == first.model_dump_json()
