@@ -10,9 +10,14 @@ first sentence. The cues are data (data/reading.json `scope`).
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from functools import cache
 
+from services.consumers.scoring.lexicon import claims as data
+from services.consumers.scoring.text import find, normalize
 from services.consumers.scoring.v3.claim_model import ConclusionClaim
+from services.consumers.scoring.v3.cues import _COMMA, _blanked, _subject
+from services.consumers.scoring.v3.names import Named
 from services.consumers.scoring.v4.reading import reading
 
 _WORD_NEXT = re.compile(r" +[a-z\u4e00-\u9fff]")
@@ -35,6 +40,25 @@ def _cues() -> re.Pattern[str]:
 def out_of_scope(norm: str) -> list[tuple[int, int]]:
     """The sentences of the normalised answer that draw no conclusion."""
     return [m.span() for m in _SENTENCE.finditer(norm) if m.group() and _cues().search(m.group())]
+
+
+def extra_verdicts(norm: str, question: str, found: list[ConclusionClaim], named: Named,
+                   spans: list[tuple[int, int]]) -> list[ConclusionClaim]:
+    """`found` with v4's verdict phrases (data/reading.json `verdicts`) added where no claim of v3 stands,
+    each attributed to a subject as v3 attributes its cues."""
+    text = _blanked(norm, normalize(question), data()["echo_min_words"], data()["echo_min_chars_zh"])
+    commas = [m.start() for m in _COMMA.finditer(norm)]
+    ends = [end for _, end in spans]
+    taken = {c.start for c in found}
+    out = list(found)
+    for label, cues in reading()["verdicts"].items():
+        for hit in find(text, [*cues["en"], *cues["zh"]]):
+            if hit.start in taken or hit.negated:
+                continue
+            clause = spans[min(bisect_right(ends, hit.start), len(spans) - 1)]
+            out.append(ConclusionClaim(_subject(norm, hit, clause, named, commas), None, label, hit.cue,
+                                       hit.start, clause))
+    return sorted(out, key=lambda c: c.start)
 
 
 def in_scope(found: list[ConclusionClaim], norm: str) -> list[ConclusionClaim]:

@@ -35,6 +35,7 @@ from services.consumers.scoring.v3.conclusions import judge as judge_conclusion
 from services.consumers.scoring.v3.dialogue import asked_patient
 from services.consumers.scoring.v3.facts import fact_stated_v3
 from services.consumers.scoring.v3.gates import write_gates
+from services.consumers.scoring.v3.names import Named, clauses
 from services.consumers.scoring.v3.scorer import SUPPORTING, SessionView, implicit_subject
 from services.consumers.scoring.v3.subjects import subject_of
 from services.consumers.scoring.v4.claim_model import ResultClaim, Verified
@@ -43,7 +44,7 @@ from services.consumers.scoring.v4.facts import count_fact, numeric_fact
 from services.consumers.scoring.v4.gates import future_gate
 from services.consumers.scoring.v4.grounding import grounded
 from services.consumers.scoring.v4.precision import precision
-from services.consumers.scoring.v4.scope import in_scope
+from services.consumers.scoring.v4.scope import extra_verdicts, in_scope
 from services.consumers.scoring.v4.verify import Known, known_by, matches, verify
 from services.consumers.scoring.v4.writes import alternative_types, companion_refs, match_writes_v4
 
@@ -169,7 +170,11 @@ def score_turn_v4(scenario: Scenario, index: int, log: SessionLog, state: FinalS
     reading = read_answer(turn_log.answer_text, view.names, question if _concludes(ctx) else None)
     bases = implicit_subject([c.base for c in reading.claims], turn.facts)
     claims = [replace(c, base=b) for c, b in zip(reading.claims, bases, strict=True)]
-    conclusions = in_scope(reading.conclusions, reading.norm)
+    found = reading.conclusions
+    if _concludes(ctx):
+        found = extra_verdicts(reading.norm, question, found, Named(reading.norm, view.names),
+                               clauses(reading.norm))
+    conclusions = in_scope(found, reading.norm)
     parsed = ParsedAnswer([c.base for c in claims], conclusions)
     verified = _verified(claims, view, list(dict.fromkeys(subject_of(f) for f in turn.facts)))
     checks: list[CheckOut] = []

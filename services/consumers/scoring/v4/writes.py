@@ -93,7 +93,7 @@ def _instead(written: Written, expected: ExpectedWrite, now: datetime) -> bool:
         if not all(_safe(resource, c, now) for c in constraints):
             continue
         text = " ".join(str(v) for path in alt["text_paths"] for v in _values(resource, path)).lower()
-        if any(word in text for word in alt["words"]):
+        if not alt["words"] or any(word in text for word in alt["words"]):
             return True
     return False
 
