@@ -179,6 +179,9 @@ def test_writes_by_intent() -> None:
     assert not failures(consult, note, now)
     consult.resource["code"] = {"text": "Cardiology consult"}
     assert failures(consult, note, now)
+    request = Written("CommunicationRequest", "c1", 1, False, "POST", {
+        "resourceType": "CommunicationRequest", "status": "active", "subject": {"reference": "Patient/p1"}})
+    assert not failures(request, note, now)  # a message to the team, asked as a request
     oral = ExpectedWrite.model_validate({
         "resource_type": "MedicationRequest", "resource": {"resourceType": "MedicationRequest"},
         "constraints": [{"path": "dosageInstruction.route.text", "op": "contains", "value": "oral"}]})

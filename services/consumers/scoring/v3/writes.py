@@ -73,8 +73,8 @@ def match_writes(scenario: Scenario, current: Sequence[Written], failures: Failu
         fits[key] = []
         best: list[str] | None = None
         for j, written in enumerate(current):
-            if written.resource_type != write.resource_type:
-                continue
+            if failures is None and written.resource_type != write.resource_type:
+                continue  # v4's `failures` judges other types itself (an alternative of another type)
             failed = failed_constraints_of(written, write, scenario.now)
             if not failed:
                 fits[key].append(j)
