@@ -3,16 +3,17 @@ demo sessions, EN and ZH, and a physician's verdict on every rubric item) re-sco
 scorer agrees with the physician on >= 95 % of the items, and the careful answers average >= 0.85 and
 >= the baseline's + 0.25 on the same scenarios, in each language.
 
-A session's final state is its recorded `rounds.sandbox.state` when the log holds one; else it is rebuilt:
-the writes from the log's own successful write responses (the resource as the server stored it) and the
+A session's final state is its recorded `rounds.sandbox.state` (its blob line when large) when the log
+holds one; else the scorer's replay of the logged writes (services/consumers/scoring/replay.py) with the
 record's values from a store holding the real demo (`ROUNDS_CAREFUL_STORE`, a copy of what `rounds demo`
-maps and loads; the baseline is replayed there too). Without that store only the logs that carry their
-state are judged, and the baseline comparison is skipped.
+maps and loads; the baseline is replayed there too). Without that store a replayed state holds no record
+values (claims are verified against the session's facts only) and the baseline comparison is skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 from collections import defaultdict
@@ -20,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from services.consumers.scoring import snapshot
-from services.consumers.scoring.check_inputs import FinalState, SessionLog, Written
+from services.consumers.scoring import replay
+from services.consumers.scoring.check_inputs import FinalState
 from services.consumers.scoring.scenarios import scenario_of
 from services.consumers.scoring.scorer import score_session
 from services.consumers.scoring.session_log import LoggedEvent, build_log
@@ -34,45 +35,32 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(not VERDICTS.exists(), reason
                                                     "their verdicts are merged from their own branches")]
 
 
-def logs() -> dict[str, list[LoggedEvent]]:
+def logs() -> tuple[dict[str, list[LoggedEvent]], dict[str, bytes]]:
+    """Each session's events, and the blobs the dumps carry (`{"roundsBlob": ref, "dataBase64": ...}`)."""
     by: dict[str, list[LoggedEvent]] = defaultdict(list)
+    blobs: dict[str, bytes] = {}
     for path in sorted(CAREFUL.glob("*-events.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                e = json.loads(line)
-                by[e["subject"]].append(LoggedEvent(e["type"], e.get("data") or {}, e.get("time")))
-    return by
-
-
-def replayed_writes(log: SessionLog) -> list[Written]:
-    """The session's writes as the server answered them (the last response per resource wins)."""
-    out: dict[str, Written] = {}
-    for turn in log.turns.values():
-        for call in turn.writes():
-            try:
-                resource = json.loads(call.body or "null")
-            except ValueError:
+            if not line.strip():
                 continue
-            if isinstance(resource, dict) and resource.get("resourceType") and resource.get("id"):
-                key = f"{resource['resourceType']}/{resource['id']}"
-                version = int((resource.get("meta") or {}).get("versionId") or 1)
-                out[key] = Written(resource["resourceType"], resource["id"], version, False, call.method,
-                                   resource)
-    return list(out.values())
+            e = json.loads(line)
+            if "roundsBlob" in e:
+                blobs[e["roundsBlob"]] = base64.b64decode(e["dataBase64"])
+            else:
+                by[e["subject"]].append(LoggedEvent(e["type"], e.get("data") or {}, e.get("time")))
+    return by, blobs
 
 
-def state_of(log: SessionLog, events: list[LoggedEvent], scenario, reader) -> FinalState | None:
-    recorded = [e.data for e in events if e.type == "rounds.sandbox.state"]
-    if recorded:
-        return snapshot.from_data(recorded[-1])
-    if reader is None:
-        return None
+def state_of(events: list[LoggedEvent], blobs: dict[str, bytes], scenario, reader) -> FinalState:
+    """The recorded state, else the replayed writes with the record's values (none without the store: as
+    `score_events` rebuilds a state, facts are then verified against the session's own facts only)."""
+    if any(e.type == "rounds.sandbox.state" for e in events) or reader is None:
+        return replay.state_of_log(events, blobs)
     from services.consumers.scoring.fhir_state import record_codes
 
-    state = FinalState(writes=replayed_writes(log))
-    for code in sorted({f.code for t in scenario.turns for f in t.facts if f.code} | set(record_codes())):
-        state.record_values.extend(reader.record_values(scenario.patient, code))
-    return state
+    codes = sorted({f.code for t in scenario.turns for f in t.facts if f.code} | set(record_codes()))
+    values = [v for code in codes for v in reader.record_values(scenario.patient, code)]
+    return replay.state_of_log(events, blobs, values)
 
 
 @pytest.fixture(scope="module")
@@ -88,10 +76,12 @@ def reader():
 @pytest.fixture(scope="module")
 def scored(reader):
     out = {}
-    for session, events in logs().items():
-        log = build_log(session, events)
+    by, blobs = logs()
+    texts = {ref: body.decode(errors="replace") for ref, body in blobs.items()}
+    for session, events in by.items():
+        log = build_log(session, events, texts)
         scenario = scenario_of(log.started, None)
-        state = state_of(log, events, scenario, reader)
+        state = state_of(events, blobs, scenario, reader)
         if scenario is not None and state is not None and log.reason == "completed":
             out[session] = (log, scenario, score_session(log, scenario, state))
     assert out, "no careful session could be scored"
