@@ -70,4 +70,12 @@ def in_scope(found: list[ConclusionClaim], norm: str) -> list[ConclusionClaim]:
     determiners = set(reading()["scope"]["determiners"]["en"])
     return [c for c in found if not any(start <= c.start < end for start, end in spans)
             and (c.subject is not None or c.start < first)
-            and not (c.cue in determiners and _WORD_NEXT.match(norm, c.start + len(c.cue)))]
+            and not (c.cue in determiners and _WORD_NEXT.match(norm, c.start + len(c.cue))
+                     and not _opens_sentence(norm, c.start))]
+
+
+def _opens_sentence(norm: str, at: int) -> bool:
+    """"No change: …", "No new order: …" open their sentence with the verdict; "there is no A1c" does not."""
+    head = norm[max(0, at - 40):at]
+    before = head.rstrip(" -*•\t")
+    return not before or before.endswith((".", "!", "?", "\n", ":", "。"))
