@@ -127,7 +127,7 @@ def _item(item: RubricItem, ctx: CheckContext, view: SessionViewV4, verified: li
             passed, evidence = fact_stated_v3(text, fact, parsed, view.known.get(key, []), question,
                                               view.names.get(key, []),
                                               asked_of_fact(fact, ctx.turn, question, view.names))
-        if passed:
+        if passed and numeric:  # a value is grounded where it was read; a conclusion is judged as drawn
             ground = grounded(fact, ctx.session, ctx.log)
             if ground is not None:
                 return CheckResult(ground.passed, f"{evidence}; {ground.evidence}")
