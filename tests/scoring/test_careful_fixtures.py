@@ -89,7 +89,7 @@ def scored(reader):
 
 
 NOT_YET = pytest.mark.xfail(strict=True, reason="issue 36 must-show not met yet: on main 1806f3e's fixtures "
-                            "v4 agrees on 421 of 498 items (84.5 %) and the EN careful Avg is 0.59 (no store)")
+                            "v4 agrees on 421 of 498 items (84.5 %), the EN careful Avg is 0.59 (no store)")
 
 
 @NOT_YET
