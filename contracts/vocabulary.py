@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, NotRequired, TypedDict, cast
 
 DATA = Path(__file__).parent / "data" / "vocabulary.json"
 LABITEMS = "http://mimic.mit.edu/fhir/mimic/CodeSystem/mimic-d-labitems"
@@ -43,6 +43,7 @@ class Lab(TypedDict):
     trend_delta: float
     low: float
     high: float
+    repeat_itemids: NotRequired[list[str]]  # the same analyte by another method (a blood-gas redraw)
 
 
 @cache

@@ -4,6 +4,7 @@ replacement not asked where it is contraindicated or on a protocol's tier edge, 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,7 +15,7 @@ from services.simulator.scenarios.bindings import Moment, rules
 from services.simulator.scenarios.chart import Administration, Chart, Encounter, Lab, Med
 from services.simulator.scenarios.clock import clock, local, next_morning
 from services.simulator.scenarios.families import Binding
-from services.simulator.scenarios.vocabulary import drug_identity, lab_code
+from services.simulator.scenarios.vocabulary import LABITEMS, drug_identity, lab_code
 
 STAY = "Encounter/e1"
 T0 = datetime(2150, 1, 10, 12, 0, tzinfo=UTC)  # 07:00 on the ward (-05:00)
@@ -105,6 +106,35 @@ def test_a_value_redrawn_within_the_hour_does_not_decide_the_trend() -> None:
     assert (trend.value, trend.extra["first"], trend.extra["last"]) == ("up", 4.0, 4.8)
     assert trend.extra["superseded"] == 1
     assert len(trend.refs) == 5  # every result of the window is still a source
+
+
+def test_a_whole_blood_redraw_that_contradicts_a_serum_value_takes_it_out_of_the_trend() -> None:
+    """The demo's case: serum K 5.9 (haemolysed), a blood-gas whole-blood K of 4.0 ten minutes later, then
+    serum 4.3, 4.6, 4.7: the trend is up (4.3 -> 4.7), not down from the spurious 5.9. A whole-blood value
+    that agrees, or one drawn more than an hour later, takes nothing out."""
+    serum = [lab("potassium", 0, 5.9), lab("potassium", 360, 4.3), lab("potassium", 720, 4.6),
+             lab("potassium", 1080, 4.7)]
+    c = chart(serum)
+    c.repeats["potassium"] = [replace(lab("potassium", 10, 4.0), ref="Observation/wb-10",
+                                      code=f"{LABITEMS}|50822")]
+    trend = T.aggregate("trend", c, "potassium", T0 + timedelta(hours=20), 72)
+    assert (trend.value, trend.extra["first"], trend.extra["last"]) == ("up", 4.3, 4.7)
+    assert trend.extra["superseded"] == 1
+    agreeing = chart(serum)
+    agreeing.repeats["potassium"] = [replace(lab("potassium", 10, 5.8), ref="Observation/wb-10")]
+    assert T.aggregate("trend", agreeing, "potassium", T0 + timedelta(hours=20), 72).value == "down"
+    late = chart(serum)
+    late.repeats["potassium"] = [replace(lab("potassium", 90, 4.0), ref="Observation/wb-90")]
+    assert T.aggregate("trend", late, "potassium", T0 + timedelta(hours=20), 72).value == "down"
+    unknown_yet = chart(serum)
+    unknown_yet.repeats["potassium"] = [replace(lab("potassium", 10, 4.0), known=T0 + timedelta(days=2))]
+    assert T.aggregate("trend", unknown_yet, "potassium", T0 + timedelta(hours=20), 72).value == "down"
+
+
+def test_whole_blood_itemids_are_read_as_redraws_of_their_lab() -> None:
+    from services.simulator.scenarios.vocabulary import lab_keys_by_itemid, repeat_keys_by_itemid
+
+    assert repeat_keys_by_itemid()["50822"] == "potassium" and "50822" not in lab_keys_by_itemid()
 
 
 def test_repeats_more_than_an_hour_apart_are_each_a_point_of_the_trend() -> None:

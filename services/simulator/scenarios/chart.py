@@ -124,6 +124,7 @@ class Chart:
     birth_date: date | None
     gender: str | None
     labs: dict[str, list[Lab]] = field(default_factory=dict)  # by vocabulary key, ordered by `known`
+    repeats: dict[str, list[Lab]] = field(default_factory=dict)  # the same labs by another method
     meds: list[Med] = field(default_factory=list)
     administrations: list[Administration] = field(default_factory=list)  # by time
     conditions: list[Condition] = field(default_factory=list)

@@ -120,8 +120,8 @@ def _coding(concept: dict | None) -> dict:
     return codings[0]
 
 
-def _labs(observations: list[dict], known_of: Known) -> dict[str, list[Lab]]:
-    keys = vocab.lab_keys_by_itemid()
+def _labs(observations: list[dict], known_of: Known, keys: dict[str, str]) -> dict[str, list[Lab]]:
+    """The observations coded by one of `keys` (itemid -> vocabulary lab), by lab, in known-time order."""
     labs: dict[str, list[Lab]] = {}
     for obs in observations:
         coding = next((c for c in obs["code"]["coding"] if c.get("system") == vocab.LABITEMS), None)
@@ -279,7 +279,8 @@ async def read_chart(
 ) -> Chart:
     """One patient's chart: encounters, diagnoses, the vocabulary's labs, microbiology, orders, notes."""
     pid = patient["id"]
-    lab_codes = ",".join(vocab.lab_code(key) for key in vocab.vocabulary()["labs"])
+    lab_codes = ",".join([vocab.lab_code(key) for key in vocab.vocabulary()["labs"]]
+                         + [f"{vocab.LABITEMS}|{itemid}" for itemid in vocab.repeat_keys_by_itemid()])
     # by profile: the MIMIC-on-FHIR micro profiles (a system-only code search is far slower on most servers)
     micro_profiles = ",".join(MICRO_PROFILE + kind for kind in ("test", "org", "susc"))
     scoped = {"patient": pid}
@@ -340,7 +341,8 @@ async def read_chart(
             )
     chart.diagnoses.sort(key=lambda d: (d[0], d[1] or ""))
     chart.conditions.sort(key=lambda c: (c.known is None, c.known.timestamp() if c.known else 0.0, c.ref))
-    chart.labs = _labs(labs, known_of)
+    chart.labs = _labs(labs, known_of, vocab.lab_keys_by_itemid())
+    chart.repeats = _labs(labs, known_of, vocab.repeat_keys_by_itemid())
     chart.isolates = _isolates(micro, known_of)
     chart.meds = _meds(requests, medications)
     chart.administrations = _administrations(given, {m.ref: m.key for m in chart.meds})

@@ -165,7 +165,9 @@ def aggregate(kind: str, chart: Chart, key: str, now: datetime, hours: float) ->
         base.value, base.time, base.extra["at"] = pick.value, pick.effective, pick.ref
         base.extra["_lab"] = pick
     elif kind == "trend":
-        kept = settled(labs)
+        start = now - timedelta(hours=hours)
+        redrawn = [r for r in chart.repeats.get(key, []) if r.known <= now and r.effective >= start]
+        kept = settled(labs, redrawn, vocab.lab(key)["trend_delta"])
         if len(kept) < 2:
             base.present = False
         delta = kept[-1].value - kept[0].value
@@ -179,12 +181,19 @@ def aggregate(kind: str, chart: Chart, key: str, now: datetime, hours: float) ->
 REPEAT = timedelta(hours=1)
 
 
-def settled(labs: list[Lab]) -> list[Lab]:
+def settled(labs: list[Lab], redrawn: list[Lab] = (), contradicts: float = float("inf")) -> list[Lab]:
     """The results a trend is read from (chart order): a result followed by a repeat of the same lab drawn
-    within an hour is replaced by that repeat, so a spurious value (a haemolysed K of 5.9 redrawn as 4.0 ten
-    minutes later) cannot decide the direction; agreeing repeats change nothing but the count."""
+    within an hour is replaced by that repeat, and one a redraw by another method (`redrawn`: a whole-blood
+    value on a blood gas) contradicts within the hour by at least `contradicts` is dropped, so a spurious
+    value (a haemolysed serum K of 5.9, a whole-blood K of 4.0 ten minutes later) cannot decide the
+    direction; agreeing repeats change nothing but the count."""
+
+    def contradicted(lab: Lab) -> bool:
+        return any(timedelta(0) < r.effective - lab.effective <= REPEAT
+                   and abs(r.value - lab.value) >= contradicts for r in redrawn)
+
     return [lab for lab, nxt in zip(labs, [*labs[1:], None], strict=True)
-            if nxt is None or nxt.effective - lab.effective > REPEAT]
+            if (nxt is None or nxt.effective - lab.effective > REPEAT) and not contradicted(lab)]
 
 
 def egfr(creatinine: float, age: int, female: bool) -> float:

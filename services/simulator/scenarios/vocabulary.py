@@ -9,7 +9,8 @@ from pathlib import Path
 
 from contracts.vocabulary import LABITEMS, LOINC, condition, drug, lab, lab_code, vocabulary
 
-__all__ = ["LABITEMS", "LOINC", "condition", "drug", "lab", "lab_code", "lab_keys_by_itemid", "vocabulary"]
+__all__ = ["LABITEMS", "LOINC", "condition", "drug", "lab", "lab_code", "lab_keys_by_itemid",
+           "repeat_keys_by_itemid", "vocabulary"]
 
 DATA = Path(__file__).parent / "data"
 
@@ -17,6 +18,13 @@ DATA = Path(__file__).parent / "data"
 @cache
 def lab_keys_by_itemid() -> dict[str, str]:
     return {entry["itemid"]: key for key, entry in vocabulary()["labs"].items()}
+
+
+@cache
+def repeat_keys_by_itemid() -> dict[str, str]:
+    """Itemids that measure a vocabulary lab by another method (whole blood on a blood gas) -> the lab."""
+    return {itemid: key for key, entry in vocabulary()["labs"].items()
+            for itemid in entry.get("repeat_itemids", ())}
 
 
 def drug_key(name: str) -> str | None:
