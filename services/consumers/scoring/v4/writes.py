@@ -53,8 +53,9 @@ def _canonical(resource: dict[str, Any], expected: ExpectedWrite) -> dict[str, A
         if not isinstance(route, dict):
             continue
         said = " ".join(str(c.get(k, "")) for c in route.get("coding") or () for k in ("code", "display"))
-        said = f"{route.get('text', '')} {said}".lower()
-        extra = [name for name, codes in routes.items() if name not in said and any(c in said for c in codes)]
+        text = str(route.get("text", "")).lower()
+        said = f"{text} {said}".lower()
+        extra = [name for name, codes in routes.items() if name not in text and any(c in said for c in codes)]
         if extra:
             route["text"] = " ".join([route.get("text", ""), *extra]).strip()
     asked = {lab for c in expected.constraints if (lab := _lab_of(c))}
@@ -118,7 +119,18 @@ def failures(written: Written, expected: ExpectedWrite, now: datetime) -> list[s
         return [] if _instead(written, expected, now) else [f"not a {expected.resource_type}"]
     canonical = Written(written.resource_type, written.id, written.version, written.deleted, written.method,
                         _canonical(written.resource or {}, expected))
-    return failed_constraints(canonical, expected, now)
+    return failed_constraints(canonical, _untimed_as_now(canonical.resource or {}, expected), now)
+
+
+def _untimed_as_now(resource: dict[str, Any], expected: ExpectedWrite) -> ExpectedWrite:
+    """An order with no time at all runs when it is placed: a clinician leaves a lab untimed to mean
+    "now". A time asked in the future (`after_now` on an `untimed` path) is met by its absence; any time
+    written must still fall in the window, so a back-dated or late order keeps failing."""
+    untimed = set(write_alternatives()["untimed"])
+    kept = [c for c in expected.constraints
+            if not (c.op == "after_now" and c.path in untimed and not _values(resource, c.path))]
+    return expected if len(kept) == len(expected.constraints) else expected.model_copy(
+        update={"constraints": kept})
 
 
 def match_writes_v4(scenario: Scenario, current: Sequence[Written],
