@@ -226,3 +226,19 @@ def test_an_untimed_order_meets_a_window_from_now_and_a_wrong_time_still_fails()
     assert failures(late, a1c, SCENARIO.now)
     untimed.resource["status"] = "draft"
     assert failures(untimed, a1c, SCENARIO.now)
+
+
+def test_blood_pressure_as_components_meets_a_text_reading_and_wrong_values_still_fail() -> None:
+    bp = ExpectedWrite.model_validate({
+        "resource_type": "Observation", "resource": {"resourceType": "Observation"},
+        "constraints": [{"path": "valueString", "op": "contains", "value": "106/95"}]})
+
+    def observed(systolic: float, diastolic: float) -> Written:
+        part = [("8480-6", systolic), ("8462-4", diastolic)]
+        return Written("Observation", "o", 1, False, "POST", {"resourceType": "Observation", "component": [
+            {"code": {"coding": [{"system": "http://loinc.org", "code": c}]},
+             "valueQuantity": {"value": v, "unit": "mmHg"}} for c, v in part]})
+
+    assert not failures(observed(106, 95), bp, SCENARIO.now)
+    assert failures(observed(95, 106), bp, SCENARIO.now)
+    assert failures(observed(106, 59), bp, SCENARIO.now)

@@ -58,6 +58,7 @@ def _canonical(resource: dict[str, Any], expected: ExpectedWrite) -> dict[str, A
         extra = [name for name, codes in routes.items() if name not in text and any(c in said for c in codes)]
         if extra:
             route["text"] = " ".join([route.get("text", ""), *extra]).strip()
+    _pair_as_text(doc)
     asked = {lab for c in expected.constraints if (lab := _lab_of(c))}
     if asked and isinstance(doc.get("code"), dict):
         companions = {m for lab in asked for m in write_alternatives()["companions"].get(lab, [])} - asked
@@ -73,6 +74,28 @@ def _canonical(resource: dict[str, Any], expected: ExpectedWrite) -> dict[str, A
                 codings.append({"system": system, "code": code})
         doc["code"]["coding"] = codings
     return doc
+
+
+def _pair_as_text(doc: dict[str, Any]) -> None:
+    """A pair recorded as FHIR components (blood pressure as systolic and diastolic, the vital-signs
+    profile's own form) also reads as the "106/95" a clinician writes, so either form meets the write."""
+    if "valueString" in doc:
+        return
+    for pair in write_alternatives()["component_pairs"]:
+        found = [_component_value(doc, code) for code in pair["codes"]]
+        if all(v is not None for v in found):
+            doc["valueString"] = pair["separator"].join(f"{v:g}" if isinstance(v, float) else str(v)
+                                                        for v in found)
+            return
+
+
+def _component_value(doc: dict[str, Any], code: str) -> Any:
+    for part in doc.get("component") or ():
+        if not isinstance(part, dict) or not isinstance(part.get("valueQuantity"), dict):
+            continue
+        if any(k.get("code") == code for k in (part.get("code") or {}).get("coding") or ()):
+            return part["valueQuantity"].get("value")
+    return None
 
 
 def _subject_of(expected: ExpectedWrite) -> str | None:
