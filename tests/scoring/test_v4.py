@@ -4,6 +4,8 @@ the same log by their own rules."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from contracts.scenario import ExpectedWrite, Fact
@@ -192,3 +194,51 @@ def test_writes_by_intent() -> None:
     turn = SCENARIO.turns[3].model_copy(update={"writes": [creat]})
     bun = _lab_order(("http://loinc.org", "3094-0"))
     assert companion_refs(turn, [bun]) == {"ServiceRequest/sr1"}
+
+
+def test_a_route_written_as_an_abbreviation_beside_its_code_reads_as_the_route() -> None:
+    oral = ExpectedWrite.model_validate({
+        "resource_type": "MedicationRequest", "resource": {"resourceType": "MedicationRequest"},
+        "constraints": [{"path": "dosageInstruction.route.text", "op": "contains", "value": "oral"}]})
+
+    def written(code: str, display: str, text: str) -> Written:
+        return Written("MedicationRequest", "m", 1, False, "POST", {"resourceType": "MedicationRequest",
+                       "dosageInstruction": [{"route": {"coding": [{"system": "http://snomed.info/sct",
+                                                                    "code": code, "display": display}],
+                                                        "text": text}}]})
+
+    assert not failures(written("26643006", "Oral route", "PO"), oral, SCENARIO.now)
+    assert failures(written("47625008", "Intravenous route", "IV"), oral, SCENARIO.now)
+
+
+def test_an_untimed_order_meets_a_window_from_now_and_a_wrong_time_still_fails() -> None:
+    a1c = ExpectedWrite.model_validate({
+        "resource_type": "ServiceRequest", "resource": {"resourceType": "ServiceRequest"},
+        "constraints": [{"path": "status", "op": "equals", "value": "active"},
+                        {"path": "occurrenceDateTime", "op": "after_now", "value": "PT32H"}]})
+    untimed = _lab_order(("http://loinc.org", "4548-4"))
+    assert not failures(untimed, a1c, SCENARIO.now)
+    back_dated = _lab_order(("http://loinc.org", "4548-4"))
+    back_dated.resource["occurrenceDateTime"] = (SCENARIO.now - timedelta(days=2)).isoformat()
+    assert failures(back_dated, a1c, SCENARIO.now)
+    late = _lab_order(("http://loinc.org", "4548-4"))
+    late.resource["occurrenceDateTime"] = (SCENARIO.now + timedelta(days=5)).isoformat()
+    assert failures(late, a1c, SCENARIO.now)
+    untimed.resource["status"] = "draft"
+    assert failures(untimed, a1c, SCENARIO.now)
+
+
+def test_blood_pressure_as_components_meets_a_text_reading_and_wrong_values_still_fail() -> None:
+    bp = ExpectedWrite.model_validate({
+        "resource_type": "Observation", "resource": {"resourceType": "Observation"},
+        "constraints": [{"path": "valueString", "op": "contains", "value": "106/95"}]})
+
+    def observed(systolic: float, diastolic: float) -> Written:
+        part = [("8480-6", systolic), ("8462-4", diastolic)]
+        return Written("Observation", "o", 1, False, "POST", {"resourceType": "Observation", "component": [
+            {"code": {"coding": [{"system": "http://loinc.org", "code": c}]},
+             "valueQuantity": {"value": v, "unit": "mmHg"}} for c, v in part]})
+
+    assert not failures(observed(106, 95), bp, SCENARIO.now)
+    assert failures(observed(95, 106), bp, SCENARIO.now)
+    assert failures(observed(106, 59), bp, SCENARIO.now)

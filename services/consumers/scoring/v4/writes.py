@@ -53,10 +53,12 @@ def _canonical(resource: dict[str, Any], expected: ExpectedWrite) -> dict[str, A
         if not isinstance(route, dict):
             continue
         said = " ".join(str(c.get(k, "")) for c in route.get("coding") or () for k in ("code", "display"))
-        said = f"{route.get('text', '')} {said}".lower()
-        extra = [name for name, codes in routes.items() if name not in said and any(c in said for c in codes)]
+        text = str(route.get("text", "")).lower()
+        said = f"{text} {said}".lower()
+        extra = [name for name, codes in routes.items() if name not in text and any(c in said for c in codes)]
         if extra:
             route["text"] = " ".join([route.get("text", ""), *extra]).strip()
+    _pair_as_text(doc)
     asked = {lab for c in expected.constraints if (lab := _lab_of(c))}
     if asked and isinstance(doc.get("code"), dict):
         companions = {m for lab in asked for m in write_alternatives()["companions"].get(lab, [])} - asked
@@ -72,6 +74,28 @@ def _canonical(resource: dict[str, Any], expected: ExpectedWrite) -> dict[str, A
                 codings.append({"system": system, "code": code})
         doc["code"]["coding"] = codings
     return doc
+
+
+def _pair_as_text(doc: dict[str, Any]) -> None:
+    """A pair recorded as FHIR components (blood pressure as systolic and diastolic, the vital-signs
+    profile's own form) also reads as the "106/95" a clinician writes, so either form meets the write."""
+    if "valueString" in doc:
+        return
+    for pair in write_alternatives()["component_pairs"]:
+        found = [_component_value(doc, code) for code in pair["codes"]]
+        if all(v is not None for v in found):
+            doc["valueString"] = pair["separator"].join(f"{v:g}" if isinstance(v, float) else str(v)
+                                                        for v in found)
+            return
+
+
+def _component_value(doc: dict[str, Any], code: str) -> Any:
+    for part in doc.get("component") or ():
+        if not isinstance(part, dict) or not isinstance(part.get("valueQuantity"), dict):
+            continue
+        if any(k.get("code") == code for k in (part.get("code") or {}).get("coding") or ()):
+            return part["valueQuantity"].get("value")
+    return None
 
 
 def _subject_of(expected: ExpectedWrite) -> str | None:
@@ -118,7 +142,18 @@ def failures(written: Written, expected: ExpectedWrite, now: datetime) -> list[s
         return [] if _instead(written, expected, now) else [f"not a {expected.resource_type}"]
     canonical = Written(written.resource_type, written.id, written.version, written.deleted, written.method,
                         _canonical(written.resource or {}, expected))
-    return failed_constraints(canonical, expected, now)
+    return failed_constraints(canonical, _untimed_as_now(canonical.resource or {}, expected), now)
+
+
+def _untimed_as_now(resource: dict[str, Any], expected: ExpectedWrite) -> ExpectedWrite:
+    """An order with no time at all runs when it is placed: a clinician leaves a lab untimed to mean
+    "now". A time asked in the future (`after_now` on an `untimed` path) is met by its absence; any time
+    written must still fall in the window, so a back-dated or late order keeps failing."""
+    untimed = set(write_alternatives()["untimed"])
+    kept = [c for c in expected.constraints
+            if not (c.op == "after_now" and c.path in untimed and not _values(resource, c.path))]
+    return expected if len(kept) == len(expected.constraints) else expected.model_copy(
+        update={"constraints": kept})
 
 
 def match_writes_v4(scenario: Scenario, current: Sequence[Written],
