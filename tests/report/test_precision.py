@@ -20,7 +20,7 @@ DUMP = CLEAN + " " + " ".join(f"sodium {130 + i} mEq/L;" for i in range(12))
 
 def _session(answer: str, sid: str):
     session, state = log({0: answer})
-    score = score_session(session, SCENARIO, state)
+    score = score_session(session, SCENARIO, state, version="3")
     return score.model_copy(update={"session": sid})
 
 
