@@ -82,6 +82,10 @@ def feed(
     type_: Annotated[list[str] | None, typer.Option("--type", help="also announce this type")] = None,
     patient: Annotated[str | None, typer.Option(help="narrow --type to this patient")] = None,
     topic: Topic = "rounds.fhir-changes",
+    hl7: Annotated[str | None, typer.Option(help="send the --patient's stay as HL7 v2 to mllp://host:port")]
+    = None,
+    hl7_file: Annotated[str | None, typer.Option(help="append the --patient's stay as HL7 v2 to this file")]
+    = None,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Advance SESSION's clock from --from to --to so what became known appears, in order, and is
@@ -100,17 +104,41 @@ def feed(
     except Exception as exc:  # noqa: BLE001 - any bad value is the user's: say which
         raise typer.BadParameter(str(exc)) from exc
     upgrade(settings.database_url)
+    store = open_store(settings.database_url)
+    who = patient.removeprefix("Patient/") if patient else None
+    try:
+        taps = hl7_taps(store, session, who, hl7, hl7_file)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     bus = open_bus(settings, ensure_topics=True)
     try:
-        report = run_feed(open_store(settings.database_url), bus, session, *window, rate, tick_s=tick,
-                          types=type_ or [], patient=patient.removeprefix("Patient/") if patient else None,
-                          topic=topic)
+        report = run_feed(store, bus, session, *window, rate, tick_s=tick, types=type_ or [], patient=who,
+                          topic=topic, taps=[tap for tap, _ in taps])
     except FeedError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from exc
     finally:
         bus.close()
+        for _, sink in taps:
+            sink.close()
     typer.echo(f"{report.announced} resources became known over {report.ticks} clock moves")
+    for tap, sink in taps:
+        typer.echo(f"{tap.sent} HL7 v2 messages sent to {sink}")
+
+
+def hl7_taps(store, session: str, patient: str | None, url: str | None, path: str | None) -> list:
+    """(tap, sink) per HL7 v2 destination asked for; the stay is one patient's, so --patient is required."""
+    if url is None and path is None:
+        return []
+    if patient is None:
+        raise ValueError("--hl7 and --hl7-file send one patient's stay: give --patient")
+    from pathlib import Path
+
+    from services.fhir_api.hl7.mllp import FileSink, MllpSender
+    from services.fhir_api.hl7.stay import Hl7Tap, StayReader
+
+    sinks = ([MllpSender.of(url)] if url else []) + ([FileSink(Path(path))] if path else [])
+    return [(Hl7Tap(StayReader(store, patient), session, sink.send), sink) for sink in sinks]
 
 
 def register(app: typer.Typer) -> None:

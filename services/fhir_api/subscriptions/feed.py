@@ -10,16 +10,18 @@ The scope is what the session's live Subscriptions ask for (their criteria) plus
 `patient` when given), so the delivering consumer notifies exactly the Subscriptions that care. Event ids are
 derived from (session, type, id, version): a feed run again announces the same events, which receivers
 deduplicate. The clock is moved before the tick's events are published, so a receiver reading the focus on
-the session's base finds it.
+the session's base finds it. `taps` see the same clock moves (`prime` at the start, `tick` after each move):
+the HL7 v2 feed (services/fhir_api/hl7/stay.py) is one.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 import orjson
 
@@ -41,6 +43,14 @@ Scope = tuple[str, tuple[tuple[str, str], ...]]
 
 class FeedError(ValueError):
     """A feed that cannot run (no such session, a window that goes backwards, a bad speed)."""
+
+
+class Tap(Protocol):
+    """Something else fed by the clock moves (an HL7 v2 interface): it reads the session's view itself."""
+
+    def prime(self, ctx: Context) -> None: ...
+
+    def tick(self, ctx: Context) -> int: ...
 
 
 @dataclass
@@ -101,7 +111,8 @@ def announce(bus: Bus, session: str, clock: datetime, new: list[StoredResource],
 
 def feed(store: ResourceStore, bus: Bus, session: str, start: datetime, end: datetime, speed: float, *,
          tick_s: float = 0.5, types: list[str] | None = None, patient: str | None = None,
-         sleep: Callable[[float], None] = time.sleep, topic: str = FHIR_CHANGES) -> FeedReport:
+         sleep: Callable[[float], None] = time.sleep, topic: str = FHIR_CHANGES,
+         taps: Sequence[Tap] = ()) -> FeedReport:
     """Move the session's clock from `start` to `end` (see the module docstring)."""
     if end <= start:
         raise FeedError("--to must be after --from")
@@ -112,6 +123,8 @@ def feed(store: ResourceStore, bus: Bus, session: str, start: datetime, end: dat
     store.set_session_clock(session, clock)
     ctx = Context(session, clock)
     seen = visible(store, ctx, scopes(store, session, ctx, types or [], patient))
+    for tap in taps:
+        tap.prime(ctx)
     step = timedelta(seconds=tick_s * speed)
     while clock < end:
         sleep(tick_s)
@@ -122,6 +135,8 @@ def feed(store: ResourceStore, bus: Bus, session: str, start: datetime, end: dat
         new = [stored for key, stored in now.items() if key not in seen]
         announce(bus, session, clock, new, topic)
         seen = now
+        for tap in taps:
+            tap.tick(ctx)
         report.ticks += 1
         report.announced += len(new)
     return report
