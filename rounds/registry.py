@@ -53,6 +53,8 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("feed", "services.fhir_api.subscriptions.cli",
         "Advance SESSION's clock from --from to --to so what became known appears, in order, and is "
         "announced to the session's Subscriptions (through rounds.fhir-changes)."),
+    CommandEntry("hl7", "services.fhir_api.hl7.cli",
+        "HL7 v2 over MLLP: `hl7 listen` takes a connector's ORU/ADT into a session as FHIR writes."),
     CommandEntry("report", "services.consumers.report.cli",
         "Summary table on the terminal; --html/--json write the page and the document."),
     CommandEntry("run", "rounds.run_command",
