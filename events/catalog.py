@@ -313,6 +313,7 @@ CATALOG = Catalog(
         _spec(p.ToolCall),
         _spec(p.ToolResult),
         _spec(p.ModelCall),
+        _spec(p.CdsExchange),
         _spec(p.SandboxState),
         _spec(p.ScoreTurn, topic=SCORES),
         _spec(p.ScoreSession, topic=SCORES),

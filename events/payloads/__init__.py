@@ -1,5 +1,6 @@
 """Typed payload models (an event's `data`), one module per area; the catalog maps event types to them."""
 
+from events.payloads.cds import CdsExchange
 from events.payloads.interaction import (
     EhrRequest,
     EhrResponse,
@@ -36,6 +37,7 @@ __all__ = [
     "END_REASONS",
     "SessionEndedV1",
     "session_ended_v1_to_v2",
+    "CdsExchange",
     "Communication",
     "DeadLetter",
     "EhrRequest",

@@ -32,6 +32,8 @@ SAMPLES: dict[str, BaseModel] = {
     "rounds.tool.call": p.ToolCall(call_id="c", name="n"),
     "rounds.tool.result": p.ToolResult(call_id="c", name="n", error="boom"),
     "rounds.model.call": p.ModelCall(outcome="timeout", turn=1, usage={"latency_ms": 300000, "retries": 0}),
+    "rounds.cds.exchange": p.CdsExchange(turn=0, service="s", hook="patient-view", hook_instance="h",
+                                         outcome="cards", cards=[{"summary": "x", "indicator": "info"}]),
     "rounds.sandbox.state": p.SandboxState(writes=[{"resource_type": "MedicationRequest", "id": "m1",
                                                     "version_id": 2, "resource": {"status": "active"}}]),
     "rounds.score.turn": p.ScoreTurn(scorer="s", metric="m", value=0.5, message_id="m-assistant", turn=2),
