@@ -58,6 +58,30 @@ class PrecisionParams(Params):
     per_extra: float = Field(default=0.2, ge=0, description="per unasked-for result beyond the budget")
 
 
+class CdsCardParams(Params):
+    """A CDS Hooks card the service should show (the `cds-hooks:` assistant's turns)."""
+
+    hook: str = Field(description="patient-view | order-select | order-sign | encounter-discharge")
+    indicator: str = Field(default="warning", description="the least severe indicator that counts "
+                                                          "(info < warning < critical)")
+    terms: dict[Language, list[str]] | list[str] = Field(description="the card's summary or detail names one")
+
+
+class CdsSuggestionParams(Params):
+    """The right FHIR write a card's suggestion should make; not one of `turn.writes`, which are what the
+    physician orders (the hook's draftOrders), but the write a good service proposes instead."""
+
+    hook: str = Field(description="the hook whose card suggests it")
+    resource_type: str = Field(pattern=r"^[A-Z][A-Za-z]+$")
+    constraints: list[dict[str, Any]] = Field(min_length=1, description="FieldConstraint objects "
+                                              "(contracts/scenario.py) the action's resource meets")
+
+
+class CdsQuietParams(Params):
+    hook: str = Field(description="the hook that should show nothing")
+    indicator: str = Field(default="warning", description="cards from this indicator up are noise here")
+
+
 @dataclass(frozen=True)
 class Kind:
     params: type[Params]
@@ -89,6 +113,12 @@ RUBRIC_KINDS: dict[str, Kind] = {
                       "optional LLM judge; never the only item of a turn"),
     "precision": Kind(PrecisionParams, False, "Precision",
                       "wrong and unasked-for claims lower the turn's score"),
+    "cds_card": Kind(CdsCardParams, False, "CdsCard",
+                     "a CDS Hooks card on the hook, at least as severe as the indicator, names the terms"),
+    "cds_suggestion": Kind(CdsSuggestionParams, False, "CdsSuggestion",
+                           "a card on the hook suggests an action that makes the expected write"),
+    "cds_no_card": Kind(CdsQuietParams, False, "CdsNoCard",
+                        "no card at or above the indicator on the hook (nothing is wrong)"),
 }
 GATES = frozenset(kind for kind, spec in RUBRIC_KINDS.items() if spec.gate)
 

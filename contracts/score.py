@@ -70,7 +70,7 @@ class Check(_Model):
 class Exchange(_Model):
     """One step of the conversation as the per-session view shows it."""
 
-    kind: str  # doctor | assistant | patient | question | clarification | ehr | tool
+    kind: str  # doctor | assistant | patient | question | clarification | ehr | tool | cds
     sender: str | None = None  # doctor | assistant | patient: who wrote it (a clarification goes both ways)
     text: str | None = None
     method: str | None = None

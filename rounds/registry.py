@@ -54,7 +54,7 @@ COMMANDS: tuple[CommandEntry, ...] = (
         "Advance SESSION's clock from --from to --to so what became known appears, in order, and is "
         "announced to the session's Subscriptions (through rounds.fhir-changes)."),
     CommandEntry("hl7", "services.fhir_api.hl7.cli",
-        "HL7 v2 over MLLP: `hl7 listen` takes a connector's ORU/ADT into a session as FHIR writes."),
+        "HL7 v2 over MLLP: a connector's ORU/ADT into a session."),
     CommandEntry("report", "services.consumers.report.cli",
         "Summary table on the terminal; --html/--json write the page and the document."),
     CommandEntry("run", "rounds.run_command",

@@ -17,7 +17,7 @@ class CdsExchange(Payload):
 
     turn: int = Field(ge=0)
     service: str = Field(min_length=1, description="the service's id from its discovery document")
-    hook: str = Field(min_length=1, description="patient-view | order-select | order-sign | encounter-discharge")
+    hook: str = Field(min_length=1, description="patient-view, order-select, order-sign, encounter-discharge")
     hook_instance: str = Field(min_length=1)
     outcome: Literal["cards", "error", "timeout", "feedback"]
     context: dict[str, Any] = Field(default_factory=dict)
@@ -26,5 +26,5 @@ class CdsExchange(Payload):
     latency_ms: float | None = Field(default=None, ge=0)
     cards: list[dict[str, Any]] = Field(default_factory=list)
     system_actions: list[dict[str, Any]] = Field(default_factory=list)
-    feedback: list[dict[str, Any]] = Field(default_factory=list, description="what Rounds POSTed to /feedback")
+    feedback: list[dict[str, Any]] = Field(default_factory=list, description="what was POSTed to /feedback")
     error: str | None = None

@@ -52,6 +52,11 @@ class TurnRequest:
     now: str  # the session clock (ISO 8601)
     access_token: str | None = None  # when auth is on: the session token, else None
     max_steps: int = 8  # tool steps allowed this turn
+    encounter: str | None = None  # "Encounter/<id>" of the stay, when the scenario names it
+    # the physician's orders this turn as FHIR resources (the scenario's expected writes): what an EHR's
+    # order entry drafts and signs, so a CDS Hooks service sees them as order-select/order-sign draftOrders
+    draft_orders: tuple[dict, ...] = ()
+    last_turn: bool = False  # the session's last turn (a CDS client fires encounter-discharge after it)
 
 
 @dataclass
@@ -71,6 +76,9 @@ class SessionTools:
     model_call: Callable[..., None] = field(default=lambda *args, **kwargs: None)
     # Ask the physician a clarifying question instead of answering (bounded by the physician; counted).
     ask_physician: Callable[[str], Awaitable[str]] | None = None
+    # Record a CDS Hooks exchange (the fields of events.payloads.CdsExchange but `turn`): emits
+    # rounds.cds.exchange for the turn (the cds-hooks: adapter's hooks, cards and feedback).
+    cds_exchange: Callable[..., None] = field(default=lambda **data: None)
 
 
 @runtime_checkable

@@ -23,6 +23,7 @@ SPEAKERS = {
     "question": "Assistant → patient",
     "clarification": "Clarification",
     "tool": "Tool",
+    "cds": "CDS Hooks",
 }
 SENDERS = {"doctor": "Doctor", "assistant": "Assistant", "patient": "Patient"}
 FAILING_TAU = 0.75  # "only failing sessions" filter: a session not passing at the stricter τ

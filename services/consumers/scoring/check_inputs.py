@@ -66,6 +66,7 @@ class TurnLog:
     messages: list[Utterance] = field(default_factory=list)
     ehr: list[EhrCall] = field(default_factory=list)
     tools: list[dict[str, Any]] = field(default_factory=list)
+    cds: list[dict[str, Any]] = field(default_factory=list)  # rounds.cds.exchange data of the turn
 
     @property
     def answers(self) -> list[Utterance]:

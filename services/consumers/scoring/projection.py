@@ -59,7 +59,7 @@ from services.consumers.scoring.turn_parts import Judge
 ENDED, STARTED, SNAPSHOT = p.SessionEnded.TYPE, p.SessionStarted.TYPE, p.SandboxState.TYPE
 SESSION_TYPES = frozenset({
     STARTED, ENDED, SNAPSHOT, *p.MESSAGE_TYPES.values(),
-    p.EhrRequest.TYPE, p.EhrResponse.TYPE, p.ToolCall.TYPE, p.ToolResult.TYPE,
+    p.EhrRequest.TYPE, p.EhrResponse.TYPE, p.ToolCall.TYPE, p.ToolResult.TYPE, p.CdsExchange.TYPE,
 })
 StateReader = Callable[[str, Scenario], FinalState]
 MISSING = object()  # prefetched: the sandbox does not exist here

@@ -8,7 +8,15 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from events.payloads import EhrRequest, EhrResponse, SessionEnded, SessionStarted, ToolCall, ToolResult
+from events.payloads import (
+    CdsExchange,
+    EhrRequest,
+    EhrResponse,
+    SessionEnded,
+    SessionStarted,
+    ToolCall,
+    ToolResult,
+)
 from events.payloads.messages import EXT_DISCLOSED, EXT_KIND, EXT_TURN, MESSAGE_PREFIX
 from services.consumers.scoring.check_inputs import EhrCall, SessionLog, TurnLog, Utterance
 from services.consumers.scoring.stored_text import ref_of
@@ -95,6 +103,9 @@ def build_log(session_id: str, events: Iterable[LoggedEvent], stored: Mapping[st
             done = EhrCall(call.method, call.url, call.position, data["status"], data.get("latencyMs"),
                            call.query, given, body)
             owner.ehr[owner.ehr.index(call)] = done
+        elif kind == CdsExchange.TYPE:
+            target = turn_at(data["turn"])
+            target.cds.append({**data, "position": position})
         elif kind in (ToolCall.TYPE, ToolResult.TYPE):
             target = turn_at(data["turn"]) if data.get("turn") is not None else current
             if target is not None:

@@ -51,7 +51,23 @@ def exchanges(log: TurnLog) -> list[Exchange]:
         items.append((call.position, Exchange(kind="ehr", method=call.method, url=call.url,
                                               query=call.query or None, status=call.status,
                                               latency_ms=call.latency_ms)))
+    for cds in log.cds:
+        items.append((cds["position"], Exchange(kind="cds", url=f"{cds.get('service')} ({cds.get('hook')})",
+                                                text=cds_line(cds), status=cds.get("httpStatus"),
+                                                latency_ms=cds.get("latencyMs"))))
     return [exchange for _, exchange in sorted(items, key=lambda pair: pair[0])]
+
+
+def cds_line(cds: dict) -> str:
+    """A CDS Hooks exchange as the per-session view lists it: the hook, then its cards, error or feedback."""
+    head = f"{cds.get('hook')} → {cds.get('service')}: "
+    if cds.get("outcome") == "cards":
+        cards = [f"{c.get('indicator')}: {c.get('summary')}" for c in cds.get("cards") or ()]
+        actions = len(cds.get("systemActions") or ())
+        return head + ("; ".join(cards) or "no card") + (f" (+{actions} system actions)" if actions else "")
+    if cds.get("outcome") == "feedback":
+        return head + "feedback " + ", ".join(str(f.get("outcome")) for f in cds.get("feedback") or ())
+    return head + f"{cds.get('outcome')}: {cds.get('error')}"
 
 
 def turn_tools(turn: Turn, log: TurnLog) -> dict:

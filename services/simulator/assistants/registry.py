@@ -1,5 +1,6 @@
 """Assistant specs → assistants: `baseline`, `oracle`, `weak`, `python:<module>:<callable>`, `http:<url>`,
-`openai:<model>[@<base_url>]`, `mcp[:...]`.
+`openai:<model>[@<base_url>]`, `mcp[:...]`,
+`cds-hooks:<url of /cds-services>`.
 
 Each kind is a factory `create(arg: str) -> Assistant` named by its module path, imported only when that
 kind is asked for (the `openai` and `mcp` SDKs load only for those specs). Adding a kind is one line here.
@@ -21,6 +22,7 @@ FACTORIES: dict[str, str] = {
     "https": "services.simulator.assistants.http_adapter:create_https",
     "openai": "services.simulator.assistants.openai_chat:create",
     "mcp": "services.simulator.assistants.mcp_agent:create",
+    "cds-hooks": "services.simulator.assistants.cds_hooks:create",
 }
 
 

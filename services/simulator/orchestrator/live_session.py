@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contracts.scenario import Scenario
-from events.payloads import ModelCall, ToolCall, ToolResult, communication
+from events.payloads import CdsExchange, ModelCall, ToolCall, ToolResult, communication
 from services.simulator.agents.patient import PatientAgent
 from services.simulator.agents.physician import Physician
 from services.simulator.assistant_protocol import (
@@ -119,6 +119,10 @@ class LiveSession:
                       correlationid=call_id)
         if usage is not None:  # a model call finished (its usage rides on its first result)
             self._model_called()
+
+    def cds_exchange(self, **data: Any) -> None:
+        """A CDS Hooks call or feedback of this turn, as rounds.cds.exchange."""
+        self.log.emit(self.session_id, CdsExchange(turn=self.turn, **data))
 
     def model_call(self, outcome: str, usage: dict[str, int], error: str | None = None) -> None:
         """A model call that produced no tool result (cut or failed): recorded on its own, so its latency and

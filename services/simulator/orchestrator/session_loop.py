@@ -186,7 +186,8 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
                 session_id=session_id, run_id=settings.run_id, turn=turn.index, message=text,
                 language=job.language, history=tuple(history), fhir_base=fhir_base,
                 patient_url=live.patient_url, patient=scenario.patient, now=scenario.now.isoformat(),
-                max_steps=settings.max_steps, access_token=live.access_token))
+                max_steps=settings.max_steps, access_token=live.access_token, encounter=scenario.encounter,
+                draft_orders=tuple(w.resource for w in turn.writes), last_turn=turn is scenario.turns[-1]))
             log.emit(session_id, communication(
                 new_id(), "assistant", ["doctor"], answer, language=job.language, turn=turn.index,
                 kind="answer", in_response_to=[doctor_id]))
@@ -244,7 +245,7 @@ async def _turn(assistant, live: LiveSession, client: httpx.AsyncClient, setting
                 request: TurnRequest) -> str:
     tools = SessionTools(http=client, ask_patient=live.ask_patient, step=live.step, result=live.result,
                          model_call=live.model_call,
-                         ask_physician=live.ask_physician)
+                         ask_physician=live.ask_physician, cds_exchange=live.cds_exchange)
     try:
         answer = await asyncio.wait_for(assistant.respond(request, tools), settings.turn_timeout_s)
     except BaseException as exc:

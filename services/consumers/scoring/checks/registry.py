@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from contracts.rubric import RUBRIC_KINDS
 from services.consumers.scoring.checks.base import Check
+from services.consumers.scoring.checks.cds_checks import CdsCard, CdsNoCard, CdsSuggestion
 from services.consumers.scoring.checks.dialogue_checks import AskedPatient
 from services.consumers.scoring.checks.record_checks import (
     NoForbiddenWrite,
@@ -22,7 +23,8 @@ from services.consumers.scoring.checks.text_checks import (
 _BY_NAME: dict[str, Check] = {
     type(check).__name__: check
     for check in (FactCited(), EntityMentioned(), Conclusion(), DoesNotRecommend(), WriteMade(),
-                  NoForbiddenWrite(), NoUnexpectedWrite(), NoFutureValue(), AskedPatient())
+                  NoForbiddenWrite(), NoUnexpectedWrite(), NoFutureValue(), AskedPatient(), CdsCard(),
+                  CdsSuggestion(), CdsNoCard())
 }
 CHECKS: dict[str, Check] = {kind: _BY_NAME[spec.check] for kind, spec in RUBRIC_KINDS.items()
                             if spec.check in _BY_NAME}

@@ -1,0 +1,127 @@
+"""`cds-hooks:` — a CDS Hooks 2.0 service under test, Rounds the EHR: a stay's scenario replayed through a
+service written from the spec's examples (tests/simulator/cds_service.py); discovery, patient-view at the
+first turn, order-select/order-sign with the physician's order as draftOrders, prefetch filled from the
+sandbox at the clock, fhirServer; cards recorded as rounds.cds.exchange, feedback sent; cards scored by the
+cds_* rubric kinds and shown in the report; a failing or slow service charged like any assistant."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from contracts.scenario import Scenario
+from services.simulator.orchestrator.entry import RunOptions, run_scenarios
+from services.simulator.orchestrator.environment import free_port
+from tests.simulator.cds_service import CdsService, serve
+from tests.simulator.conftest import jobs, session_events
+
+RUBRIC = {
+    0: [{"id": "t0-greets", "kind": "cds_card", "params": {"hook": "patient-view", "indicator": "info",
+                                                           "terms": ["Ada"]}},
+        {"id": "t0-quiet", "kind": "cds_no_card", "params": {"hook": "patient-view"}}],
+    3: [{"id": "t3-warns", "kind": "cds_card", "params": {"hook": "order-sign", "terms": ["apixaban"]}},
+        {"id": "t3-suggests", "kind": "cds_suggestion", "params": {
+            "hook": "order-sign", "resource_type": "MedicationRequest",
+            "constraints": [{"path": "dosageInstruction.text", "op": "contains", "value": "2.5 mg"}]}}],
+}
+
+
+@pytest.fixture
+def cds() -> CdsService:
+    state = CdsService()
+    server = serve(state, free_port())
+    yield state
+    server.should_exit = True
+
+
+def apixaban_stay(scenarios) -> list:
+    """The fixture's apixaban scenario (creatinine 1.6, apixaban 2.5 mg, the physician orders 5 mg at turn 3)
+    with the CDS rubric items added to its turns."""
+    line = dict(scenarios[0][1])
+    line["turns"] = [dict(t, rubric=t["rubric"] + RUBRIC.get(t["index"], [])) for t in line["turns"]]
+    return jobs([(Scenario.model_validate(line), line)])
+
+
+def checks_of(report) -> dict[str, tuple[bool, str]]:
+    (session,) = report.sessions
+    return {c.id: (c.passed, c.evidence) for t in session.turns for c in t.checks}
+
+
+def test_a_stay_through_a_cds_service_fires_the_hooks_and_its_cards_are_scored(settings, scenarios, cds):
+    from services.consumers.report.html_page import render_html
+    from services.consumers.scoring.api import score_run
+
+    summary = asyncio.run(run_scenarios(apixaban_stay(scenarios), f"cds-hooks:{cds.url}",
+                                        RunOptions("run-cds"), settings))
+    assert summary.by_reason == {"completed": 1}, [o.error for o in summary.outcomes]
+    (outcome,) = summary.outcomes
+    # no service declares order-select, so only these two are called
+    assert [c["hook"] for c in cds.calls] == ["patient-view", "order-sign"]
+    view, sign = cds.calls
+    assert view["context"] == {"userId": "Practitioner/rounds-physician", "patientId": "sim-p1"}
+    assert view["fhirServer"].startswith("http://127.0.0.1:") and view["fhirServer"].endswith("/fhir")
+    assert view["prefetch"]["patientToGreet"]["id"] == "sim-p1"  # filled from the sandbox
+    latest = sign["prefetch"]["creatinine"]["entry"][0]["resource"]
+    assert latest["id"] == "sim-cr-2" and latest["valueQuantity"]["value"] == 1.6  # the latest at the clock
+    (draft,) = sign["context"]["draftOrders"]["entry"]
+    assert draft["resource"]["status"] == "draft"
+    assert "5 mg" in draft["resource"]["dosageInstruction"][0]["text"]
+    assert all(len(c["hookInstance"]) == 36 for c in cds.calls)
+
+    exchanges = [e.data for e in session_events(settings, outcome.session_id)
+                 if e.type == "rounds.cds.exchange"]
+    assert [(x["turn"], x["hook"], x["outcome"]) for x in exchanges] == [
+        (0, "patient-view", "cards"), (0, "patient-view", "feedback"),
+        (3, "order-sign", "cards"), (3, "order-sign", "feedback")]
+    warning = exchanges[2]["cards"][0]
+    (sent,) = [f for f in cds.feedback if f["service"] == "renal-dosing"]
+    assert sent["feedback"][0]["card"] == warning["uuid"] and sent["feedback"][0]["outcome"] == "accepted"
+    assert sent["feedback"][0]["acceptedSuggestions"] == [{"id": warning["suggestions"][0]["uuid"]}]
+    (greeting,) = [f for f in cds.feedback if f["service"] == "patient-greeting"]
+    assert greeting["feedback"][0]["outcome"] == "overridden"
+
+    report = score_run(settings, "run-cds")
+    verdicts = checks_of(report)
+    for item in ("t0-greets", "t0-quiet", "t3-warns", "t3-suggests"):
+        assert verdicts[item][0], verdicts[item]
+    page = render_html(report)
+    assert "CDS Hooks" in page and "Apixaban 5 mg twice daily with creatinine 1.6 mg/dL" in page
+    assert "t3-suggests" in page
+
+
+def test_a_noisy_service_with_the_wrong_suggestion_fails_those_checks(settings, scenarios, cds):
+    from services.consumers.scoring.api import score_run
+
+    cds.mode = "noisy"
+    summary = asyncio.run(run_scenarios(apixaban_stay(scenarios), f"cds-hooks:{cds.url}",
+                                        RunOptions("run-cds-noisy"), settings))
+    assert summary.by_reason == {"completed": 1}
+    verdicts = checks_of(score_run(settings, "run-cds-noisy"))
+    assert verdicts["t0-greets"][0] and verdicts["t3-warns"][0]
+    assert not verdicts["t0-quiet"][0] and "Review all medications" in verdicts["t0-quiet"][1]
+    assert not verdicts["t3-suggests"][0] and "fails dosageInstruction.text contains '2.5 mg'" in \
+        verdicts["t3-suggests"][1]
+
+
+@pytest.mark.parametrize(("mode", "reason", "said"), [("broken", "assistant_error", "HTTP 500"),
+                                                      ("slow", "timeout", "deadline")])
+def test_a_failing_or_slow_service_is_charged_like_any_assistant(settings, scenarios, cds, mode, reason,
+                                                                 said):
+    cds.mode = mode
+    options = RunOptions(f"run-cds-{mode}", turn_timeout_s=2)
+    (outcome,) = asyncio.run(run_scenarios(apixaban_stay(scenarios), f"cds-hooks:{cds.url}", options,
+                                           settings)).outcomes
+    assert outcome.reason == reason and said in outcome.error
+    if mode == "broken":
+        (exchange,) = [e.data for e in session_events(settings, outcome.session_id)
+                       if e.type == "rounds.cds.exchange"]
+        assert exchange["outcome"] == "error" and exchange["httpStatus"] == 500
+
+
+def test_a_url_that_is_no_discovery_document_stops_the_run(settings, scenarios, cds):
+    from services.simulator.assistant_protocol import EndpointUnavailable
+
+    with pytest.raises(EndpointUnavailable, match="not a CDS Hooks discovery document"):
+        asyncio.run(run_scenarios(apixaban_stay(scenarios), f"cds-hooks:{cds.url}/renal-dosing",
+                                  RunOptions("run-cds-nothing"), settings))
