@@ -13,6 +13,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+import httpx
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -22,6 +23,8 @@ DISCOVERY = {"services": [
     {"hook": "patient-view", "id": "patient-greeting", "title": "Patient greeting",
      "description": "Display which patient the user is currently working with",
      "prefetch": {"patientToGreet": "Patient/{{context.patientId}}"}},
+    {"hook": "encounter-discharge", "id": "discharge-creatinine", "title": "Creatinine at discharge",
+     "description": "Reads the stay's creatinines through fhirServer (no prefetch) and flags an AKI"},
     {"hook": "order-sign", "id": "renal-dosing", "title": "Renal dose check",
      "description": "Anticoagulant doses against the latest creatinine",
      "prefetch": {"creatinine": f"Observation?patient={{{{context.patientId}}}}&code={CREATININE}"
@@ -75,6 +78,19 @@ def _renal(state: CdsService, body: dict) -> dict:
     return {"cards": cards, "systemActions": []}
 
 
+def _discharge(body: dict) -> dict:
+    """Reads the stay's creatinines itself, as a service may, from `fhirServer` with `fhirAuthorization`."""
+    auth = body.get("fhirAuthorization") or {}
+    headers = {"Authorization": f"Bearer {auth['access_token']}"} if auth else {}
+    found = httpx.get(f"{body['fhirServer']}/Observation", headers=headers, timeout=30, params={
+        "patient": body["context"]["patientId"], "code": CREATININE, "_sort": "date", "_count": "100"}).json()
+    values = [e["resource"]["valueQuantity"]["value"] for e in found.get("entry") or ()]
+    if len(values) < 2 or max(values) < 1.5 * values[0]:
+        return {"cards": []}
+    return {"cards": [_card(f"Creatinine peaked at {max(values)} mg/dL during the stay (last {values[-1]})",
+                            "warning", detail="Acute kidney injury: recheck creatinine within a week.")]}
+
+
 def app(state: CdsService) -> FastAPI:
     api = FastAPI()
 
@@ -90,6 +106,8 @@ def app(state: CdsService) -> FastAPI:
             return JSONResponse({"error": "boom"}, status_code=500)
         if state.mode == "slow":
             time.sleep(4)
+        if service == "discharge-creatinine":
+            return _discharge(body)
         return _greeting(state, body) if service == "patient-greeting" else _renal(state, body)
 
     @api.post("/cds-services/{service}/feedback")

@@ -13,8 +13,10 @@ import pytest
 from contracts.scenario import Scenario
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from services.simulator.orchestrator.environment import free_port
+from tests.hl7.conftest import admission_store  # noqa: F401 - fixture: a real MIMIC-IV demo stay, loaded
 from tests.simulator.cds_service import CdsService, serve
 from tests.simulator.conftest import jobs, session_events
+from tests.subscriptions.conftest import admission_ndjson  # noqa: F401 - the fixture admission_store reads
 
 RUBRIC = {
     0: [{"id": "t0-greets", "kind": "cds_card", "params": {"hook": "patient-view", "indicator": "info",
@@ -125,3 +127,57 @@ def test_a_url_that_is_no_discovery_document_stops_the_run(settings, scenarios, 
     with pytest.raises(EndpointUnavailable, match="not a CDS Hooks discovery document"):
         asyncio.run(run_scenarios(apixaban_stay(scenarios), f"cds-hooks:{cds.url}/renal-dosing",
                                   RunOptions("run-cds-nothing"), settings))
+
+
+DEMO_PATIENT, DEMO_STAY = "cb70e6ae-90b1-562b-8ab0-467c65d18d5e", "cf839c93-8b18-58e1-be0d-61e0581ccde7"
+# the MIMIC-IV demo admission 29600294: creatinine 1.0 on day 2, 2.0 at 13:35 on day 3 (peak 2.2), 1.1 on the
+# day of discharge (2148-08-18 21:12 local)
+CLOCKS = {"before-aki": "2148-08-15T16:00:00Z", "aki": "2148-08-16T18:00:00Z",
+          "discharged": "2148-08-19T12:00:00Z"}
+DEMO_RUBRIC = {
+    "before-aki": [{"id": "sign-quiet", "kind": "cds_no_card", "params": {"hook": "order-sign"}}],
+    "aki": [RUBRIC[3][0], RUBRIC[3][1]],
+    "discharged": [{"id": "sign-quiet", "kind": "cds_no_card", "params": {"hook": "order-sign"}},
+                   {"id": "discharge-aki", "kind": "cds_card", "params": {
+                       "hook": "encounter-discharge", "terms": ["peaked at 2.2 mg/dL"]}}],
+}
+
+
+def demo_stay(scenarios) -> list:
+    """The apixaban order replayed on a real MIMIC-IV demo stay at three clocks of it (the scenario's texts;
+    its record-bound facts and items left out, the CDS items in)."""
+    out = []
+    for name, now in CLOCKS.items():
+        line = dict(scenarios[0][1], id=f"demo-apixaban-{name}", patient=f"Patient/{DEMO_PATIENT}",
+                    encounter=f"Encounter/{DEMO_STAY}", now=now)
+        turns = [dict(t, facts=[], rubric=[{"id": f"t{t['index']}-mention", "kind": "entity_mentioned",
+                                            "params": {"terms": ["cds"]}}]) for t in line["turns"]]
+        last = turns[-1]
+        order = dict(last["writes"][0]["resource"], subject={"reference": f"Patient/{DEMO_PATIENT}"})
+        last["writes"] = [dict(last["writes"][0], resource=order)]
+        last["rubric"] = DEMO_RUBRIC[name]
+        line["turns"] = turns
+        out.append((Scenario.model_validate(line), line))
+    return jobs(out)
+
+
+def test_a_demo_stay_at_three_clocks_warns_only_when_something_is_wrong(admission_store, scenarios,  # noqa: F811
+                                                                        cds):
+    from rounds.settings import Settings
+    from services.consumers.scoring.api import score_run
+
+    url, _ = admission_store
+    settings = Settings(database_url=url)
+    summary = asyncio.run(run_scenarios(demo_stay(scenarios), f"cds-hooks:{cds.url}",
+                                        RunOptions("run-cds-demo"), settings))
+    assert summary.by_reason == {"completed": 3}, [o.error for o in summary.outcomes]
+    report = score_run(settings, "run-cds-demo")
+    verdicts = {s.scenario: {c.id: (c.passed, c.evidence) for t in s.turns for c in t.checks}
+                for s in report.sessions}
+    assert verdicts["demo-apixaban-before-aki"]["sign-quiet"][0]  # creatinine 1.0: nothing to say
+    assert verdicts["demo-apixaban-aki"]["t3-warns"][0] and verdicts["demo-apixaban-aki"]["t3-suggests"][0]
+    assert "creatinine 2 mg/dL" in verdicts["demo-apixaban-aki"]["t3-warns"][1]  # the latest at that clock
+    after = verdicts["demo-apixaban-discharged"]
+    assert after["sign-quiet"][0] and after["discharge-aki"][0], after
+    discharges = [c for c in cds.calls if c["hook"] == "encounter-discharge"]
+    assert [c["context"]["encounterId"] for c in discharges] == [DEMO_STAY]  # only once the stay had ended

@@ -1,16 +1,16 @@
-"""`cds-hooks:<url of the service's /cds-services>` — a CDS Hooks 2.0 service under test, with Rounds as
-the EHR (the CDS client).
+"""`cds-hooks:<url of the service's /cds-services>` — a CDS Hooks 2.0 service under test, with Rounds as the
+EHR (the CDS client).
 
 Before the first session Rounds reads the discovery document (its services, their hooks and prefetch
-templates). As a session's turns go by it fires the hooks data/cds_hooks.json `when` names — patient-view
-at the first turn, order-select then order-sign in a turn whose physician orders, encounter-discharge after
-the last — to every service declaring that hook, with the context, the prefetch filled from the session's
-sandbox at its clock (through the session's FHIR client, so those reads are on the log like any), the
-session's `fhirServer` and, with auth on, its token as `fhirAuthorization`. Each call's cards and
-systemActions (or its error) are a `rounds.cds.exchange` event; the physician's feedback on the cards is
-POSTed to the service's `/feedback` and recorded too. The turn's answer is the cards as the physician reads
-them. A service that answers non-2xx or breaks the spec fails the session as the assistant's error; one that
-does not answer in time, `timeout`; one that cannot be reached, infrastructure (as `http:`).
+templates). As a session's turns go by it fires the hooks data/cds_hooks.json `when` names — patient-view at
+the first turn, order-select then order-sign in a turn whose physician orders, encounter-discharge after the
+last when the stay has ended at the session's clock — to every service declaring that hook, with the context,
+the prefetch filled from the session's sandbox at its clock (through the session's FHIR client, so those reads
+are on the log like any), the session's `fhirServer` and, with auth on, its token as `fhirAuthorization`. Each
+call's cards and systemActions (or its error) are a `rounds.cds.exchange` event; the physician's feedback on
+the cards is POSTed to the service's `/feedback` and recorded too. The turn's answer is the cards as the
+physician reads them. A service that answers non-2xx or breaks the spec fails the session as the assistant's
+error; one that does not answer in time, `timeout`; one that cannot be reached, infrastructure (as `http:`).
 """
 
 from __future__ import annotations
@@ -61,18 +61,24 @@ class CdsHooksAssistant:
         return f"{self.url} offers {len(services)} CDS services: " + ", ".join(
             f"{s['id']} ({s['hook']})" for s in services)
 
-    def hooks(self, request: TurnRequest) -> list[str]:
+    async def hooks(self, request: TurnRequest, tools: SessionTools) -> list[str]:
         """The hooks this turn fires, in order (data: `when`)."""
         fired = ["patient-view"] if request.turn == 0 else []
         if request.draft_orders:
             fired += ["order-select", "order-sign"]
-        if request.last_turn and request.encounter:
+        if request.last_turn and request.encounter and await self._discharged(request.encounter, tools):
             fired.append("encounter-discharge")
         return fired
 
+    @staticmethod
+    async def _discharged(encounter: str, tools: SessionTools) -> bool:
+        """Whether the stay has ended at the session's clock (its Encounter as the sandbox shows it then)."""
+        response = await tools.http.get(encounter)
+        return response.status_code == 200 and response.json().get("status") == "finished"
+
     async def respond(self, request: TurnRequest, tools: SessionTools) -> str:
         lines: list[str] = []
-        for hook in self.hooks(request):
+        for hook in await self.hooks(request, tools):
             for service in await self._discover():
                 if service["hook"] == hook:
                     lines += cds.rendered(hook, await self._call(service, hook, request, tools))
