@@ -38,6 +38,7 @@ class CdsService:
     url: str = ""
     calls: list[dict] = field(default_factory=list)
     feedback: list[dict] = field(default_factory=list)
+    reads: list[int] = field(default_factory=list)  # statuses of its own reads on fhirServer
 
 
 def _card(summary: str, indicator: str, **extra) -> dict:
@@ -46,6 +47,11 @@ def _card(summary: str, indicator: str, **extra) -> dict:
 
 
 def _greeting(state: CdsService, body: dict) -> dict:
+    auth = body.get("fhirAuthorization")
+    if auth:  # a service reading more than its prefetch, with the token the EHR handed it
+        url = f"{body['fhirServer']}/Patient/{body['context']['patientId']}"
+        headers = {"Authorization": f"Bearer {auth['access_token']}"}
+        state.reads.append(httpx.get(url, headers=headers, timeout=30).status_code)
     patient = (body.get("prefetch") or {}).get("patientToGreet") or {}
     name = " ".join((patient.get("name") or [{}])[0].get("given") or []) or "unknown"
     cards = [_card(f"Now seeing: {name}", "info", links=[{"label": "SMART app", "url": "https://example.org",

@@ -92,6 +92,19 @@ def test_a_stay_through_a_cds_service_fires_the_hooks_and_its_cards_are_scored(s
     assert "t3-suggests" in page
 
 
+def test_with_auth_on_the_service_gets_the_sessions_token_and_reads_with_it(settings, scenarios, cds):
+    secured = settings.model_copy(update={"auth": True})
+    summary = asyncio.run(run_scenarios(apixaban_stay(scenarios), f"cds-hooks:{cds.url}",
+                                        RunOptions("run-cds-auth"), secured))
+    assert summary.by_reason == {"completed": 1}, [o.error for o in summary.outcomes]
+    view = cds.calls[0]
+    auth = view["fhirAuthorization"]
+    assert auth["token_type"] == "Bearer" and auth["patient"] == "sim-p1" and auth["expires_in"] > 0
+    assert "patient/" in auth["scope"]  # the session token's own SMART scopes
+    assert view["prefetch"]["patientToGreet"]["id"] == "sim-p1"  # Rounds' prefetch passed the access control
+    assert cds.reads == [200]  # and so did the service's own read on fhirServer with that token
+
+
 def test_a_noisy_service_with_the_wrong_suggestion_fails_those_checks(settings, scenarios, cds):
     from services.consumers.scoring.api import score_run
 

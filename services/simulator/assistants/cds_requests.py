@@ -5,8 +5,10 @@ Data in data/cds_hooks.json; the adapter (cds_hooks.py) owns the calls and the e
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import time
 import uuid
 from datetime import UTC, datetime
 from functools import cache
@@ -77,12 +79,28 @@ def fill(template: str, ctx: dict) -> str | None:
     return None if missing else out
 
 
+def _claims(token: str) -> dict:
+    """The claims a JWT carries, read without verifying it (the FHIR server verifies; Rounds only reports
+    the token's scope, subject and lifetime to the service, as the spec asks)."""
+    try:
+        part = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+    except (IndexError, ValueError):
+        return {}
+    return claims if isinstance(claims, dict) else {}
+
+
 def authorization(request: TurnRequest) -> dict | None:
     """fhirAuthorization: the session's own token (its sandbox, its SMART scopes), when auth is on."""
     if not request.access_token:
         return None
-    return {"access_token": request.access_token, "token_type": "Bearer", "expires_in": 3600,
-            "scope": "patient/*.rs", "subject": "rounds-cds-client"}
+    claims = _claims(request.access_token)
+    expires = int(claims.get("exp", 0) - time.time()) if isinstance(claims.get("exp"), int | float) else 0
+    out = {"access_token": request.access_token, "token_type": "Bearer", "expires_in": max(expires, 0),
+           "scope": str(claims.get("scope", "")), "subject": str(claims.get("sub") or "rounds")}
+    if request.patient:
+        out["patient"] = _id(request.patient)
+    return out
 
 
 def body(hook: str, request: TurnRequest, ctx: dict, prefetch: dict) -> dict:
