@@ -63,6 +63,7 @@ def known_us(message: hl7.Message) -> int:
     return to_us(when(from_ts(str(message.segment("MSH")(7)))))
 
 
+@pytest.mark.slow  # about 300 messages built and validated by hl7apy, and sent one ACK at a time
 def test_a_whole_admission_arrives_once_in_order_never_early(admission_store, hl7_receiver):
     url, store = admission_store
     session = store.create_session(when(T0))
