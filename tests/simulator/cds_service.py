@@ -23,6 +23,8 @@ DISCOVERY = {"services": [
     {"hook": "patient-view", "id": "patient-greeting", "title": "Patient greeting",
      "description": "Display which patient the user is currently working with",
      "prefetch": {"patientToGreet": "Patient/{{context.patientId}}"}},
+    {"hook": "order-select", "id": "medication-echo", "title": "Medication echo",
+     "description": "The spec's example: echoes the medication the user selects"},
     {"hook": "encounter-discharge", "id": "discharge-creatinine", "title": "Creatinine at discharge",
      "description": "Reads the stay's creatinines through fhirServer (no prefetch) and flags an AKI"},
     {"hook": "order-sign", "id": "renal-dosing", "title": "Renal dose check",
@@ -84,6 +86,15 @@ def _renal(state: CdsService, body: dict) -> dict:
     return {"cards": cards, "systemActions": []}
 
 
+def _echo(body: dict) -> dict:
+    """Echoes the selected draft orders (info), as the spec's order-select example does."""
+    selected = set(body["context"]["selections"])
+    drafts = [e["resource"] for e in body["context"]["draftOrders"]["entry"]]
+    names = [(d.get("medicationCodeableConcept") or {}).get("text", "?") for d in drafts
+             if f"{d['resourceType']}/{d['id']}" in selected]
+    return {"cards": [_card(f"Selected: {', '.join(names)}", "info")]}
+
+
 def _discharge(body: dict) -> dict:
     """Reads the stay's creatinines itself, as a service may, from `fhirServer` with `fhirAuthorization`."""
     auth = body.get("fhirAuthorization") or {}
@@ -114,6 +125,8 @@ def app(state: CdsService) -> FastAPI:
             time.sleep(4)
         if service == "discharge-creatinine":
             return _discharge(body)
+        if service == "medication-echo":
+            return _echo(body)
         return _greeting(state, body) if service == "patient-greeting" else _renal(state, body)
 
     @api.post("/cds-services/{service}/feedback")

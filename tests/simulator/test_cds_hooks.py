@@ -58,9 +58,10 @@ def test_a_stay_through_a_cds_service_fires_the_hooks_and_its_cards_are_scored(s
                                         RunOptions("run-cds"), settings))
     assert summary.by_reason == {"completed": 1}, [o.error for o in summary.outcomes]
     (outcome,) = summary.outcomes
-    # no service declares order-select, so only these two are called
-    assert [c["hook"] for c in cds.calls] == ["patient-view", "order-sign"]
-    view, sign = cds.calls
+    assert [c["hook"] for c in cds.calls] == ["patient-view", "order-select", "order-sign"]
+    view, select, sign = cds.calls
+    assert select["context"]["selections"] == ["MedicationRequest/sim-apix-1"]
+    assert select["context"]["draftOrders"] == sign["context"]["draftOrders"]
     assert view["context"] == {"userId": "Practitioner/rounds-physician", "patientId": "sim-p1"}
     assert view["fhirServer"].startswith("http://127.0.0.1:") and view["fhirServer"].endswith("/fhir")
     assert view["prefetch"]["patientToGreet"]["id"] == "sim-p1"  # filled from the sandbox
@@ -75,8 +76,10 @@ def test_a_stay_through_a_cds_service_fires_the_hooks_and_its_cards_are_scored(s
                  if e.type == "rounds.cds.exchange"]
     assert [(x["turn"], x["hook"], x["outcome"]) for x in exchanges] == [
         (0, "patient-view", "cards"), (0, "patient-view", "feedback"),
+        (3, "order-select", "cards"), (3, "order-select", "feedback"),
         (3, "order-sign", "cards"), (3, "order-sign", "feedback")]
-    warning = exchanges[2]["cards"][0]
+    assert exchanges[2]["cards"][0]["summary"] == "Selected: Apixaban"
+    warning = exchanges[4]["cards"][0]
     (sent,) = [f for f in cds.feedback if f["service"] == "renal-dosing"]
     assert sent["feedback"][0]["card"] == warning["uuid"] and sent["feedback"][0]["outcome"] == "accepted"
     assert sent["feedback"][0]["acceptedSuggestions"] == [{"id": warning["suggestions"][0]["uuid"]}]
