@@ -150,3 +150,17 @@ def _app():
     from rounds.cli import app
 
     return app
+
+
+def test_feed_cli_sends_over_mllp(admission_store, hl7_receiver):
+    url, store = admission_store
+    session = store.create_session(when(T0))
+    receiver = hl7_receiver(clock_of=lambda: None)
+    result = CliRunner().invoke(_app(), ["feed", "--session", session, "--from", T0,
+                                         "--to", "2148-08-15T06:00:00Z", "--speed", "1000000x",
+                                         "--tick", "0.01", "--patient", PATIENT_OF_ADMISSION,
+                                         "--hl7", f"mllp://127.0.0.1:{receiver.port}", "--database-url", url])
+    assert result.exit_code == 0, result.output
+    kinds = [item.trigger for item in receiver.unique()]
+    assert kinds[:3] == ["A04", "A01", "A02"]
+    assert f"{len(kinds)} HL7 v2 messages sent to mllp://127.0.0.1:{receiver.port}" in result.output
