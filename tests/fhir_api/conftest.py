@@ -7,7 +7,9 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -63,6 +65,21 @@ def live_api(database_url: str, **app_kwargs) -> Iterator[LiveApi]:
     yield api
     server.should_exit = True
     thread.join(timeout=10)
+
+
+@contextmanager
+def secured_api(url: str, **settings: Any) -> Iterator[LiveApi]:
+    """The FHIR API with access control on, over real HTTP on `url` (SQLite or PostgreSQL)."""
+    upgrade(url)
+    store = open_store(url)
+    app = create_app(Settings(database_url=url, auth=True, **settings), store)
+    api, server, thread = start_live(app, store)
+    try:
+        yield api
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        store.engine.dispose()
 
 
 @pytest.fixture(scope="session")

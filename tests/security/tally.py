@@ -4,20 +4,13 @@ by printing the counts (benchmarks/README.md quotes them) and asserting that not
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import httpx
 import pytest
 
-from rounds.migrate import upgrade
-from rounds.settings import Settings
-from services.fhir_api.app import create_app
 from services.fhir_api.auth.scopes import parse_scopes
 from services.fhir_api.auth.tokens import issue
-from services.fhir_api.store import open_store
-from tests.fhir_api.conftest import LiveApi, start_live
+from tests.fhir_api.conftest import LiveApi
 
 
 class Tally:
@@ -45,21 +38,6 @@ class Tally:
         print(self.report())
         assert self.total >= at_least, self.report()
         assert not self.successes, {k: v[:8] for k, v in self.successes.items()}
-
-
-@contextmanager
-def secured_api(url: str, **settings: Any) -> Iterator[LiveApi]:
-    """The FHIR API with access control on, over real HTTP on `url` (SQLite or PostgreSQL)."""
-    upgrade(url)
-    store = open_store(url)
-    app = create_app(Settings(database_url=url, auth=True, **settings), store)
-    api, server, thread = start_live(app, store)
-    try:
-        yield api
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        store.engine.dispose()
 
 
 def admin_headers(api: LiveApi) -> dict[str, str]:

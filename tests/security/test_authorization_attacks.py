@@ -15,9 +15,9 @@ import pytest
 from services.fhir_api.auth.clients import register_client
 from services.fhir_api.auth.launch import s256
 from services.fhir_api.auth.users import add_user
-from tests.fhir_api.conftest import patient
+from tests.fhir_api.conftest import patient, secured_api
 from tests.fhir_api.smart_browser import PASSWORD, Browser, hidden_fields
-from tests.security.tally import Tally, admin_headers, created, secured_api
+from tests.security.tally import Tally, admin_headers, created
 
 CALLBACK = "http://127.0.0.1:9/app/callback"
 VERIFIER = "v" * 50

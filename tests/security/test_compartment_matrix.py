@@ -17,8 +17,8 @@ from functools import cache
 import httpx
 import pytest
 
-from tests.fhir_api.conftest import patient
-from tests.security.tally import Tally, admin_headers, created, secured_api
+from tests.fhir_api.conftest import patient, secured_api
+from tests.security.tally import Tally, admin_headers, created
 
 pytestmark = pytest.mark.slow  # every type of the CapabilityStatement, a few minutes a backend
 
