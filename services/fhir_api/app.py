@@ -19,6 +19,7 @@ from services.fhir_api.http.interactions import InteractionListener, Interaction
 from services.fhir_api.http.openapi import install_openapi
 from services.fhir_api.http.request_limits import RequestLimits
 from services.fhir_api.store.interface import ResourceStore
+from services.fhir_api.subscriptions.endpoints import EndpointPolicy
 
 DESCRIPTION = """FHIR R4 REST API over the Rounds record.
 
@@ -80,6 +81,10 @@ def create_app(
     app.state.max_body_bytes = max_body_bytes
     listeners: list[InteractionListener] = []
     app.state.interaction_listeners = listeners
+    # what this deployment refuses at the write (422), beyond R4 validation: a Subscription whose endpoint
+    # or headers the delivering consumer may never send (the operator's policy, subscriptions/endpoints.py)
+    policy = EndpointPolicy.of(settings.subscription_endpoints, settings.subscription_headers)
+    app.state.write_checks = {"Subscription": policy.check_write}
     app.state.health_checks = {}  # name -> () -> (healthy, details): GET /health (http/health.py)
     install_error_handlers(app)
     install_openapi(app)  # the complete description, from http/openapi.json

@@ -59,6 +59,18 @@ def _sub(base: str, doc: dict) -> str:
     return f"{base}/Subscription/{r.json()['id']}"
 
 
+def _planted(api, session: dict, doc: dict) -> str:
+    """The Subscription on the session's base: through the API, or — what the API refuses at the write
+    (422), as a row written before that rule or under a wider policy would be — straight into the store, so
+    delivery still meets it."""
+    r = httpx.post(f"{session['fhirBase']}/Subscription", json=doc)
+    if r.status_code == 422:
+        stored = api.store.create(api.store.get_session(session["id"]), doc)
+        return f"{session['fhirBase']}/Subscription/{stored.id}"
+    assert r.status_code == 201, r.text
+    return f"{session['fhirBase']}/Subscription/{r.json()['id']}"
+
+
 def _settled(url: str, timeout_s: float = 20) -> dict:
     deadline = time.monotonic() + timeout_s
     while (doc := httpx.get(url).json())["status"] == "requested":
@@ -99,7 +111,7 @@ def test_no_endpoint_stops_or_holds_back_another_sessions_delivery(world, receiv
         victim = httpx.post(f"{api.root}/sessions", json={}).json()
         attacker = httpx.post(f"{api.root}/sessions", json={}).json()
         criteria = f"Observation?patient=Patient/{pid}"
-        hostile = {name: _sub(attacker["fhirBase"], doc)
+        hostile = {name: _planted(api, attacker, doc)
                    for name, doc in _hostile_docs(criteria, receiver.url, failing.url, slow.url).items()}
         ATTEMPTS["subscriptions: hostile endpoints and headers"] += len(hostile)
         # a handshake accepted, then every notification refused
@@ -132,6 +144,57 @@ def test_no_endpoint_stops_or_holds_back_another_sessions_delivery(world, receiv
             assert {"X-Note", "Authorization", "Host", "Cookie"}.isdisjoint(
                 {h for p in receiver.posts for h in p["headers"] if p["headers"].get("X-Note") is not None})
             assert all(p["headers"].get("Authorization") is None for p in receiver.posts)
+
+
+REFUSED_AT_WRITE = ("malformed-url", "bad-port", "non-ascii-header", "newline-header", "authorization-header",
+                    "host-header", "cookie-header", "forwarded-header", "metadata-ssrf", "private-ssrf",
+                    "credentials-in-url")
+
+
+def _refused(answer: httpx.Response) -> bool:
+    """A 422 OperationOutcome (anything else lets the write through, or fails otherwise)."""
+    return answer.status_code == 422 and answer.json()["resourceType"] == "OperationOutcome"
+
+
+def test_bad_endpoints_and_headers_are_refused_at_the_write(plain_api, receiver):
+    """Create, update, conditional update, patch, batch and transaction: each hostile endpoint or header is a
+    422 OperationOutcome, nothing stored; a good Subscription is written, and `off` is always writable."""
+    api = plain_api
+    criteria = "Observation?code=w"
+    docs = _hostile_docs(criteria, receiver.url, receiver.url, receiver.url)
+    session = httpx.post(f"{api.root}/sessions", json={}).json()
+    for base in (api.fhir, session["fhirBase"]):
+        good = httpx.post(f"{base}/Subscription", json=subscription(criteria, receiver.url))
+        assert good.status_code == 201, good.text
+        url, before = f"{base}/Subscription/{good.json()['id']}", good.json()
+        for name in REFUSED_AT_WRITE:
+            doc = docs[name]
+            tries = {
+                "create": httpx.post(f"{base}/Subscription", json=doc),
+                "update": httpx.put(url, json=doc | {"id": before["id"]}),
+                "conditional update": httpx.put(f"{base}/Subscription", params={"_id": before["id"]},
+                                                json=doc | {"id": before["id"]}),
+                "patch": httpx.patch(url, json=[{"op": "replace", "path": "/channel",
+                                                 "value": doc["channel"]}],
+                                     headers={"Content-Type": "application/json-patch+json"}),
+            }
+            for kind in ("batch", "transaction"):
+                bundle = {"resourceType": "Bundle", "type": kind, "entry": [
+                    {"request": {"method": "POST", "url": "Subscription"}, "resource": doc}]}
+                answer = httpx.post(base, json=bundle)
+                entry = answer.json()["entry"][0]["response"] if kind == "batch" else None
+                refused = (entry["status"].startswith("422") if entry else _refused(answer))
+                ATTEMPTS["subscriptions: refused at the write"] += 1
+                assert refused, (name, kind, answer.text[:300])
+            for kind, answer in tries.items():
+                ATTEMPTS["subscriptions: refused at the write"] += 1
+                assert _refused(answer), (name, kind, answer.status_code, answer.text[:300])
+                assert "channel" in answer.json()["issue"][0]["diagnostics"], answer.text
+        assert httpx.get(url).json()["meta"]["versionId"] == before["meta"]["versionId"]  # nothing stored
+        stored = httpx.get(f"{base}/Subscription", params={"_count": 100}).json().get("entry", [])
+        assert [e["resource"]["id"] for e in stored] == [before["id"]]
+        off = httpx.put(url, json=docs["metadata-ssrf"] | {"id": before["id"], "status": "off"})
+        assert off.status_code == 200, off.text  # switching off is never refused
 
 
 def test_errors_do_not_tell_what_the_server_can_reach(world, receiver):

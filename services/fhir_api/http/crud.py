@@ -21,6 +21,18 @@ from services.fhir_api.store.interface import (
 )
 
 
+def _check_body(call: Call, resource: dict, resource_type: str) -> None:
+    """The body fits the URL, and meets the deployment's rules for its type (`Call.write_checks`: e.g. a
+    Subscription's endpoint on the operator's allow-list) — refused with 422 before anything is stored."""
+    check_body_type(resource, resource_type)
+    check = call.write_checks.get(resource_type)
+    if check is not None:
+        try:
+            check(resource)
+        except ValueError as exc:
+            raise FhirHttpError(422, str(exc), code="business-rule") from exc
+
+
 def read(call: Call, resource_type: str, id: str, if_none_match: int | None = None) -> Outcome:
     return read_outcome(call.store.read(call.ctx, resource_type, id), if_none_match)
 
@@ -43,7 +55,7 @@ def create(
     id: str | None = None,
 ) -> Outcome:
     """`id` is only set by transactions, which reserve ids so urn:uuid references resolve up front."""
-    check_body_type(resource, resource_type)
+    _check_body(call, resource, resource_type)
     resource.pop("id", None)  # the server assigns ids on create
     if criteria:
         stored, created = call.store.conditional_create(call.ctx, resource, criteria)
@@ -56,7 +68,7 @@ def update(call: Call, resource_type: str, id: str, resource: dict, if_match: in
         raise FhirHttpError(400, "the resource in a PUT must carry the id of the URL")
     if resource["id"] != id:
         raise FhirHttpError(400, f"resource id {str(resource['id'])[:80]!r} does not match the URL id {id!r}")
-    check_body_type(resource, resource_type)
+    _check_body(call, resource, resource_type)
     stored, created = call.store.update(call.ctx, resource_type, id, resource, if_match=if_match)
     return Outcome(201 if created else 200, stored, write=True)
 
@@ -64,7 +76,7 @@ def update(call: Call, resource_type: str, id: str, resource: dict, if_match: in
 def conditional_update(
     call: Call, resource_type: str, resource: dict, criteria: list[tuple[str, str]]
 ) -> Outcome:
-    check_body_type(resource, resource_type)
+    _check_body(call, resource, resource_type)
     stored, created = call.store.conditional_update(call.ctx, resource_type, resource, criteria)
     return Outcome(201 if created else 200, stored, write=True)
 
@@ -153,7 +165,7 @@ def patch(call: Call, resource_type: str, id: str, document: Any, if_match: int 
         or resource.get("id") != id
     ):
         raise FhirHttpError(400, "a patch may not change resourceType or id")
-    check_body_type(resource, resource_type)
+    _check_body(call, resource, resource_type)
     stored, _ = call.store.update(call.ctx, resource_type, id, resource, if_match=current.version_id)
     return Outcome(200, stored, write=True)
 

@@ -46,4 +46,5 @@ async def call_of(request: Request, ctx: Context = Depends(context_of)) -> Call:
         subset=Subset.parse(query.get("_summary"), query.get("_elements")),
         media_type=response_media_type(request),
         guard=request.scope.get("state", {}).get("guard"),  # services/fhir_api/auth/guard.py
+        write_checks=getattr(request.app.state, "write_checks", {}),
     )

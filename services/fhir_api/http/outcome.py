@@ -5,6 +5,7 @@ Operations (crud.py, search.py) return an Outcome, so REST routes and batch/tran
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime
@@ -51,6 +52,8 @@ class Call:
     subset: Subset = FULL
     media_type: str = FHIR_JSON
     guard: Guard | None = None  # set by access control (request state "guard")
+    # resource type -> a rule of this deployment its written bodies must meet (ValueError: 422); app.py
+    write_checks: Mapping[str, Callable[[dict], None]] = field(default_factory=dict)
 
 
 @dataclass

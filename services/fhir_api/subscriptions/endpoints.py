@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from services.fhir_api.subscriptions.subscription import BadSubscription, Subscription
+from services.fhir_api.subscriptions.subscription import LIVE, BadSubscription, Subscription, channel_headers
 
 DEFAULT_HOSTS = "localhost,127.0.0.1,::1,api,simulator,transcript,scorer"
 # Header names (lower case; a trailing `*` is a prefix) a client never sets: credentials, another host, the
@@ -47,17 +47,31 @@ class EndpointPolicy:
 
     def check(self, sub: Subscription) -> None:
         """BadSubscription when the operator does not allow what `sub` asks delivery to send."""
-        for name, _ in sub.headers:
+        self._check(sub.channel, sub.endpoint, sub.headers)
+
+    def check_write(self, doc: dict) -> None:
+        """At create and update: BadSubscription when a Subscription delivery would act on (`requested`,
+        `active`, `error`) names an endpoint or headers delivery may never send, so the client learns it
+        at once (422) rather than from `error` after the handshake. Criteria stay the handshake's to judge
+        (they are searched in the base's context). `off` is not checked: a client can always switch off a
+        Subscription the operator's policy has since come to refuse."""
+        if doc.get("status") not in LIVE:
+            return
+        channel = doc.get("channel") if isinstance(doc.get("channel"), dict) else {}
+        self._check(str(channel.get("type", "")), str(channel.get("endpoint", "")), channel_headers(channel))
+
+    def _check(self, channel: str, endpoint: str, headers: tuple[tuple[str, str], ...]) -> None:
+        for name, _ in headers:
             if _reserved(name) or (self.headers is not None and name.lower() not in self.headers):
                 raise BadSubscription(f"channel.header {name[:40]!r} is not one the operator allows")
-        if sub.channel != "rest-hook":
+        if channel != "rest-hook":
             return
         try:
-            url = httpx.URL(sub.endpoint)
+            url = httpx.URL(endpoint)
             host, port = url.host.lower(), url.port
         except Exception as exc:  # noqa: BLE001 - httpx raises several types for one malformed URL
             raise BadSubscription("channel.endpoint is not a valid http(s) URL") from exc
-        if url.scheme not in ("http", "https") or not host or url.userinfo:
+        if url.scheme not in ("http", "https") or not host or url.userinfo or not 0 < (port or 80) < 65536:
             raise BadSubscription("channel.endpoint must be http(s)://host[:port]/path, without credentials")
         if host not in self.hosts and (port is None or f"{host}:{port}" not in self.hosts):
             raise BadSubscription("channel.endpoint is not on the operator's allow-list "

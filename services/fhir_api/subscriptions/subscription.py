@@ -86,14 +86,24 @@ def parse(stored: StoredResource, doc: dict) -> Subscription:
     content = code or ("full-resource" if channel.get("payload") else "empty")
     if content not in CONTENTS:
         raise BadSubscription(f"payload content {content!r} is not one of {', '.join(sorted(CONTENTS))}")
-    headers = []
-    for line in channel.get("header", []):
-        name, sep, value = str(line).partition(":")
-        if not sep or not HEADER_NAME.match(name.strip()) or not HEADER_VALUE.match(value.strip()):
-            raise BadSubscription("channel.header must be 'Name: value' in printable ASCII")
-        headers.append((name.strip(), value.strip()))
+    headers = channel_headers(channel)
     beat = (_extension(channel, HEARTBEAT) or {}).get("valueUnsignedInt")
     since = (_extension(doc, SINCE) or {}).get("valueInstant")
     return Subscription(stored.id, stored.session, str(doc.get("status", "")), rtype,
                         tuple(parse_qsl(query, keep_blank_values=True)), kind, endpoint, content,
-                        tuple(headers), int(beat) if beat else None, since, topic)
+                        headers, int(beat) if beat else None, since, topic)
+
+
+def channel_headers(channel: dict) -> tuple[tuple[str, str], ...]:
+    """`channel.header` as (name, value) pairs; BadSubscription unless each is 'Name: value' in printable
+    ASCII (no line breaks: nothing that could add a header or that the HTTP client cannot encode)."""
+    lines = channel.get("header", [])
+    if not isinstance(lines, list):
+        raise BadSubscription("channel.header must be a list of 'Name: value' strings")
+    headers = []
+    for line in lines:
+        name, sep, value = str(line).partition(":")
+        if not sep or not HEADER_NAME.match(name.strip()) or not HEADER_VALUE.match(value.strip()):
+            raise BadSubscription("channel.header must be 'Name: value' in printable ASCII")
+        headers.append((name.strip(), value.strip()))
+    return tuple(headers)
