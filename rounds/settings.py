@@ -85,6 +85,12 @@ class Settings(BaseSettings):
     auth_auto_approve_user: str | None = None
     """with `auth_auto_approve`: the user (`rounds users add`) unattended approvals act for when nobody is
     logged in; what it grants is bound to that user's patients and scopes. Unset: a login is required"""
+    auth_failed_attempts: int = Field(5, ge=1)
+    """failed logins (`/auth/login`) or client authentications (`/auth/token`) allowed per account and per
+    client address within `auth_failed_window_s`; more: 429 with Retry-After, before a password is checked"""
+    auth_failed_window_s: float = Field(300.0, gt=0)
+    """seconds over which `auth_failed_attempts` is counted (a refused account or address may try again
+    once its oldest failure is that old)"""
     bulk_dir: str = "rounds-bulk"
     """where Bulk Data `$export` jobs write their NDJSON files and state, shared by the workers
     (services/fhir_api/bulk/README.md)"""

@@ -10,6 +10,7 @@ from joserfc.jwk import OctKey
 from rounds.settings import Settings
 from services.fhir_api.auth.launch import CodeLedger
 from services.fhir_api.auth.scopes import Scope, parse_scopes
+from services.fhir_api.auth.throttle import Throttle
 from services.fhir_api.auth.tokens import issue, signing_key
 
 SESSION_SCOPES = "user/*.cruds"
@@ -25,6 +26,10 @@ class Auth:
     store: Any
     max_body_bytes: int
     codes: CodeLedger = field(default_factory=CodeLedger)  # authorization codes already exchanged
+    throttle: Throttle = field(init=False)  # failed logins and client authentications (throttle.py)
+
+    def __post_init__(self) -> None:
+        self.throttle = Throttle(self.settings.auth_failed_attempts, self.settings.auth_failed_window_s)
 
     def session_token(self, session_id: str, patient: str | None) -> str:
         """The token handed out with a new session: read + write on its sandbox only, and with a patient

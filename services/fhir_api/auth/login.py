@@ -22,6 +22,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from joserfc import jwt
 from starlette.concurrency import run_in_threadpool
 
+from services.fhir_api.auth.throttle import keys
 from services.fhir_api.auth.tokens import InvalidToken, open_signed, sign
 from services.fhir_api.auth.users import User, authenticate_user, find_user
 from services.fhir_api.http.links import external_root
@@ -72,7 +73,8 @@ def login_redirect(request: Request, params: dict[str, str]) -> RedirectResponse
     return RedirectResponse(f"{root}/auth/login?{urlencode(params)}", status_code=303, headers=NO_STORE)
 
 
-def _form(params: dict[str, str], status: int = 200, error: str = "") -> HTMLResponse:
+def _form(params: dict[str, str], status: int = 200, error: str = "", retry_after: int | None = None
+          ) -> HTMLResponse:
     hidden = "".join(f'<input type="hidden" name="{k}" value="{html.escape(v)}">' for k, v in params.items())
     note = f'<p role="alert">{html.escape(error)}</p>' if error else ""
     body = ("<!doctype html><title>Rounds login</title><h1>Log in to approve an app</h1>" + note +
@@ -80,7 +82,8 @@ def _form(params: dict[str, str], status: int = 200, error: str = "") -> HTMLRes
             '<label>User <input name="username" autocomplete="username" required></label>'
             '<label>Password <input name="password" type="password" autocomplete="current-password" '
             'required></label><button>Log in</button></form>')
-    return HTMLResponse(body, status, headers=NO_STORE)
+    headers = NO_STORE if retry_after is None else {**NO_STORE, "Retry-After": str(retry_after)}
+    return HTMLResponse(body, status, headers=headers)
 
 
 @router.get("/auth/login", summary="the login form of SMART App Launch", include_in_schema=False)
@@ -97,10 +100,16 @@ async def login(request: Request) -> Response:
     except (UnicodeDecodeError, ValueError):
         return HTMLResponse("the login form must be application/x-www-form-urlencoded", 400, headers=NO_STORE)
     params = {k: v for k, v in form.items() if k in AUTHORIZE_PARAMS}
+    throttle, counted = request.app.state.auth.throttle, keys("login", form.get("username", ""), request)
+    wait = throttle.retry_after(*counted)  # before scrypt: a refused guess costs nothing
+    if wait is not None:
+        return _form(params, 429, f"too many failed logins: try again in {wait} s", retry_after=wait)
     user = await run_in_threadpool(authenticate_user, engine(request), form.get("username", ""),
                                    form.get("password", ""))
     if user is None:
+        throttle.failed(*counted)
         return _form(params, 401, "unknown user or wrong password")
+    throttle.succeeded(counted[0])
     now = int(time.time())
     cookie = sign(request.app.state.auth.key, {"iss": "rounds/login", "sub": user.name, "iat": now,
                                                "exp": now + LOGIN_SECONDS, "csrf": secrets.token_urlsafe(24)})

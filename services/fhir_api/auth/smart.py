@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from services.fhir_api.auth.clients import authenticate, find_client
 from services.fhir_api.auth.grants import GrantError, exchange_code, refresh
 from services.fhir_api.auth.scopes import ScopeError, format_scopes, narrow, parse_scopes
+from services.fhir_api.auth.throttle import throttled_client_auth
 
 router = APIRouter(tags=["auth"])
 SCOPES_SUPPORTED = ["system/*.cruds", "system/*.rs", "user/*.cruds", "user/*.rs", "patient/*.cruds",
@@ -101,6 +102,7 @@ async def _app_client(request: Request, auth, form: dict[str, str]) -> JSONRespo
 
 
 @router.post("/auth/token", summary="OAuth2 token endpoint (client_credentials)")
+@throttled_client_auth  # failed client authentications: 429 past ROUNDS_AUTH_FAILED_ATTEMPTS (throttle.py)
 async def token(request: Request) -> JSONResponse:
     auth = request.app.state.auth
     if auth is None:
