@@ -318,6 +318,7 @@ def test_channel_header_is_never_returned_and_sessions_never_see_the_records_sub
 
 
 def test_a_websocket_binds_only_with_a_token_of_the_subscriptions_base(sqlite_url):
+    from websockets.exceptions import ConnectionClosed
     from websockets.sync.client import connect
 
     from services.fhir_api.auth.scopes import parse_scopes
@@ -340,7 +341,7 @@ def test_a_websocket_binds_only_with_a_token_of_the_subscriptions_base(sqlite_ur
     bus.ensure_topics([TopicSpec(topic, 3)])
     port = free_port()
     with live_with_changes(sqlite_url, bus, topic) as (api, store):
-        hub = WebSocketHub(session_binder(store, base_of))
+        hub = WebSocketHub(session_binder(store, base_of), recheck_s=0.2)
         hub.serve("127.0.0.1", port)
         delivery = Delivery(store, bus, api.root, topic=topic, websockets=hub)
         runner = threading.Thread(target=delivery.run, daemon=True)
@@ -373,6 +374,17 @@ def test_a_websocket_binds_only_with_a_token_of_the_subscriptions_base(sqlite_ur
                                   json=observation(pid, "ws", "2150-01-01T00:00:00Z")).json()
                 assert socket.recv(timeout=10) == f"ping {sub_a}"
                 assert socket.recv(timeout=5).count(mine["id"]) >= 1
+                # the session ends: the bound socket is closed, and its token binds nothing any more
+                assert httpx.post(f"{api.root}/sessions/{a['id']}/end").status_code < 300
+                ATTEMPTS["subscriptions: websocket after the session ended"] += 1
+                with pytest.raises(ConnectionClosed) as closed:
+                    while True:
+                        socket.recv(timeout=5)  # nothing but the close may come now
+                assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+            with connect(f"ws://127.0.0.1:{port}/ws") as socket:
+                ATTEMPTS["subscriptions: websocket after the session ended"] += 1
+                socket.send(f"bind {sub_a} {token['a']}")
+                assert socket.recv(timeout=5) == "error this socket may not bind that subscription"
         finally:
             delivery.stop.set()
             runner.join(timeout=10)

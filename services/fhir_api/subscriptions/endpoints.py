@@ -80,14 +80,18 @@ class EndpointPolicy:
 
 def session_binder(store, verify: Callable[[str], str | None]) -> Callable[[str, str | None], bool]:
     """The websocket hub's `may_bind` under access control: the token must be valid (`verify` gives the base
-    it is bound to: a session id, '' for the shared record, None when invalid) and the Subscription stored on
-    that very base."""
+    it is bound to: a session id, '' for the shared record, None when invalid or revoked), its session open,
+    and the Subscription stored on that very base."""
     from services.fhir_api.store.interface import Context, StoreError
 
     def may_bind(id: str, token: str | None) -> bool:
         session = verify(token) if token else None
         if session is None:
             return False
+        if session:  # a session's token dies with its session (as its FHIR base answers 410 then)
+            ctx = store.get_session(session)
+            if ctx is None or ctx.ended:
+                return False
         try:
             stored = store.read(Context(session_id=session or None), "Subscription", id)
         except StoreError:
