@@ -21,7 +21,7 @@ from services.fhir_api.app import create_app
 from services.fhir_api.bulk.jobs import ExportJob, JobStore
 from services.fhir_api.bulk.quota import ExportQuota, refusal, sweep, token_key
 from services.fhir_api.store import open_store
-from tests.fhir_api.conftest import LiveApi, patient, start_live
+from tests.fhir_api.conftest import LiveApi, observation, patient, start_live
 
 ASYNC = {"Prefer": "respond-async", "Accept": "application/fhir+json"}
 ATTEMPTS: Counter[str] = Counter()
@@ -90,6 +90,41 @@ def test_the_disk_cap_refuses_new_jobs_until_files_expire(quota_api):
         answer = _kick(api.fhir, token)
         _refused(answer)
         assert int(answer.headers["retry-after"]) <= EXPIRY_H * 3600 / 2 + 2  # when the files go
+
+
+def _finished(status_url: str) -> httpx.Response:
+    deadline = time.monotonic() + 60
+    while (answer := httpx.get(status_url)).status_code == 202:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    return answer
+
+
+def test_a_job_that_crosses_the_disk_cap_while_writing_stops_and_others_go_on(quota_api):
+    """The kick-off finds the disk under the cap; the job's own pages carry it over: that job fails with an
+    OperationOutcome and its files removed; a finished job of another base keeps its files, and a job
+    kicked off afterwards runs to the end."""
+    api, jobs = quota_api
+    other = _running(jobs, "elsewhere", "someone", state="completed", payload=b"x" * 20_000)
+    pid = httpx.post(f"{api.fhir}/Patient", json=patient("big")).json()["id"]
+    bulk = [{"request": {"method": "POST", "url": "Observation"},
+             "resource": observation(pid, f"disk-{n}", "2150-01-01T00:00:00Z")} for n in range(300)]
+    assert httpx.post(api.fhir, json={"resourceType": "Bundle", "type": "transaction", "entry": bulk},
+                      timeout=120).status_code == 200
+    for token in ("alice", "bob"):  # each crosses the cap in its own first page of Observations
+        kick = _kick(api.fhir, token)
+        assert kick.status_code == 202, kick.text
+        ATTEMPTS["$export: disk cap while writing"] += 1
+        failed = _finished(kick.headers["content-location"])
+        assert failed.status_code == 500, failed.text
+        outcome = failed.json()
+        assert outcome["resourceType"] == "OperationOutcome" and "disk quota" in failed.text, outcome
+        job_id = kick.headers["content-location"].rsplit("=", 1)[-1]
+        assert list(jobs.folder(job_id).glob("*.ndjson")) == []  # its files are gone
+    assert (jobs.folder(other.id) / "Patient.ndjson").stat().st_size == 20_000  # the other job untouched
+    small = httpx.get(f"{api.fhir}/$export", params={"_type": "Patient"}, headers=ASYNC)
+    assert small.status_code == 202, small.text
+    assert _finished(small.headers["content-location"]).status_code == 200
 
 
 def test_expired_jobs_and_their_files_are_deleted(quota_api):

@@ -18,6 +18,7 @@ import orjson
 
 from services.fhir_api.auth.compartment import narrowing_param
 from services.fhir_api.bulk.jobs import ExportJob, JobStore
+from services.fhir_api.bulk.quota import DiskCapReached
 from services.fhir_api.search.registry import patient_compartment
 from services.fhir_api.store.cursor import pages
 from services.fhir_api.store.interface import Context, ResourceStore, StoredResource
@@ -79,9 +80,11 @@ def searches(store: ResourceStore, ctx: Context, job: ExportJob, resource_type: 
 
 
 def run_export(store: ResourceStore, ctx: Context, jobs: JobStore, job: ExportJob, served: frozenset[str],
-               on_page: Callable[[], None] | None = None) -> None:
+               on_page: Callable[[], None] | None = None, check_disk: Callable[[], None] | None = None
+               ) -> None:
     """Write the job's files and complete it; a failure of the store fails it (its error kept in the
-    manifest's place); a cancellation just stops."""
+    manifest's place); a cancellation just stops. `check_disk` (quota.disk_check) is asked after each page
+    is on disk: when it raises, the job fails with its message and its files are removed."""
     folder = jobs.folder(job.id)
     try:
         for resource_type in level_types(job, served):
@@ -95,6 +98,9 @@ def run_export(store: ResourceStore, ctx: Context, jobs: JobStore, job: ExportJo
                             raise Cancelled
                         out.write(b"".join(_line(r) for r in page))
                         count += len(page)
+                        if check_disk is not None:
+                            out.flush()
+                            check_disk()
                         if on_page is not None:
                             on_page()
             if count:
@@ -107,6 +113,10 @@ def run_export(store: ResourceStore, ctx: Context, jobs: JobStore, job: ExportJo
         return
     except Exception as exc:  # noqa: BLE001 - the job reports it; the server stays up
         if folder.is_dir():
+            if isinstance(exc, DiskCapReached):  # free the disk for the jobs that stayed under the cap
+                for written in folder.glob("*.ndjson"):
+                    written.unlink(missing_ok=True)
+                job.output = []
             job.state, job.progress = "failed", "failed"
             job.error.append(f"{type(exc).__name__}: {exc}")
             jobs.save(job)

@@ -25,7 +25,7 @@ from starlette.concurrency import run_in_threadpool
 
 from services.fhir_api.bulk.export import run_export
 from services.fhir_api.bulk.jobs import ExportJob, JobStore, Level
-from services.fhir_api.bulk.quota import ExportQuota, refusal, sweep, token_key
+from services.fhir_api.bulk.quota import ExportQuota, disk_check, refusal, sweep, token_key
 from services.fhir_api.http.errors import FhirHttpError
 from services.fhir_api.http.outcome import Call
 from services.fhir_api.http.params import check_id, parse_instant
@@ -80,8 +80,9 @@ async def kickoff(call: Call, request: Request, level: Level, group: str | None 
         raise FhirHttpError(429, refused.reason, code="throttled",
                             headers={"Retry-After": str(refused.retry_after_s)})
     await run_in_threadpool(jobs.create, job)
-    threading.Thread(target=run_export, args=(call.store, call.ctx, jobs, job, served_types()), daemon=True,
-                     name=f"export-{job.id}").start()
+    writer = {"check_disk": disk_check(jobs, quota_of(request))}  # the cap, again while writing
+    threading.Thread(target=run_export, args=(call.store, call.ctx, jobs, job, served_types()), kwargs=writer,
+                     daemon=True, name=f"export-{job.id}").start()
     return Response(status_code=202, headers={"Content-Location": _status_url(call, job.id)})
 
 

@@ -4,7 +4,9 @@ live, and how much disk all jobs' files may take (issue 38: six whole-sandbox jo
 
 Checked at each kick-off, after the sweep that deletes expired jobs (finished or not) and leftovers of
 cancelled ones; a refusal is 429 with `Retry-After` (seconds: until an expiry frees the disk, else a short
-wait for a job in progress to finish). The token is kept as a digest in `job.json`, never the token itself.
+wait for a job in progress to finish). The disk cap is checked again while a job writes (`disk_check`, after
+each page): a job whose files carry the total over it stops with its error. The token is kept as a digest
+in `job.json`, never the token itself.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -69,6 +72,24 @@ def sweep(jobs: JobStore, quota: ExportQuota, now: float | None = None) -> list[
         else:
             kept.append(job)
     return kept
+
+
+class DiskCapReached(Exception):
+    """All jobs' files passed the disk cap while this job was writing: it stops (export.py)."""
+
+
+def disk_check(jobs: JobStore, quota: ExportQuota) -> Callable[[], None]:
+    """What the writer calls after each page it flushed: DiskCapReached once all jobs' files (its own
+    included) take more than the cap. The job that crosses it is the one that stops; its files are then
+    removed (export.py), so the jobs that were under the cap go on."""
+
+    def check() -> None:
+        used = sum(_size(folder) for folder in jobs.root.iterdir() if folder.is_dir())
+        if used > quota.disk_bytes:
+            raise DiskCapReached(f"the export disk quota ({quota.disk_bytes} bytes for all jobs) was "
+                                 "reached while writing; this job stopped and its files were removed")
+
+    return check
 
 
 def refusal(jobs: JobStore, quota: ExportQuota, session: str | None, token: str) -> Refusal | None:
