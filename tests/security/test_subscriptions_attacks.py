@@ -16,7 +16,6 @@ import httpx
 import pytest
 
 from events.bus import TopicSpec
-from events.projections.retry import Backoff
 from events.sql_log import SqlLog
 from rounds.migrate import upgrade
 from services.fhir_api.store.interface import StoredResource
@@ -24,33 +23,10 @@ from services.fhir_api.subscriptions.delivery import FAILED, Delivery
 from services.fhir_api.subscriptions.endpoints import EndpointPolicy
 from services.fhir_api.subscriptions.subscription import BadSubscription, parse
 from tests.fhir_api.conftest import free_port, observation, patient
-from tests.subscriptions.conftest import Receiver, live_with_changes, serve_receiver, subscription
+from tests.security.conftest import RETRY_S
+from tests.subscriptions.conftest import live_with_changes, serve_receiver, subscription
 
 ATTEMPTS: Counter[str] = Counter()
-RETRY_S = 1.0  # each failing endpoint's retry budget in these tests
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with serve_receiver() as state:
-        yield state
-
-
-@pytest.fixture
-def world(sqlite_url: str) -> Iterator[tuple]:
-    upgrade(sqlite_url)
-    bus = SqlLog(sqlite_url, rebalance_interval_s=0.1)
-    topic = f"test.changes.{uuid.uuid4().hex[:8]}"
-    bus.ensure_topics([TopicSpec(topic, 3)])
-    with live_with_changes(sqlite_url, bus, topic) as (api, store):
-        delivery = Delivery(store, bus, api.root, topic=topic, backoff=Backoff(0.05, 2.0, 0.2),
-                            client=httpx.Client(timeout=0.5), retry_s=RETRY_S)
-        runner = threading.Thread(target=delivery.run, daemon=True)
-        runner.start()
-        yield api, delivery, runner
-        delivery.stop.set()
-        runner.join(timeout=10)
-    bus.close()
 
 
 def _sub(base: str, doc: dict) -> str:

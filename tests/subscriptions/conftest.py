@@ -95,7 +95,8 @@ def serve_receiver(status: int = 200, delay_s: float = 0.0) -> Iterator[Receiver
             time.sleep(state.delay_s)
             if state.status < 300:
                 with state.lock:
-                    state.posts.append({"headers": dict(self.headers), "body": json.loads(body)})
+                    state.posts.append({"headers": dict(self.headers), "body": json.loads(body),
+                                        "at": time.monotonic()})
             self.send_response(state.status)
             self.send_header("Content-Length", "0")
             self.end_headers()

@@ -7,20 +7,20 @@ that same base whose criteria type fits is asked, with the server's own search c
 matches: its criteria plus `_id`, searched in the base's context at that moment (a session's view at its
 clock). A match is POSTed to the rest-hook endpoint (notify.py).
 
-At least once for an endpoint that answers: the group's position moves past an event only after every
-matching subscription has taken it (2xx) or given up; a failed POST is retried with backoff for at most
-`retry_s` (the partition waits, so one session's notifications stay in order), the Subscription's status
-becomes `error` meanwhile and `active` again once it takes one. A kill at any point redelivers from the last
-committed position, and a receiver deduplicates on the notification's id (`X-Rounds-Event-Id`).
+At least once for an endpoint that answers: a matched notification goes to its Subscription's own lane
+(lanes.py), which POSTs, retries with backoff for at most `retry_s`, then gives up on it for that
+Subscription alone and rests it; the partition moves on at once. The group's position moves past an event
+only once no lane still holds a notification of it, so a kill redelivers from there, and a receiver
+deduplicates on the notification's id (`X-Rounds-Event-Id`). A lane sends its notifications in the order the
+partition matched them (a session's changes are keyed by the session: one partition, in order).
 
-One tenant never stops the rest: whatever one endpoint does (a malformed URL, headers the client cannot
-encode, a timeout, 5xx, a handshake accepted and then failures) is contained to its Subscription. After
-`retry_s` of failures it is `error`, that notification is dropped for it alone, and it rests (the rest
-doubling, up to REST_MAX_S) before one attempt at a later event, so a dead endpoint delays the others of
-its partition by its own retry budget once, not per event. Setting a failing Subscription `off` releases it
-at once. The error text is the same for every kind of failure (refused, 404, timeout): it is readable by
-the client and must not tell it what the server can reach. Endpoints and headers are the operator's
-(endpoints.py), checked before every POST.
+One tenant never stops or delays the rest: whatever one endpoint does (a malformed URL, headers the client
+cannot encode, a timeout, 5xx, a handshake accepted and then failures) happens on its own lane. The
+partition's own path only matches changes against criteria, sends handshakes (one POST each, bounded by the
+client's timeout) and hands notifications to lanes. Setting a failing Subscription `off` releases its lane.
+The error text is the same for every kind of failure (refused, 404, timeout): it is readable by the client
+and must not tell it what the server can reach. Endpoints and headers are the operator's (endpoints.py),
+refused at the write and checked again before every POST.
 
 A `requested` Subscription gets the handshake when its write is consumed: 2xx activates it
 (changes notified from that write on), anything else sets `error`. `websocket` Subscriptions are served best
@@ -50,13 +50,13 @@ from services.fhir_api.store.interface import (
 )
 from services.fhir_api.subscriptions import notify
 from services.fhir_api.subscriptions.endpoints import EndpointPolicy
+from services.fhir_api.subscriptions.lanes import Lanes, Notification
 from services.fhir_api.subscriptions.lookup import live_subscriptions
 from services.fhir_api.subscriptions.subscription import SINCE, BadSubscription, Subscription, parse
 from services.fhir_api.subscriptions.websocket import WebSocketHub
 
 log = logging.getLogger(__name__)
 GROUP = "rounds-subscriptions"
-REST_MAX_S = 300.0  # longest a given-up Subscription waits before its next attempt
 FAILED = "the endpoint did not accept the notification"  # one text for every failure: no reachability oracle
 NOTIFIED = frozenset({FhirResourceChange.CREATED, FhirResourceChange.UPDATED, FhirResourceKnown.TYPE})
 
@@ -83,10 +83,18 @@ class Delivery:
         self.retry_s = retry_s
         self.backoff = backoff or Backoff(0.2, 2.0, 5.0)
         self.stop = stop or threading.Event()
-        self.delivered = 0
         self._last_sent: dict[tuple[str, str], float] = {}
         self._known: dict[tuple[str, str], Subscription] = {}  # for heartbeats
-        self._resting: dict[tuple[str, str], tuple[float, float]] = {}  # given up: (until, rest), monotonic
+        self.lanes = Lanes(lambda sub, n: self._post(sub, n.body, n.event_id), self._lane_status,
+                           self._current, retry_s=retry_s, backoff=self.backoff, stop=self.stop,
+                           failed_text=FAILED)
+        self._position: tuple[TopicPartition, int] | None = None  # of the record being processed
+        self._processed: dict[TopicPartition, int] = {}  # next offset per partition, once processed
+        self._committed: dict[TopicPartition, int] = {}
+
+    @property
+    def delivered(self) -> int:
+        return self.lanes.delivered
 
     # -- the loop --------------------------------------------------------------------------------------
     def run(self, idle_exit_s: float | None = None) -> None:
@@ -97,8 +105,9 @@ class Delivery:
                 records = consumer.poll(timeout_s=0.5)
                 for record in records:
                     self.process(record)
-                    self._commit(consumer, record)
-                if records:
+                    self._processed[TopicPartition(record.topic, record.partition)] = record.offset + 1
+                self._commit(consumer)
+                if records or not self.lanes.idle():
                     idle_since = time.monotonic()
                 elif idle_exit_s is not None and time.monotonic() - idle_since > idle_exit_s:
                     return
@@ -108,15 +117,23 @@ class Delivery:
         finally:
             consumer.close()
 
-    @staticmethod
-    def _commit(consumer, record: Record) -> None:
+    def _commit(self, consumer) -> None:
+        """Each partition's position: past what was processed, but not past a notification a lane holds."""
+        waiting = self.lanes.oldest_waiting()
+        safe = {tp: min(done, waiting.get(tp, done)) for tp, done in self._processed.items()}
+        changed = {tp: offset for tp, offset in safe.items() if self._committed.get(tp) != offset}
+        if not changed:
+            return
         try:
-            consumer.commit({TopicPartition(record.topic, record.partition): record.offset + 1})
-        except Exception as exc:  # noqa: BLE001 - a lost partition (a long retry): redelivered, never lost
-            log.warning("commit of %s/%s@%s failed (%s); it will be delivered again", record.topic,
-                        record.partition, record.offset, exc)
+            consumer.commit(changed)
+            self._committed.update(changed)
+        except Exception as exc:  # noqa: BLE001 - a lost partition: redelivered, never lost
+            log.warning("commit of %s failed (%s); they will be delivered again", changed, exc)
+            for tp in changed:
+                self._processed.pop(tp, None)
 
     def process(self, record: Record) -> None:
+        self._position = (TopicPartition(record.topic, record.partition), record.offset)
         event = record.event
         if event is None or event.type not in NOTIFIED:
             return
@@ -128,6 +145,7 @@ class Delivery:
         if rtype == "Subscription":
             self._on_subscription(ctx, session, id, event.time or "")
             return
+        searched: dict[tuple, SearchResult] = {}  # Subscriptions with the same criteria share one search
         for sub in self.subscriptions(ctx, session):
             if sub.resource_type != rtype or sub.status not in ("active", "error"):
                 continue
@@ -136,16 +154,19 @@ class Delivery:
             if sub.status == "error" and not sub.since:
                 continue  # its handshake never succeeded: nothing to retry
             try:
-                self._notify(ctx, session, sub, event, rtype, id)
+                self._notify(ctx, session, sub, event, rtype, id, searched)
             except Stopped:
                 raise
             except Exception:  # noqa: BLE001 - one Subscription's fault never stops the others
                 log.exception("subscription %s: notification failed", sub.id)
                 self._set_status(ctx, sub.id, "error", FAILED)
 
-    def _notify(self, ctx: Context, session: str, sub: Subscription, event, rtype: str, id: str) -> None:
+    def _notify(self, ctx: Context, session: str, sub: Subscription, event, rtype: str, id: str,
+                searched: dict[tuple, SearchResult]) -> None:
         try:
-            found = self._search(ctx, sub, [("_id", id)], count=1)
+            if sub.params not in searched:
+                searched[sub.params] = self._search(ctx, sub, [("_id", id)], count=1)
+            found = searched[sub.params]
         except StoreError as exc:  # criteria changed since the handshake checked them
             self._set_status(ctx, sub.id, "error", f"criteria: {exc}")
             return
@@ -252,42 +273,26 @@ class Delivery:
         except BadSubscription as exc:
             self._set_status(ctx, sub.id, "error", str(exc))
             return
-        now = time.monotonic()
-        until, rest = self._resting.get(sub.key, (0.0, 0.0))
-        if now < until:
-            return  # given up and resting: this notification is dropped for this Subscription alone
-        deadline = now + (0.0 if rest else self.retry_s)  # after a rest: one attempt
-        failed = False
-        while True:
-            if self._post(sub, body, event_id):
-                self.delivered += 1
-                self.backoff.reset()
-                self._resting.pop(sub.key, None)
-                if failed or sub.status == "error":
-                    self._set_status(ctx, sub.id, "active", None)
-                return
-            if not failed:
-                self._set_status(ctx, sub.id, "error", FAILED)
-                failed = True
-            wait = self.backoff.delay()
-            if time.monotonic() + wait > deadline:
-                self.backoff.reset()
-                rest = min(REST_MAX_S, rest * 2 if rest else self.retry_s)
-                self._resting[sub.key] = (time.monotonic() + rest, rest)
-                log.warning("subscription %s: given up on event %s, resting %.0f s", sub.id, event_id, rest)
-                return
-            if self.stop.wait(wait):
-                raise Stopped
-            current = next((s for s in self.subscriptions(ctx, sub.session) if s.id == sub.id), None)
-            if current is None:
-                return  # set off or deleted: released
+        self.lanes.submit(sub, Notification(body, event_id, self._position))
+
+    def _lane_status(self, sub: Subscription, status: str, error: str | None) -> None:
+        ctx = self._context(sub.session)
+        if ctx is not None:
+            self._set_status(ctx, sub.id, status, error)
+
+    def _current(self, sub: Subscription) -> Subscription | None:
+        ctx = self._context(sub.session)
+        live = self.subscriptions(ctx, sub.session) if ctx is not None else []
+        return next((s for s in live if s.id == sub.id), None)
 
     def heartbeats(self) -> None:
-        """A heartbeat to each known active Subscription with a period and nothing sent for that long."""
+        """A heartbeat, on its lane, to each known Subscription with a period, nothing sent for that long
+        and nothing waiting (not while it rests)."""
         now = time.monotonic()
         for key, sub in list(self._known.items()):
-            if now < self._resting.get(key, (0.0, 0.0))[0]:
+            if self.lanes.resting(sub) or self.lanes.busy(sub):
                 continue
             if sub.heartbeat_s and now - self._last_sent.get(key, now) >= sub.heartbeat_s:
-                self._post(sub, notify.heartbeat(self._base(sub.session), sub), None)
+                self._last_sent[key] = now
+                self.lanes.submit(sub, Notification(notify.heartbeat(self._base(sub.session), sub), None))
 
