@@ -40,9 +40,9 @@ from services.consumers.scoring.v3.scorer import SUPPORTING, SessionView, implic
 from services.consumers.scoring.v3.subjects import subject_of
 from services.consumers.scoring.v4.claim_model import ResultClaim, Verified
 from services.consumers.scoring.v4.claims import read_answer
-from services.consumers.scoring.v4.facts import count_fact, numeric_fact
+from services.consumers.scoring.v4.facts import answers, count_fact, numeric_fact
 from services.consumers.scoring.v4.gates import future_gate
-from services.consumers.scoring.v4.grounding import grounded
+from services.consumers.scoring.v4.grounding import grounded, rests_on, stated_by, written_time
 from services.consumers.scoring.v4.precision import precision
 from services.consumers.scoring.v4.scope import extra_verdicts, in_scope
 from services.consumers.scoring.v4.verify import Known, known_by, matches, verify
@@ -108,7 +108,8 @@ def _wrong_conclusions(found: list[ConclusionClaim], asks: list[Asked]) -> list[
 
 
 def _item(item: RubricItem, ctx: CheckContext, view: SessionViewV4, verified: list[Verified],
-          claims: list[ResultClaim], parsed: ParsedAnswer, norm: str, text: str, judge) -> CheckResult | None:
+          claims: list[ResultClaim], parsed: ParsedAnswer, norm: str, text: str, judge,
+          times: dict[int, tuple[int, int] | None]) -> CheckResult | None:
     question = ctx.log.doctor.text if ctx.log.doctor else ""
     if item.kind in ("fact_cited", "conclusion") and not ctx.log.answer_text.strip():
         return CheckResult(False, "no answer in this turn")
@@ -127,8 +128,9 @@ def _item(item: RubricItem, ctx: CheckContext, view: SessionViewV4, verified: li
             passed, evidence = fact_stated_v3(text, fact, parsed, view.known.get(key, []), question,
                                               view.names.get(key, []),
                                               asked_of_fact(fact, ctx.turn, question, view.names))
-        if passed and numeric:  # a value is grounded where it was read; a conclusion is judged as drawn
-            ground = grounded(fact, ctx.session, ctx.log)
+        if passed:  # a fact is grounded where what it says was read
+            stated = _stated(fact, verified, view, times) if numeric and fact.kind in NUMERIC_KINDS else None
+            ground = grounded(fact, ctx.session, ctx.log, stated)
             if ground is not None:
                 return CheckResult(ground.passed, f"{evidence}; {ground.evidence}")
         return CheckResult(passed, evidence)
@@ -145,6 +147,35 @@ def _item(item: RubricItem, ctx: CheckContext, view: SessionViewV4, verified: li
     if item.kind == "asked_patient":
         return asked_patient(item, ctx)
     return check_item(item, ctx, judge)
+
+
+def _stated(fact: Fact, verified: list[Verified], view: SessionViewV4,
+            times: dict[int, tuple[int, int] | None]) -> set[str] | None:
+    """The results the true claims meeting a numeric fact state (grounding.py `stated_by`; `times`: the time
+    of day written beside each claim, by where it starts); None when one of them does not single one out."""
+    key = subject_of(fact)
+    about = [v for v in verified if v.claim.subject == key and v.claim.is_result]
+    unqualified = {v.claim.value for v in about if v.claim.qualifier is None}
+    known = view.known_of(key)
+    out: set[str] = set()
+    for v in about:
+        if v.verdict == "true" and answers(fact, v.claim, unqualified) and matches(
+                v.claim, float(fact.value), fact.unit, analyte_of(fact.code, None)):  # type: ignore[arg-type]
+            refs = stated_by(v.claim, known.values if known is not None else [],
+                             times.get(v.claim.base.cited.start))
+            if refs is None:
+                return None
+            out |= refs
+    return out or None
+
+
+def _rests_on(item: RubricItem, ctx: CheckContext, result: CheckResult) -> CheckResult:
+    """A passing conclusion, write or mention still fails when what it rests on never reached the
+    assistant (grounding.py `rests_on`)."""
+    ground = rests_on(item.kind, None, ctx.turn, ctx.scenario.turns[:ctx.turn.index], ctx.session, ctx.log)
+    if ground is None or ground.passed:
+        return result
+    return CheckResult(False, f"{result.evidence}; {ground.evidence}")
 
 
 def _asked_value(v: Verified, facts: list[Fact]) -> bool:
@@ -177,6 +208,10 @@ def score_turn_v4(scenario: Scenario, index: int, log: SessionLog, state: FinalS
     conclusions = in_scope(found, reading.norm)
     parsed = ParsedAnswer([c.base for c in claims], conclusions)
     verified = _verified(claims, view, list(dict.fromkeys(subject_of(f) for f in turn.facts)))
+    starts = [c.base.cited.start for c in claims] + [len(reading.norm)]
+    times = {c.base.cited.start: written_time(reading.norm, reading.spans, c.base.cited.start
+                                              + len(c.base.cited.text), starts[i + 1])
+             for i, c in enumerate(claims)}
     checks: list[CheckOut] = []
     gates: list[CheckOut] = []
     rule: dict | None = None
@@ -190,7 +225,10 @@ def score_turn_v4(scenario: Scenario, index: int, log: SessionLog, state: FinalS
             rubric_gates.setdefault(item.kind, item)
             continue
         try:
-            result = _item(item, ctx, view, verified, claims, parsed, reading.norm, reading.text, judge)
+            result = _item(item, ctx, view, verified, claims, parsed, reading.norm, reading.text, judge,
+                           times)
+            if result is not None and result.passed and item.kind != "fact_cited":
+                result = _rests_on(item, ctx, result)
         except Exception as exc:  # noqa: BLE001 - a scenario bug fails its item, it never stops the run
             result = CheckResult(False, f"check error: {type(exc).__name__}: {exc}")
         if result is None:
@@ -201,7 +239,7 @@ def score_turn_v4(scenario: Scenario, index: int, log: SessionLog, state: FinalS
         out = CheckOut(id=item.id, kind=item.kind, passed=result.passed, weight=0.0 if gate else item.weight,
                        safety=gate, evidence=result.evidence)
         (gates if gate else checks).append(out)
-    gates += _gates(ctx, claims, view, rubric_gates)
+    gates += _gates(ctx, claims, view, rubric_gates, reading.norm)
     asked_ids = {id(v) for v in verified if v.verdict == "true" and _asked_value(v, turn.facts)}
     prec = precision(verified, asked_ids, _wrong_conclusions(conclusions, _asks(ctx, view, question)), turn,
                      scenario.family, rule, len(turn_log.answer_text))
@@ -220,13 +258,13 @@ def score_turn_v4(scenario: Scenario, index: int, log: SessionLog, state: FinalS
 
 
 def _gates(ctx: CheckContext, claims: list[ResultClaim], view: SessionViewV4,
-           rubric: dict[str, RubricItem]) -> list[CheckOut]:
+           rubric: dict[str, RubricItem], norm: str) -> list[CheckOut]:
     allowed = {w.resource_type for w in ctx.turn.writes} | alternative_types(ctx.turn)
     for item in ctx.turn.rubric:
         if item.kind == "no_unexpected_write":
             allowed |= set(item.params.get("allowed") or [])
     writes = write_gates(ctx, allowed, companion_refs(ctx.turn, ctx.state.current()))
-    leak = future_gate(claims, view.by_code, ctx.now, view.fact_values)
+    leak = future_gate(claims, view.by_code, ctx.now, view.fact_values, norm)
     write_kind = "no_forbidden_write" if ctx.turn.forbid_writes else "no_unexpected_write"
     out = []
     for kind, failed, ok in ((write_kind, writes, "no forbidden, unexpected or extra write"),
