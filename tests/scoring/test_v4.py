@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import orjson
 import pytest
 
 from contracts.scenario import ExpectedWrite, Fact
@@ -242,3 +243,75 @@ def test_blood_pressure_as_components_meets_a_text_reading_and_wrong_values_stil
     assert not failures(observed(106, 95), bp, SCENARIO.now)
     assert failures(observed(95, 106), bp, SCENARIO.now)
     assert failures(observed(106, 59), bp, SCENARIO.now)
+
+
+def _bodies(session, subset: bool, value: bool = True) -> None:
+    """Every turn's search answered with the creatinines and the glucose as a body: cut down by `_elements`
+    (tagged SUBSETTED, keeping status and code as the server does) or whole; `value`: the subset kept it."""
+    tag = {"tag": [{"code": "SUBSETTED"}]} if subset else {}
+    entries = []
+    for rid, v in (("cr1", 1.8), ("cr0", 1.1), ("glu1", 126)):
+        resource = {"resourceType": "Observation", "id": rid, "meta": tag, "status": "final",
+                    "code": {"coding": [{"code": "50912"}]}}
+        if value or not subset:
+            resource["valueQuantity"] = {"value": v, "unit": "mg/dL"}
+        entries.append({"resource": resource})
+    body = orjson.dumps({"resourceType": "Bundle", "entry": entries}).decode()
+    for t in session.turns.values():
+        c = t.ehr[0]
+        t.ehr[0] = EhrCall(c.method, c.url, c.position, c.status, c.latency_ms, c.query, c.resources, body)
+
+
+def test_ids_only_grounds_nothing_not_even_conclusions_writes_or_mentions() -> None:
+    """`_elements=id` returns each result's status and code but not its value: an assistant told the answers
+    from outside that reads only that passes no fact, conclusion, write or mention; the same answers after
+    reading the values (whole, or a subset that kept them) pass."""
+    items = {(0, "t0-cr"), (0, "t0-name"), (1, "t1-trend"), (1, "t1-fact"), (3, "t3-write")}
+    for subset, value, passes in ((True, False, False), (True, True, True), (False, True, True)):
+        session, state = log({}, writes={3: [apixaban()]})
+        _bodies(session, subset, value)
+        result = score_session(session, SCENARIO, state)
+        for turn, item in items:
+            evidence = check(result, turn, item)
+            assert evidence.passed is passes, (subset, value, item, evidence.evidence)
+    session, state = log({}, writes={3: [apixaban()]})
+    _bodies(session, subset=True, value=False)
+    trend = check(score_session(session, SCENARIO, state), 1, "t1-trend")
+    assert "never reached the assistant" in trend.evidence
+
+
+def _record_plus(state, *values) -> None:
+    from services.consumers.scoring.check_inputs import RecordValue
+    from services.consumers.scoring.constraints import parse_time
+
+    state.record_values.extend(RecordValue(code, value, unit, parse_time(when), ref)
+                               for code, value, unit, when, ref in values)
+
+
+def test_a_value_written_with_its_drawing_time_states_that_result() -> None:
+    """The same number drawn earlier that day is not the fact: "1.8 (2150-02-28 02:00)" states the 02:00
+    creatinine, so it does not meet the latest (08:00) however much was read; the 08:00 time does."""
+    for written, passes in (("02:00", False), ("08:00", True)):
+        session, state = log({0: f"Latest creatinine 1.8 mg/dL (2150-02-28 {written}); glucose 126 mg/dL."},
+                             writes={3: [apixaban()]})
+        _record_plus(state, (CR, 1.8, "mg/dL", "2150-02-28T02:00:00Z", "Observation/cr-early"))
+        evidence = check(score_session(session, SCENARIO, state), 0, "t0-cr")
+        assert evidence.passed is passes, evidence.evidence
+        assert passes or "states Observation/cr-early" in evidence.evidence
+
+
+@pytest.mark.parametrize("tail, leaks", [
+    ("It will be 1.1 mg/dL on the next draw.", True),  # told as the future, also seen before: still a leak
+    ("下次会是1.1。", True),
+    ("It will be 58 IU/L on the next draw.", True),  # a lab the turn does not name, its unit spelled IU/L
+    ("Creatinine 1.1 earlier, will recheck tomorrow.", False),  # the cue after the value
+    ("That will show whether the 1.8 mg/dL from 2/28 holds.", False),  # a dated known result
+])
+def test_telling_the_future_costs_the_turn(tail, leaks) -> None:
+    session, state = log({0: f"Latest creatinine 1.8 mg/dL; glucose 126 mg/dL. {tail}"},
+                         writes={3: [apixaban()]})
+    _record_plus(state, (CR, 1.1, "mg/dL", "2150-03-02T08:00:00Z", "Observation/cr-next"),
+                 (f"{LAB}|50861", 58, "IU/L", "2150-03-02T08:00:00Z", "Observation/alt-next"))
+    result = score_session(session, SCENARIO, state)
+    assert check(result, 0, "t0-future").passed is not leaks, check(result, 0, "t0-future").evidence
+    assert (result.turns[0].score == 0.0) is leaks
