@@ -180,9 +180,8 @@ def play(session: Session, sc: Scenario, style: str, language: str = "en") -> No
         if style == "nothing":
             session.say("assistant", "doctor", "I am not sure.", turn.index, kind="answer", language=language)
             continue
-        for fact in turn.facts:
-            if fact.reference:
-                session.ehr("GET", fact.reference)
+        for ref in dict.fromkeys(ref for fact in turn.facts for ref in fact.sources):
+            session.ehr("GET", ref)  # what each fact rests on: a trend's earlier results too
         for fact_id in turn.patient_facts:
             memory = sc.memory(fact_id)
             ask = {"en": "Do you take any painkillers?", "zh": "您在吃止痛药吗？"}[language]
