@@ -290,8 +290,9 @@ def _record_plus(state, *values) -> None:
 
 def test_a_value_written_with_its_drawing_time_states_that_result() -> None:
     """The same number drawn earlier that day is not the fact: "1.8 (2150-02-28 02:00)" states the 02:00
-    creatinine, so it does not meet the latest (08:00) however much was read; the 08:00 time does."""
-    for written, passes in (("02:00", False), ("08:00", True)):
+    creatinine, so it does not meet the latest (08:00) however much was read; the 08:00 time does, also
+    among other times written beside the value."""
+    for written, passes in (("02:00", False), ("08:00", True), ("02:00) (2150-02-28 08:00", True)):
         session, state = log({0: f"Latest creatinine 1.8 mg/dL (2150-02-28 {written}); glucose 126 mg/dL."},
                              writes={3: [apixaban()]})
         _record_plus(state, (CR, 1.8, "mg/dL", "2150-02-28T02:00:00Z", "Observation/cr-early"))

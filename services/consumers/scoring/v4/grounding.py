@@ -159,35 +159,32 @@ def rests_on(kind: str, fact: Fact | None, turn: Turn, earlier: list[Turn], log:
     return None
 
 
-def written_time(norm: str, spans: Spans, start: int, end: int) -> tuple[int, int] | None:
-    """The time of day written right after a claim (`start`: where it ends; `end`: where the next one starts),
-    in a date ("2140-06-18 09:35") or on its own ("17:42", "5:42 pm", "下午5点42分")."""
+def written_times(norm: str, spans: Spans, start: int, end: int) -> frozenset[tuple[int, int]]:
+    """The times of day written right after a claim (`start`: where it ends; `end`: where the next one
+    starts), in a date ("2140-06-18 09:35") or on their own ("17:42", "5:42 pm", "下午5点42分")."""
     table = _data()["time_written"]
     i = bisect_right(spans.starts, start - 1)
     limit = min(end, start + table["window"])
+    out = set()
     while i < len(spans.spans) and spans.spans[i].start < limit:
         span = spans.spans[i]
         i += 1
-        if span.kind not in ("date", "time"):
-            continue
-        text = norm[span.start:span.end]
-        m = _CLOCK.search(text)
+        m = _CLOCK.search(norm[span.start:span.end]) if span.kind in ("date", "time") else None
         if m is None:
             continue
         hour, minute = int(m.group(1) or m.group(3)), int(m.group(2) or m.group(4) or 0)
-        if hour < 12 and any(cue in text for cue in table["afternoon"]):
+        if hour < 12 and any(cue in norm[span.start:span.end] for cue in table["afternoon"]):
             hour += 12
-        return hour, minute
-    return None
+        out.add((hour, minute))
+    return frozenset(out)
 
 
-def stated_by(claim: ResultClaim, values: list[RecordValue], time: tuple[int, int] | None) -> set[str] | None:
-    """The results a true claim states when the time written beside it singles them out: those of its value
-    drawn at that time of day (on its written day, if any). None: no time, or no result of this value then
-    (it does not narrow the fact)."""
-    if time is None:
-        return None
-    found = {v.reference for v in values if v.time is not None and (v.time.hour, v.time.minute) == time
+def stated_by(claim: ResultClaim, values: list[RecordValue],
+              times: frozenset[tuple[int, int]]) -> set[str] | None:
+    """The results a true claim states when the times written beside it single them out: those of its value
+    drawn at one of those times of day (on its written day, if any). None: no time, or no result of this value
+    then (it does not narrow the fact)."""
+    found = {v.reference for v in values if v.time is not None and (v.time.hour, v.time.minute) in times
              and (claim.month_day is None or (v.time.month, v.time.day) == claim.month_day)
              and matches(claim, v.value, v.unit, analyte_of(v.code, None))}
     return found or None

@@ -42,7 +42,7 @@ from services.consumers.scoring.v4.claim_model import ResultClaim, Verified
 from services.consumers.scoring.v4.claims import read_answer
 from services.consumers.scoring.v4.facts import answers, count_fact, numeric_fact
 from services.consumers.scoring.v4.gates import future_gate
-from services.consumers.scoring.v4.grounding import grounded, rests_on, stated_by, written_time
+from services.consumers.scoring.v4.grounding import grounded, rests_on, stated_by, written_times
 from services.consumers.scoring.v4.precision import precision
 from services.consumers.scoring.v4.scope import extra_verdicts, in_scope
 from services.consumers.scoring.v4.verify import Known, known_by, matches, verify
@@ -109,7 +109,7 @@ def _wrong_conclusions(found: list[ConclusionClaim], asks: list[Asked]) -> list[
 
 def _item(item: RubricItem, ctx: CheckContext, view: SessionViewV4, verified: list[Verified],
           claims: list[ResultClaim], parsed: ParsedAnswer, norm: str, text: str, judge,
-          times: dict[int, tuple[int, int] | None]) -> CheckResult | None:
+          times: dict[int, frozenset[tuple[int, int]]]) -> CheckResult | None:
     question = ctx.log.doctor.text if ctx.log.doctor else ""
     if item.kind in ("fact_cited", "conclusion") and not ctx.log.answer_text.strip():
         return CheckResult(False, "no answer in this turn")
@@ -150,7 +150,7 @@ def _item(item: RubricItem, ctx: CheckContext, view: SessionViewV4, verified: li
 
 
 def _stated(fact: Fact, verified: list[Verified], view: SessionViewV4,
-            times: dict[int, tuple[int, int] | None]) -> set[str] | None:
+            times: dict[int, frozenset[tuple[int, int]]]) -> set[str] | None:
     """The results the true claims meeting a numeric fact state (grounding.py `stated_by`; `times`: the time
     of day written beside each claim, by where it starts); None when one of them does not single one out."""
     key = subject_of(fact)
@@ -162,7 +162,7 @@ def _stated(fact: Fact, verified: list[Verified], view: SessionViewV4,
         if v.verdict == "true" and answers(fact, v.claim, unqualified) and matches(
                 v.claim, float(fact.value), fact.unit, analyte_of(fact.code, None)):  # type: ignore[arg-type]
             refs = stated_by(v.claim, known.values if known is not None else [],
-                             times.get(v.claim.base.cited.start))
+                             times.get(v.claim.base.cited.start, frozenset()))
             if refs is None:
                 return None
             out |= refs
@@ -209,8 +209,8 @@ def score_turn_v4(scenario: Scenario, index: int, log: SessionLog, state: FinalS
     parsed = ParsedAnswer([c.base for c in claims], conclusions)
     verified = _verified(claims, view, list(dict.fromkeys(subject_of(f) for f in turn.facts)))
     starts = [c.base.cited.start for c in claims] + [len(reading.norm)]
-    times = {c.base.cited.start: written_time(reading.norm, reading.spans, c.base.cited.start
-                                              + len(c.base.cited.text), starts[i + 1])
+    times = {c.base.cited.start: written_times(reading.norm, reading.spans, c.base.cited.start
+                                               + len(c.base.cited.text), starts[i + 1])
              for i, c in enumerate(claims)}
     checks: list[CheckOut] = []
     gates: list[CheckOut] = []
