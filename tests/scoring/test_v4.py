@@ -242,3 +242,45 @@ def test_blood_pressure_as_components_meets_a_text_reading_and_wrong_values_stil
     assert not failures(observed(106, 95), bp, SCENARIO.now)
     assert failures(observed(95, 106), bp, SCENARIO.now)
     assert failures(observed(106, 59), bp, SCENARIO.now)
+
+
+def _dated(text):
+    return [(c.value, c.qualifier, c.month_day) for c in read_answer(text, NAMES).claims]
+
+
+def test_dates_as_a_clinician_writes_them() -> None:
+    # D/M ("28/02") is February 28; a date in brackets after a value dates it, not the value after it.
+    assert _dated("Creatinine 1.8 mg/dL on 28/02") == [(1.8, "at", (2, 28))]
+    assert _dated("Creatinine 1.8 (2/28 08:00), 1.1 on 2/20") == [(1.8, "at", (2, 28)), (1.1, "at", (2, 20))]
+    assert score({0: "Creatinine 1.8 mg/dL (28/02 08:00), before that 1.1 (20/02); glucose 126."}
+                 ).turns[0].score == 1.0
+    # the trick: a value dated on a day it was not drawn is wrong, whatever the date's spelling
+    assert not check(score({0: "Creatinine 1.1 mg/dL (28/02); glucose 126."}), 0, "t0-cr").passed
+
+
+@pytest.mark.parametrize("text, qualifier", [
+    ("Over the last day the creatinine was 1.8", None),  # a window, not "the last" result
+    ("In the past 24 h creatinine 1.8", None),
+    ("The last creatinine is 1.8", "latest"),
+    ("Earlier today the creatinine was 1.1", "previous"),  # "today" after "earlier" is no latest
+    ("肌酐最近一天 1.8", None),
+    ("最近一次肌酐 1.8", "latest"),
+])
+def test_windows_and_earlier_today_are_not_the_latest(text, qualifier) -> None:
+    assert [c.qualifier for c in read_answer(text, NAMES).claims if c.kind == "result"] == [qualifier]
+
+
+def test_a_line_headed_by_a_lab_carries_it_and_the_value_is_still_checked() -> None:
+    honest = "肌酐：最近一天没有新结果，最近一次是 1.8（2/28）。葡萄糖 126。"
+    assert [c.subject for c in read_answer(honest, NAMES).claims if c.kind == "result"][0] == CR
+    assert check(score({0: honest}, language="zh"), 0, "t0-cr").passed
+    wrong = "肌酐：最近一天没有新结果，最近一次是 1.1。葡萄糖 126。"
+    assert not check(score({0: wrong}, language="zh"), 0, "t0-cr").passed
+
+
+def test_an_age_is_named_after_its_value() -> None:
+    names = {**NAMES, "label:age": ["age", "years old", "岁"]}
+    for text in ("She is 86 years old.", "患者86岁。"):
+        assert [(c.subject, c.value, c.kind) for c in read_answer(text, names).claims] == [
+            ("label:age", 86.0, "result")]
+    assert [c.kind for c in read_answer("for 86 years", names).claims] == ["duration"]

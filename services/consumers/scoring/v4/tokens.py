@@ -87,7 +87,8 @@ def _month_day(text: str) -> tuple[int, int] | None:
     if m := re.match(r"\d{4}-(\d{1,2})-(\d{1,2})", text):
         return int(m.group(1)), int(m.group(2))
     if m := re.match(r"(\d{1,2})/(\d{1,2})", text):
-        return int(m.group(1)), int(m.group(2))
+        first, second = int(m.group(1)), int(m.group(2))
+        return (second, first) if first > 12 >= second else (first, second)  # D/M: "17/08" is August 17
     if m := re.search(r"(\d{1,2})月(\d{1,2})", text):
         return int(m.group(1)), int(m.group(2))
     low = text.lower()
@@ -151,6 +152,8 @@ def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
     after_word = _AFTER.match(tail)
     after = after_word.group(1) if after_word else ""
     zh_before = norm[max(0, start - 6):start].rstrip()
+    if suffix_subject(lead) is not None:  # "86 years old": a result named after its value
+        return "result"
     glyph = norm[max(0, start - 1):start]
     if glyph in ("×", "x", "*") and unit is None:  # "2.2 ×3": how many times
         return "count"
@@ -184,10 +187,19 @@ def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
     return "result"
 
 
+def suffix_subject(lead: str) -> str | None:
+    """The subject a number names by the words right after it ("86 years old", "86岁": age), if any."""
+    for subject, suffixes in reading()["suffix_subjects"].items():
+        if any(lead.startswith(suffix) and (not suffix.isascii() or not lead[len(suffix):][:1].isalpha())
+               for suffix in suffixes):
+            return subject
+    return None
+
+
 @cache
 def _tablets() -> frozenset[str]:
     """What a bare number is a dose of ("2 tablets")."""
     return frozenset(reading()["classes"]["dose"]["after_en"][:8])
 
 
-__all__ = ["Span", "Spans", "normalize", "number_class", "rewrite"]
+__all__ = ["Span", "Spans", "normalize", "number_class", "rewrite", "suffix_subject"]
