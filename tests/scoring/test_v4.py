@@ -284,3 +284,22 @@ def test_an_age_is_named_after_its_value() -> None:
         assert [(c.subject, c.value, c.kind) for c in read_answer(text, names).claims] == [
             ("label:age", 86.0, "result")]
     assert [c.kind for c in read_answer("for 86 years", names).claims] == ["duration"]
+
+
+def test_a_count_beside_its_total_or_a_complete_list_is_no_spray() -> None:
+    fact = Fact.model_validate({"kind": "count", "code": K, "value": 4,
+                                "label": {"en": "potassium", "zh": "血钾"},
+                                "list_en": "Sodium Chloride 0.9%  Flush, Digoxin, Captopril, Torsemide",
+                                "list_zh": "Sodium Chloride 0.9%  Flush、Digoxin、Captopril、Torsemide"})
+
+    def run(text):
+        r = read_answer(text, NAMES)
+        return count_fact(fact, r.claims, r.norm, ["potassium"])[0]
+
+    assert run("5 potassium results in total: 4 serum potassiums and 1 whole-blood potassium.")
+    assert run("共测了 5 次钾（血清 4 次 + 全血 1 次）。")
+    assert run("Active: NS flush, digoxin, captopril and torsemide: 6 orders, 4 drugs.")  # the list says it
+    assert run("在用：氯化钠冲管、地高辛、卡托普利、托拉塞米，共 4 种，6 条医嘱。")  # translated names
+    # the tricks: numbers that add up to nothing are a spray; an incomplete list does not save it
+    assert not run("There were 2, 4 or 9 potassium results.")
+    assert not run("Active: digoxin, captopril: 6 orders, 4 drugs.")

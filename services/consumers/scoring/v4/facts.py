@@ -74,15 +74,16 @@ def count_fact(fact: Fact, claims: list[ResultClaim], norm: str, names: list[str
     target = int(fact.value)  # type: ignore[arg-type]
     counts = [c for c in claims if c.kind == "count" and not c.base.in_question and not c.base.cited.decimals]
     hit = [c for c in counts if c.value == target]
+    listed = _listed(fact)
+    complete = bool(listed) and all(find(norm, _item_names(en, zh)) for en, zh in listed)
     if hit:
         clause = hit[0].base.clause
         others = [c for c in counts if c.base.clause == clause and c.value != target]
-        if others:
+        if others and not complete and not _breakdown({target, *(c.value for c in others)}):
             return False, f"count {target} stands among other counts " \
                           f"({', '.join(c.base.cited.text for c in others[:5])})"
         return True, f"counts {hit[0].base.cited.text}"
-    listed = _listed(fact)
-    if listed and all(find(norm, _item_names(en, zh)) for en, zh in listed):
+    if complete:
         return True, f"lists all {len(listed)} items counted"
     none = find(norm, ["none", "no ", "没有", "无"])
     if target == 0 and not listed and none and names and find(norm, names):
@@ -91,11 +92,20 @@ def count_fact(fact: Fact, claims: list[ResultClaim], norm: str, names: list[str
                   f"{', '.join(c.base.cited.text for c in counts[:5]) or 'none'})"
 
 
+def _breakdown(values: set[float]) -> bool:
+    """A total and its parts ("5 results: 4 serum + 1 whole blood"): the largest is the sum of the rest.
+    Numbers that add up to nothing are a spray."""
+    return len(values) >= 3 and 2 * max(values) == sum(values)
+
+
 def _item_names(en: str, zh: str) -> list[str]:
-    """How an answer may name one listed item: in full, by its first word, by a clinician's alias."""
-    low = en.lower()
+    """How an answer may name one listed item: in full, by its first word, by a clinician's alias or
+    translation (keyed by the full name or the first word)."""
+    low = " ".join(en.lower().split())
     head = re.split(r"[\s/,-]", low)[0]
-    return [low, zh.lower(), *(reading()["item_aliases"].get(low, [])), *([head] if len(head) >= 4 else [])]
+    aliases = reading()["item_aliases"]
+    return [low, zh.lower(), *aliases.get(low, []), *aliases.get(head, []),
+            *([head] if len(head) >= 4 else [])]
 
 
 def _listed(fact: Fact) -> list[tuple[str, str]]:
