@@ -303,3 +303,36 @@ def test_a_count_beside_its_total_or_a_complete_list_is_no_spray() -> None:
     # the tricks: numbers that add up to nothing are a spray; an incomplete list does not save it
     assert not run("There were 2, 4 or 9 potassium results.")
     assert not run("Active: digoxin, captopril: 6 orders, 4 drugs.")
+
+
+def _verdicts(text, question="Is it abnormal?"):
+    from services.consumers.scoring.v3.names import Named, clauses
+    from services.consumers.scoring.v4.scope import extra_verdicts
+
+    r = read_answer(text, NAMES, question)
+    found = extra_verdicts(r.norm, question, r.conclusions, Named(r.norm, NAMES), clauses(r.norm))
+    return {c.label for c in in_scope(found, r.norm)}
+
+
+@pytest.mark.parametrize("question, text, labels", [
+    ("这个异常吗？",
+     "不异常。最近一次 4.3 K/uL（12月3日 6:57）在参考范围之内；较入院时下降明显，建议复查趋势。",
+     {"no"}),  # the advice after the verdict is no verdict
+    ("Is it outside the range?", "No, it is not outside the range.", {"no"}),  # "it is" + a word: no yes
+    ("Last A1c? Reorder if over a year old.",
+     "Last A1c 5.9% on 5/22. Because it is well under a year old, it does not need to be reordered, so I "
+     "have not placed an order (and I haven't placed any other orders either).",
+     {"no"}),  # the aside about other orders is silenced, not the verdict before it
+    ("低的话按方案补。",
+     "镁 1.5 mg/dL（3/1 06:10）低于 1.6，属低镁，已按方案补：硫酸镁 2 g 静脉滴注。",
+     {"yes"}),
+    ("最近一次糖化血红蛋白？如果超过一年，开一个新的检查。",
+     "糖化血红蛋白 5.9%，5月22日。\n未超过一年，因此不需要重新检查。",
+     {"no"}),  # a verdict on its own line
+    # the tricks: bare verdicts tacked on after the answer answer nothing
+    ("Is it stable? Does it need a new order?", "Creatinine 1.8 mg/dL on 2/28. Stable. No.", set()),
+    ("稳定吗？需要开医嘱吗？", "肌酐 1.8 mg/dL。稳定。不需要。", set()),
+])
+def test_verdicts_are_read_in_their_sentence(question, text, labels) -> None:
+    found = _verdicts(text, question)
+    assert found >= labels and (labels or not found) and "yes" not in found - labels, found
