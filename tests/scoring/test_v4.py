@@ -336,3 +336,22 @@ def _verdicts(text, question="Is it abnormal?"):
 def test_verdicts_are_read_in_their_sentence(question, text, labels) -> None:
     found = _verdicts(text, question)
     assert found >= labels and (labels or not found) and "yes" not in found - labels, found
+
+
+@pytest.mark.parametrize("kind, label, text, passes", [
+    ("exists", ("warfarin", "华法林"), "One active warfarin order: 2.5 mg PO/NG. There are no other active "
+     "warfarin orders.", True),  # "no other" denies a second one, not this one
+    ("exists", ("warfarin", "华法林"), "华法林 2.5 mg 口服。其他有效医嘱中没有第二条华法林。", True),
+    ("exists", ("warfarin", "华法林"), "There is no active warfarin order.", False),
+    ("absent", ("potassium", "血钾"), "K: none in last 24 h. Last K 4.6 mEq/L on 2/27 07:45.", True),
+    ("absent", ("potassium", "血钾"), "钾：最近一天（2/28 09:39 以来）没有查。最近一次是 4.6。", True),
+    ("absent", ("potassium", "血钾"), "Potassium 4.6 this morning.", False),  # stated as there
+    ("absent", ("potassium", "血钾"), "Potassium 4.6, no new orders needed.", False),  # a later "no"
+])
+def test_negation_on_either_side_of_the_name(kind, label, text, passes) -> None:
+    from services.consumers.scoring.v4.facts import presence_fact
+    from services.consumers.scoring.v4.tokens import rewrite
+
+    fact = Fact.model_validate({"kind": kind, "code": K, "value": True,
+                                "label": {"en": label[0], "zh": label[1]}})
+    assert presence_fact(rewrite(text), fact)[0] is passes

@@ -40,7 +40,7 @@ from services.consumers.scoring.v3.scorer import SUPPORTING, SessionView, implic
 from services.consumers.scoring.v3.subjects import subject_of
 from services.consumers.scoring.v4.claim_model import ResultClaim, Verified
 from services.consumers.scoring.v4.claims import read_answer
-from services.consumers.scoring.v4.facts import count_fact, numeric_fact
+from services.consumers.scoring.v4.facts import count_fact, numeric_fact, presence_fact
 from services.consumers.scoring.v4.gates import future_gate
 from services.consumers.scoring.v4.grounding import grounded
 from services.consumers.scoring.v4.precision import precision
@@ -123,6 +123,8 @@ def _item(item: RubricItem, ctx: CheckContext, view: SessionViewV4, verified: li
             passed, evidence = numeric_fact(fact, verified)
         elif numeric and fact.kind == "count":
             passed, evidence = count_fact(fact, claims, norm, view.names.get(key, []))
+        elif fact.kind == "absent" or isinstance(fact.value, bool):
+            passed, evidence = presence_fact(text, fact)
         else:
             passed, evidence = fact_stated_v3(text, fact, parsed, view.known.get(key, []), question,
                                               view.names.get(key, []),
