@@ -355,3 +355,11 @@ def test_negation_on_either_side_of_the_name(kind, label, text, passes) -> None:
     fact = Fact.model_validate({"kind": kind, "code": K, "value": True,
                                 "label": {"en": label[0], "zh": label[1]}})
     assert presence_fact(rewrite(text), fact)[0] is passes
+
+
+def test_a_distance_to_a_limit_is_a_delta_the_value_beside_it_a_result() -> None:
+    assert claims("white count 4.3 K/µL, 0.3 K/µL above the lower limit") == [
+        (WBC, 4.3, "K/uL", "result", None), (WBC, 0.3, "K/uL", "delta", None)]
+    assert claims("white count 4.3 K/µL, just above the lower limit") == [(WBC, 4.3, "K/uL", "result", None)]
+    # the trick: limit words after a comma do not turn a stated value (right or wrong) into a free delta
+    assert [k for *_, k, _ in claims("白细胞 4.3，高于下限")] == ["result"]

@@ -158,7 +158,7 @@ def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
     if glyph in ("×", "x", "*") and unit is None:  # "2.2 ×3": how many times
         return "count"
     if glyph in ("+", "Δ", "δ", "±") or c["delta"].before_end.search(before) \
-            or zh_before.endswith(c["delta"].zh_end):  # type: ignore[union-attr]
+            or zh_before.endswith(c["delta"].zh_end) or _beyond_limit().match(norm, end, end + 48):  # type: ignore[union-attr]
         return "delta"
     mic = c["mic"]
     if mic.before_any.search(before) or any(cue in zh_before for cue in mic.zh_in) \
@@ -194,6 +194,13 @@ def suffix_subject(lead: str) -> str | None:
                for suffix in suffixes):
             return subject
     return None
+
+
+@cache
+def _beyond_limit() -> re.Pattern[str]:
+    """A distance to a limit right after the number and its unit ("0.3 k/ul above the lower limit")."""
+    phrases = "|".join(re.escape(p) for p in reading()["classes"]["delta"]["after_phrases"])
+    return re.compile(rf"\s*(?:[^\s,;]+\s*)?(?:{phrases})")
 
 
 @cache
