@@ -363,3 +363,11 @@ def test_a_distance_to_a_limit_is_a_delta_the_value_beside_it_a_result() -> None
     assert claims("white count 4.3 K/µL, just above the lower limit") == [(WBC, 4.3, "K/uL", "result", None)]
     # the trick: limit words after a comma do not turn a stated value (right or wrong) into a free delta
     assert [k for *_, k, _ in claims("白细胞 4.3，高于下限")] == ["result"]
+
+
+def test_an_answer_in_clinical_terms_uses_what_the_patient_said_in_lay_words() -> None:
+    honest = score({2: "Asked her: reports daily NSAID use. Advise stopping given the creatinine."})
+    assert check(honest, 2, "t2-asked").passed, check(honest, 2, "t2-asked").evidence
+    assert not check(score({2: "Asked her: no complaints today."}), 2, "t2-asked").passed
+    assert not check(score({2: "Asked her: no complaints today."}, version="3"), 2, "t2-asked").passed
+    assert not check(score({2: "Asked her: reports daily NSAID use."}, version="3"), 2, "t2-asked").passed

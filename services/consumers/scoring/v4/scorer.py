@@ -44,6 +44,7 @@ from services.consumers.scoring.v4.facts import count_fact, numeric_fact, presen
 from services.consumers.scoring.v4.gates import future_gate
 from services.consumers.scoring.v4.grounding import grounded
 from services.consumers.scoring.v4.precision import precision
+from services.consumers.scoring.v4.reading import with_clinical_terms
 from services.consumers.scoring.v4.scope import extra_verdicts, in_scope
 from services.consumers.scoring.v4.verify import Known, known_by, matches, verify
 from services.consumers.scoring.v4.writes import alternative_types, companion_refs, match_writes_v4
@@ -145,7 +146,7 @@ def _item(item: RubricItem, ctx: CheckContext, view: SessionViewV4, verified: li
         written, evidence = view.matching[key]  # type: ignore[index]
         return CheckResult(written is not None, evidence)
     if item.kind == "asked_patient":
-        return asked_patient(item, ctx)
+        return asked_patient(item, ctx, with_clinical_terms)
     return check_item(item, ctx, judge)
 
 
