@@ -371,3 +371,31 @@ def test_an_answer_in_clinical_terms_uses_what_the_patient_said_in_lay_words() -
     assert not check(score({2: "Asked her: no complaints today."}), 2, "t2-asked").passed
     assert not check(score({2: "Asked her: no complaints today."}, version="3"), 2, "t2-asked").passed
     assert not check(score({2: "Asked her: reports daily NSAID use."}, version="3"), 2, "t2-asked").passed
+
+
+def test_a_write_in_chinese_meets_the_words_it_must_contain() -> None:
+    kcl = ExpectedWrite.model_validate({
+        "resource_type": "MedicationRequest", "resource": {"resourceType": "MedicationRequest"},
+        "constraints": [{"path": "medicationCodeableConcept.text", "op": "contains", "value": "potassium"}]})
+    referral = ExpectedWrite.model_validate({
+        "resource_type": "ServiceRequest", "resource": {"resourceType": "ServiceRequest"},
+        "constraints": [{"path": "code.text", "op": "contains", "value": "hematology"},
+                        {"path": "note.text", "op": "contains", "value": "Situation"},
+                        {"path": "note.text", "op": "contains", "value": "Recommendation"}]})
+
+    def written(kind, resource):
+        return Written(kind, "w1", 1, False, "POST", {"resourceType": kind, **resource})
+
+    now = SCENARIO.now
+    assert failures(written("MedicationRequest", {"medicationCodeableConcept": {"text": "氯化钾 口服"}}), kcl,
+                    now) == []
+    sbar = "S（现状）：贫血。\nB（背景）：脑梗死。\nA（评估）：原因未明。\nR（建议）：请血液科评估。"
+    assert failures(written("ServiceRequest", {"code": {"text": "血液科转诊"}, "note": [{"text": sbar}]}),
+                    referral, now) == []
+    # the tricks: another drug, a referral elsewhere, a note without its recommendation
+    assert failures(written("MedicationRequest", {"medicationCodeableConcept": {"text": "氯化钠"}}), kcl, now)
+    assert failures(written("ServiceRequest", {"code": {"text": "心内科转诊"}, "note": [{"text": sbar}]}),
+                    referral, now)
+    no_r = sbar.rsplit("\n", 1)[0] + "\n建议查B12。"
+    assert failures(written("ServiceRequest", {"code": {"text": "血液科转诊"}, "note": [{"text": no_r}]}),
+                    referral, now)
