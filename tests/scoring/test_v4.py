@@ -399,3 +399,31 @@ def test_a_write_in_chinese_meets_the_words_it_must_contain() -> None:
     no_r = sbar.rsplit("\n", 1)[0] + "\n建议查B12。"
     assert failures(written("ServiceRequest", {"code": {"text": "血液科转诊"}, "note": [{"text": no_r}]}),
                     referral, now)
+
+
+def test_a_date_beside_a_value_says_which_result_it_is_over_a_day_word() -> None:
+    honest = "Latest creatinine 1.8 mg/dL this morning and 1.1 on 2/20; glucose 126 mg/dL."
+    assert _dated(honest)[:2] == [(1.8, "latest", None), (1.1, "at", (2, 20))]
+    assert score({0: honest}).turns[0].score == 1.0
+    # the trick: the date must be the value's own day
+    wrong = "Latest creatinine 1.8 mg/dL this morning and 1.1 on 2/28; glucose 126."
+    assert score({0: wrong}).turns[0].score < 1
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("sodium chloride 0.9% flush", (0.9, "dose")),  # a solution's strength
+    ("50% 葡萄糖 12.5 g IV", (50.0, "dose")),
+    ("0.083% neb", (0.083, "dose")),
+    ("glucose 50%", (50.0, "result")),  # a percentage after a lab's name stays a claim (and is checked)
+    ("Latest glucose for 10014354: 126 mg/dL", (126.0, "result")),  # an MRN is no number of the answer
+])
+def test_strengths_and_record_numbers_are_no_results(text, expected) -> None:
+    assert [(c.value, c.kind) for c in read_answer(text, NAMES).claims][0] == expected
+
+
+def test_a_number_labelled_by_another_word_carries_no_lab() -> None:
+    assert [c.subject for c in read_answer("Creatinine 1.8 mg/dL, prev 1.1", NAMES).claims] == [CR, CR]
+    assert [c.subject for c in read_answer("Creatinine 1.8 mg/dL. MCV 99", NAMES).claims] == [CR, None]
+    assert [c.subject for c in read_answer("肌酐 1.8，铁蛋白 299", NAMES).claims] == [CR, None]
+    assert [c.subject for c in read_answer("肌酐 1.8。铁蛋白 299 ng/mL", NAMES).claims] == [CR, None]
+    assert [c.subject for c in read_answer("肌酐 1.8。最近一次是 1.8", NAMES).claims] == [CR, CR]

@@ -64,10 +64,38 @@ def _next_to(date: Span, spans: Spans) -> int:
     return after.end if after is not None and after.kind == "time" else date.end
 
 
-def _carried(out: list[ResultClaim], norm: str, start: int, names: Mapping[str, list[str]]) -> str | None:
+_LEAD_WORD = re.compile(r"(?:([a-z][a-z-]*)|([\u4e00-\u9fff]+))[\s:：]*$")
+
+
+def _labelled(norm: str, start: int, names: frozenset[str], chinese_only: bool = False) -> bool:
+    """Does a word that names something else stand right before the number ("MCV 99", "铁蛋白 299")? A
+    subject's own name, the qualifier cues and the `carry_through` words do not. `chinese_only`: judge
+    only a Chinese run (a noun before a number), not an English word (a verb may stand there)."""
+    m = _LEAD_WORD.search(norm, max(0, start - 16), start)
+    if m is None or (chinese_only and not m.group(2)):
+        return False
+    head = norm[max(0, start - 40):start].rstrip(" :：")
+    if any(head.endswith(name) for name in names):
+        return False
+    through = reading()["carry_through"]
+    _, label_of = _qualifier_pattern()
+    if m.group(1):
+        return m.group(1) not in through["en"] and m.group(1) not in label_of
+    run = m.group(2)
+    return not any(run.endswith(w) for w in (*through["zh"], *(c for c in label_of if not c.isascii())))
+
+
+def _all_names(names: Mapping[str, list[str]]) -> frozenset[str]:
+    return frozenset(n.lower() for ns in names.values() for n in ns if n)
+
+
+def _carried(out: list[ResultClaim], norm: str, start: int, names: Mapping[str, list[str]],
+             every: frozenset[str]) -> str | None:
     """The lab a number naming nothing is about: that of the nearest number before it in the same line that
     names one, close by ("Mg 1.9 mg/dL, WNL. Prev 2.0 (5/29)"), else the chart label heading its line
     ("钾：最近一天没有查。最近一次是 4.6")."""
+    if _labelled(norm, start, every):
+        return None
     previous = next((c for c in reversed(out) if c.subject is not None), None)
     if previous is not None and previous.is_result and not previous.subject.startswith(  # type: ignore[union-attr]
             ("drug:", "label:")):
@@ -107,6 +135,7 @@ def read_answer(text: str, names: Mapping[str, list[str]], question: str | None 
             and not any(start <= c.cited.start < end for start, end in inside)]
     kinds = [_kind(norm, c) for c in kept]
     used: set[int] = set()  # dates written right after a number: they date it, not the next one
+    every = _all_names(names)
     for i, c in enumerate(kept):
         start = c.cited.start
         end = start + len(c.cited.text)
@@ -130,10 +159,14 @@ def read_answer(text: str, names: Mapping[str, list[str]], question: str | None 
         if dates and not right_before and dates is after:
             used.update(d.start for d in after)
         month_day = dates[-1].month_day if dates else None
-        if month_day is not None and qualifier is None:
-            qualifier = "at"
+        if month_day is not None and (qualifier is None or qualifier == "latest" and norm[
+                cues[last][0]:cues[last][1]] in reading()["dated_over"]):
+            qualifier = "at"  # "3.7 this morning and 4.2 on 03/07": the date says which result it is
+        if c.subject is not None and not c.subject.startswith("label:") and _labelled(
+                norm, start, every, chinese_only=True):
+            c = replace(c, subject=None)  # "血红蛋白 11.4，铁蛋白 299": another label stands before it
         if c.subject is None and not c.future and (c.unit is None or "/" in c.unit) and (
-                carried := _carried(out, norm, start, names)):
+                carried := _carried(out, norm, start, names, every)):
             c = replace(c, subject=carried)
         if (named := suffix_subject(norm[end:end + 24].lstrip())) is not None:
             c = replace(c, subject=named)

@@ -170,6 +170,8 @@ def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
         return "ratio"
     if unit is None and (after in c["duration"].after or lead.startswith(c["duration"].zh_after)):
         return "duration"
+    if unit == "%" and _strength(norm, start, end):
+        return "dose"
     dose = c["dose"]
     dosed = (dose.before_any.search(before) or after in dose.after  # type: ignore[union-attr]
              or any(cue in zh_before for cue in dose.zh_in))
@@ -194,6 +196,16 @@ def suffix_subject(lead: str) -> str | None:
                for suffix in suffixes):
             return subject
     return None
+
+
+def _strength(norm: str, start: int, end: int) -> bool:
+    """A percentage beside a preparation's name is its strength ("NaCl 0.9% flush", "50% 葡萄糖")."""
+    words = reading()["classes"]["strength"]
+    after = norm[end:end + 20].lstrip(" %").lstrip()
+    before = norm[max(0, start - 20):start].rstrip()
+    return any(after.startswith(w) and not (w.isascii() and after[len(w):][:1].isalpha())
+               for w in words["after"]) or any(
+        before.endswith(w) and not (w.isascii() and before[:-len(w)][-1:].isalpha()) for w in words["before"])
 
 
 @cache
