@@ -427,3 +427,14 @@ def test_a_number_labelled_by_another_word_carries_no_lab() -> None:
     assert [c.subject for c in read_answer("肌酐 1.8，铁蛋白 299", NAMES).claims] == [CR, None]
     assert [c.subject for c in read_answer("肌酐 1.8。铁蛋白 299 ng/mL", NAMES).claims] == [CR, None]
     assert [c.subject for c in read_answer("肌酐 1.8。最近一次是 1.8", NAMES).claims] == [CR, CR]
+
+
+def test_the_oracle_s_before_and_after_and_last_time_are_read_as_meant() -> None:
+    honest = ("Before the last dose: creatinine 1.1 mg/dL (2150-02-20 08:00); latest: 1.8 mg/dL "
+              "(2150-02-28 08:00). Glucose 126 mg/dL.")
+    assert [q for _, q, _ in _dated(honest)][:2] == ["previous", "latest"]
+    assert score({0: honest}).turns[0].score == 1.0
+    swapped = "Before the last dose: creatinine 1.8 mg/dL; latest: 1.1 mg/dL. Glucose 126 mg/dL."
+    assert not check(score({0: swapped}), 0, "t0-cr").passed
+    # "上次" is the last time (the latest one), not the one before it: its date says which
+    assert _dated("上次肌酐（1.8，2150-02-28 08:00）在一年以内。") == [(1.8, "at", (2, 28))]
