@@ -44,11 +44,10 @@ def _qualifier_pattern() -> tuple[re.Pattern[str], dict[str, str]]:
     window, wins over "last", a latest), and the label of each cue."""
     label_of = {cue: label for label, cues in reading()["qualifiers"].items()
                 for cue in (*cues["en"], *cues["zh"])}
-    alts = []
-    for cue in sorted(label_of, key=len, reverse=True):
-        esc = re.escape(cue)
-        alts.append(rf"(?<![a-z]){esc}(?![a-z])" if cue[:1].isascii() and cue[:1].isalpha() else esc)
-    return re.compile("|".join(alts)), label_of
+    ordered = sorted(label_of, key=len, reverse=True)
+    words = "|".join(re.escape(c) for c in ordered if c[:1].isascii() and c[:1].isalpha())
+    others = "|".join(re.escape(c) for c in ordered if not (c[:1].isascii() and c[:1].isalpha()))
+    return re.compile(rf"(?<![a-z])(?:{words})(?![a-z])|{others}"), label_of  # whole words; one lookbehind
 
 
 def _lists(between: str) -> bool:
@@ -112,6 +111,11 @@ def _carried(out: list[ResultClaim], norm: str, start: int, names: Mapping[str, 
     return max(found)[1] if found else None
 
 
+def _in_cue(cues: list[tuple[int, int, str]], starts: list[int], at: int) -> bool:
+    i = bisect_left(starts, at + 1) - 1
+    return i >= 0 and cues[i][0] <= at < cues[i][1]
+
+
 def _kind(norm: str, c) -> str:
     kind = number_class(norm, c.cited.start, c.cited.start + len(c.cited.text), c.unit)
     return "bound" if kind == "result" and c.threshold else kind
@@ -130,10 +134,12 @@ def read_answer(text: str, names: Mapping[str, list[str]], question: str | None 
     cues = [(m.start(), m.end(), label_of[m.group()]) for m in pattern.finditer(norm)]  # one pass
     cue_starts = [start for start, _, _ in cues]
     chained: list[int] = []  # claims marked latest by an arrow or "then": only a chain's last one is
-    inside = [(start, end) for start, end, _ in cues]  # "最近一次", "last 24": a cue's numeral is no claim
     kept = [c for c in parsed.claims if spans.at(c.cited.start) is None
-            and not any(start <= c.cited.start < end for start, end in inside)]
+            and not _in_cue(cues, cue_starts, c.cited.start)]  # "最近一次", "last 24": a cue's numeral
     kinds = [_kind(norm, c) for c in kept]
+    next_result = [len(kept)] * (len(kept) + 1)  # the index of the next result claim after each claim
+    for i in range(len(kept) - 1, -1, -1):
+        next_result[i] = i if kinds[i] == "result" else next_result[i + 1]
     used: set[int] = set()  # dates written right after a number: they date it, not the next one
     every = _all_names(names)
     for i, c in enumerate(kept):
@@ -148,8 +154,8 @@ def read_answer(text: str, names: Mapping[str, list[str]], question: str | None 
         last = bisect_left(cue_starts, start) - 1
         if last >= 0 and cues[last][0] >= seg_start and cues[last][1] <= start and cues[last][2] != "window":
             qualifier = None if _lists(norm[cues[last][1]:start]) else cues[last][2]
-        next_start = next((k.cited.start for k, kd in zip(kept[i + 1:], kinds[i + 1:], strict=True)
-                           if kd == "result"), clause_end)
+        following = next_result[i + 1]
+        next_start = kept[following].cited.start if following < len(kept) else clause_end
         right_before = [d for d in spans.dates_between(seg_start, start)
                         if start - _next_to(d, spans) <= 8 and d.start not in used]
         after = spans.dates_between(end, min(end + _AFTER_DATE, next_start, clause_end))

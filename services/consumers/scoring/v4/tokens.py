@@ -191,11 +191,16 @@ def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
 
 def suffix_subject(lead: str) -> str | None:
     """The subject a number names by the words right after it ("86 years old", "86岁": age), if any."""
-    for subject, suffixes in reading()["suffix_subjects"].items():
-        if any(lead.startswith(suffix) and (not suffix.isascii() or not lead[len(suffix):][:1].isalpha())
-               for suffix in suffixes):
-            return subject
-    return None
+    m = _suffixes()[0].match(lead)
+    return _suffixes()[1][m.group()] if m else None
+
+
+@cache
+def _suffixes() -> tuple[re.Pattern[str], dict[str, str]]:
+    subject_of = {s: subject for subject, ss in reading()["suffix_subjects"].items() for s in ss}
+    alts = [re.escape(s) + (r"(?![a-z])" if s.isascii() else "")
+            for s in sorted(subject_of, key=len, reverse=True)]
+    return re.compile("|".join(alts)), subject_of
 
 
 def _strength(norm: str, start: int, end: int) -> bool:
