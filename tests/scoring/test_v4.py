@@ -438,3 +438,15 @@ def test_the_oracle_s_before_and_after_and_last_time_are_read_as_meant() -> None
     assert not check(score({0: swapped}), 0, "t0-cr").passed
     # "上次" is the last time (the latest one), not the one before it: its date says which
     assert _dated("上次肌酐（1.8，2150-02-28 08:00）在一年以内。") == [(1.8, "at", (2, 28))]
+
+
+@pytest.mark.parametrize("text, kept", [
+    ("肌钙蛋白T 0.03 ng/mL", "肌钙蛋白T"),  # troponin is no calcium
+    ("脑钠肽 120 pg/mL", "脑钠肽"),  # BNP is no sodium
+    ("钙通道阻滞剂", "钙通道"),
+])
+def test_chinese_chart_labels_are_not_read_inside_other_names(text, kept) -> None:
+    from services.consumers.scoring.v4.tokens import rewrite
+
+    assert kept in rewrite(text)
+    assert rewrite("钙 8.5，钠 140") == "血钙 8.5，血钠 140"  # the labels themselves still name the labs
