@@ -449,4 +449,4 @@ def test_chinese_chart_labels_are_not_read_inside_other_names(text, kept) -> Non
     from services.consumers.scoring.v4.tokens import rewrite
 
     assert kept in rewrite(text)
-    assert rewrite("钙 8.5，钠 140") == "血钙 8.5，血钠 140"  # the labels themselves still name the labs
+    assert rewrite("钙 8.5; 钠 140") == "血钙 8.5; 血钠 140"  # the labels themselves still name the labs
