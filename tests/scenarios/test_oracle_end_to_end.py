@@ -11,15 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from services.simulator.scenarios import output
 
-ORACLE_UNDER_V4 = ("scorer v4 (the default) still misreads a few of the oracle's own answers (a value beside "
-                   "the latest read as unsaid; issue 36 is open); under --scorer-version 3 it scores 1.0")
 
-
-@pytest.mark.xfail(strict=False, reason=ORACLE_UNDER_V4)
 def test_the_oracle_scores_one_on_every_definition(
     synthetic_url: str, synthetic_build, tmp_path: Path
 ) -> None:

@@ -16,9 +16,6 @@ from services.simulator.assistants.baseline import intents
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from services.simulator.orchestrator.jobs import plan
 
-ORACLE_UNDER_V4 = ("scorer v4 (the default) still misreads a few of the oracle's own answers (a value beside "
-                   "the latest read as unsaid; issue 36 is open); under --scorer-version 3 it scores 1.0")
-
 PER_FAMILY = 4
 
 
@@ -46,7 +43,6 @@ def reports(demo_url, demo_build):
     return out
 
 
-@pytest.mark.xfail(strict=False, reason=ORACLE_UNDER_V4)
 def test_oracle_full_marks_weak_near_zero_baseline_between(reports):
     averages = {spec: report.metrics.avg for spec, report in reports.items()}
     assert averages["oracle"] >= 0.99
@@ -54,7 +50,6 @@ def test_oracle_full_marks_weak_near_zero_baseline_between(reports):
     assert averages["weak"] < 0.15 < averages["baseline"] < averages["oracle"]
 
 
-@pytest.mark.xfail(strict=False, reason=ORACLE_UNDER_V4)
 def test_the_oracle_passes_every_check_of_built_scenarios(reports):
     failed = [(s.scenario, s.language, t.index, c.id, c.evidence) for s in reports["oracle"].sessions
               for t in s.turns for c in t.checks if not c.passed]

@@ -88,12 +88,14 @@ def scored(reader):
     return out
 
 
-NOT_YET = pytest.mark.xfail(strict=True, reason="issue 36 must-show not met yet: with ROUNDS_CAREFUL_STORE "
-                            "(a copy of the real demo) v4 (branch v4b) agrees on 444 of 498 items (89.2 %), "
-                            "careful Avg EN 0.72, ZH 0.71")
+NEEDS_RECORD = pytest.mark.xfail(
+    not STORE, strict=True,
+    reason="the must-shows are measured against the record: without ROUNDS_CAREFUL_STORE claims are verified "
+           "against the session's facts only (true extras read as invented): 460 of 498 agree (92.4 %), "
+           "careful Avg EN 0.74, ZH 0.75; with it (branch v4c) 479 of 498 (96.2 %), EN 0.91, ZH 0.87")
 
 
-@NOT_YET
+@NEEDS_RECORD
 def test_v4_agrees_with_the_physician(scored) -> None:
     verdicts = json.loads(VERDICTS.read_text(encoding="utf-8"))
     agree, total, disagreements = 0, 0, []
@@ -113,7 +115,7 @@ def test_v4_agrees_with_the_physician(scored) -> None:
     assert agree / total >= 0.95, (agree, total, disagreements[:20])
 
 
-@NOT_YET
+@NEEDS_RECORD
 def test_careful_answers_score_high_and_beat_the_baseline(scored) -> None:
     by_language: dict[str, list[float]] = defaultdict(list)
     for log, _, score in scored.values():

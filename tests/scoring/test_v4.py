@@ -316,3 +316,211 @@ def test_telling_the_future_costs_the_turn(tail, leaks) -> None:
     result = score_session(session, SCENARIO, state)
     assert check(result, 0, "t0-future").passed is not leaks, check(result, 0, "t0-future").evidence
     assert (result.turns[0].score == 0.0) is leaks
+
+
+def _dated(text):
+    return [(c.value, c.qualifier, c.month_day) for c in read_answer(text, NAMES).claims]
+
+
+def test_dates_as_a_clinician_writes_them() -> None:
+    # D/M ("28/02") is February 28; a date in brackets after a value dates it, not the value after it.
+    assert _dated("Creatinine 1.8 mg/dL on 28/02") == [(1.8, "at", (2, 28))]
+    assert _dated("Creatinine 1.8 (2/28 08:00), 1.1 on 2/20") == [(1.8, "at", (2, 28)), (1.1, "at", (2, 20))]
+    assert score({0: "Creatinine 1.8 mg/dL (28/02 08:00), before that 1.1 (20/02); glucose 126."}
+                 ).turns[0].score == 1.0
+    # the trick: a value dated on a day it was not drawn is wrong, whatever the date's spelling
+    assert not check(score({0: "Creatinine 1.1 mg/dL (28/02); glucose 126."}), 0, "t0-cr").passed
+
+
+@pytest.mark.parametrize("text, qualifier", [
+    ("Over the last day the creatinine was 1.8", None),  # a window, not "the last" result
+    ("In the past 24 h creatinine 1.8", None),
+    ("The last creatinine is 1.8", "latest"),
+    ("Earlier today the creatinine was 1.1", "previous"),  # "today" after "earlier" is no latest
+    ("肌酐最近一天 1.8", None),
+    ("最近一次肌酐 1.8", "latest"),
+])
+def test_windows_and_earlier_today_are_not_the_latest(text, qualifier) -> None:
+    assert [c.qualifier for c in read_answer(text, NAMES).claims if c.kind == "result"] == [qualifier]
+
+
+def test_a_line_headed_by_a_lab_carries_it_and_the_value_is_still_checked() -> None:
+    honest = "肌酐：最近一天没有新结果，最近一次是 1.8（2/28）。葡萄糖 126。"
+    assert [c.subject for c in read_answer(honest, NAMES).claims if c.kind == "result"][0] == CR
+    assert check(score({0: honest}, language="zh"), 0, "t0-cr").passed
+    wrong = "肌酐：最近一天没有新结果，最近一次是 1.1。葡萄糖 126。"
+    assert not check(score({0: wrong}, language="zh"), 0, "t0-cr").passed
+
+
+def test_an_age_is_named_after_its_value() -> None:
+    names = {**NAMES, "label:age": ["age", "years old", "岁"]}
+    for text in ("She is 86 years old.", "患者86岁。"):
+        assert [(c.subject, c.value, c.kind) for c in read_answer(text, names).claims] == [
+            ("label:age", 86.0, "result")]
+    assert [c.kind for c in read_answer("for 86 years", names).claims] == ["duration"]
+
+
+def test_a_count_beside_its_total_or_a_complete_list_is_no_spray() -> None:
+    fact = Fact.model_validate({"kind": "count", "code": K, "value": 4,
+                                "label": {"en": "potassium", "zh": "血钾"},
+                                "list_en": "Sodium Chloride 0.9%  Flush, Digoxin, Captopril, Torsemide",
+                                "list_zh": "Sodium Chloride 0.9%  Flush、Digoxin、Captopril、Torsemide"})
+
+    def run(text):
+        r = read_answer(text, NAMES)
+        return count_fact(fact, r.claims, r.norm, ["potassium"])[0]
+
+    assert run("5 potassium results in total: 4 serum potassiums and 1 whole-blood potassium.")
+    assert run("共测了 5 次钾（血清 4 次 + 全血 1 次）。")
+    assert run("Active: NS flush, digoxin, captopril and torsemide: 6 orders, 4 drugs.")  # the list says it
+    assert run("在用：氯化钠冲管、地高辛、卡托普利、托拉塞米，共 4 种，6 条医嘱。")  # translated names
+    # the tricks: numbers that add up to nothing are a spray; an incomplete list does not save it
+    assert not run("There were 2, 4 or 9 potassium results.")
+    assert not run("Active: digoxin, captopril: 6 orders, 4 drugs.")
+
+
+def _verdicts(text, question="Is it abnormal?"):
+    from services.consumers.scoring.v3.names import Named, clauses
+    from services.consumers.scoring.v4.scope import extra_verdicts
+
+    r = read_answer(text, NAMES, question)
+    found = extra_verdicts(r.norm, question, r.conclusions, Named(r.norm, NAMES), clauses(r.norm))
+    return {c.label for c in in_scope(found, r.norm)}
+
+
+@pytest.mark.parametrize("question, text, labels", [
+    ("这个异常吗？",
+     "不异常。最近一次 4.3 K/uL（12月3日 6:57）在参考范围之内；较入院时下降明显，建议复查趋势。",
+     {"no"}),  # the advice after the verdict is no verdict
+    ("Is it outside the range?", "No, it is not outside the range.", {"no"}),  # "it is" + a word: no yes
+    ("Last A1c? Reorder if over a year old.",
+     "Last A1c 5.9% on 5/22. Because it is well under a year old, it does not need to be reordered, so I "
+     "have not placed an order (and I haven't placed any other orders either).",
+     {"no"}),  # the aside about other orders is silenced, not the verdict before it
+    ("低的话按方案补。",
+     "镁 1.5 mg/dL（3/1 06:10）低于 1.6，属低镁，已按方案补：硫酸镁 2 g 静脉滴注。",
+     {"yes"}),
+    ("最近一次糖化血红蛋白？如果超过一年，开一个新的检查。",
+     "糖化血红蛋白 5.9%，5月22日。\n未超过一年，因此不需要重新检查。",
+     {"no"}),  # a verdict on its own line
+    # the tricks: bare verdicts tacked on after the answer answer nothing
+    ("Is it stable? Does it need a new order?", "Creatinine 1.8 mg/dL on 2/28. Stable. No.", set()),
+    ("稳定吗？需要开医嘱吗？", "肌酐 1.8 mg/dL。稳定。不需要。", set()),
+])
+def test_verdicts_are_read_in_their_sentence(question, text, labels) -> None:
+    found = _verdicts(text, question)
+    assert found >= labels and (labels or not found) and "yes" not in found - labels, found
+
+
+@pytest.mark.parametrize("kind, label, text, passes", [
+    ("exists", ("warfarin", "华法林"), "One active warfarin order: 2.5 mg PO/NG. There are no other active "
+     "warfarin orders.", True),  # "no other" denies a second one, not this one
+    ("exists", ("warfarin", "华法林"), "华法林 2.5 mg 口服。其他有效医嘱中没有第二条华法林。", True),
+    ("exists", ("warfarin", "华法林"), "There is no active warfarin order.", False),
+    ("absent", ("potassium", "血钾"), "K: none in last 24 h. Last K 4.6 mEq/L on 2/27 07:45.", True),
+    ("absent", ("potassium", "血钾"), "钾：最近一天（2/28 09:39 以来）没有查。最近一次是 4.6。", True),
+    ("absent", ("potassium", "血钾"), "Potassium 4.6 this morning.", False),  # stated as there
+    ("absent", ("potassium", "血钾"), "Potassium 4.6, no new orders needed.", False),  # a later "no"
+])
+def test_negation_on_either_side_of_the_name(kind, label, text, passes) -> None:
+    from services.consumers.scoring.v4.facts import presence_fact
+    from services.consumers.scoring.v4.tokens import rewrite
+
+    fact = Fact.model_validate({"kind": kind, "code": K, "value": True,
+                                "label": {"en": label[0], "zh": label[1]}})
+    assert presence_fact(rewrite(text), fact)[0] is passes
+
+
+def test_a_distance_to_a_limit_is_a_delta_the_value_beside_it_a_result() -> None:
+    assert claims("white count 4.3 K/µL, 0.3 K/µL above the lower limit") == [
+        (WBC, 4.3, "K/uL", "result", None), (WBC, 0.3, "K/uL", "delta", None)]
+    assert claims("white count 4.3 K/µL, just above the lower limit") == [(WBC, 4.3, "K/uL", "result", None)]
+    # the trick: limit words after a comma do not turn a stated value (right or wrong) into a free delta
+    assert [k for *_, k, _ in claims("白细胞 4.3，高于下限")] == ["result"]
+
+
+def test_an_answer_in_clinical_terms_uses_what_the_patient_said_in_lay_words() -> None:
+    honest = score({2: "Asked her: reports daily NSAID use. Advise stopping given the creatinine."})
+    assert check(honest, 2, "t2-asked").passed, check(honest, 2, "t2-asked").evidence
+    assert not check(score({2: "Asked her: no complaints today."}), 2, "t2-asked").passed
+    assert not check(score({2: "Asked her: no complaints today."}, version="3"), 2, "t2-asked").passed
+    assert not check(score({2: "Asked her: reports daily NSAID use."}, version="3"), 2, "t2-asked").passed
+
+
+def test_a_write_in_chinese_meets_the_words_it_must_contain() -> None:
+    kcl = ExpectedWrite.model_validate({
+        "resource_type": "MedicationRequest", "resource": {"resourceType": "MedicationRequest"},
+        "constraints": [{"path": "medicationCodeableConcept.text", "op": "contains", "value": "potassium"}]})
+    referral = ExpectedWrite.model_validate({
+        "resource_type": "ServiceRequest", "resource": {"resourceType": "ServiceRequest"},
+        "constraints": [{"path": "code.text", "op": "contains", "value": "hematology"},
+                        {"path": "note.text", "op": "contains", "value": "Situation"},
+                        {"path": "note.text", "op": "contains", "value": "Recommendation"}]})
+
+    def written(kind, resource):
+        return Written(kind, "w1", 1, False, "POST", {"resourceType": kind, **resource})
+
+    now = SCENARIO.now
+    assert failures(written("MedicationRequest", {"medicationCodeableConcept": {"text": "氯化钾 口服"}}), kcl,
+                    now) == []
+    sbar = "S（现状）：贫血。\nB（背景）：脑梗死。\nA（评估）：原因未明。\nR（建议）：请血液科评估。"
+    assert failures(written("ServiceRequest", {"code": {"text": "血液科转诊"}, "note": [{"text": sbar}]}),
+                    referral, now) == []
+    # the tricks: another drug, a referral elsewhere, a note without its recommendation
+    assert failures(written("MedicationRequest", {"medicationCodeableConcept": {"text": "氯化钠"}}), kcl, now)
+    assert failures(written("ServiceRequest", {"code": {"text": "心内科转诊"}, "note": [{"text": sbar}]}),
+                    referral, now)
+    no_r = sbar.rsplit("\n", 1)[0] + "\n建议查B12。"
+    assert failures(written("ServiceRequest", {"code": {"text": "血液科转诊"}, "note": [{"text": no_r}]}),
+                    referral, now)
+
+
+def test_a_date_beside_a_value_says_which_result_it_is_over_a_day_word() -> None:
+    honest = "Latest creatinine 1.8 mg/dL this morning and 1.1 on 2/20; glucose 126 mg/dL."
+    assert _dated(honest)[:2] == [(1.8, "latest", None), (1.1, "at", (2, 20))]
+    assert score({0: honest}).turns[0].score == 1.0
+    # the trick: the date must be the value's own day
+    wrong = "Latest creatinine 1.8 mg/dL this morning and 1.1 on 2/28; glucose 126."
+    assert score({0: wrong}).turns[0].score < 1
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("sodium chloride 0.9% flush", (0.9, "dose")),  # a solution's strength
+    ("50% 葡萄糖 12.5 g IV", (50.0, "dose")),
+    ("0.083% neb", (0.083, "dose")),
+    ("glucose 50%", (50.0, "result")),  # a percentage after a lab's name stays a claim (and is checked)
+    ("Latest glucose for 10014354: 126 mg/dL", (126.0, "result")),  # an MRN is no number of the answer
+])
+def test_strengths_and_record_numbers_are_no_results(text, expected) -> None:
+    assert [(c.value, c.kind) for c in read_answer(text, NAMES).claims][0] == expected
+
+
+def test_a_number_labelled_by_another_word_carries_no_lab() -> None:
+    assert [c.subject for c in read_answer("Creatinine 1.8 mg/dL, prev 1.1", NAMES).claims] == [CR, CR]
+    assert [c.subject for c in read_answer("Creatinine 1.8 mg/dL. MCV 99", NAMES).claims] == [CR, None]
+    assert [c.subject for c in read_answer("肌酐 1.8，铁蛋白 299", NAMES).claims] == [CR, None]
+    assert [c.subject for c in read_answer("肌酐 1.8。铁蛋白 299 ng/mL", NAMES).claims] == [CR, None]
+    assert [c.subject for c in read_answer("肌酐 1.8。最近一次是 1.8", NAMES).claims] == [CR, CR]
+
+
+def test_the_oracle_s_before_and_after_and_last_time_are_read_as_meant() -> None:
+    honest = ("Before the last dose: creatinine 1.1 mg/dL (2150-02-20 08:00); latest: 1.8 mg/dL "
+              "(2150-02-28 08:00). Glucose 126 mg/dL.")
+    assert [q for _, q, _ in _dated(honest)][:2] == ["previous", "latest"]
+    assert score({0: honest}).turns[0].score == 1.0
+    swapped = "Before the last dose: creatinine 1.8 mg/dL; latest: 1.1 mg/dL. Glucose 126 mg/dL."
+    assert not check(score({0: swapped}), 0, "t0-cr").passed
+    # "上次" is the last time (the latest one), not the one before it: its date says which
+    assert _dated("上次肌酐（1.8，2150-02-28 08:00）在一年以内。") == [(1.8, "at", (2, 28))]
+
+
+@pytest.mark.parametrize("text, kept", [
+    ("肌钙蛋白T 0.03 ng/mL", "肌钙蛋白T"),  # troponin is no calcium
+    ("脑钠肽 120 pg/mL", "脑钠肽"),  # BNP is no sodium
+    ("钙通道阻滞剂", "钙通道"),
+])
+def test_chinese_chart_labels_are_not_read_inside_other_names(text, kept) -> None:
+    from services.consumers.scoring.v4.tokens import rewrite
+
+    assert kept in rewrite(text)
+    assert rewrite("钙 8.5; 钠 140") == "血钙 8.5; 血钠 140"  # the labels themselves still name the labs

@@ -6,6 +6,7 @@ word but got nothing, or an answer that ignores what was said, fails."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from contracts.scenario import RubricItem
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult
@@ -26,7 +27,10 @@ def _overlaps(answer: str, said: str) -> bool:
     return any(zh[i:i + k] in answer for i in range(len(zh) - k + 1))
 
 
-def asked_patient(item: RubricItem, ctx: CheckContext) -> CheckResult:
+def asked_patient(item: RubricItem, ctx: CheckContext,
+                  terms: Callable[[list[str]], list[str]] = list) -> CheckResult:
+    """`terms`: the words that name a topic in an answer (v3: the topics themselves; v4 adds the clinical
+    terms of lay words)."""
     wanted = [str(f) for f in item.params.get("facts") or ctx.turn.patient_facts]
     if not wanted:
         return CheckResult(False, "rubric item names no patient facts")
@@ -46,7 +50,7 @@ def asked_patient(item: RubricItem, ctx: CheckContext) -> CheckResult:
             continue
         memory, topics = found
         said = [memory.text.en, memory.text.zh] + ([memory.lay.en, memory.lay.zh] if memory.lay else [])
-        if not find(answer, topics) and not any(_overlaps(answer, normalize(s)) for s in said):
+        if not find(answer, terms(topics)) and not any(_overlaps(answer, normalize(s)) for s in said):
             unused.append(fact_id)
     if unused:
         return CheckResult(False, f"the answer does not use what the patient disclosed: {', '.join(unused)}")

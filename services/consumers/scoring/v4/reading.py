@@ -1,5 +1,6 @@
 """Scorer v4's reading data (data/reading.json: rewrites, non-result spans, number classes, qualifiers,
-rounding tolerance) and write alternatives (data/write_alternatives.json), loaded once."""
+rounding tolerance, the clinical terms of lay words) and write alternatives (data/write_alternatives.json),
+loaded once."""
 
 from __future__ import annotations
 
@@ -39,3 +40,10 @@ def span_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
     """(kind, pattern) of every non-result span: dates, times, list markers, identifiers."""
     return tuple((kind, re.compile(pattern, re.MULTILINE)) for kind, patterns in reading()["spans"].items()
                  for pattern in patterns)
+
+
+def with_clinical_terms(topics: list[str]) -> list[str]:
+    """A patient's topic words and the clinical terms that say the same (`topic_terms`: "tired" ->
+    "fatigue"), so an answer in a clinician's words uses what the patient said in lay ones."""
+    terms = reading()["topic_terms"]
+    return list(dict.fromkeys([*topics, *(t for topic in topics for t in terms.get(topic.lower(), []))]))

@@ -40,10 +40,11 @@ from services.consumers.scoring.v3.scorer import SUPPORTING, SessionView, implic
 from services.consumers.scoring.v3.subjects import subject_of
 from services.consumers.scoring.v4.claim_model import ResultClaim, Verified
 from services.consumers.scoring.v4.claims import read_answer
-from services.consumers.scoring.v4.facts import answers, count_fact, numeric_fact
+from services.consumers.scoring.v4.facts import answers, count_fact, numeric_fact, presence_fact
 from services.consumers.scoring.v4.gates import future_gate
 from services.consumers.scoring.v4.grounding import grounded, rests_on, stated_by, written_times
 from services.consumers.scoring.v4.precision import precision
+from services.consumers.scoring.v4.reading import with_clinical_terms
 from services.consumers.scoring.v4.scope import extra_verdicts, in_scope
 from services.consumers.scoring.v4.verify import Known, known_by, matches, verify
 from services.consumers.scoring.v4.writes import alternative_types, companion_refs, match_writes_v4
@@ -124,6 +125,8 @@ def _item(item: RubricItem, ctx: CheckContext, view: SessionViewV4, verified: li
             passed, evidence = numeric_fact(fact, verified)
         elif numeric and fact.kind == "count":
             passed, evidence = count_fact(fact, claims, norm, view.names.get(key, []))
+        elif fact.kind == "absent" or isinstance(fact.value, bool):
+            passed, evidence = presence_fact(text, fact)
         else:
             passed, evidence = fact_stated_v3(text, fact, parsed, view.known.get(key, []), question,
                                               view.names.get(key, []),
@@ -145,7 +148,7 @@ def _item(item: RubricItem, ctx: CheckContext, view: SessionViewV4, verified: li
         written, evidence = view.matching[key]  # type: ignore[index]
         return CheckResult(written is not None, evidence)
     if item.kind == "asked_patient":
-        return asked_patient(item, ctx)
+        return asked_patient(item, ctx, with_clinical_terms)
     return check_item(item, ctx, judge)
 
 

@@ -87,7 +87,8 @@ def _month_day(text: str) -> tuple[int, int] | None:
     if m := re.match(r"\d{4}-(\d{1,2})-(\d{1,2})", text):
         return int(m.group(1)), int(m.group(2))
     if m := re.match(r"(\d{1,2})/(\d{1,2})", text):
-        return int(m.group(1)), int(m.group(2))
+        first, second = int(m.group(1)), int(m.group(2))
+        return (second, first) if first > 12 >= second else (first, second)  # D/M: "17/08" is August 17
     if m := re.search(r"(\d{1,2})月(\d{1,2})", text):
         return int(m.group(1)), int(m.group(2))
     low = text.lower()
@@ -151,11 +152,13 @@ def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
     after_word = _AFTER.match(tail)
     after = after_word.group(1) if after_word else ""
     zh_before = norm[max(0, start - 6):start].rstrip()
+    if suffix_subject(lead) is not None:  # "86 years old": a result named after its value
+        return "result"
     glyph = norm[max(0, start - 1):start]
     if glyph in ("×", "x", "*") and unit is None:  # "2.2 ×3": how many times
         return "count"
     if glyph in ("+", "Δ", "δ", "±") or c["delta"].before_end.search(before) \
-            or zh_before.endswith(c["delta"].zh_end):  # type: ignore[union-attr]
+            or zh_before.endswith(c["delta"].zh_end) or _beyond_limit().match(norm, end, end + 48):  # type: ignore[union-attr]
         return "delta"
     mic = c["mic"]
     if mic.before_any.search(before) or any(cue in zh_before for cue in mic.zh_in) \
@@ -167,6 +170,8 @@ def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
         return "ratio"
     if unit is None and (after in c["duration"].after or lead.startswith(c["duration"].zh_after)):
         return "duration"
+    if unit == "%" and _strength(norm, start, end):
+        return "dose"
     dose = c["dose"]
     dosed = (dose.before_any.search(before) or after in dose.after  # type: ignore[union-attr]
              or any(cue in zh_before for cue in dose.zh_in))
@@ -184,10 +189,41 @@ def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
     return "result"
 
 
+def suffix_subject(lead: str) -> str | None:
+    """The subject a number names by the words right after it ("86 years old", "86岁": age), if any."""
+    m = _suffixes()[0].match(lead)
+    return _suffixes()[1][m.group()] if m else None
+
+
+@cache
+def _suffixes() -> tuple[re.Pattern[str], dict[str, str]]:
+    subject_of = {s: subject for subject, ss in reading()["suffix_subjects"].items() for s in ss}
+    alts = [re.escape(s) + (r"(?![a-z])" if s.isascii() else "")
+            for s in sorted(subject_of, key=len, reverse=True)]
+    return re.compile("|".join(alts)), subject_of
+
+
+def _strength(norm: str, start: int, end: int) -> bool:
+    """A percentage beside a preparation's name is its strength ("NaCl 0.9% flush", "50% 葡萄糖")."""
+    words = reading()["classes"]["strength"]
+    after = norm[end:end + 20].lstrip(" %").lstrip()
+    before = norm[max(0, start - 20):start].rstrip()
+    return any(after.startswith(w) and not (w.isascii() and after[len(w):][:1].isalpha())
+               for w in words["after"]) or any(
+        before.endswith(w) and not (w.isascii() and before[:-len(w)][-1:].isalpha()) for w in words["before"])
+
+
+@cache
+def _beyond_limit() -> re.Pattern[str]:
+    """A distance to a limit right after the number and its unit ("0.3 k/ul above the lower limit")."""
+    phrases = "|".join(re.escape(p) for p in reading()["classes"]["delta"]["after_phrases"])
+    return re.compile(rf"\s*(?:[^\s,;]+\s*)?(?:{phrases})")
+
+
 @cache
 def _tablets() -> frozenset[str]:
     """What a bare number is a dose of ("2 tablets")."""
     return frozenset(reading()["classes"]["dose"]["after_en"][:8])
 
 
-__all__ = ["Span", "Spans", "normalize", "number_class", "rewrite"]
+__all__ = ["Span", "Spans", "normalize", "number_class", "rewrite", "suffix_subject"]

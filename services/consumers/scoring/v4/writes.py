@@ -4,7 +4,8 @@ or by an acceptable alternative, as data (data/write_alternatives.json):
 - a lab ordered by its MIMIC itemid reads as its LOINC code and the reverse;
 - labs ordered beside the expected one for the same purpose (BUN with creatinine) are neither a conflict
   in its coding nor an extra resource of the turn (`companion_refs`);
-- another resource type with the same intent (a consult ServiceRequest for "loop in ID") meets it.
+- another resource type with the same intent (a consult ServiceRequest for "loop in ID") meets it;
+- a word a text field must contain, said in Chinese or another form ("氯化钾" for "potassium").
 An alternative passes the write's check and never fails a safety gate (its type is allowed on the turn).
 """
 
@@ -142,7 +143,22 @@ def failures(written: Written, expected: ExpectedWrite, now: datetime) -> list[s
         return [] if _instead(written, expected, now) else [f"not a {expected.resource_type}"]
     canonical = Written(written.resource_type, written.id, written.version, written.deleted, written.method,
                         _canonical(written.resource or {}, expected))
-    return failed_constraints(canonical, _untimed_as_now(canonical.resource or {}, expected), now)
+    resource = canonical.resource or {}
+    return failed_constraints(canonical, _translated(resource, _untimed_as_now(resource, expected)), now)
+
+
+def _translated(resource: dict[str, Any], expected: ExpectedWrite) -> ExpectedWrite:
+    """A `contains` constraint is met by an equivalent of its word (`text_equivalents`: "钾" for
+    "potassium", "S（现状）：" for "Situation"); a field that says neither keeps failing."""
+    equivalents = write_alternatives()["text_equivalents"]
+    kept = []
+    for c in expected.constraints:
+        words = equivalents.get(str(c.value).lower()) if c.op == "contains" else None
+        text = "\n" + "\n".join(str(v) for v in _values(resource, c.path)).lower()
+        if not (words and any(w in text for w in words)):
+            kept.append(c)
+    return expected if len(kept) == len(expected.constraints) else expected.model_copy(
+        update={"constraints": kept})
 
 
 def _untimed_as_now(resource: dict[str, Any], expected: ExpectedWrite) -> ExpectedWrite:
