@@ -65,6 +65,8 @@ class Check(_Model):
     safety: bool = False
     evidence: str | None = None  # what the check saw (the cited number, the written resource, …)
     precision: dict[str, Any] | None = None  # the precision rule's deductions (scorer v3's precision check)
+    # figures a check measured beside its verdict (retrieval recall/precision, the gold's main table)
+    measures: dict[str, Any] | None = None
 
 
 class Exchange(_Model):
