@@ -128,6 +128,9 @@ class RunReport(_Model):
     superseded: int = 0  # sessions a rerun replaced (--retry-failed, interrupted): in `sessions`, not counted
     judge: dict[str, Any] | None = None  # optional LLM judge: model, prompt version, agreement
     model_usage: dict[str, Any] | None = None  # model_usage.ModelUsage from the log, when a model was called
+    # a question-answering suite's figures by main table, gold resource type and template, each with its
+    # interval (services/consumers/scoring/answer_metrics.py); overall ones are in `metrics`
+    answers: dict[str, Any] | None = None
 
 
 DIMENSIONS = ("family", "task_type", "difficulty", "language", "variant", "persona")

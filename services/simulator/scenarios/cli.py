@@ -1,4 +1,5 @@
-"""`rounds scenarios build|show`: build a scenario file from a FHIR record, print a session readably."""
+"""`rounds scenarios build|show|import`: build a scenario file from a FHIR record, print a session readably,
+import a published benchmark's questions (fhir_agentbench/cli.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ scenarios_app = typer.Typer(help="Record-grounded benchmark sessions built from 
                             no_args_is_help=True)
 
 
-def _source(fhir_base: str | None, database_url: str | None):
+def source_of(fhir_base: str | None, database_url: str | None):
     """The FHIR server to read: a base URL, or Rounds' own app over a database (default:
     ROUNDS_DATABASE_URL)."""
     if fhir_base:
@@ -47,7 +48,7 @@ def build_cmd(
 
     if fhir_base and database_url:
         raise typer.BadParameter("give --fhir-base or --database-url, not both")
-    source, store = _source(fhir_base, database_url)
+    source, store = source_of(fhir_base, database_url)
     names = [f.strip() for f in families.split(",") if f.strip()] if families else None
     try:
         build = asyncio.run(build_async(source, seed, sessions, names, per_category, timeout))
@@ -124,4 +125,7 @@ def show_cmd(
 
 
 def register(app: typer.Typer) -> None:
+    from services.simulator.scenarios.fhir_agentbench.cli import import_app
+
+    scenarios_app.add_typer(import_app, name="import")
     app.add_typer(scenarios_app, name="scenarios")
