@@ -40,6 +40,13 @@ def tables() -> dict[str, dict[str, Any]]:
     return json.loads(path.read_text(encoding="utf-8"))["tables"]
 
 
+@cache
+def words() -> dict[str, Any]:
+    """How the suite's baseline reads a question (data/tables.json `question_words`)."""
+    path = Path(__file__).with_name("data") / "tables.json"
+    return json.loads(path.read_text(encoding="utf-8"))["question_words"]
+
+
 @dataclass(frozen=True)
 class Question:
     row: int
