@@ -3,7 +3,9 @@ retrieval recall and retrieval precision, overall and by the paper's breakdowns 
 type, question template), each with its 95 % interval clustered by scenario (services/consumers/statistics).
 
 The figures are the means of the checks' measured values (checks/answer_checks.py) over the scored
-sessions' turns that carry them; a run without such checks gets none. They go into the report's `metrics`
+sessions' turns that carry them; a run without such checks gets none. Scored with `--judge`, the peer's
+own metric (an LLM judging the answer against the gold, the suite's `llm_judge` item) is
+`judge_correctness` beside the deterministic `answer_correctness`. They go into the report's `metrics`
 (`answer_correctness`, `retrieval_recall`, `retrieval_precision`, their intervals in `metrics.ci95`) and
 the breakdowns into `answers.by`. By resource type, recall is whether every gold resource OF THAT TYPE was
 retrieved, over the questions whose gold holds the type.
@@ -21,7 +23,7 @@ from services.consumers.statistics.clustered import METHOD, clustered
 from services.consumers.statistics.intervals import scored
 
 FIGURES = {"answer_correct": "answer_correctness", "retrieval_recall": "retrieval_recall",
-           "retrieval_precision": "retrieval_precision"}
+           "retrieval_precision": "retrieval_precision", "llm_judge": "judge_correctness"}
 DIMENSIONS = ("main_table", "resource_type", "template")
 
 
@@ -31,12 +33,15 @@ def _units(sessions: list[SessionScore]) -> list[dict[str, Any]]:
     for s in sessions:
         for t in s.turns:
             unit: dict[str, Any] = {"scenario": s.scenario, "values": {}, "groups": {}, "by_type": {}}
+            judged = [c.passed for c in t.checks if c.kind == "llm_judge"]  # the peer's metric (`--judge`)
             for c in t.checks:
                 if c.kind in FIGURES and c.measures and c.measures.get("value") is not None:
                     unit["values"][FIGURES[c.kind]] = float(c.measures["value"])
                     unit["groups"].update(c.measures.get("groups") or {})
                     unit["by_type"].update(c.measures.get("by_type") or {})
             if unit["values"]:
+                if judged:
+                    unit["values"]["judge_correctness"] = float(judged[0])
                 out.append(unit)
     return out
 

@@ -46,8 +46,9 @@ class LlmJudge:
 
     @classmethod
     def from_spec(cls, spec: str) -> LlmJudge:
-        """`MODEL@BASE_URL`, e.g. `gpt-4o-mini@https://api.openai.com/v1`."""
-        model, sep, base = spec.partition("@")
+        """`MODEL@BASE_URL`, e.g. `gpt-4o-mini@https://api.openai.com/v1`; `openai:MODEL@BASE_URL` (the
+        assistants' spelling) names the same judge."""
+        model, sep, base = spec.removeprefix("openai:").partition("@")
         if not sep or not model or not base.startswith(("http://", "https://")):
             raise ValueError(f"judge spec must be MODEL@http(s)://BASE_URL, got {spec!r}")
         return cls(model, base)
