@@ -11,8 +11,8 @@ significant digits), a time to the minute with or without the record's offset (c
 written out (case, spacing and punctuation aside) or by its alias ("M": male).
 
 What merely contains the gold is no answer: a list of candidates among which the gold sits fails — other
-numbers than the gold's (outside parentheses and the question's own numbers), other times, other short items
-of a comma-separated list.
+numbers than the gold's (outside parentheses, dates, times and identifiers, and other than the question's own
+numbers), other times, other short items of a comma-separated list.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from services.consumers.scoring.lexicon import lexicon, load
 from services.consumers.scoring.numbers import Cited, cited_numbers
 from services.consumers.scoring.text import find, normalize
 from services.consumers.scoring.v4.reading import span_patterns
+from services.consumers.scoring.v4.tokens import Spans
 
 _GOLD_TIME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2})(?::(\d{2}))?$")
 _NUMERIC = re.compile(r"^-?\d+(?:\.\d*)?$|^-?\.\d+$")
@@ -140,7 +141,11 @@ def verdict_of(norm: str) -> str | None:
 
 def _numbers(answer: str, norm: str, wanted: list[GoldValue], question: str) -> tuple[list[str], list[str]]:
     asked = {c.value for c in cited_numbers(question)}
-    cited = [c for c in cited_numbers(answer) if not _in_parentheses(norm, c)]
+    spans = Spans(norm)
+    dated = [m.span() for m in re.finditer(data()["not_candidates"], norm)]
+    cited = [c for c in cited_numbers(answer) if not _in_parentheses(norm, c)
+             and getattr(spans.at(c.start), "kind", "list_marker") == "list_marker"  # "1." may be the answer
+             and not any(s <= c.start < e for s, e in dated)]
     missing, matched = [], set()
     for v in wanted:
         hits = [c for c in cited if _number_is(c, v.number or 0.0, norm)]
@@ -254,7 +259,8 @@ def _texts(answer: str, norm: str, wanted: list[GoldValue], question: str) -> tu
     missing = [v.text for v in wanted if not _names(norm, v.text)]
     items = _short_items(norm)
     others = [item for item in items if not any(_names(item, v.text) for v in wanted)]
-    return missing, (others if len(items) > len(wanted) else [])
+    listed = sum(1 for v in wanted if any(_names(item, v.text) for item in items))
+    return missing, (others if len(items) > max(listed, 1) else [])
 
 
 def _names(norm: str, text: str) -> bool:
