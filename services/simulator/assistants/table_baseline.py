@@ -69,7 +69,8 @@ async def read_table(http: httpx.AsyncClient, table: dict, patient: str) -> list
         if response.status_code != 200:
             break
         bundle = response.json()
-        found += [e["resource"] for e in bundle.get("entry") or [] if "resource" in e]
+        found += [e["resource"] for e in bundle.get("entry") or []  # what it includes is read, not counted
+                  if e.get("resource", {}).get("resourceType") == search["type"]]
         nxt = [link["url"] for link in bundle.get("link") or [] if link.get("relation") == "next"]
         url, params = (nxt[0] if nxt else None), None
     return found
