@@ -28,6 +28,8 @@ from services.simulator.scenarios.fhir_agentbench.importer import import_questio
 from services.simulator.scenarios.fhir_agentbench.rows import read_questions
 from tests.shared_inputs import built_once, private_sqlite
 
+FIGURES = ("answer_correctness", "retrieval_recall", "retrieval_precision")
+
 
 @pytest.fixture(scope="module")
 def full_demo_url(demo_mapped, tmp_path_factory: pytest.TempPathFactory) -> str:
@@ -62,7 +64,7 @@ def _figures(settings: Settings, path: Path, spec: str, run_id: str) -> dict:
     summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(run_id), settings))
     assert set(summary.by_reason) == {"completed"}
     metrics = score_run(settings, run_id, timeout_s=600).model_dump()["metrics"]
-    return {k: round(metrics[k], 3) for k in ("answer_correctness", "retrieval_recall", "retrieval_precision")}
+    return {k: round(metrics[k], 3) for k in FIGURES}
 
 
 def test_the_shared_file_imports_and_the_reference_assistants_score(full_demo_url: str, shared_csv: Path,

@@ -13,7 +13,8 @@ from contracts.scenario import Scenario
 from contracts.vocabulary import phrase
 from services.simulator.assistant_protocol import AssistantFailure, SessionTools, TurnRequest
 
-ID_CHUNK = 100  # ids per `_id` search: a FHIR-AgentBench question needs up to ~1,000, past the URL limit
+ID_CHUNK = 500  # ids per `_id` search (~20 KB of URL, the limit is 32 KiB): a FHIR-AgentBench question
+# needs up to ~1,000 in 3 requests, within the step limit
 
 
 def fallback_answer(scenario: Scenario, turn: int, language: str) -> str:
@@ -30,7 +31,7 @@ def fallback_answer(scenario: Scenario, turn: int, language: str) -> str:
 
 async def read_sources(tools: SessionTools, turn) -> None:
     """Read what the turn's facts come from through the session's base, like any assistant must (scorer v3
-    counts a fact only if its resources reached the assistant): `_id` searches per resource type, 100 ids
+    counts a fact only if its resources reached the assistant): `_id` searches per resource type, 500 ids
     each."""
     for kind, ids in sorted(turn.sources_by_type().items()):
         for start in range(0, len(ids), ID_CHUNK):

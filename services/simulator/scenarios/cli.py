@@ -11,21 +11,10 @@ import typer
 from contracts.languages import LANGUAGES
 from contracts.scenario import Scenario
 from rounds.options import DatabaseUrl
+from services.simulator.scenarios.source import source_of
 
 scenarios_app = typer.Typer(help="Record-grounded benchmark sessions built from a FHIR record.",
                             no_args_is_help=True)
-
-
-def source_of(fhir_base: str | None, database_url: str | None):
-    """The FHIR server to read: a base URL, or Rounds' own app over a database (default:
-    ROUNDS_DATABASE_URL)."""
-    if fhir_base:
-        return fhir_base, None
-    from rounds.settings import settings_for
-    from services.fhir_api.app import create_app
-
-    app = create_app(settings_for(database_url))
-    return app, app.state.store
 
 
 @scenarios_app.command("build")

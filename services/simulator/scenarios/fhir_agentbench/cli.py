@@ -36,10 +36,10 @@ def fhir_agentbench_cmd(
 ) -> None:
     """One single-turn session per question; counts by reason and by resource type; a bad row exits 2."""
     from services.simulator.scenarios import output
-    from services.simulator.scenarios.cli import source_of
     from services.simulator.scenarios.fhir_agentbench.importer import import_questions
     from services.simulator.scenarios.fhir_agentbench.rows import BadRow, read_questions
     from services.simulator.scenarios.reader import RecordError
+    from services.simulator.scenarios.source import source_of
 
     if fhir_base and database_url:
         raise typer.BadParameter("give --fhir-base or --database-url, not both")
