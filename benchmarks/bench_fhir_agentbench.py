@@ -4,7 +4,8 @@ the embedded default, scored from the log; prints the import counts and both ass
 (answer correctness, retrieval recall, retrieval precision, overall with 95 % intervals and by main table).
 
     # a store holding the demo: `rounds demo --mimic ../shared/data/mimic-iv-demo` leaves one in rounds.sqlite
-    python benchmarks/bench_fhir_agentbench.py --database-url sqlite:///rounds.sqlite [--limit N]
+    python benchmarks/bench_fhir_agentbench.py --database-url sqlite:///rounds.sqlite [--limit N] \
+        [--assistants oracle,baseline:fhir-agentbench]
 
 It writes runs (`fab-oracle-<stamp>`, `fab-baseline-<stamp>`) into that store's log: point it at a copy.
 """
@@ -67,6 +68,7 @@ def main() -> None:
     parser.add_argument("--database-url", required=True)
     parser.add_argument("--csv", type=Path, default=CSV)
     parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--assistants", default=",".join(ASSISTANTS), help="comma-separated specs")
     args = parser.parse_args()
     settings = Settings(database_url=args.database_url)
     questions = read_questions(args.csv)[: args.limit]
@@ -81,7 +83,7 @@ def main() -> None:
         path = Path(work) / "fab.jsonl"
         output.write(path, imported.scenarios, imported.summary)
         jobs = plan(read_scenarios(path), 1, ("en",), "implicit")
-        for spec in ASSISTANTS:
+        for spec in args.assistants.split(","):
             run_id = f"fab-{spec.split(':')[0]}-{stamp}"
             started = time.perf_counter()
             summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(run_id), settings))

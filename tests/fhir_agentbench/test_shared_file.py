@@ -88,4 +88,4 @@ def test_the_shared_file_imports_and_the_reference_assistants_score(full_demo_ur
     assert baseline == BASELINE
 
 
-BASELINE = {"answer_correctness": None, "retrieval_recall": None, "retrieval_precision": None}
+BASELINE = {"answer_correctness": 0.161, "retrieval_recall": 0.821, "retrieval_precision": 0.118}
