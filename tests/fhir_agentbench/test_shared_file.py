@@ -29,17 +29,18 @@ from services.simulator.scenarios.fhir_agentbench.rows import read_questions
 from tests.shared_inputs import built_once, private_sqlite
 
 FIGURES = ("answer_correctness", "retrieval_recall", "retrieval_precision")
+pytestmark = pytest.mark.slow  # the whole demo loaded, 2 × 347 sessions: ~15 min on 2 shared cores
 
 
 @pytest.fixture(scope="module")
-def full_demo_url(demo_mapped, tmp_path_factory: pytest.TempPathFactory) -> str:
+def full_demo_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     given = os.environ.get("ROUNDS_TEST_FULL_DEMO_STORE")
     into = tmp_path_factory.mktemp("fab-demo")
     if given:
         target = into / "rounds.sqlite"
         shutil.copyfile(given.removeprefix("sqlite:///"), target)
         return f"sqlite:///{target}"
-    folder, _, code = demo_mapped
+    folder, _, _ = request.getfixturevalue("demo_mapped")
 
     def build(work: Path) -> None:
         url = f"sqlite:///{work / 'rounds.sqlite'}"
