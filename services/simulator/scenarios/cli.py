@@ -3,7 +3,6 @@ import a published benchmark's questions (fhir_agentbench/cli.py)."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import typer
@@ -11,7 +10,7 @@ import typer
 from contracts.languages import LANGUAGES
 from contracts.scenario import Scenario
 from rounds.options import DatabaseUrl
-from services.simulator.scenarios.source import source_of
+from services.simulator.scenarios.source import on_record
 
 scenarios_app = typer.Typer(help="Record-grounded benchmark sessions built from a FHIR record.",
                             no_args_is_help=True)
@@ -35,18 +34,10 @@ def build_cmd(
     """Build sessions from the record (read through the FHIR REST API) into FILE.jsonl + FILE.summary.json."""
     from services.simulator.scenarios import BuildError, build_async, output
 
-    if fhir_base and database_url:
-        raise typer.BadParameter("give --fhir-base or --database-url, not both")
-    source, store = source_of(fhir_base, database_url)
     names = [f.strip() for f in families.split(",") if f.strip()] if families else None
-    try:
-        build = asyncio.run(build_async(source, seed, sessions, names, per_category, timeout))
-    except BuildError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    finally:
-        if store is not None:
-            store.engine.dispose()
+    build = on_record(fhir_base, database_url,
+                      lambda source: build_async(source, seed, sessions, names, per_category, timeout),
+                      (BuildError,))
     output.write(out, build.scenarios, build.summary)
     s = build.summary
     typer.echo(f"{s['sessions']} sessions, {s['turns']} turns -> {out}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import typer
@@ -39,7 +38,7 @@ def fhir_agentbench_cmd(
     from services.simulator.scenarios.fhir_agentbench.importer import import_questions
     from services.simulator.scenarios.fhir_agentbench.rows import BadRow, read_questions
     from services.simulator.scenarios.reader import RecordError
-    from services.simulator.scenarios.source import source_of
+    from services.simulator.scenarios.source import on_record
 
     if fhir_base and database_url:
         raise typer.BadParameter("give --fhir-base or --database-url, not both")
@@ -48,15 +47,9 @@ def fhir_agentbench_cmd(
     except BadRow as exc:
         typer.echo(f"error: {csv_file}: {exc}; nothing imported", err=True)
         raise typer.Exit(2) from exc
-    source, store = source_of(fhir_base, database_url)
-    try:
-        imported = asyncio.run(import_questions(source, questions, timeout))
-    except RecordError as exc:
-        typer.echo(f"error: {exc}; nothing imported", err=True)
-        raise typer.Exit(1) from exc
-    finally:
-        if store is not None:
-            store.engine.dispose()
+    imported = on_record(fhir_base, database_url,
+                         lambda source: import_questions(source, questions, timeout), (RecordError,),
+                         "; nothing imported")
     output.write(out, imported.scenarios, imported.summary)
     for text in counts_lines(imported.summary):
         typer.echo(text)
