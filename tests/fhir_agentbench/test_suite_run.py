@@ -1,6 +1,6 @@
 """The suite end to end on the small question file: imported, run by `oracle` and `baseline:fhir-agentbench`
 through real sandboxes (every EHR call on the log), scored from the log, reported with the suite's figures
-and their breakdowns."""
+and their breakdowns; and scored again with the peer's LLM judge (a fake OpenAI-compatible server)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ import pytest
 
 from rounds.settings import Settings
 from services.consumers.scoring.api import score_run
+from services.consumers.scoring.judge import LlmJudge
 from services.fhir_api.app import create_app
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from services.simulator.orchestrator.jobs import plan, read_scenarios
 from services.simulator.scenarios import output
 from services.simulator.scenarios.fhir_agentbench.importer import import_questions
 from services.simulator.scenarios.fhir_agentbench.rows import read_questions
+from tests.scoring.test_judge import CALLS, fake_openai  # noqa: F401 - the fake judge's server (fixture)
 
 SMALL = Path(__file__).parent / "fixtures" / "questions_small.csv"
 
@@ -89,3 +91,21 @@ def test_report_json_and_terminal_carry_the_suite(suite: tuple[Settings, Path], 
     assert {"answer_correctness", "retrieval_recall", "retrieval_precision"} <= set(metrics)
     html = (tmp_path / "fab.html").read_text()
     assert 'data-breakdown="template"' in html and 'data-answers="labevents"' in html
+
+
+def test_the_peer_s_judge_scores_beside_the_deterministic_check(suite: tuple[Settings, Path],
+                                                               request: pytest.FixtureRequest) -> None:
+    settings, path = suite
+    url = request.getfixturevalue("fake_openai")
+    _run(settings, path, "oracle", "fab-judged")
+    before = len(CALLS)
+    report = score_run(settings, "fab-judged", judge=LlmJudge.from_spec(f"openai:fake-judge@{url}"),
+                       timeout_s=120)
+    asked = CALLS[before:]
+    assert len(asked) == 12  # one call per question, each with the peer's criterion and the gold
+    assert all("Gold answer (the result of the question's SQL" in c["messages"][-1]["content"] for c in asked)
+    assert report.judge is not None and report.judge["model"] == "fake-judge"
+    verdicts = [c.passed for s in report.sessions for t in s.turns for c in t.checks if c.kind == "llm_judge"]
+    metrics = report.model_dump()["metrics"]
+    assert metrics["judge_correctness"] == pytest.approx(sum(verdicts) / len(verdicts))
+    assert metrics["answer_correctness"] == 1.0  # the deterministic check is not the judge's
