@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from events.archive import read_log
+from events.factory import open_bus
 from rounds.settings import Settings
 from services.consumers.scoring.api import score_run
 from services.consumers.scoring.judge import LlmJudge
@@ -109,3 +111,14 @@ def test_the_peer_s_judge_scores_beside_the_deterministic_check(suite: tuple[Set
     metrics = report.model_dump()["metrics"]
     assert metrics["judge_correctness"] == pytest.approx(sum(verdicts) / len(verdicts))
     assert metrics["answer_correctness"] == 1.0  # the deterministic check is not the judge's
+    bus = open_bus(settings)
+    try:
+        # this test's own store: its only judged run
+        records = list(read_log(bus, ["rounds.scores"]))
+        calls = [r.event.data for r in records if r.event.type == "rounds.judge.call"]
+    finally:
+        bus.close()
+    assert len(calls) == 12  # every judge call an event: model, item, verdict, latency
+    assert {(c["model"], c["item"]) for c in calls} == {("fake-judge", "llm_judge")}
+    assert sorted(c["passed"] for c in calls) == sorted(verdicts)
+    assert all(c["latencyMs"] >= 0 and c["runId"] == "fab-judged" for c in calls)

@@ -234,7 +234,9 @@ def score_turn_v4(scenario: Scenario, index: int, log: SessionLog, state: FinalS
         if result is None:
             continue
         if judge is not None and item.kind != "llm_judge" and item.description is not None:
-            judged.append({"id": item.id, "judge": judge(item, ctx).passed, "check": result.passed})
+            verdict = judge(item, ctx)
+            judged.append({"id": item.id, "judge": verdict.passed, "check": result.passed,
+                           **verdict.measures})
         gate = item.kind in GATES or item.safety
         out = CheckOut(id=item.id, kind=item.kind, passed=result.passed,
                        weight=0.0 if gate or item.kind in MEASURES else item.weight, safety=gate,
