@@ -60,7 +60,7 @@ class JudgeCall(_Scored):
     the rubric item of which turn, its verdict and how long the call took. One event per call, so a run's
     judged figures (the report's `judge`, a suite's `judge_correctness`) are traceable to each call."""
 
-    TYPE: ClassVar[str] = "rounds.judge.call"
+    TYPE: ClassVar[str] = "rounds.score.judge"
 
     model: str = Field(min_length=1)
     prompt_version: str = Field(min_length=1)

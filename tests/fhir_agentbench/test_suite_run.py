@@ -115,7 +115,7 @@ def test_the_peer_s_judge_scores_beside_the_deterministic_check(suite: tuple[Set
     try:
         # this test's own store: its only judged run
         records = list(read_log(bus, ["rounds.scores"]))
-        calls = [r.event.data for r in records if r.event.type == "rounds.judge.call"]
+        calls = [r.event.data for r in records if r.event.type == "rounds.score.judge"]
     finally:
         bus.close()
     assert len(calls) == 12  # every judge call an event: model, item, verdict, latency

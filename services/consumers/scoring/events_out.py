@@ -61,7 +61,7 @@ def session_event(score: SessionScore, log: SessionLog, version: str, scorer: st
 
 
 def judge_events(score: SessionScore, log: SessionLog, version: str) -> list[CloudEvent]:
-    """One `rounds.judge.call` per call of the optional judge the score holds: its `llm_judge` items and the
+    """One `rounds.score.judge` per call of the optional judge the score holds: its `llm_judge` items and the
     items it judged beside a deterministic check (`judge_agreement`); ids derived like the scores'."""
     out = []
     for turn in score.turns:

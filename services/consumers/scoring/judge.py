@@ -87,7 +87,7 @@ class LlmJudge:
                            self._call(started, reason))
 
     def _call(self, started: float, reason: str) -> dict[str, Any]:
-        """What the call was, for its `rounds.judge.call` event (events_out.py `judge_events`)."""
+        """What the call was, for its `rounds.score.judge` event (events_out.py `judge_events`)."""
         return {"judge_call": {"model": self.model, "prompt_version": self.prompt_version, "reason": reason,
                                "latency_ms": round((time.perf_counter() - started) * 1000, 3)}}
 
