@@ -82,12 +82,20 @@ class CdsQuietParams(Params):
     indicator: str = Field(default="warning", description="cards from this indicator up are noise here")
 
 
+class SqlAnswerParams(Params):
+    """A question-answering suite's gold (FHIR-AgentBench): the rows its SQL returned on the source tables."""
+
+    gold: list[list[Any]] = Field(description="the SQL result rows ([] or [[null]]: no result)")
+    boolean: bool = Field(default=False, description="the SQL asks COUNT(*) > 0: 1 / 0 mean yes / no")
+
+
 @dataclass(frozen=True)
 class Kind:
     params: type[Params]
     gate: bool  # a failed gate scores the turn 0; a gate never adds points
     check: str  # the name of the scorer's check that judges it (a test holds the scorer to these names)
     doc: str
+    measure: bool = False  # a figure reported beside the score (its check's `measures`), never scored
 
 
 RUBRIC_KINDS: dict[str, Kind] = {
@@ -119,8 +127,17 @@ RUBRIC_KINDS: dict[str, Kind] = {
                            "a card on the hook suggests an action that makes the expected write"),
     "cds_no_card": Kind(CdsQuietParams, False, "CdsNoCard",
                         "no card at or above the indicator on the hook (nothing is wrong)"),
+    "answer_correct": Kind(SqlAnswerParams, False, "AnswerCorrect",
+                           "the answer is the gold SQL result as a clinician would write it, not a list of "
+                           "candidates holding it"),
+    "retrieval_recall": Kind(NoParams, False, "RetrievalRecall",
+                             "every resource the facts come from reached the assistant (a measure)", True),
+    "retrieval_precision": Kind(NoParams, False, "RetrievalPrecision",
+                                "the share of the resources that reached the assistant that the facts come "
+                                "from (a measure)", True),
 }
 GATES = frozenset(kind for kind, spec in RUBRIC_KINDS.items() if spec.gate)
+MEASURES = frozenset(kind for kind, spec in RUBRIC_KINDS.items() if spec.measure)
 
 
 def check_params(kind: str, params: dict[str, Any]) -> None:

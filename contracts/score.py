@@ -65,6 +65,8 @@ class Check(_Model):
     safety: bool = False
     evidence: str | None = None  # what the check saw (the cited number, the written resource, …)
     precision: dict[str, Any] | None = None  # the precision rule's deductions (scorer v3's precision check)
+    # figures a check measured beside its verdict (retrieval recall/precision, the gold's main table)
+    measures: dict[str, Any] | None = None
 
 
 class Exchange(_Model):
@@ -126,6 +128,9 @@ class RunReport(_Model):
     superseded: int = 0  # sessions a rerun replaced (--retry-failed, interrupted): in `sessions`, not counted
     judge: dict[str, Any] | None = None  # optional LLM judge: model, prompt version, agreement
     model_usage: dict[str, Any] | None = None  # model_usage.ModelUsage from the log, when a model was called
+    # a question-answering suite's figures by main table, gold resource type and template, each with its
+    # interval (services/consumers/scoring/answer_metrics.py); overall ones are in `metrics`
+    answers: dict[str, Any] | None = None
 
 
 DIMENSIONS = ("family", "task_type", "difficulty", "language", "variant", "persona")

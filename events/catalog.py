@@ -317,6 +317,7 @@ CATALOG = Catalog(
         _spec(p.SandboxState),
         _spec(p.ScoreTurn, topic=SCORES),
         _spec(p.ScoreSession, topic=SCORES),
+        _spec(p.JudgeCall, topic=SCORES),
         *(
             _spec(
                 p.FhirResourceChange,

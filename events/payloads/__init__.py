@@ -18,7 +18,14 @@ from events.payloads.messages import (
     Communication,
     communication,
 )
-from events.payloads.outcome import DeadLetter, FhirResourceChange, FhirResourceKnown, ScoreSession, ScoreTurn
+from events.payloads.outcome import (
+    DeadLetter,
+    FhirResourceChange,
+    FhirResourceKnown,
+    JudgeCall,
+    ScoreSession,
+    ScoreTurn,
+)
 from events.payloads.sandbox import SandboxState
 from events.payloads.session import (
     END_REASONS,
@@ -48,6 +55,7 @@ __all__ = [
     "SandboxState",
     "ScoreSession",
     "ScoreTurn",
+    "JudgeCall",
     "SessionEnded",
     "SessionStarted",
     "ToolCall",

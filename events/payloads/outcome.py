@@ -55,6 +55,22 @@ class ScoreTurn(_Scored):
     checks: list[ScoreCheck] | None = None
 
 
+class JudgeCall(_Scored):
+    """One call of the optional LLM judge (`rounds score --judge`): the model and prompt version it asked,
+    the rubric item of which turn, its verdict and how long the call took. One event per call, so a run's
+    judged figures (the report's `judge`, a suite's `judge_correctness`) are traceable to each call."""
+
+    TYPE: ClassVar[str] = "rounds.score.judge"
+
+    model: str = Field(min_length=1)
+    prompt_version: str = Field(min_length=1)
+    turn: int = Field(ge=0)
+    item: str = Field(min_length=1)
+    passed: bool
+    reason: str | None = None
+    latency_ms: float | None = Field(default=None, ge=0)
+
+
 class ScoreSession(_Scored):
     """A scorer's summary of a whole session. `excluded` names why a session is not scored (its end reason
     `infrastructure_error` / `patient_error`, or `unscorable`): it is counted apart, never scored 0."""

@@ -38,6 +38,8 @@ SAMPLES: dict[str, BaseModel] = {
                                                     "version_id": 2, "resource": {"status": "active"}}]),
     "rounds.score.turn": p.ScoreTurn(scorer="s", metric="m", value=0.5, message_id="m-assistant", turn=2),
     "rounds.score.session": p.ScoreSession(scorer="s", metrics={"m": 0.5}, passed=True),
+    "rounds.score.judge": p.JudgeCall(model="m", prompt_version="judge-v1", turn=0, item="llm_judge",
+                                     passed=True, reason="same value", latency_ms=12.5),
     "rounds.fhir.resource.created": CHANGE,
     "rounds.fhir.resource.updated": CHANGE,
     "rounds.fhir.resource.deleted": CHANGE,

@@ -12,6 +12,7 @@ from hashlib import sha256
 from html import escape
 
 from contracts.score import DIMENSIONS, RunReport
+from services.consumers.report.answers_view import answers_html
 from services.consumers.report.compare import compare_runs
 from services.consumers.report.comparison_model import Comparison
 from services.consumers.report.html_charts import charts_section
@@ -242,6 +243,7 @@ def render_html(
         + "</div>"
         + planning_section(reports[:1], plan)
         + "</section>"
+        + answers_html(reports)
     )
     compare = ""
     if other is not None:

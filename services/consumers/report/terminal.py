@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from contracts.score import RunReport
+from services.consumers.report.answers_view import terminal_tables
 from services.consumers.report.comparison_model import Comparison
 from services.consumers.report.stats import counted_sessions, judge_agreement, reason_counts
 from services.consumers.report.summary import (
@@ -195,6 +196,7 @@ def summary(report: RunReport, other: RunReport | None = None, comparison: Compa
         reasons_table(reports, excluded=True),
     ]
     parts += [dimension_table_view(reports, d) for d in TERMINAL_DIMENSIONS]
+    parts += terminal_tables(reports)
     parts += [line for r in reports if (line := judge_line(r)) is not None]
     if comparison is not None:
         parts.append(turn_changes_line(comparison))

@@ -203,6 +203,8 @@ class CheckContext:
 class CheckResult:
     passed: bool
     evidence: str
+    # figures beside the verdict, copied onto the scored check (a measure kind's value, its breakdown keys)
+    measures: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import uuid
 from contracts.score import SessionScore, TurnScore
 from events.catalog import CATALOG
 from events.envelope import CloudEvent
-from events.payloads import ScoreSession, ScoreTurn
+from events.payloads import JudgeCall, ScoreSession, ScoreTurn
 from events.payloads.outcome import ScoreCheck
 from services.consumers.scoring.check_inputs import SessionLog
 
@@ -58,3 +58,24 @@ def session_event(score: SessionScore, log: SessionLog, version: str, scorer: st
     )
     return CATALOG.make(payload, source=SOURCE, subject=log.session_id,
                         id=event_id(version, score.run, log.session_id, None), time=log.ended_time)
+
+
+def judge_events(score: SessionScore, log: SessionLog, version: str) -> list[CloudEvent]:
+    """One `rounds.score.judge` per call of the optional judge the score holds: its `llm_judge` items and the
+    items it judged beside a deterministic check (`judge_agreement`); ids derived like the scores'."""
+    out = []
+    for turn in score.turns:
+        calls = [(c.id, c.passed, (c.measures or {}).get("judge_call")) for c in turn.checks
+                 if c.kind == "llm_judge"]
+        calls += [(p["id"], bool(p["judge"]), p.get("judge_call")) for p in turn.judge_agreement]
+        for item, passed, call in calls:
+            if not call:
+                continue
+            payload = JudgeCall(model=call["model"], prompt_version=call["prompt_version"], turn=turn.index,
+                                item=item, passed=passed, reason=(call.get("reason") or "")[:500] or None,
+                                latency_ms=call.get("latency_ms"), **_identity(score, version))
+            turn_id = event_id(version, score.run, log.session_id, turn.index)
+            key = uuid.uuid5(_NAMESPACE, f"{turn_id}|judge|{item}")
+            out.append(CATALOG.make(payload, source=SOURCE, subject=log.session_id, id=key.hex,
+                                    time=log.ended_time))
+    return out

@@ -9,6 +9,7 @@ The scorer asks it in its batch's prefetch, outside the database transaction (`V
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
@@ -46,8 +47,9 @@ class LlmJudge:
 
     @classmethod
     def from_spec(cls, spec: str) -> LlmJudge:
-        """`MODEL@BASE_URL`, e.g. `gpt-4o-mini@https://api.openai.com/v1`."""
-        model, sep, base = spec.partition("@")
+        """`MODEL@BASE_URL`, e.g. `gpt-4o-mini@https://api.openai.com/v1`; `openai:MODEL@BASE_URL` (the
+        assistants' spelling) names the same judge."""
+        model, sep, base = spec.removeprefix("openai:").partition("@")
         if not sep or not model or not base.startswith(("http://", "https://")):
             raise ValueError(f"judge spec must be MODEL@http(s)://BASE_URL, got {spec!r}")
         return cls(model, base)
@@ -64,6 +66,7 @@ class LlmJudge:
                f"Criterion:\n{criterion}"
         body = {"model": self.model, "temperature": 0,
                 "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]}
+        started = time.perf_counter()
         try:
             response = self.client.post("/chat/completions", json=body)
             response.raise_for_status()
@@ -77,9 +80,16 @@ class LlmJudge:
                 raise TypeError("passed is not a boolean")
         except (orjson.JSONDecodeError, KeyError, TypeError):
             unreadable = f"unreadable verdict {content[:200]!r}"
-            return CheckResult(False, f"judge {self.model}/{PROMPT_VERSION}: {unreadable}")
+            return CheckResult(False, f"judge {self.model}/{PROMPT_VERSION}: {unreadable}",
+                               self._call(started, unreadable))
         reason = str(verdict.get("reason", ""))[:300]
-        return CheckResult(passed, f"judge {self.model}/{PROMPT_VERSION}: {reason}")
+        return CheckResult(passed, f"judge {self.model}/{PROMPT_VERSION}: {reason}",
+                           self._call(started, reason))
+
+    def _call(self, started: float, reason: str) -> dict[str, Any]:
+        """What the call was, for its `rounds.score.judge` event (events_out.py `judge_events`)."""
+        return {"judge_call": {"model": self.model, "prompt_version": self.prompt_version, "reason": reason,
+                               "latency_ms": round((time.perf_counter() - started) * 1000, 3)}}
 
 
 class Verdicts:

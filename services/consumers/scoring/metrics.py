@@ -30,6 +30,7 @@ from contracts.score import (
     SessionScore,
     TurnScore,
 )
+from services.consumers.scoring.answer_metrics import with_answer_metrics
 from services.consumers.statistics.intervals import with_intervals
 
 SUCCESS_THRESHOLD = 0.75
@@ -202,7 +203,8 @@ def build_report(run: str, scorer_version: str, sessions: list[SessionScore]) ->
     report = RunReport(run=run, scorer_version=scorer_version, assistant=", ".join(assistants) or None,
                        metrics=metrics(sessions, facts=facts), by=by, reasons=dict(sorted(reasons.items())),
                        sessions=listed, superseded=len(listed) - len(sessions), judge=judge)
-    return with_intervals(report)  # every figure's 95 % interval, clustered by scenario
+    # every figure's 95 % interval, clustered by scenario; a question-answering suite's figures beside them
+    return with_answer_metrics(with_intervals(report))
 
 
 def judge_summary(sessions: list[SessionScore]) -> dict | None:

@@ -22,7 +22,7 @@ from events.envelope import CloudEvent
 from events.projections.projection import bound_values, bulk_insert, in_bound
 from services.consumers.scoring import snapshot
 from services.consumers.scoring.check_inputs import FinalState, SessionLog
-from services.consumers.scoring.events_out import session_event, turn_event
+from services.consumers.scoring.events_out import judge_events, session_event, turn_event
 from services.consumers.scoring.scorer import SCORER
 
 
@@ -76,6 +76,7 @@ def scored(log: SessionLog, score: SessionScore, state: FinalState | None, *, li
     large state through `store`, the blob store)."""
     events = [turn_event(score, t, log, version, SCORER) for t in score.turns if t.reached]
     events.append(session_event(score, log, version, SCORER))
+    events += judge_events(score, log, version)
     emits = [(event, scores_topic) for event in events]
     if live and isinstance(state, FinalState):
         recorded = snapshot.to_event(log.session_id, state, log.ended_time, store)

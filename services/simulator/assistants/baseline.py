@@ -347,5 +347,12 @@ class BaselineAssistant:
         self.last.clear()
 
 
-def create(arg: str = "") -> BaselineAssistant:
+def create(arg: str = ""):
+    """`baseline`, or a suite's own floor: `baseline:fhir-agentbench` (table_baseline.py)."""
+    if arg == "fhir-agentbench":
+        from services.simulator.assistants.table_baseline import TableBaseline
+
+        return TableBaseline()
+    if arg:
+        raise ValueError(f"unknown baseline {arg!r}: expected baseline or baseline:fhir-agentbench")
     return BaselineAssistant()

@@ -1,7 +1,7 @@
 """`oracle` — the scorer's upper bound: answers from the scenario's truth and performs the expected writes.
 
 It is the only assistant that sees the scenario (the orchestrator hands it over through `observe_scenario`).
-It reads the record like any assistant: the resources each turn's facts come from, one search per type.
+It reads the record like any assistant: the resources each turn's facts come from, by `_id` per type.
 Per turn it asks the patient about each fact the turn expects from them (naming the fact's topic), writes
 each expected resource's example through the session's FHIR base (PUT when the example has an id, else POST;
 so the writes really land in the sandbox and are recorded), and says the turn's reference answer.
@@ -12,6 +12,9 @@ from __future__ import annotations
 from contracts.scenario import Scenario
 from contracts.vocabulary import phrase
 from services.simulator.assistant_protocol import AssistantFailure, SessionTools, TurnRequest
+
+ID_CHUNK = 500  # ids per `_id` search (~20 KB of URL, the limit is 32 KiB): a FHIR-AgentBench question
+# needs up to ~1,000 in 3 requests, within the step limit
 
 
 def fallback_answer(scenario: Scenario, turn: int, language: str) -> str:
@@ -28,11 +31,14 @@ def fallback_answer(scenario: Scenario, turn: int, language: str) -> str:
 
 async def read_sources(tools: SessionTools, turn) -> None:
     """Read what the turn's facts come from through the session's base, like any assistant must (scorer v3
-    counts a fact only if its resources reached the assistant): one `_id` search per resource type."""
+    counts a fact only if its resources reached the assistant): `_id` searches per resource type, 500 ids
+    each."""
     for kind, ids in sorted(turn.sources_by_type().items()):
-        response = await tools.http.get(kind, params={"_id": ",".join(ids), "_count": str(len(ids))})
-        if response.status_code >= 500:
-            response.raise_for_status()
+        for start in range(0, len(ids), ID_CHUNK):
+            chunk = ids[start:start + ID_CHUNK]
+            response = await tools.http.get(kind, params={"_id": ",".join(chunk), "_count": str(len(chunk))})
+            if response.status_code >= 500:
+                response.raise_for_status()
 
 
 class OracleAssistant:

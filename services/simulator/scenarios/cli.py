@@ -1,8 +1,8 @@
-"""`rounds scenarios build|show`: build a scenario file from a FHIR record, print a session readably."""
+"""`rounds scenarios build|show|import`: build a scenario file from a FHIR record, print a session readably,
+import a published benchmark's questions (fhir_agentbench/cli.py)."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import typer
@@ -10,21 +10,10 @@ import typer
 from contracts.languages import LANGUAGES
 from contracts.scenario import Scenario
 from rounds.options import DatabaseUrl
+from services.simulator.scenarios.source import on_record
 
 scenarios_app = typer.Typer(help="Record-grounded benchmark sessions built from a FHIR record.",
                             no_args_is_help=True)
-
-
-def _source(fhir_base: str | None, database_url: str | None):
-    """The FHIR server to read: a base URL, or Rounds' own app over a database (default:
-    ROUNDS_DATABASE_URL)."""
-    if fhir_base:
-        return fhir_base, None
-    from rounds.settings import settings_for
-    from services.fhir_api.app import create_app
-
-    app = create_app(settings_for(database_url))
-    return app, app.state.store
 
 
 @scenarios_app.command("build")
@@ -45,18 +34,10 @@ def build_cmd(
     """Build sessions from the record (read through the FHIR REST API) into FILE.jsonl + FILE.summary.json."""
     from services.simulator.scenarios import BuildError, build_async, output
 
-    if fhir_base and database_url:
-        raise typer.BadParameter("give --fhir-base or --database-url, not both")
-    source, store = _source(fhir_base, database_url)
     names = [f.strip() for f in families.split(",") if f.strip()] if families else None
-    try:
-        build = asyncio.run(build_async(source, seed, sessions, names, per_category, timeout))
-    except BuildError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    finally:
-        if store is not None:
-            store.engine.dispose()
+    build = on_record(fhir_base, database_url,
+                      lambda source: build_async(source, seed, sessions, names, per_category, timeout),
+                      (BuildError,))
     output.write(out, build.scenarios, build.summary)
     s = build.summary
     typer.echo(f"{s['sessions']} sessions, {s['turns']} turns -> {out}")
@@ -124,4 +105,7 @@ def show_cmd(
 
 
 def register(app: typer.Typer) -> None:
+    from services.simulator.scenarios.fhir_agentbench.cli import import_app
+
+    scenarios_app.add_typer(import_app, name="import")
     app.add_typer(scenarios_app, name="scenarios")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from contracts.rubric import GATES
+from contracts.rubric import GATES, MEASURES
 from contracts.scenario import Fact, RubricItem, Scenario
 from contracts.score import Check as CheckOut
 from contracts.score import TurnScore
@@ -237,10 +237,13 @@ def score_turn_v4(scenario: Scenario, index: int, log: SessionLog, state: FinalS
         if result is None:
             continue
         if judge is not None and item.kind != "llm_judge" and item.description is not None:
-            judged.append({"id": item.id, "judge": judge(item, ctx).passed, "check": result.passed})
+            verdict = judge(item, ctx)
+            judged.append({"id": item.id, "judge": verdict.passed, "check": result.passed,
+                           **verdict.measures})
         gate = item.kind in GATES or item.safety
-        out = CheckOut(id=item.id, kind=item.kind, passed=result.passed, weight=0.0 if gate else item.weight,
-                       safety=gate, evidence=result.evidence)
+        out = CheckOut(id=item.id, kind=item.kind, passed=result.passed,
+                       weight=0.0 if gate or item.kind in MEASURES else item.weight, safety=gate,
+                       evidence=result.evidence, measures=result.measures or None)
         (gates if gate else checks).append(out)
     gates += _gates(ctx, claims, view, rubric_gates, reading.norm)
     asked_ids = {id(v) for v in verified if v.verdict == "true" and _asked_value(v, turn.facts)}
