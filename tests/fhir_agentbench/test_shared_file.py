@@ -1,7 +1,9 @@
 """The shared question file (../shared/data/fhir-agentbench/questions_valid.csv, 347 questions) on the whole
 MIMIC-IV demo mapped and loaded by the project's own mapper and loader (the `demo_mapped` NDJSON, loaded once
 per test run): the import's counts, the oracle at 1.0 correctness and 1.0 recall, and the suite's baseline
-at its measured figures (benchmarks/README.md quotes the same run).
+below it. The sessions played are one question per template (51 of 347, the first by question id), which
+keeps this file inside the suite's budget; benchmarks/bench_fhir_agentbench.py plays all 347 and
+benchmarks/README.md quotes its figures.
 
 ROUNDS_TEST_FULL_DEMO_STORE=sqlite:///path reuses a store already holding the whole demo (copied, never
 written) for quick reruns."""
@@ -29,7 +31,7 @@ from services.simulator.scenarios.fhir_agentbench.rows import read_questions
 from tests.shared_inputs import built_once, private_sqlite
 
 FIGURES = ("answer_correctness", "retrieval_recall", "retrieval_precision")
-pytestmark = pytest.mark.slow  # the whole demo loaded, 2 × 347 sessions: ~15 min on 2 shared cores
+pytestmark = pytest.mark.slow  # the whole demo loaded, 2 × 51 sessions
 
 
 @pytest.fixture(scope="module")
@@ -82,11 +84,19 @@ def test_the_shared_file_imports_and_the_reference_assistants_score(full_demo_ur
                                      "Procedure": 24, "Specimen": 0}
     assert s["by_table"]["labevents"] == 84 and s["by_table"]["prescriptions"] == 84
     path = tmp_path / "fab.jsonl"
-    output.write(path, imported.scenarios, s)
+    output.write(path, one_per_template(imported.scenarios), s)
     oracle = _figures(settings, path, "oracle", "fab-oracle")
     assert (oracle["answer_correctness"], oracle["retrieval_recall"]) == (1.0, 1.0)
     baseline = _figures(settings, path, "baseline:fhir-agentbench", "fab-baseline")
-    assert baseline == BASELINE
+    # the latest resource of the table answers few questions, though reading the table finds most gold ids
+    assert baseline["answer_correctness"] < 0.5 < baseline["retrieval_recall"] < 1.0
+    assert baseline["retrieval_precision"] < oracle["retrieval_precision"]
 
 
-BASELINE = {"answer_correctness": 0.161, "retrieval_recall": 0.821, "retrieval_precision": 0.118}
+def one_per_template(scenarios: list) -> list:
+    """The first question (by id) of each of the file's templates."""
+    first: dict[str, object] = {}
+    for scenario in sorted(scenarios, key=lambda sc: sc.source["question_id"]):
+        first.setdefault(scenario.source["template"], scenario)
+    assert len(first) == 51
+    return list(first.values())
