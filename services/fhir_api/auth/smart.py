@@ -51,10 +51,11 @@ def discovery(root: str) -> dict:
     }
 
 
-def security(root: str) -> dict:
-    """The CapabilityStatement's rest.security when auth is on."""
+def security(root: str, cors: bool) -> dict:
+    """The CapabilityStatement's rest.security when auth is on; `cors`: browser apps on other origins may
+    call (http/cors.py)."""
     return {
-        "cors": False,
+        "cors": cors,
         "service": [{"coding": [{"system": SECURITY_SERVICE, "code": "SMART-on-FHIR"}],
                      "text": "OAuth2 bearer tokens with SMART scopes"}],
         "extension": [{"url": "http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris",

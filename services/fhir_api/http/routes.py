@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from services.fhir_api.auth import smart
 from services.fhir_api.bulk import http as bulk
-from services.fhir_api.http import crud, request_limits, search, transaction
+from services.fhir_api.http import cors, crud, request_limits, search, transaction
 from services.fhir_api.http.capability import capability_statement
 from services.fhir_api.http.deps import call_of
 from services.fhir_api.http.errors import FhirHttpError
@@ -57,7 +57,8 @@ def limit(request: Request) -> int:
 @router.get("/metadata", summary="CapabilityStatement")
 async def metadata(request: Request, call: Call = CallDep) -> Response:
     on = request.app.state.auth is not None
-    security = smart.security(external_root(request, request.app.state.settings)) if on else None
+    settings = request.app.state.settings
+    security = smart.security(external_root(request, settings), cors.enabled(settings)) if on else None
     limits = request_limits.documentation(limit(request))
     body = await run_in_threadpool(capability_statement, call.base, security, limits)
     return Response(body, media_type=call.media_type)
