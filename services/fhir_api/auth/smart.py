@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from services.fhir_api.auth.clients import authenticate, find_client
 from services.fhir_api.auth.grants import GrantError, exchange_code, refresh
+from services.fhir_api.auth.launch import InvalidToken, open_refresh
 from services.fhir_api.auth.scopes import ScopeError, format_scopes, narrow, parse_scopes
 from services.fhir_api.auth.throttle import throttled_client_auth
 
@@ -90,7 +91,7 @@ async def _app_client(request: Request, auth, form: dict[str, str]) -> JSONRespo
     (HTTP Basic or client_secret_post), a public one names itself (`client_id`) and proves the code with
     PKCE. Leaves the authenticated id in `form["client_id"]`; an OAuth error answer otherwise."""
     credentials = _client_credentials(request, form)
-    client_id = credentials[0] if credentials else form.get("client_id", "")
+    client_id = credentials[0] if credentials else form.get("client_id", "") or _refreshed_by(auth, form)
     client = await run_in_threadpool(find_client, auth.store.engine, client_id) if client_id else None
     if client is None:
         return _oauth_error("invalid_client", "unknown client", 401)
@@ -100,6 +101,18 @@ async def _app_client(request: Request, auth, form: dict[str, str]) -> JSONRespo
                                               "(client_secret_basic or client_secret_post)", 401)
     form["client_id"] = client_id
     return None
+
+
+def _refreshed_by(auth, form: dict[str, str]) -> str:
+    """The client a refresh token was issued to: a public client need not name itself on a refresh
+    (RFC 6749 §6 asks only confidential ones to authenticate; SMART's JavaScript client sends no client_id).
+    Empty when there is no valid refresh token (grants.refresh then says why)."""
+    if form.get("grant_type") != "refresh_token" or not form.get("refresh_token"):
+        return ""
+    try:
+        return open_refresh(auth.key, form["refresh_token"]).client_id
+    except InvalidToken:
+        return ""
 
 
 @router.post("/auth/token", summary="OAuth2 token endpoint (client_credentials)")
