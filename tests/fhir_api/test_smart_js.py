@@ -120,12 +120,13 @@ def test_ehr_launch_reads_the_patient_in_context_and_refreshes(browser, record, 
             "--encounter", record["enc_a"], "--base-url", record["api"].root, "--database-url", record["db"]]
     launched = CliRunner().invoke(cli, args)
     assert launched.exit_code == 0, launched.output
-    browser.go(f"{launched.output.strip()}&scope=launch+patient/*.rs+offline_access")
+    browser.go(f"{launched.output.strip()}&scope=launch+openid+fhirUser+patient/*.rs+offline_access")
     result = app_result(browser)
     assert result["patient"] == record["a"] and result["again"] == record["a"]
     assert result["encounter"] == record["enc_a"]
     assert result["labs"] == [record["obs_a"]]  # the compartment only
     assert result["refreshed"] and "patient/*.rs" in result["scope"].split()
+    assert result["fhirUser"] == "Practitioner/ana"  # client.getFhirUser(), from the id_token
     other = (f"FHIR.oauth2.ready().then(c => c.request('Patient/{record['b']}'))"
              ".then(() => 'read', e => e.status)")
     assert browser.evaluate(other) == 403  # the token's patient only, and the 403 is readable cross-origin

@@ -22,11 +22,13 @@ from services.fhir_api.auth.launch import (
     open_refresh,
     pkce_matches,
 )
+from services.fhir_api.auth.oidc import fhir_user, id_token
 from services.fhir_api.auth.scopes import VERBS, Scope, ScopeError, parse_scope, parse_scopes
 from services.fhir_api.auth.users import User
 
 REFRESH_SCOPES = frozenset({"offline_access", "online_access"})
-LAUNCH_SCOPES = frozenset({"launch", "launch/patient", "launch/encounter"}) | REFRESH_SCOPES
+IDENTITY_SCOPES = frozenset({"openid", "fhirUser"})  # OpenID Connect (oidc.py): an id_token
+LAUNCH_SCOPES = frozenset({"launch", "launch/patient", "launch/encounter"}) | REFRESH_SCOPES | IDENTITY_SCOPES
 
 
 class GrantError(Exception):
@@ -56,7 +58,7 @@ def _within(scope: Scope, ceilings: tuple[Scope, ...]) -> list[Scope]:
 def grant_scopes(requested: str, patient: str | None, user: User | None = None,
                  client: Client | None = None) -> str:
     """The scopes granted for `requested` (ScopeError on a malformed one, or when nothing is left):
-    the launch and refresh scopes that work here as asked (openid / fhirUser / profile are not offered),
+    the launch, refresh and identity scopes that work here as asked (`profile` is not offered),
     resource scopes confined to the patient when there is one, `system/` dropped, and every resource scope
     within the user's ceiling and the client's registered scopes. Without a patient `user/` scopes are granted
     only to a user who sees every patient (authorize.py puts a patient in context for the others)."""
@@ -87,9 +89,10 @@ def grant_scopes(requested: str, patient: str | None, user: User | None = None,
     return " ".join(granted)
 
 
-def token_response(auth: Any, grant: Authorization) -> dict:
-    """The token response (SMART App Launch §token response): the access token, its context and, when
-    offline_access or online_access was granted, a refresh token."""
+def token_response(auth: Any, grant: Authorization, root: str) -> dict:
+    """The token response (SMART App Launch §token response): the access token, its context, when
+    offline_access or online_access was granted a refresh token, and with `openid` an id_token (issuer
+    `root`, the server's)."""
     context = grant.context
     lifetime = auth.settings.auth_token_seconds
     access = auth.token(parse_scopes(grant.scope), f"app:{grant.client_id}", lifetime,
@@ -102,10 +105,16 @@ def token_response(auth: Any, grant: Authorization) -> dict:
         body["encounter"] = context.encounter
     if REFRESH_SCOPES & set(grant.scope.split()):
         body["refresh_token"] = issue_refresh(auth.key, grant, auth.settings.auth_session_token_seconds)
+    scopes = set(grant.scope.split())
+    if "openid" in scopes and grant.user and auth.id_key is not None:
+        base = f"{root}/sessions/{context.session}/fhir" if context.session else f"{root}/fhir"
+        who = fhir_user(base, grant.user) if "fhirUser" in scopes else None
+        body["id_token"] = id_token(auth.id_key, issuer=root, user=grant.user, client_id=grant.client_id,
+                                    lifetime=lifetime, nonce=grant.nonce, fhir_user_url=who)
     return body
 
 
-def exchange_code(auth: Any, ledger: CodeLedger, form: dict[str, str]) -> dict:
+def exchange_code(auth: Any, ledger: CodeLedger, form: dict[str, str], root: str) -> dict:
     """grant_type=authorization_code: the code, the same client and redirect URI, the PKCE verifier."""
     for name in ("code", "redirect_uri", "client_id", "code_verifier"):
         if not form.get(name):
@@ -120,10 +129,10 @@ def exchange_code(auth: Any, ledger: CodeLedger, form: dict[str, str]) -> dict:
         raise GrantError("invalid_grant", "code_verifier does not match the code_challenge (PKCE S256)")
     if not ledger.spend(grant.jti):
         raise GrantError("invalid_grant", "the authorization code was already used")
-    return token_response(auth, grant)
+    return token_response(auth, grant, root)
 
 
-def refresh(auth: Any, form: dict[str, str]) -> dict:
+def refresh(auth: Any, form: dict[str, str], root: str) -> dict:
     """grant_type=refresh_token: a new access token (and refresh token) with the same context, and the
     same or fewer scopes."""
     if not form.get("refresh_token"):
@@ -132,11 +141,14 @@ def refresh(auth: Any, form: dict[str, str]) -> dict:
         grant = open_refresh(auth.key, form["refresh_token"])
     except InvalidToken as exc:
         raise GrantError("invalid_grant", f"invalid refresh token: {exc}") from exc
+    if auth.revocations.is_revoked(grant.jti):
+        raise GrantError("invalid_grant", "the refresh token was revoked")
     if form.get("client_id") != grant.client_id:
         raise GrantError("invalid_grant", "the refresh token was issued to another client")
     if form.get("scope"):
         asked, had = form["scope"].split(), grant.scope.split()
         if not set(asked) <= set(had):
             raise GrantError("invalid_scope", "a refresh may only narrow the granted scopes")
-        grant = Authorization(grant.context, " ".join(asked), grant.client_id, grant.redirect_uri)
-    return token_response(auth, grant)
+        grant = Authorization(grant.context, " ".join(asked), grant.client_id, grant.redirect_uri,
+                              user=grant.user, nonce=grant.nonce)
+    return token_response(auth, grant, root)

@@ -67,6 +67,11 @@ class AuthMiddleware:
         target = target or classify(scope["method"], scope["path"])
         try:
             grant = self._grant(scope)
+            revocations = self.auth.revocations
+            if revocations.stale:
+                await to_thread.run_sync(revocations.reload)
+            if revocations.is_revoked(grant.jti):
+                raise Denied(401, "invalid token: it was revoked")
             _state(scope)["auth_grant"] = grant
             return await self._authorize(scope, receive, grant, target)
         except Denied as denied:

@@ -16,7 +16,8 @@ Kind = Literal["public", "fhir", "manage", "session_endpoint", "other"]
 
 _SESSIONS = re.compile(r"^/sessions(?:/(?P<session>[^/]+)(?P<rest>/.*)?)?/?$")
 _PUBLIC = frozenset({
-    "/.well-known/smart-configuration", "/auth/token", "/auth/authorize", "/auth/login", "/docs",
+    "/.well-known/smart-configuration", "/.well-known/openid-configuration", "/auth/token", "/auth/authorize",
+    "/auth/login", "/auth/introspect", "/auth/revoke", "/auth/jwks", "/docs",
     "/docs/oauth2-redirect", "/openapi.json", "/health",
 })
 _PUBLIC_UNDER_BASE = frozenset({"/metadata", "/.well-known/smart-configuration"})
