@@ -10,6 +10,7 @@ grant's).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from services.fhir_api.auth.clients import Client
@@ -23,7 +24,7 @@ from services.fhir_api.auth.launch import (
     pkce_matches,
 )
 from services.fhir_api.auth.oidc import fhir_user, id_token
-from services.fhir_api.auth.scopes import VERBS, Scope, ScopeError, parse_scope, parse_scopes
+from services.fhir_api.auth.scopes import ScopeError, parse_scope, parse_scopes, within
 from services.fhir_api.auth.users import User
 
 REFRESH_SCOPES = frozenset({"offline_access", "online_access"})
@@ -37,22 +38,6 @@ class GrantError(Exception):
     def __init__(self, error: str, description: str) -> None:
         super().__init__(description)
         self.error, self.description = error, description
-
-
-def _within(scope: Scope, ceilings: tuple[Scope, ...]) -> list[Scope]:
-    """What of `scope` the ceilings allow (their types and verbs; a ceiling's `user/` or `system/` context
-    allows the same in `patient/`)."""
-    allowed: list[Scope] = []
-    for ceiling in ceilings:
-        if ceiling.context == "patient" and scope.context != "patient":
-            continue
-        if ceiling.resource_type not in ("*", scope.resource_type) and scope.resource_type != "*":
-            continue
-        verbs = "".join(v for v in VERBS if v in scope.verbs and v in ceiling.verbs)
-        rtype = scope.resource_type if ceiling.resource_type == "*" else ceiling.resource_type
-        if verbs:
-            allowed.append(Scope(scope.context, rtype, verbs))
-    return allowed
 
 
 def grant_scopes(requested: str, patient: str | None, user: User | None = None,
@@ -73,13 +58,13 @@ def grant_scopes(requested: str, patient: str | None, user: User | None = None,
         if scope.context == "system":
             continue
         if patient is not None:
-            scope = Scope("patient", scope.resource_type, scope.verbs)
+            scope = replace(scope, context="patient")
         elif scope.context == "patient" or (user is not None and user.patients is not None):
             continue  # no patient in context: a patient/ scope would allow nothing
         kept = [scope]
         for ceiling in (user.ceiling if user else None, parse_scopes(client.scope) if client else None):
             if ceiling is not None:
-                kept = [narrowed for one in kept for narrowed in _within(one, ceiling)]
+                kept = [narrowed for one in kept for narrowed in within(one, ceiling)]
         for one in kept:
             if str(one) not in granted:
                 granted.append(str(one))
@@ -132,6 +117,23 @@ def exchange_code(auth: Any, ledger: CodeLedger, form: dict[str, str], root: str
     return token_response(auth, grant, root)
 
 
+def _narrowed(asked: str, had: str) -> str:
+    """A refresh's `scope`: each resource scope covered by a granted one (`patient/*.rs` covers
+    `patient/Observation.rs` and `patient/Observation.rs?category=laboratory`), the others granted as
+    they are; GrantError when it asks for more."""
+    try:
+        granted = parse_scopes(had)
+        for text in asked.split():
+            scope = parse_scope(text)
+            kept = text in had.split() if scope is None else any(g.covers(scope) for g in granted)
+            if not kept:
+                raise GrantError("invalid_scope", "a refresh may only narrow the granted scopes: "
+                                                  f"{text[:80]!r} is not within them")
+    except ScopeError as exc:
+        raise GrantError("invalid_scope", str(exc)) from exc
+    return " ".join(asked.split())
+
+
 def refresh(auth: Any, form: dict[str, str], root: str) -> dict:
     """grant_type=refresh_token: a new access token (and refresh token) with the same context, and the
     same or fewer scopes."""
@@ -146,9 +148,7 @@ def refresh(auth: Any, form: dict[str, str], root: str) -> dict:
     if form.get("client_id") != grant.client_id:
         raise GrantError("invalid_grant", "the refresh token was issued to another client")
     if form.get("scope"):
-        asked, had = form["scope"].split(), grant.scope.split()
-        if not set(asked) <= set(had):
-            raise GrantError("invalid_scope", "a refresh may only narrow the granted scopes")
-        grant = Authorization(grant.context, " ".join(asked), grant.client_id, grant.redirect_uri,
+        asked = _narrowed(form["scope"], grant.scope)
+        grant = Authorization(grant.context, asked, grant.client_id, grant.redirect_uri,
                               user=grant.user, nonce=grant.nonce)
     return token_response(auth, grant, root)
