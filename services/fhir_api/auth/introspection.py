@@ -23,6 +23,7 @@ from services.fhir_api.auth.launch import InvalidToken, refresh_claims
 from services.fhir_api.auth.oidc import jwks
 from services.fhir_api.auth.smart import app_client, client_credentials, discovery, oauth_error
 from services.fhir_api.auth.tokens import Grant, verify
+from services.fhir_api.http.errors import FhirHttpError
 from services.fhir_api.http.links import external_root
 
 router = APIRouter(tags=["auth"])
@@ -145,5 +146,6 @@ async def keys(request: Request) -> JSONResponse:
 @router.get("/.well-known/openid-configuration", summary="OpenID Connect discovery")
 async def openid_configuration(request: Request) -> JSONResponse:
     if request.app.state.auth is None:
-        return JSONResponse({"error": "access control is off on this server (ROUNDS_AUTH)"}, 404)
+        raise FhirHttpError(404, "access control is off on this server (ROUNDS_AUTH): no OpenID provider",
+                            code="not-found")
     return JSONResponse(discovery(external_root(request, request.app.state.settings)))

@@ -106,6 +106,11 @@ class AuthMiddleware:
             return receive
         if constraints.constrained(grant.scopes):
             receive = await self._constrain(scope, receive, grant, target)
+        if target.interaction == "export":  # which types it may read: bulk/http.py, against the same grant
+            if any(s.context != "patient" and "s" in s.verbs for s in grant.scopes):
+                return receive
+            raise Denied(403, "Bulk Data export needs user/ or system/ search scopes; a patient-confined "
+                              "token cannot export")
         if target.interaction == "batch":
             if not all(granting(grant.scopes, "*", verb) & {"user", "system"} for verb in "cruds"):
                 # entries are held to the scopes (and the compartment) one by one: auth/guard.py

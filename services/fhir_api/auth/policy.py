@@ -67,6 +67,8 @@ def _fhir(method: str, session: str | None, rest: str) -> Target:
             return Target("fhir", session, verb="c", interaction="batch")
         return Target("fhir", session, verb=verb, interaction="search" if verb == "s" else "operation")
     head = parts[0]
+    if head.startswith("$export") or parts[-1] == "$export":  # a read of many types (bulk/http.py: per type)
+        return Target("fhir", session, verb="s", interaction="export")
     if head == "_history" or head.startswith("$") or head == "_search":
         kind = "history" if head == "_history" else "operation"
         return Target("fhir", session, verb=verb, interaction=kind)

@@ -17,14 +17,13 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import parse_qsl, urlencode
 
-from services.fhir_api.search.registry import get_param
+from services.fhir_api.search.registry import filterable
 
 Context = Literal["patient", "user", "system"]
 VERBS = "cruds"
 _V1 = {"read": "rs", "write": "cud", "*": "cruds"}
 _SCOPE = re.compile(r"^(patient|user|system)/(\*|[A-Z][A-Za-z]{1,63})\.(\*|read|write|c?r?u?d?s?)"
                     r"(?:\?(.+))?$")
-_CONSTRAINT_PARAMS = frozenset({"_id", "_tag", "_profile", "_security", "_source", "_lastUpdated"})
 # Scopes a token may carry beside resource scopes (SMART launch / identity); they grant nothing here.
 _OTHER = re.compile(r"^(launch(/[a-z]+)?|openid|fhirUser|profile|offline_access|online_access)$")
 
@@ -85,10 +84,9 @@ def _check_constraint(text: str, resource_type: str, query: str) -> None:
     if not pairs:
         raise ScopeError(f"empty search-parameter constraint: {text[:80]!r}")
     for name, value in pairs:
-        base = name.split(":", 1)[0]
         if not value:
             raise ScopeError(f"the constraint {name!r} needs a value (in {text[:80]!r})")
-        if base not in _CONSTRAINT_PARAMS and get_param(resource_type, base) is None:
+        if not filterable(resource_type, name):
             raise ScopeError(f"{name!r} is not a search parameter of {resource_type} this server supports "
                              f"(in {text[:80]!r})")
 

@@ -87,6 +87,11 @@ async def export_system(request: Request, call: Call = CallDep) -> Response:
     return await bulk.kickoff(call, request, "system")
 
 
+@router.post("/$export", summary="Bulk Data $export of the whole base (Parameters body)")
+async def export_system_post(request: Request, call: Call = CallDep) -> Response:
+    return await bulk.kickoff(call, request, "system", body=await read_resource(request, limit(request)))
+
+
 @router.get("/$export-poll-status", summary="Bulk Data export status")
 async def export_status(request: Request, call: Call = CallDep) -> Response:
     return await bulk.status(call, request)
@@ -159,18 +164,22 @@ async def conditional_delete(type: str, request: Request, call: Call = CallDep) 
     return await run(call, crud.conditional_delete, type, criteria(request))
 
 
+@router.post("/{type}/$export", summary="Patient/$export with a Parameters body")
 @router.get("/{type}/$export", summary="Bulk Data $export of every patient (Patient/$export)")
 async def export_type(type: str, request: Request, call: Call = CallDep) -> Response:
     if check_type(type) != "Patient":
         raise FhirHttpError(404, "$export at type level is defined on Patient only", code="not-supported")
-    return await bulk.kickoff(call, request, "patient")
+    body = await read_resource(request, limit(request)) if request.method == "POST" else None
+    return await bulk.kickoff(call, request, "patient", body=body)
 
 
+@router.post("/{type}/{id}/$export", summary="Group/<id>/$export with a Parameters body")
 @router.get("/{type}/{id}/$export", summary="Bulk Data $export of a Group's patients")
 async def export_instance(type: str, id: str, request: Request, call: Call = CallDep) -> Response:
     if check_type(type) != "Group":
         raise FhirHttpError(404, "$export at instance level is defined on Group only", code="not-supported")
-    return await bulk.kickoff(call, request, "group", check_id(id))
+    body = await read_resource(request, limit(request)) if request.method == "POST" else None
+    return await bulk.kickoff(call, request, "group", check_id(id), body=body)
 
 
 @router.get("/$export-file/{job}/{file}", summary="a file a Bulk Data export wrote")
