@@ -134,8 +134,8 @@ def test_cancel_removes_the_job(bulk_api, record):
 def test_refusals(bulk_api, record):
     fhir = bulk_api.fhir
     assert_outcome(httpx.get(f"{fhir}/$export"), 400)  # no Prefer: respond-async
-    for params in ({"_type": "Nope"}, {"_typeFilter": "Observation?nonsense=x"}, {"_outputFormat": "text/csv"},
-                   {"_since": "yesterday"}, {"_elements": "id"}, {"_typeFilter": "Observation"},
+    for params in ({"_type": "Nope"}, {"_typeFilter": "Observation?nonsense=x"}, {"_since": "yesterday"},
+                   {"_outputFormat": "text/csv"}, {"_elements": "id"}, {"_typeFilter": "Observation"},
                    {"_type": "Patient", "_typeFilter": "Observation?code=x"}):
         assert_outcome(httpx.get(f"{fhir}/$export", params=params, headers=ASYNC), 400)
     assert_outcome(httpx.get(f"{fhir}/Group/missing/$export", headers=ASYNC), 404)
