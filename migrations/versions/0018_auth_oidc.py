@@ -1,4 +1,5 @@
-"""auth: room for the id_token signing key (an RSA PEM) and the revoked tokens (RFC 7009)
+"""auth: room for the id_token signing key (an RSA PEM), the revoked tokens (RFC 7009) and the public keys of
+backend-services clients (a JWKS or its URL)
 
 Revision ID: 0018_auth_oidc
 Revises: 0017_auth_users
@@ -19,6 +20,8 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("auth_keys") as batch:
         batch.alter_column("secret", type_=sa.Text(), existing_type=sa.String(200), existing_nullable=False)
+    with op.batch_alter_table("auth_clients") as batch:
+        batch.add_column(sa.Column("jwks", sa.Text(), nullable=True))
     op.create_table(
         "auth_revoked",
         sa.Column("jti", sa.String(length=64), nullable=False),
@@ -29,5 +32,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("auth_revoked")
+    with op.batch_alter_table("auth_clients") as batch:
+        batch.drop_column("jwks")
     with op.batch_alter_table("auth_keys") as batch:
         batch.alter_column("secret", type_=sa.String(200), existing_type=sa.Text(), existing_nullable=False)

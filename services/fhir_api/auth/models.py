@@ -36,6 +36,7 @@ class AuthClient(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     redirect_uris: Mapped[str] = mapped_column(Text, default="", server_default="")
     fhir_base: Mapped[str | None] = mapped_column(Text, nullable=True)
+    jwks: Mapped[str | None] = mapped_column(Text, nullable=True)  # private_key_jwt: a JWKS, or its https URL
 
 
 class AuthUser(Base):

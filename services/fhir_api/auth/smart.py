@@ -18,6 +18,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from services.fhir_api.auth.assertion import ASSERTION_TYPE, BadAssertion, authenticate_assertion
 from services.fhir_api.auth.clients import authenticate, find_client
 from services.fhir_api.auth.grants import GrantError, exchange_code, refresh
 from services.fhir_api.auth.launch import InvalidToken, open_refresh
@@ -26,12 +27,13 @@ from services.fhir_api.auth.throttle import throttled_client_auth
 from services.fhir_api.http.links import external_root
 
 router = APIRouter(tags=["auth"])
-SCOPES_SUPPORTED = ["system/*.cruds", "system/*.rs", "user/*.cruds", "user/*.rs", "patient/*.cruds",
-                    "patient/*.rs"]
+SCOPES_SUPPORTED = ["system/*.cruds", "system/*.rs", "system/*.read", "user/*.cruds", "user/*.rs",
+                    "patient/*.cruds", "patient/*.rs"]
 SECURITY_SERVICE = "http://terminology.hl7.org/CodeSystem/restful-security-service"
 # What works here, and nothing else (no POST to /auth/authorize as a request, its POST is the consent form's
 # answer; launch/encounter only in an EHR launch; OpenID Connect: openid and fhirUser, no `profile`)
-CAPABILITIES = ["client-confidential-symmetric", "client-public", "launch-ehr", "launch-standalone",
+CAPABILITIES = ["client-confidential-symmetric", "client-confidential-asymmetric", "client-public",
+                "launch-ehr", "launch-standalone",
                 "context-ehr-patient", "context-ehr-encounter", "context-standalone-patient",
                 "permission-offline", "permission-online", "permission-v2", "permission-v1",
                 "permission-patient", "permission-user", "sso-openid-connect"]
@@ -43,7 +45,9 @@ def discovery(root: str) -> dict:
         "issuer": root,
         "authorization_endpoint": f"{root}/auth/authorize",
         "token_endpoint": f"{root}/auth/token",
-        "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
+        "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post",
+                                                  "private_key_jwt"],
+        "token_endpoint_auth_signing_alg_values_supported": ["RS384", "ES384"],
         "grant_types_supported": GRANT_TYPES,
         "code_challenge_methods_supported": ["S256"],
         "scopes_supported": [*SCOPES_SUPPORTED, "launch", "launch/patient", "offline_access",
@@ -147,13 +151,22 @@ async def token(request: Request) -> JSONResponse:
         return JSONResponse(answer, headers={"Cache-Control": "no-store", "Pragma": "no-cache"})
     if grant_type != "client_credentials":
         return oauth_error("unsupported_grant_type", f"grant_type must be one of {', '.join(GRANT_TYPES)}")
-    credentials = client_credentials(request, form)
-    if credentials is None:
-        return oauth_error("invalid_client", "client authentication is required", 401)
-    engine = getattr(auth.store, "engine", None)
-    allowed = await run_in_threadpool(authenticate, engine, *credentials) if engine is not None else None
-    if allowed is None:
-        return oauth_error("invalid_client", "unknown client or wrong secret", 401)
+    if form.get("client_assertion_type") == ASSERTION_TYPE:  # SMART Backend Services (assertion.py)
+        endpoint = f"{external_root(request, auth.settings)}/auth/token"
+        try:
+            client = await run_in_threadpool(authenticate_assertion, auth, form.get("client_assertion", ""),
+                                             endpoint)
+        except BadAssertion as exc:
+            return oauth_error("invalid_client", str(exc), 401)
+        credentials, allowed = (client.client_id, ""), parse_scopes(client.scope)
+    else:
+        credentials = client_credentials(request, form)
+        if credentials is None:
+            return oauth_error("invalid_client", "client authentication is required", 401)
+        engine = getattr(auth.store, "engine", None)
+        allowed = await run_in_threadpool(authenticate, engine, *credentials) if engine is not None else None
+        if allowed is None:
+            return oauth_error("invalid_client", "unknown client or wrong secret", 401)
     try:
         requested = parse_scopes(form["scope"]) if form.get("scope") else allowed
     except ScopeError as exc:
