@@ -91,6 +91,9 @@ class Settings(BaseSettings):
     auth_failed_window_s: float = Field(300.0, gt=0)
     """seconds over which `auth_failed_attempts` is counted (a refused account or address may try again
     once its oldest failure is that old)"""
+    cors_origins: str = "loopback"
+    """origins whose browser apps may call the API (CORS, services/fhir_api/http/cors.py): `loopback` (any
+    port of localhost / 127.0.0.1 / [::1]), `*`, `off`, or a comma-separated list of origins"""
     bulk_dir: str = "rounds-bulk"
     """where Bulk Data `$export` jobs write their NDJSON files and state, shared by the workers
     (services/fhir_api/bulk/README.md)"""

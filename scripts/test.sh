@@ -13,7 +13,7 @@ in_ci() { case "${CI:-}" in 1|true|yes|TRUE|True) return 0 ;; *) return 1 ;; esa
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
 # Install the services and the browser up front so a missing one is reported once, clearly; in CI that fails
 # the run here, elsewhere the tests that need it are skipped with the reason.
-for step in "postgres.sh install" "kafka.sh install" "chromium.sh ensure"; do
+for step in "postgres.sh install" "kafka.sh install" "chromium.sh ensure" "jsclient.sh install"; do
   # shellcheck disable=SC2086
   if ! scripts/$step >/dev/null; then
     if in_ci; then echo "test.sh: scripts/$step failed (CI=true)" >&2; exit 1; fi

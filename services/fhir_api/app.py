@@ -13,6 +13,7 @@ from rounds.settings import Settings, get_settings
 from services.fhir_api.auth import install_auth
 from services.fhir_api.http import health, routes, sessions
 from services.fhir_api.http.admission import Admission
+from services.fhir_api.http.cors import install_cors
 from services.fhir_api.http.errors import CatchAll, install_error_handlers
 from services.fhir_api.http.fastlane import FastLane
 from services.fhir_api.http.interactions import InteractionListener, InteractionMiddleware
@@ -101,4 +102,5 @@ def create_app(
     app.add_middleware(InteractionMiddleware, listeners=lambda: app.state.interaction_listeners)
     app.add_middleware(RequestLimits)  # outside everything: an over-long URL or head costs nothing more
     app.add_middleware(CatchAll)  # and a fault in those layers themselves: the connection stays usable
+    install_cors(app, settings)  # outermost: a preflight carries no token; every answer (a 401 too) is read
     return app

@@ -116,9 +116,19 @@ def test_job_2_replay_and_rescore(folder) -> None:
     assert any('"rounds.session.started"' in line for line in log)
 
 
-def test_job_3_a_connector_with_fhirpy_against_a_session(folder) -> None:
+@pytest.mark.parametrize("auth", [False, True], ids=["auth-off", "auth-on"])
+def test_job_3_a_connector_with_fhirpy_against_a_session(folder, auth: bool) -> None:
+    """As written, against `rounds serve` with access control off and on (ROUNDS_AUTH=on: the snippet's
+    ROUNDS_TOKEN from `rounds token issue`, as its comment says)."""
     home, env = folder
     port = free_port()
+    if auth:
+        env = env | {"ROUNDS_AUTH": "on"}
+        issued = subprocess.run(["rounds", "token", "issue", "--scope", "user/*.cruds"], cwd=home, env=env,
+                                capture_output=True, text=True, timeout=120)
+        assert issued.returncode == 0, issued.stderr[-2000:]
+        env = env | {"ROUNDS_TOKEN": issued.stdout.strip()}
+    admin = {"Authorization": f"Bearer {env['ROUNDS_TOKEN']}"} if auth else {}
     server = subprocess.Popen(
         ["rounds", "serve", "--port", str(port)],
         cwd=home,
@@ -137,14 +147,15 @@ def test_job_3_a_connector_with_fhirpy_against_a_session(folder) -> None:
                 time.sleep(0.2)
         else:
             pytest.fail("rounds serve did not answer")
-        before = httpx.get(f"{root}/fhir/Observation", params={"code:text": "connector note"}).json()
+        notes = {"code:text": "connector note"}
+        before = httpx.get(f"{root}/fhir/Observation", params=notes, headers=admin).json()
         lang, code = readme_jobs()["connector"]
         code = code.replace('ROUNDS = "http://127.0.0.1:8080"', f'ROUNDS = "{root}"')
         done = subprocess.run(
             [sys.executable, "-c", code], cwd=home, env=env, capture_output=True, text=True, timeout=300
         )
         assert done.returncode == 0, done.stderr[-3000:]
-        after = httpx.get(f"{root}/fhir/Observation", params={"code:text": "connector note"}).json()
+        after = httpx.get(f"{root}/fhir/Observation", params=notes, headers=admin).json()
         assert len(after.get("entry", [])) == len(before.get("entry", []))  # the write stayed in its session
     finally:
         server.terminate()

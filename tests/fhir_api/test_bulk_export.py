@@ -134,8 +134,9 @@ def test_cancel_removes_the_job(bulk_api, record):
 def test_refusals(bulk_api, record):
     fhir = bulk_api.fhir
     assert_outcome(httpx.get(f"{fhir}/$export"), 400)  # no Prefer: respond-async
-    for params in ({"_type": "Nope"}, {"_typeFilter": "Observation?code=x"}, {"_outputFormat": "text/csv"},
-                   {"_since": "yesterday"}):
+    for params in ({"_type": "Nope"}, {"_typeFilter": "Observation?nonsense=x"}, {"_since": "yesterday"},
+                   {"_outputFormat": "text/csv"}, {"_elements": "id"}, {"_typeFilter": "Observation"},
+                   {"_type": "Patient", "_typeFilter": "Observation?code=x"}):
         assert_outcome(httpx.get(f"{fhir}/$export", params=params, headers=ASYNC), 400)
     assert_outcome(httpx.get(f"{fhir}/Group/missing/$export", headers=ASYNC), 404)
     assert_outcome(httpx.get(f"{fhir}/Observation/$export", headers=ASYNC), 404)
@@ -194,3 +195,30 @@ def test_a_session_export_file_is_streamed_not_recorded_while_kickoff_and_polls_
     assert InteractionRecorder.wants("GET", f"{base}/Patient/$export")
     assert InteractionRecorder.wants("GET", f"{base}/$export-poll-status")
     assert InteractionRecorder.wants("GET", f"{base}/Observation/o1")
+
+
+def test_post_kickoff_type_filter_ndjson_accept_and_expires(bulk_api, record):
+    """Bulk Data v2: a POST kick-off with a Parameters body, `_typeFilter` ORed per type and ANDed with the
+    level's patients, files downloaded with `Accept: application/fhir+ndjson`, `Expires` on completion."""
+    body = {"resourceType": "Parameters", "parameter": [
+        {"name": "_type", "valueString": "Patient,Observation"},
+        {"name": "_typeFilter", "valueString": "Observation?code=bulk-a%2Cnothing"},
+        {"name": "_typeFilter", "valueString": "Observation?date=ge2189-01-01"}]}
+    kick = httpx.post(f"{bulk_api.fhir}/Patient/$export", json=body, headers=ASYNC)
+    assert kick.status_code == 202, kick.text
+    deadline = time.monotonic() + 30
+    while (answer := httpx.get(kick.headers["content-location"])).status_code == 202:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert answer.status_code == 200 and "GMT" in answer.headers["expires"]
+    files = {}
+    for item in answer.json()["output"]:
+        for accept in ("application/fhir+ndjson", "*/*", None):
+            got = httpx.get(item["url"], headers={"Accept": accept} if accept else {})
+            assert got.status_code == 200, (accept, got.text)
+        files[item["type"]] = [orjson.loads(line) for line in got.content.splitlines()]
+    # a's two labs by code, b's late one by date; a's late one matches both filters: written once
+    assert ids_of(files, "Observation") == {record["early_a"], record["late_a"], record["late_b"]}
+    assert len(files["Observation"]) == 3 and ids_of(files, "Patient") >= {record["a"], record["b"]}
+    bad = httpx.post(f"{bulk_api.fhir}/$export", json={"resourceType": "Patient"}, headers=ASYNC)
+    assert_outcome(bad, 400)

@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from joserfc.jwk import OctKey
+from joserfc.jwk import OctKey, RSAKey
 
 from rounds.settings import Settings
 from services.fhir_api.auth.launch import CodeLedger
+from services.fhir_api.auth.oidc import id_token_key
+from services.fhir_api.auth.revocation import Revocations
 from services.fhir_api.auth.scopes import Scope, parse_scopes
 from services.fhir_api.auth.throttle import Throttle
 from services.fhir_api.auth.tokens import issue, signing_key
@@ -26,6 +28,8 @@ class Auth:
     store: Any
     max_body_bytes: int
     codes: CodeLedger = field(default_factory=CodeLedger)  # authorization codes already exchanged
+    id_key: RSAKey | None = None  # signs id_tokens (oidc.py); None where no token endpoint runs
+    revocations: Revocations = field(default_factory=lambda: Revocations(None))  # RFC 7009
     throttle: Throttle = field(init=False)  # failed logins and client authentications (throttle.py)
 
     def __post_init__(self) -> None:
@@ -58,16 +62,19 @@ def engine_of(store: Any, settings: Settings):
 
 def install_auth(app: Any, settings: Settings, store: Any, max_body_bytes: int) -> Auth | None:
     """Hook access control into `app` when settings.auth is on (the only place it is wired)."""
-    from services.fhir_api.auth import authorize, login, smart
+    from services.fhir_api.auth import authorize, introspection, login, smart
     from services.fhir_api.auth.middleware import AuthMiddleware
 
     app.include_router(smart.router)  # discovery answers either way (capabilities: none when off)
     app.include_router(authorize.router)
     app.include_router(login.router)
+    app.include_router(introspection.router)
     if not settings.auth:
         app.state.auth = None
         return None
-    auth = Auth(settings, signing_key(engine_of(store, settings), settings.auth_key), store, max_body_bytes)
+    engine = engine_of(store, settings)
+    auth = Auth(settings, signing_key(engine, settings.auth_key), store, max_body_bytes,
+                id_key=id_token_key(engine), revocations=Revocations(engine))
     app.state.auth = auth
     app.add_middleware(AuthMiddleware, auth=auth)
     return auth

@@ -186,7 +186,8 @@ async def _decide(request: Request, params: dict[str, str], choice: dict[str, st
                                             "state": state})
     except Untrusted as exc:
         return _page(400, str(exc))
-    grant = Authorization(picked, scope, client.client_id, redirect_uri, params["code_challenge"])
+    grant = Authorization(picked, scope, client.client_id, redirect_uri, params["code_challenge"],
+                          user=user.name, nonce=params.get("nonce", ""))
     return _redirect(redirect_uri, {"code": issue_code(request.app.state.auth.key, grant), "state": state})
 
 

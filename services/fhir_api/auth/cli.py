@@ -6,6 +6,7 @@ against the server with no further set-up (the schema is upgraded first, as `rou
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -62,6 +63,9 @@ def add_client(
     fhir_base: Annotated[str | None, typer.Option(
         help="the FHIR base the app is registered for (default: the server's /fhir)")] = None,
     public: Annotated[bool, typer.Option(help="a public app: no secret, PKCE is its proof")] = False,
+    jwks: Annotated[str | None, typer.Option(
+        help="SMART Backend Services: a JWKS file of the client's public keys, or the https URL of one "
+             "(private_key_jwt instead of a secret)")] = None,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Register a client: a backend service for POST /auth/token (client_credentials), or with
@@ -74,10 +78,12 @@ def add_client(
 
     settings = settings_for(database_url)
     upgrade(settings.database_url)
+    if jwks is not None and not jwks.startswith(("https://", "http://")):
+        jwks = Path(jwks).read_text(encoding="utf-8")
     try:
         typer.echo(register_client(make_engine(settings.database_url), client_id, scope, secret,
                                    redirect_uris=tuple(redirect_uri or ()), fhir_base=fhir_base,
-                                   public=public))
+                                   public=public, jwks=jwks))
     except ScopeError as exc:
         raise typer.BadParameter(str(exc), param_hint="--scope") from exc
     except ValueError as exc:

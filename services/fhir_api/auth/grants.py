@@ -10,6 +10,7 @@ grant's).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from services.fhir_api.auth.clients import Client
@@ -22,11 +23,13 @@ from services.fhir_api.auth.launch import (
     open_refresh,
     pkce_matches,
 )
-from services.fhir_api.auth.scopes import VERBS, Scope, ScopeError, parse_scope, parse_scopes
+from services.fhir_api.auth.oidc import fhir_user, id_token
+from services.fhir_api.auth.scopes import ScopeError, parse_scope, parse_scopes, within
 from services.fhir_api.auth.users import User
 
 REFRESH_SCOPES = frozenset({"offline_access", "online_access"})
-LAUNCH_SCOPES = frozenset({"launch", "launch/patient", "launch/encounter"}) | REFRESH_SCOPES
+IDENTITY_SCOPES = frozenset({"openid", "fhirUser"})  # OpenID Connect (oidc.py): an id_token
+LAUNCH_SCOPES = frozenset({"launch", "launch/patient", "launch/encounter"}) | REFRESH_SCOPES | IDENTITY_SCOPES
 
 
 class GrantError(Exception):
@@ -37,26 +40,10 @@ class GrantError(Exception):
         self.error, self.description = error, description
 
 
-def _within(scope: Scope, ceilings: tuple[Scope, ...]) -> list[Scope]:
-    """What of `scope` the ceilings allow (their types and verbs; a ceiling's `user/` or `system/` context
-    allows the same in `patient/`)."""
-    allowed: list[Scope] = []
-    for ceiling in ceilings:
-        if ceiling.context == "patient" and scope.context != "patient":
-            continue
-        if ceiling.resource_type not in ("*", scope.resource_type) and scope.resource_type != "*":
-            continue
-        verbs = "".join(v for v in VERBS if v in scope.verbs and v in ceiling.verbs)
-        rtype = scope.resource_type if ceiling.resource_type == "*" else ceiling.resource_type
-        if verbs:
-            allowed.append(Scope(scope.context, rtype, verbs))
-    return allowed
-
-
 def grant_scopes(requested: str, patient: str | None, user: User | None = None,
                  client: Client | None = None) -> str:
     """The scopes granted for `requested` (ScopeError on a malformed one, or when nothing is left):
-    the launch and refresh scopes that work here as asked (openid / fhirUser / profile are not offered),
+    the launch, refresh and identity scopes that work here as asked (`profile` is not offered),
     resource scopes confined to the patient when there is one, `system/` dropped, and every resource scope
     within the user's ceiling and the client's registered scopes. Without a patient `user/` scopes are granted
     only to a user who sees every patient (authorize.py puts a patient in context for the others)."""
@@ -71,13 +58,13 @@ def grant_scopes(requested: str, patient: str | None, user: User | None = None,
         if scope.context == "system":
             continue
         if patient is not None:
-            scope = Scope("patient", scope.resource_type, scope.verbs)
+            scope = replace(scope, context="patient")
         elif scope.context == "patient" or (user is not None and user.patients is not None):
             continue  # no patient in context: a patient/ scope would allow nothing
         kept = [scope]
         for ceiling in (user.ceiling if user else None, parse_scopes(client.scope) if client else None):
             if ceiling is not None:
-                kept = [narrowed for one in kept for narrowed in _within(one, ceiling)]
+                kept = [narrowed for one in kept for narrowed in within(one, ceiling)]
         for one in kept:
             if str(one) not in granted:
                 granted.append(str(one))
@@ -87,9 +74,10 @@ def grant_scopes(requested: str, patient: str | None, user: User | None = None,
     return " ".join(granted)
 
 
-def token_response(auth: Any, grant: Authorization) -> dict:
-    """The token response (SMART App Launch §token response): the access token, its context and, when
-    offline_access or online_access was granted, a refresh token."""
+def token_response(auth: Any, grant: Authorization, root: str) -> dict:
+    """The token response (SMART App Launch §token response): the access token, its context, when
+    offline_access or online_access was granted a refresh token, and with `openid` an id_token (issuer
+    `root`, the server's)."""
     context = grant.context
     lifetime = auth.settings.auth_token_seconds
     access = auth.token(parse_scopes(grant.scope), f"app:{grant.client_id}", lifetime,
@@ -102,10 +90,16 @@ def token_response(auth: Any, grant: Authorization) -> dict:
         body["encounter"] = context.encounter
     if REFRESH_SCOPES & set(grant.scope.split()):
         body["refresh_token"] = issue_refresh(auth.key, grant, auth.settings.auth_session_token_seconds)
+    scopes = set(grant.scope.split())
+    if "openid" in scopes and grant.user and auth.id_key is not None:
+        base = f"{root}/sessions/{context.session}/fhir" if context.session else f"{root}/fhir"
+        who = fhir_user(base, grant.user) if "fhirUser" in scopes else None
+        body["id_token"] = id_token(auth.id_key, issuer=root, user=grant.user, client_id=grant.client_id,
+                                    lifetime=lifetime, nonce=grant.nonce, fhir_user_url=who)
     return body
 
 
-def exchange_code(auth: Any, ledger: CodeLedger, form: dict[str, str]) -> dict:
+def exchange_code(auth: Any, ledger: CodeLedger, form: dict[str, str], root: str) -> dict:
     """grant_type=authorization_code: the code, the same client and redirect URI, the PKCE verifier."""
     for name in ("code", "redirect_uri", "client_id", "code_verifier"):
         if not form.get(name):
@@ -120,10 +114,27 @@ def exchange_code(auth: Any, ledger: CodeLedger, form: dict[str, str]) -> dict:
         raise GrantError("invalid_grant", "code_verifier does not match the code_challenge (PKCE S256)")
     if not ledger.spend(grant.jti):
         raise GrantError("invalid_grant", "the authorization code was already used")
-    return token_response(auth, grant)
+    return token_response(auth, grant, root)
 
 
-def refresh(auth: Any, form: dict[str, str]) -> dict:
+def _narrowed(asked: str, had: str) -> str:
+    """A refresh's `scope`: each resource scope covered by a granted one (`patient/*.rs` covers
+    `patient/Observation.rs` and `patient/Observation.rs?category=laboratory`), the others granted as
+    they are; GrantError when it asks for more."""
+    try:
+        granted = parse_scopes(had)
+        for text in asked.split():
+            scope = parse_scope(text)
+            kept = text in had.split() if scope is None else any(g.covers(scope) for g in granted)
+            if not kept:
+                raise GrantError("invalid_scope", "a refresh may only narrow the granted scopes: "
+                                                  f"{text[:80]!r} is not within them")
+    except ScopeError as exc:
+        raise GrantError("invalid_scope", str(exc)) from exc
+    return " ".join(asked.split())
+
+
+def refresh(auth: Any, form: dict[str, str], root: str) -> dict:
     """grant_type=refresh_token: a new access token (and refresh token) with the same context, and the
     same or fewer scopes."""
     if not form.get("refresh_token"):
@@ -132,11 +143,12 @@ def refresh(auth: Any, form: dict[str, str]) -> dict:
         grant = open_refresh(auth.key, form["refresh_token"])
     except InvalidToken as exc:
         raise GrantError("invalid_grant", f"invalid refresh token: {exc}") from exc
+    if auth.revocations.is_revoked(grant.jti):
+        raise GrantError("invalid_grant", "the refresh token was revoked")
     if form.get("client_id") != grant.client_id:
         raise GrantError("invalid_grant", "the refresh token was issued to another client")
     if form.get("scope"):
-        asked, had = form["scope"].split(), grant.scope.split()
-        if not set(asked) <= set(had):
-            raise GrantError("invalid_scope", "a refresh may only narrow the granted scopes")
-        grant = Authorization(grant.context, " ".join(asked), grant.client_id, grant.redirect_uri)
-    return token_response(auth, grant)
+        asked = _narrowed(form["scope"], grant.scope)
+        grant = Authorization(grant.context, asked, grant.client_id, grant.redirect_uri,
+                              user=grant.user, nonce=grant.nonce)
+    return token_response(auth, grant, root)

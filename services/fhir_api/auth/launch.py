@@ -50,6 +50,8 @@ class Authorization:
     redirect_uri: str = ""
     code_challenge: str = ""  # PKCE S256 (codes only)
     jti: str = field(default_factory=lambda: uuid.uuid4().hex)
+    user: str = ""  # who approved (the id_token's subject)
+    nonce: str = ""  # OpenID Connect: echoed in the id_token
 
 
 def _sign(key: OctKey, kind: Kind, claims: dict, expires_in: int) -> str:
@@ -81,7 +83,8 @@ def open_launch(key: OctKey, token: str) -> LaunchContext:
 
 def _claims(grant: Authorization) -> dict:
     return {**asdict(grant.context), "scope": grant.scope, "client_id": grant.client_id,
-            "redirect_uri": grant.redirect_uri, "code_challenge": grant.code_challenge, "jti": grant.jti}
+            "redirect_uri": grant.redirect_uri, "code_challenge": grant.code_challenge, "jti": grant.jti,
+            "user": grant.user, "nonce": grant.nonce}
 
 
 def _grant(claims: dict) -> Authorization:
@@ -89,7 +92,7 @@ def _grant(claims: dict) -> Authorization:
                             claims.get("app"))
     return Authorization(context, claims.get("scope", ""), claims.get("client_id", ""),
                          claims.get("redirect_uri", ""), claims.get("code_challenge", ""),
-                         claims.get("jti", ""))
+                         claims.get("jti", ""), claims.get("user", ""), claims.get("nonce", ""))
 
 
 def issue_code(key: OctKey, grant: Authorization) -> str:
@@ -106,7 +109,12 @@ def issue_refresh(key: OctKey, grant: Authorization, expires_in: int) -> str:
 
 
 def open_refresh(key: OctKey, token: str) -> Authorization:
-    return _grant(_open(key, "refresh", token))
+    return _grant(refresh_claims(key, token))
+
+
+def refresh_claims(key: OctKey, token: str) -> dict:
+    """A refresh token's claims (its `jti` and `exp` among them: what revocation records)."""
+    return _open(key, "refresh", token)
 
 
 def s256(verifier: str) -> str:

@@ -31,7 +31,7 @@ router = APIRouter(tags=["auth"])
 COOKIE = "rounds_login"
 LOGIN_SECONDS = 3600
 AUTHORIZE_PARAMS = ("response_type", "client_id", "redirect_uri", "scope", "state", "aud", "code_challenge",
-                    "code_challenge_method", "launch")
+                    "code_challenge_method", "launch", "nonce")
 _CLAIMS = jwt.JWTClaimsRegistry(iss={"essential": True, "value": "rounds/login"}, exp={"essential": True},
                                 sub={"essential": True}, csrf={"essential": True})
 NO_STORE = {"Cache-Control": "no-store", "X-Frame-Options": "DENY"}

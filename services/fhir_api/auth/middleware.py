@@ -12,6 +12,7 @@ what answers hold beyond the narrowed matches.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -21,7 +22,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.fhir_api.auth import compartment, smart
+from services.fhir_api.auth import compartment, constraints, smart
 from services.fhir_api.auth.guard import Guard, stored_in_compartment
 from services.fhir_api.auth.policy import Target, classify
 from services.fhir_api.auth.scopes import Context, granting
@@ -67,6 +68,11 @@ class AuthMiddleware:
         target = target or classify(scope["method"], scope["path"])
         try:
             grant = self._grant(scope)
+            revocations = self.auth.revocations
+            if revocations.stale:
+                await to_thread.run_sync(revocations.reload)
+            if revocations.is_revoked(grant.jti):
+                raise Denied(401, "invalid token: it was revoked")
             _state(scope)["auth_grant"] = grant
             return await self._authorize(scope, receive, grant, target)
         except Denied as denied:
@@ -98,6 +104,13 @@ class AuthMiddleware:
             if not _unconfined(grant, "*", target.verb):
                 raise Denied(403, f"managing sessions needs user/*.{target.verb} or system/*.{target.verb}")
             return receive
+        if constraints.constrained(grant.scopes):
+            receive = await self._constrain(scope, receive, grant, target)
+        if target.interaction == "export":  # which types it may read: bulk/http.py, against the same grant
+            if any(s.context != "patient" and "s" in s.verbs for s in grant.scopes):
+                return receive
+            raise Denied(403, "Bulk Data export needs user/ or system/ search scopes; a patient-confined "
+                              "token cannot export")
         if target.interaction == "batch":
             if not all(granting(grant.scopes, "*", verb) & {"user", "system"} for verb in "cruds"):
                 # entries are held to the scopes (and the compartment) one by one: auth/guard.py
@@ -137,6 +150,27 @@ class AuthMiddleware:
             raise Denied(403, str(exc)) from exc
         return receive
 
+    async def _constrain(self, scope: Scope, receive: Receive, grant: Grant, target: Target) -> Receive:
+        """Hold the request to the token's search-parameter constraints (constraints.py): narrow a search,
+        check a read's resource, refuse what cannot be held to them. The scopes of the context the request
+        is judged in (user/system, else patient) decide."""
+        contexts = granting(grant.scopes, target.resource_type, target.verb)
+        used: set[Context] = (contexts & {"user", "system"}) or {"patient"}
+        names, receive = await self._parameter_names(scope, receive, target)
+        try:
+            sets = constraints.check(target, grant.scopes, used, names)
+            narrowing = constraints.search_narrowing(sets) if sets and target.interaction == "search" else ()
+        except constraints.Refused as exc:
+            raise Denied(403, str(exc)) from exc
+        for pair in narrowing:
+            _narrow(scope, target, pair)
+        if sets and target.interaction == "read" and target.id is not None:
+            rtype, id = target.resource_type, target.id
+            if not await self._stored(scope, lambda store, ctx: constraints.stored_within(store, ctx, rtype,
+                                                                                            id, sets)):
+                raise Denied(403, f"{rtype}/{id} is outside the token's query-constrained scopes")
+        return receive
+
     async def _parameter_names(self, scope: Scope, receive: Receive, target: Target
                                ) -> tuple[list[str], Receive]:
         """The names of the request's search parameters: its query, If-None-Exist, and a POSTed search's
@@ -149,15 +183,21 @@ class AuthMiddleware:
         return [name for text in texts for name, _ in parse_qsl(text, keep_blank_values=True)], receive
 
     async def _check_stored(self, scope: Scope, rtype: str, id: str, patient: str) -> None:
+        if not await self._stored(scope, lambda store, ctx: stored_in_compartment(store, ctx, rtype, id,
+                                                                                  patient)):
+            raise compartment.Outside(f"outside the compartment of Patient/{patient}")
+
+    async def _stored(self, scope: Scope, check: Callable[[Any, StoreContext], bool]) -> bool:
+        """`check(store, ctx)` on the request's base, off the event loop (True when the session is unknown:
+        the app answers 404 for it)."""
         store = self.auth.store
         ctx = StoreContext()
         session = scope.get("path_params", {}).get("session_id") or _session_of(scope["path"])
         if session is not None:
             ctx = await store.get_session_async(session)
             if ctx is None:
-                return  # the app answers 404 for the session
-        if not await to_thread.run_sync(stored_in_compartment, store, ctx, rtype, id, patient):
-            raise compartment.Outside(f"outside the compartment of Patient/{patient}")
+                return True
+        return await to_thread.run_sync(check, store, ctx)
 
 
 async def admit(auth: Any, scope: Scope, receive: Receive, send: Send) -> Receive | None:

@@ -1,5 +1,5 @@
-"""Tables of access control: the token-signing key, the registered clients (revision 0016_auth) and the
-users who may approve a SMART App Launch (0017_auth_users)."""
+"""Tables of access control: the token-signing key, the registered clients (revision 0016_auth), the
+users who may approve a SMART App Launch (0017_auth_users), the id_token key and revoked tokens (0018)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ from rounds.db import Base
 
 
 class AuthKey(Base):
-    """The signing key generated on first use when ROUNDS_AUTH_KEY is unset (one row, id 1), so that
-    `rounds serve`, its workers and `rounds token issue` on the same database sign and verify alike."""
+    """The signing keys generated on first use, so that `rounds serve`, its workers and `rounds token issue`
+    on the same database sign and verify alike: id 1 the access tokens' HS256 secret (when ROUNDS_AUTH_KEY is
+    unset), id 2 the id_tokens' RSA private key (PEM, oidc.py; 0018_auth_oidc)."""
 
     __tablename__ = "auth_keys"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    secret: Mapped[str] = mapped_column(String(200))
+    secret: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
@@ -35,6 +36,7 @@ class AuthClient(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     redirect_uris: Mapped[str] = mapped_column(Text, default="", server_default="")
     fhir_base: Mapped[str | None] = mapped_column(Text, nullable=True)
+    jwks: Mapped[str | None] = mapped_column(Text, nullable=True)  # private_key_jwt: a JWKS, or its https URL
 
 
 class AuthUser(Base):
@@ -50,6 +52,17 @@ class AuthUser(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
+class AuthRevoked(Base):
+    """A token revoked before it expired (RFC 7009, revocation.py): its `jti`, kept until it would have
+    expired anyway (0018_auth_oidc)."""
+
+    __tablename__ = "auth_revoked"
+
+    jti: Mapped[str] = mapped_column(String(64), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 KEYS = AuthKey.__table__
+REVOKED = AuthRevoked.__table__
 CLIENTS = AuthClient.__table__
 USERS = AuthUser.__table__

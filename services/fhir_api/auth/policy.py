@@ -16,7 +16,8 @@ Kind = Literal["public", "fhir", "manage", "session_endpoint", "other"]
 
 _SESSIONS = re.compile(r"^/sessions(?:/(?P<session>[^/]+)(?P<rest>/.*)?)?/?$")
 _PUBLIC = frozenset({
-    "/.well-known/smart-configuration", "/auth/token", "/auth/authorize", "/auth/login", "/docs",
+    "/.well-known/smart-configuration", "/.well-known/openid-configuration", "/auth/token", "/auth/authorize",
+    "/auth/login", "/auth/introspect", "/auth/revoke", "/auth/jwks", "/docs",
     "/docs/oauth2-redirect", "/openapi.json", "/health",
 })
 _PUBLIC_UNDER_BASE = frozenset({"/metadata", "/.well-known/smart-configuration"})
@@ -66,6 +67,8 @@ def _fhir(method: str, session: str | None, rest: str) -> Target:
             return Target("fhir", session, verb="c", interaction="batch")
         return Target("fhir", session, verb=verb, interaction="search" if verb == "s" else "operation")
     head = parts[0]
+    if head.startswith("$export") or parts[-1] == "$export":  # a read of many types (bulk/http.py: per type)
+        return Target("fhir", session, verb="s", interaction="export")
     if head == "_history" or head.startswith("$") or head == "_search":
         kind = "history" if head == "_history" else "operation"
         return Target("fhir", session, verb=verb, interaction=kind)

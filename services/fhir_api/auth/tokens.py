@@ -47,6 +47,8 @@ class Grant:
     expires: int
     session: str | None = None
     patient: str | None = None  # Patient id (no "Patient/")
+    jti: str = ""  # the token's id: what revocation (revocation.py) records
+    issued: int = 0
 
 
 def signing_key(engine: Engine | None, configured: str | None) -> OctKey:
@@ -113,4 +115,5 @@ def verify(key: OctKey, token: str) -> Grant:
     session, patient = claims.get("session"), claims.get("patient")
     if not all(v is None or isinstance(v, str) for v in (session, patient)):
         raise InvalidToken("session and patient claims must be strings")
-    return Grant(str(claims.get("sub", "")), scopes, int(claims["exp"]), session, patient)
+    return Grant(str(claims.get("sub", "")), scopes, int(claims["exp"]), session, patient,
+                 str(claims.get("jti", "")), int(claims.get("iat", 0)))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 import orjson
 
@@ -68,15 +69,19 @@ def _line(stored: StoredResource) -> bytes:
 
 def searches(store: ResourceStore, ctx: Context, job: ExportJob, resource_type: str
              ) -> Iterator[list[tuple[str, str]]]:
-    """The search parameters whose matches together are the type's part of the export."""
+    """The search parameters whose matches together are the type's part of the export: each of the type's
+    `_typeFilter` queries (ORed) ANDed with `_since` and, at patient / group level, the patients."""
     since = [("_lastUpdated", f"ge{job.since}")] if job.since else []
+    filters = [parse_qsl(q) for q in job.type_filters.get(resource_type, [])] or [[]]
     if job.level == "system":
-        yield since
+        for extra in filters:
+            yield [*since, *extra]
         return
     name = narrowing_param(resource_type)
     for batch in patient_batches(store, ctx, job):
         values = batch if name == "_id" else [f"Patient/{p}" for p in batch]
-        yield [(name, ",".join(values)), *since]
+        for extra in filters:
+            yield [(name, ",".join(values)), *since, *extra]
 
 
 def run_export(store: ResourceStore, ctx: Context, jobs: JobStore, job: ExportJob, served: frozenset[str],
@@ -91,11 +96,16 @@ def run_export(store: ResourceStore, ctx: Context, jobs: JobStore, job: ExportJo
             path, count = folder / f"{resource_type}.ndjson", 0
             job.progress = f"exporting {resource_type}"
             jobs.save(job)
+            # two filters of a type may match one resource: written once (its id remembered)
+            seen: set[str] | None = set() if len(job.type_filters.get(resource_type, [])) > 1 else None
             with _output(path) as out:
                 for params in searches(store, ctx, job, resource_type):
                     for page in pages(store, ctx, resource_type, params, PAGE):
                         if not folder.is_dir():
                             raise Cancelled
+                        if seen is not None:
+                            page = [r for r in page if r.id not in seen]
+                            seen.update(r.id for r in page)
                         out.write(b"".join(_line(r) for r in page))
                         count += len(page)
                         if check_disk is not None:

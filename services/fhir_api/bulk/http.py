@@ -15,14 +15,16 @@ session); access control applies as to any operation on that base.
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
-from urllib.parse import urlencode
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from urllib.parse import parse_qsl, unquote, urlencode
 
 import orjson
 from fastapi import Request, Response
 from fastapi.responses import FileResponse
 from starlette.concurrency import run_in_threadpool
 
+from services.fhir_api.auth.scopes import granting
 from services.fhir_api.bulk.export import run_export
 from services.fhir_api.bulk.jobs import ExportJob, JobStore, Level
 from services.fhir_api.bulk.quota import ExportQuota, disk_check, refusal, sweep, token_key
@@ -30,11 +32,13 @@ from services.fhir_api.http.errors import FhirHttpError
 from services.fhir_api.http.outcome import Call
 from services.fhir_api.http.params import check_id, parse_instant
 from services.fhir_api.http.validation import served_types
+from services.fhir_api.search.registry import filterable
 from services.fhir_api.store.interface import StoreError
 from services.fhir_api.store.rows import instant
 
 FORMATS = frozenset({"application/fhir+ndjson", "application/ndjson", "ndjson"})
-KNOWN = frozenset({"_type", "_since", "_outputFormat", "_format"})
+KNOWN = frozenset({"_type", "_since", "_outputFormat", "_format", "_typeFilter"})
+Params = list[tuple[str, str]]
 
 
 def jobs_of(request: Request) -> JobStore:
@@ -47,28 +51,81 @@ def quota_of(request: Request) -> ExportQuota:
                        s.export_disk_bytes)
 
 
-def _job(call: Call, request: Request, level: Level, group: str | None) -> ExportJob:
+def _job(call: Call, request: Request, level: Level, group: str | None, params: Params) -> ExportJob:
     if "respond-async" not in request.headers.get("prefer", ""):
         raise FhirHttpError(400, "$export is asynchronous: send 'Prefer: respond-async'")
-    params = request.query_params
-    unknown = sorted(set(params) - KNOWN)
+    unknown = sorted({name for name, _ in params} - KNOWN)
     if unknown:
         raise FhirHttpError(400, f"$export does not support {', '.join(unknown)}", code="not-supported")
-    if params.get("_outputFormat", "application/fhir+ndjson") not in FORMATS:
+    given = dict(params)
+    if given.get("_outputFormat", "application/fhir+ndjson") not in FORMATS:
         raise FhirHttpError(400, "_outputFormat: only application/fhir+ndjson is written")
-    types = [t for value in params.getlist("_type") for t in value.split(",") if t] or None
+    types = [t for name, value in params if name == "_type" for t in value.split(",") if t] or None
     bad = sorted(set(types or ()) - served_types())
     if bad:
         raise FhirHttpError(400, f"_type: unknown resource types {', '.join(bad)}")
-    since = params.get("_since")
+    since = given.get("_since")
     if since is not None:
         since = instant(parse_instant(since, "_since"))
+    filters = type_filters([value for name, value in params if name == "_typeFilter"], types)
+    types = _permitted(request, level, types)
     return ExportJob(level, str(request.url), instant(datetime.now(UTC)), call.ctx.session_id, group, types,
-                     since, token=token_key(request.headers.get("authorization")))
+                     since, token=token_key(request.headers.get("authorization")), type_filters=filters)
 
 
-async def kickoff(call: Call, request: Request, level: Level, group: str | None = None) -> Response:
-    job = _job(call, request, level, group)
+def type_filters(values: list[str], types: list[str] | None) -> dict[str, list[str]]:
+    """`_typeFilter` (repeated, or comma-separated with the commas inside a filter %-escaped): type ->
+    its queries. Each must name an exported type and only parameters this server searches that type by."""
+    filters: dict[str, list[str]] = {}
+    for piece in (unquote(p) for value in values for p in value.split(",") if p):
+        resource_type, sep, query = piece.partition("?")
+        if not sep or not query or resource_type not in served_types():
+            raise FhirHttpError(400, f"_typeFilter {piece[:120]!r}: expected <ResourceType>?<parameters>")
+        if types is not None and resource_type not in types:
+            raise FhirHttpError(400, f"_typeFilter {piece[:120]!r}: {resource_type} is not in _type")
+        refused = [name for name, _ in parse_qsl(query, keep_blank_values=True)
+                   if not filterable(resource_type, name)]
+        if refused:
+            raise FhirHttpError(400, f"_typeFilter {piece[:120]!r}: {', '.join(refused)} is not a search "
+                                     f"parameter of {resource_type} here", code="not-supported")
+        filters.setdefault(resource_type, []).append(query)
+    return filters
+
+
+def _permitted(request: Request, level: Level, types: list[str] | None) -> list[str] | None:
+    """Hold the export to the token's scopes (auth on): each asked type must be readable outside any
+    compartment (`user/` or `system/` `.s`); without `_type`, a token that cannot read every type exports
+    the types it can (SMART Backend Services clients ask for `system/<Type>.read` one by one)."""
+    grant = request.scope.get("state", {}).get("auth_grant")
+    if grant is None or granting(grant.scopes, "*", "s") & {"user", "system"}:
+        return types
+    readable = [t for t in (types or sorted(served_types()))
+                if granting(grant.scopes, t, "s") & {"user", "system"}]
+    missing = sorted(set(types or ()) - set(readable))
+    if missing or not readable:
+        what = ", ".join(missing) or "any type"
+        raise FhirHttpError(403, f"the token's scopes do not allow exporting {what}", code="forbidden")
+    return readable
+
+
+def kickoff_params(request: Request, body: dict | None) -> Params:
+    """The kick-off's parameters: the query of a GET, the Parameters resource of a POST (Bulk Data v2)."""
+    if body is None:
+        return list(request.query_params.multi_items())
+    if body.get("resourceType") != "Parameters":
+        raise FhirHttpError(400, "a POST $export takes a Parameters resource")
+    params: Params = []
+    for parameter in body.get("parameter", []):
+        values = [v for k, v in parameter.items() if k.startswith("value")]
+        if not isinstance(parameter.get("name"), str) or len(values) != 1 or not isinstance(values[0], str):
+            raise FhirHttpError(400, "each $export parameter needs a name and one primitive value[x]")
+        params.append((parameter["name"], values[0]))
+    return params
+
+
+async def kickoff(call: Call, request: Request, level: Level, group: str | None = None,
+                  body: dict | None = None) -> Response:
+    job = _job(call, request, level, group, kickoff_params(request, body))
     if group is not None:
         try:
             await call.store.read_async(call.ctx, "Group", check_id(group))
@@ -103,6 +160,7 @@ async def status(call: Call, request: Request) -> Response:
     job = await run_in_threadpool(_owned, call, request)
     if job.state == "in-progress":
         return Response(status_code=202, headers={"X-Progress": job.progress, "Retry-After": "1"})
+    expires = {"Expires": _expires(job, request)}
     if job.state == "failed":
         raise FhirHttpError(500, "the export failed: " + "; ".join(job.error), code="exception")
     files = f"{call.base}/$export-file/{job.id}"
@@ -113,7 +171,15 @@ async def status(call: Call, request: Request) -> Response:
                    for o in job.output],
         "error": [],
     }
-    return Response(orjson.dumps(manifest), media_type="application/json")
+    return Response(orjson.dumps(manifest), media_type="application/json", headers=expires)
+
+
+def _expires(job: ExportJob, request: Request) -> str:
+    """When the job and its files are swept (quota.py: its kick-off + ROUNDS_EXPORT_EXPIRY_HOURS), as an
+    HTTP date (Bulk Data v2: the complete status SHOULD say it)."""
+    kicked = datetime.fromisoformat(job.transaction_time.replace("Z", "+00:00"))
+    return format_datetime(kicked + timedelta(hours=request.app.state.settings.export_expiry_hours),
+                           usegmt=True)
 
 
 async def cancel(call: Call, request: Request) -> Response:

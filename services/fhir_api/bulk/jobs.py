@@ -34,6 +34,7 @@ class ExportJob:
     group: str | None = None
     types: list[str] | None = None  # _type (None: every type the level covers)
     since: str | None = None  # _since, as given
+    type_filters: dict[str, list[str]] = field(default_factory=dict)  # _typeFilter: type -> queries, ORed
     token: str = "anonymous"  # a digest of the kick-off's bearer token (quota.py), never the token
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     state: State = "in-progress"

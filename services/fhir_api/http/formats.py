@@ -26,6 +26,9 @@ def _media_type(value: str) -> str:
     return value.split(";", 1)[0].strip().lower()
 
 
+NDJSON = frozenset({"application/fhir+ndjson", "application/ndjson"})
+
+
 def response_media_type(request: Request) -> str:
     """The JSON flavour to answer with; 406 when the client only accepts something else (e.g. XML)."""
     fmt = request.query_params.get("_format")
@@ -40,6 +43,8 @@ def response_media_type(request: Request) -> str:
     offered = [_media_type(part) for part in accept.split(",")]
     if any(t in ("*/*", "application/*", FHIR_JSON, "application/json+fhir") for t in offered):
         return FHIR_JSON
+    if "/$export-file/" in request.url.path and NDJSON & set(offered):
+        return FHIR_JSON  # a Bulk Data file answers application/fhir+ndjson itself (bulk/http.py)
     if "application/json" in offered:
         return "application/json"
     raise FhirHttpError(406, f"cannot produce {accept!r}; this server speaks application/fhir+json only")

@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from services.fhir_api.auth import smart
 from services.fhir_api.bulk import http as bulk
-from services.fhir_api.http import crud, request_limits, search, transaction
+from services.fhir_api.http import cors, crud, request_limits, search, transaction
 from services.fhir_api.http.capability import capability_statement
 from services.fhir_api.http.deps import call_of
 from services.fhir_api.http.errors import FhirHttpError
@@ -57,7 +57,8 @@ def limit(request: Request) -> int:
 @router.get("/metadata", summary="CapabilityStatement")
 async def metadata(request: Request, call: Call = CallDep) -> Response:
     on = request.app.state.auth is not None
-    security = smart.security(external_root(request, request.app.state.settings)) if on else None
+    settings = request.app.state.settings
+    security = smart.security(external_root(request, settings), cors.enabled(settings)) if on else None
     limits = request_limits.documentation(limit(request))
     body = await run_in_threadpool(capability_statement, call.base, security, limits)
     return Response(body, media_type=call.media_type)
@@ -84,6 +85,11 @@ async def system_history(request: Request, call: Call = CallDep) -> Response:
 @router.get("/$export", summary="Bulk Data $export of the whole base")
 async def export_system(request: Request, call: Call = CallDep) -> Response:
     return await bulk.kickoff(call, request, "system")
+
+
+@router.post("/$export", summary="Bulk Data $export of the whole base (Parameters body)")
+async def export_system_post(request: Request, call: Call = CallDep) -> Response:
+    return await bulk.kickoff(call, request, "system", body=await read_resource(request, limit(request)))
 
 
 @router.get("/$export-poll-status", summary="Bulk Data export status")
@@ -158,18 +164,22 @@ async def conditional_delete(type: str, request: Request, call: Call = CallDep) 
     return await run(call, crud.conditional_delete, type, criteria(request))
 
 
+@router.post("/{type}/$export", summary="Patient/$export with a Parameters body")
 @router.get("/{type}/$export", summary="Bulk Data $export of every patient (Patient/$export)")
 async def export_type(type: str, request: Request, call: Call = CallDep) -> Response:
     if check_type(type) != "Patient":
         raise FhirHttpError(404, "$export at type level is defined on Patient only", code="not-supported")
-    return await bulk.kickoff(call, request, "patient")
+    body = await read_resource(request, limit(request)) if request.method == "POST" else None
+    return await bulk.kickoff(call, request, "patient", body=body)
 
 
+@router.post("/{type}/{id}/$export", summary="Group/<id>/$export with a Parameters body")
 @router.get("/{type}/{id}/$export", summary="Bulk Data $export of a Group's patients")
 async def export_instance(type: str, id: str, request: Request, call: Call = CallDep) -> Response:
     if check_type(type) != "Group":
         raise FhirHttpError(404, "$export at instance level is defined on Group only", code="not-supported")
-    return await bulk.kickoff(call, request, "group", check_id(id))
+    body = await read_resource(request, limit(request)) if request.method == "POST" else None
+    return await bulk.kickoff(call, request, "group", check_id(id), body=body)
 
 
 @router.get("/$export-file/{job}/{file}", summary="a file a Bulk Data export wrote")

@@ -42,6 +42,7 @@ ROUTES: tuple[Route, ...] = (
     Route("search-system", "GET", ""),
     Route("history-system", "GET", "/_history"),
     Route("export-system", "GET", "/$export"),  # Bulk Data (services/fhir_api/bulk)
+    Route("export-system-post", "POST", "/$export"),
     Route("export-status", "GET", "/$export-poll-status"),
     Route("export-cancel", "DELETE", "/$export-poll-status"),
     Route("search-type", "GET", "/{type}", fast=True),
@@ -52,7 +53,9 @@ ROUTES: tuple[Route, ...] = (
     Route("conditional-patch", "PATCH", "/{type}"),
     Route("conditional-delete", "DELETE", "/{type}"),
     Route("export-type", "GET", "/{type}/$export"),
+    Route("export-type-post", "POST", "/{type}/$export"),
     Route("export-instance", "GET", "/{type}/{id}/$export"),
+    Route("export-instance-post", "POST", "/{type}/{id}/$export"),
     # a Bulk Data file is the record itself, streamed from disk: held whole as a session event it would be
     # buffered and copied (its kick-off and status polls are recorded)
     Route("export-file", "GET", "/$export-file/{job}/{file}", recorded=False),

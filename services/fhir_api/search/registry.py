@@ -118,6 +118,17 @@ def get_param(resource_type: str, name: str) -> SearchParam | None:
     return param if param and not param.unsupported else None
 
 
+FILTER_COMMON = frozenset({"_id", "_lastUpdated", "_tag", "_profile", "_security", "_source"})
+
+
+def filterable(resource_type: str, name: str) -> bool:
+    """Whether `name` (with or without a `:modifier`) is a search parameter this server matches a type
+    by: what a search-parameter filter may use (SMART v2 scope constraints, Bulk Data `_typeFilter`). Result
+    parameters (`_include`, `_sort`, `_count` …) and chains are not filters."""
+    base = name.split(":", 1)[0]
+    return base in FILTER_COMMON or get_param(resource_type, base) is not None
+
+
 def supported_search_params(resource_type: str) -> list[tuple[str, str, str]]:
     """(name, type, documentation) of every parameter search implements (for the CapabilityStatement)."""
     return [
