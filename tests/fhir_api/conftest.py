@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import socket
 import threading
 import time
@@ -134,3 +136,9 @@ def assert_outcome(response: httpx.Response, status: int) -> dict:
     assert body["resourceType"] == "OperationOutcome", body
     assert body["issue"] and all(i["severity"] and i["code"] for i in body["issue"])
     return body
+
+
+def token_claims(token: str) -> dict:
+    """The claims of a JWT, unverified: what a client reads from the token it was given."""
+    payload = token.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))

@@ -20,7 +20,7 @@ from services.fhir_api.auth.clients import register_client
 from services.fhir_api.auth.scopes import parse_scopes
 from services.fhir_api.auth.tokens import issue
 from services.fhir_api.store import open_store
-from tests.fhir_api.conftest import LiveApi, assert_outcome, observation, patient, start_live
+from tests.fhir_api.conftest import LiveApi, assert_outcome, observation, patient, start_live, token_claims
 
 
 @pytest.fixture(scope="module")
@@ -191,6 +191,38 @@ def test_patient_session_token_stays_in_the_patients_compartment(secured, admin,
     # the shared copy of the other patient's lab is untouched
     assert httpx.get(f"{secured.fhir}/Observation/{two_patients['obs_b']}", headers=bearer(admin)) \
         .json()["subject"]["reference"] == f"Patient/{b}"
+
+
+def test_a_patient_session_carries_its_encounter_as_launch_context(secured, admin, two_patients):
+    """As in a SMART EHR launch the stay is context: named in the answer and the token, checked to be a stay
+    of the patient the clock already shows, never a filter on the patient's other stays."""
+    a, b = two_patients["a"], two_patients["b"]
+    client = fhir(secured.fhir, admin)
+
+    def stay(pid: str, start: str) -> str:
+        e = client.resource("Encounter", status="finished", subject={"reference": f"Patient/{pid}"},
+                            period={"start": start}, **{"class": {"code": "IMP"}})
+        e.save()
+        return e.id
+
+    own, theirs, later = stay(a, "2150-01-01T00:00:00Z"), stay(b, "2150-01-01T00:00:00Z"), \
+        stay(a, "2190-01-01T00:00:00Z")
+    s = open_session(secured, admin, patient=f"Patient/{a}", encounter=f"Encounter/{own}")
+    assert s["encounter"] == f"Encounter/{own}"
+    claims = token_claims(s["accessToken"])
+    assert (claims["patient"], claims["encounter"]) == (a, own)
+    # context, not a filter: the patient's lab of no encounter stays readable
+    assert {o.id for o in fhir(s["fhirBase"], s["accessToken"]).resources("Observation").fetch()} \
+        == {two_patients["obs_a"]}
+    for body in ({"patient": f"Patient/{a}", "encounter": f"Encounter/{theirs}"},  # another patient's stay
+                 {"patient": f"Patient/{a}", "encounter": f"Encounter/{later}"},  # a stay after the clock
+                 {"patient": f"Patient/{a}", "encounter": "Encounter/nowhere"},
+                 {"encounter": f"Encounter/{own}"},  # a stay without its patient
+                 {"patient": f"Patient/{a}", "encounter": 7}):
+        r = httpx.post(f"{secured.root}/sessions", json={"now": "2180-01-01T00:00:00Z", **body},
+                       headers=bearer(admin))
+        assert_outcome(r, 400)
+    assert "encounter" not in open_session(secured, admin, patient=f"Patient/{a}")
 
 
 def test_session_for_unknown_patient_is_400(secured, admin):

@@ -18,15 +18,23 @@ from services.fhir_api.app import create_app
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from services.simulator.orchestrator.jobs import plan, read_scenarios
 from services.simulator.orchestrator.patient_clocks import PatientClocks
+from tests.fhir_api.conftest import token_claims
 from tests.security import hostile_assistant
 from tests.simulator.conftest import SCENARIOS
 
 pytestmark = pytest.mark.slow  # a whole run
 
 
+STAY = "Encounter/sim-stay-1"  # sim-p1's stay: the launch context of its sessions
+
+
 def _second_patient(settings: Settings) -> None:
-    """sim-p2 with a creatinine of its own in the shared record."""
+    """sim-p2 with a creatinine of its own in the shared record; sim-p1's stay."""
     with TestClient(create_app(settings)) as client:
+        stay = {"resourceType": "Encounter", "id": STAY.split("/")[1], "status": "in-progress",
+                "class": {"code": "IMP"}, "subject": {"reference": "Patient/sim-p1"},
+                "period": {"start": "2150-01-01T00:00:00Z"}}
+        assert client.put(f"/fhir/{STAY}", json=stay).status_code in (200, 201)
         p1 = client.get("/fhir/Patient/sim-p1").json()
         assert client.put("/fhir/Patient/sim-p2", json={**p1, "id": "sim-p2"}).status_code in (200, 201)
         lab = client.get("/fhir/Observation/sim-cr-1").json()
@@ -37,8 +45,9 @@ def _second_patient(settings: Settings) -> None:
 def _lines(tmp_path):
     """The fixture scenario later (first), for sim-p2, and at its own clock (last)."""
     (line,) = [json.loads(text) for text in SCENARIOS.read_text().splitlines() if text.strip()]
+    line = {**line, "encounter": STAY}
     later = {**line, "id": "sim-apixaban-later", "now": "2150-01-04T12:00:00Z"}
-    other = {**line, "id": "sim-apixaban-p2", "patient": "Patient/sim-p2"}
+    other = {**line, "id": "sim-apixaban-p2", "patient": "Patient/sim-p2", "encounter": None}
     path = tmp_path / "scenarios.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in (later, other, line)))
     return read_scenarios(path)
@@ -55,6 +64,10 @@ def test_a_hostile_stateful_assistant_reads_nothing_beyond_its_session(record_ur
                                         "python:tests.security.hostile_assistant:hoard", options, settings))
     assert summary.by_reason == {"completed": 3}, {o.error for o in summary.outcomes}
     assert len(hostile_assistant.SEEN) == 3
+    # each session was launched with its scenario's stay as context (sim-p2's scenario names none)
+    stays = sorted(str(token_claims(kept["token"]).get("encounter"))
+                   for kept in hostile_assistant.SEEN.values())
+    assert stays == ["None", STAY.split("/")[1], STAY.split("/")[1]]
     with TestClient(create_app(settings)) as http:  # the run is over: every token it kept is dead everywhere
         for kept in hostile_assistant.SEEN.values():
             bearer = {"Authorization": f"Bearer {kept['token']}"}

@@ -35,12 +35,14 @@ class Auth:
     def __post_init__(self) -> None:
         self.throttle = Throttle(self.settings.auth_failed_attempts, self.settings.auth_failed_window_s)
 
-    def session_token(self, session_id: str, patient: str | None) -> str:
+    def session_token(self, session_id: str, patient: str | None, encounter: str | None = None) -> str:
         """The token handed out with a new session: read + write on its sandbox only, and with a patient
-        only in that patient's compartment."""
+        only in that patient's compartment; the encounter rides along as launch context (a claim, not a
+        filter), as in a SMART EHR launch."""
         scopes = parse_scopes(PATIENT_SESSION_SCOPES if patient else SESSION_SCOPES)
         return issue(self.key, scopes, expires_in=self.settings.auth_session_token_seconds,
-                     subject=f"session:{session_id}", session=session_id, patient=patient)
+                     subject=f"session:{session_id}", session=session_id, patient=patient,
+                     encounter=encounter)
 
     def token(self, scopes: tuple[Scope, ...], subject: str, expires_in: int | None = None, *,
               session: str | None = None, patient: str | None = None) -> str:

@@ -76,6 +76,7 @@ def issue(
     subject: str = "rounds",
     session: str | None = None,
     patient: str | None = None,
+    encounter: str | None = None,
 ) -> str:
     now = int(time.time())
     claims: dict = {"iss": ISSUER, "sub": subject, "iat": now, "exp": now + expires_in,
@@ -84,6 +85,8 @@ def issue(
         claims["session"] = session
     if patient is not None:
         claims["patient"] = patient
+    if encounter is not None:
+        claims["encounter"] = encounter
     return sign(key, claims)
 
 

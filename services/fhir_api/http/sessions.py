@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import orjson
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
@@ -26,6 +27,11 @@ class SessionOut(BaseModel):
         None, description="the as-of clock; resources with a later clinical time are hidden"
     )
     patient: str | None = Field(None, description="Patient/<id> the session was opened for, if any")
+    encounter: str | None = Field(
+        None, description="Encounter/<id>: the launch's encounter context (a stay of the patient, known at "
+        "now); context as in a SMART launch, not a filter: the patient's compartment at the clock stays "
+        "readable"
+    )
     accessToken: str | None = Field(
         None, description="with access control on (ROUNDS_AUTH): a bearer token valid only on this session's "
         "FHIR base (read + write; with a patient, only that patient's compartment). Given once, on creation."
@@ -41,50 +47,75 @@ def _describe(request: Request, ctx: Context) -> SessionOut:
     )
 
 
+OPTIONAL = ("patient", "encounter", "accessToken")  # left out of the answer when unset
+
+
 def _json(model: SessionOut, status: int, **headers: str) -> Response:
     return Response(
-        model.model_dump_json(exclude={k for k in ("patient", "accessToken") if getattr(model, k) is None}),
+        model.model_dump_json(exclude={k for k in OPTIONAL if getattr(model, k) is None}),
         status_code=status, media_type="application/json", headers=headers
     )
 
 
-async def _parse_body(request: Request) -> tuple[datetime | None, str | None]:
-    """(now, patient id) from `{"now": dateTime, "patient": "Patient/<id>" | "<id>"}`, both optional."""
+async def _parse_body(request: Request) -> tuple[datetime | None, str | None, str | None]:
+    """(now, patient id, encounter id) from `{"now": dateTime, "patient": "Patient/<id>" | "<id>",
+    "encounter": "Encounter/<id>" | "<id>"}`, all optional; an encounter only with its patient."""
     body = await read_body(request, 64 * 1024)
     if not body.strip():
-        return None, None
+        return None, None, None
     request_media_type(request)
     doc = parse_json(body)
-    value, patient = doc.get("now"), doc.get("patient")
+    value, patient, encounter = doc.get("now"), doc.get("patient"), doc.get("encounter")
     if value is not None and not isinstance(value, str):
         raise FhirHttpError(400, "now must be a FHIR dateTime string")
     if patient is not None:
         if not isinstance(patient, str):
             raise FhirHttpError(400, 'patient must be "Patient/<id>"')
         patient = check_id(patient.removeprefix("Patient/"))
-    return (parse_instant(value, "now") if value is not None else None), patient
+    if encounter is not None:
+        if not isinstance(encounter, str) or patient is None:
+            raise FhirHttpError(400, 'encounter must be "Encounter/<id>", given with its patient')
+        encounter = check_id(encounter.removeprefix("Encounter/"))
+    return (parse_instant(value, "now") if value is not None else None), patient, encounter
+
+
+async def _check_encounter(store, now: datetime | None, patient: str, encounter: str) -> None:
+    """The launch's encounter must be a stay of its patient that the clock already shows (a SMART EHR
+    launches from an open chart, never from a stay that has not begun)."""
+    try:
+        found = await store.read_async(Context(None, now), "Encounter", encounter)
+    except StoreError as exc:
+        raise FhirHttpError(400, f"encounter: no Encounter/{encounter} in the record at {now}") from exc
+    subject = (orjson.loads(found.raw).get("subject") or {}).get("reference", "")
+    if subject.removeprefix("Patient/") != patient:
+        raise FhirHttpError(400, f"encounter: Encounter/{encounter} is not a stay of Patient/{patient}")
 
 
 @router.post(
     "", status_code=201, response_model=SessionOut,
-    summary='open a session (body: {"now": dateTime, "patient": "Patient/<id>"}, both optional)',
+    summary='open a session (body: {"now": dateTime, "patient": "Patient/<id>", '
+            '"encounter": "Encounter/<id>"}, all optional)',
 )
 async def create_session(request: Request) -> Response:
-    now, patient = await _parse_body(request)
+    now, patient, encounter = await _parse_body(request)
     store = store_of(request)
     if patient is not None:
         try:
             await store.read_async(Context(None, now), "Patient", patient)
         except StoreError as exc:
             raise FhirHttpError(400, f"patient: no Patient/{patient} in the record at {now}") from exc
+    if encounter is not None:
+        await _check_encounter(store, now, patient, encounter)
     created = await run_in_threadpool(store.create_session, now)
     ctx = created if isinstance(created, Context) else Context(str(created), now)
     out = _describe(request, ctx)
     if patient is not None:
         out.patient = f"Patient/{patient}"
+    if encounter is not None:
+        out.encounter = f"Encounter/{encounter}"
     auth = request.app.state.auth
     if auth is not None:
-        out.accessToken = auth.session_token(ctx.session_id, patient)
+        out.accessToken = auth.session_token(ctx.session_id, patient, encounter)
     return _json(out, 201, Location=out.fhirBase.rsplit("/fhir", 1)[0])
 
 

@@ -81,12 +81,16 @@ class FhirEnvironment:
     def sessions(self) -> dict[str, LiveSession]:
         return sessions_of(self.app)
 
-    async def open_session(self, now: datetime, patient: str | None = None) -> tuple[str, str]:
+    async def open_session(self, now: datetime, patient: str | None = None,
+                           encounter: str | None = None) -> tuple[str, str]:
         """(session id, FHIR base) of a fresh sandbox at `now`; retried, then an InfrastructureFailure.
         With access control on and a `patient` ("Patient/<id>"), the sandbox is opened for that patient, as a
-        SMART launch is: its token reads and writes that patient's compartment only."""
+        SMART launch is: its token reads and writes that patient's compartment only, with the `encounter`
+        ("Encounter/<id>") as launch context."""
         last: Exception | None = None
-        body = {"now": now.isoformat(), **({"patient": patient} if patient and self.headers else {})}
+        body: dict = {"now": now.isoformat()}
+        if patient and self.headers:
+            body |= {"patient": patient, **({"encounter": encounter} if encounter else {})}
         async with httpx.AsyncClient(transport=Borrowed(self.transport), base_url=self.root, timeout=60,
                                      headers=self.headers) as client:
             for attempt in range(OPEN_ATTEMPTS):

@@ -144,7 +144,7 @@ async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: Ses
     scenario = job.scenario
     try:
         patient = scenario.patient if confined(scenario.family) else None
-        session_id, fhir_base = await env.open_session(scenario.now, patient)
+        session_id, fhir_base = await env.open_session(scenario.now, patient, scenario.encounter)
     except SessionFailure as failure:
         return SessionOutcome(job, None, failure.reason, 0, failure.detail)
     live = LiveSession(
