@@ -17,6 +17,7 @@ import pytest
 
 from events.bus import TopicSpec
 from events.sql_log import SqlLog
+from rounds.db import make_engine
 from rounds.migrate import upgrade
 from services.fhir_api.store.interface import StoredResource
 from services.fhir_api.subscriptions.delivery import FAILED, Delivery
@@ -297,21 +298,17 @@ def test_a_websocket_binds_only_with_a_token_of_the_subscriptions_base(sqlite_ur
     from websockets.exceptions import ConnectionClosed
     from websockets.sync.client import connect
 
+    from services.fhir_api.auth.revocation import Revocations
     from services.fhir_api.auth.scopes import parse_scopes
-    from services.fhir_api.auth.tokens import InvalidToken, issue, signing_key, verify
-    from services.fhir_api.subscriptions.endpoints import session_binder
+    from services.fhir_api.auth.tokens import issue, signing_key, verify
+    from services.fhir_api.subscriptions.endpoints import session_binder, token_base
     from services.fhir_api.subscriptions.websocket import WebSocketHub
 
     key = signing_key(None, "k" * 40)
     other_key = signing_key(None, "o" * 40)
-
-    def base_of(token: str) -> str | None:
-        try:
-            return verify(key, token).session or ""
-        except InvalidToken:
-            return None
-
     upgrade(sqlite_url)
+    revocations = Revocations(make_engine(sqlite_url))
+    base_of = token_base(key, revocations)
     bus = SqlLog(sqlite_url, rebalance_interval_s=0.1)
     topic = f"test.changes.{uuid.uuid4().hex[:8]}"
     bus.ensure_topics([TopicSpec(topic, 3)])
@@ -333,16 +330,28 @@ def test_a_websocket_binds_only_with_a_token_of_the_subscriptions_base(sqlite_ur
             token = {name: issue(key, scopes, expires_in=600, session=s["id"])
                      for name, s in (("a", a), ("b", b))}
             wrong_key = issue(other_key, scopes, expires_in=600, session=a["id"])
+            revoked = issue(key, scopes, expires_in=600, session=a["id"])  # a's, revoked (RFC 7009)
+            revocations.revoke(verify(key, revoked).jti, int(time.time()) + 600)
             with connect(f"ws://127.0.0.1:{port}/ws") as socket:
                 for attempt in (f"bind {sub_a}", f"bind {sub_a} {token['b']}", f"bind {sub_a} garbage",
                                 f"bind {sub_a} {wrong_key}", f"bind {shared} {token['a']}",
-                                f"bind {uuid.uuid4()} {token['a']}"):
+                                f"bind {uuid.uuid4()} {token['a']}", f"bind {sub_a} {revoked}"):
                     ATTEMPTS["subscriptions: websocket bind"] += 1
                     socket.send(attempt)
                     refused = "error this socket may not bind that subscription"
                     assert socket.recv(timeout=5) == refused, attempt
                 socket.send(f"bind {sub_a} {token['a']}")
                 assert socket.recv(timeout=5) == f"bound {sub_a}"
+                spare = issue(key, scopes, expires_in=600, session=a["id"])
+                with connect(f"ws://127.0.0.1:{port}/ws") as other:  # bound, then its token is revoked
+                    other.send(f"bind {sub_a} {spare}")
+                    assert other.recv(timeout=5) == f"bound {sub_a}"
+                    revocations.revoke(verify(key, spare).jti, int(time.time()) + 600)
+                    ATTEMPTS["subscriptions: websocket after its token was revoked"] += 1
+                    with pytest.raises(ConnectionClosed) as closed:
+                        while True:
+                            other.recv(timeout=5)
+                    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
                 pid = httpx.post(f"{api.fhir}/Patient", json=patient("ws-a")).json()["id"]
                 lab = observation(pid, "ws", "2150-01-01T00:00:00Z")
                 httpx.post(f"{b['fhirBase']}/Observation", json=lab)

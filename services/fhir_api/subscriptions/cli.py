@@ -55,21 +55,17 @@ def deliver(
 
 
 def _binder(settings, store):
-    """Under access control, a websocket binds a Subscription only with a token of its base."""
+    """Under access control, a websocket binds a Subscription only with a live token of its base (signed,
+    unexpired, not revoked: the revocation list the FHIR server's `/auth/revoke` writes)."""
     if not settings.auth:
         return None
     from services.fhir_api.auth import engine_of
-    from services.fhir_api.auth.tokens import InvalidToken, signing_key, verify
-    from services.fhir_api.subscriptions.endpoints import session_binder
+    from services.fhir_api.auth.revocation import Revocations
+    from services.fhir_api.auth.tokens import signing_key
+    from services.fhir_api.subscriptions.endpoints import session_binder, token_base
 
-    key = signing_key(engine_of(store, settings), settings.auth_key)
-
-    def base_of(token: str) -> str | None:
-        try:
-            return verify(key, token).session or ""
-        except InvalidToken:
-            return None
-
+    engine = engine_of(store, settings)
+    base_of = token_base(signing_key(engine, settings.auth_key), Revocations(engine))
     return session_binder(store, base_of)
 
 

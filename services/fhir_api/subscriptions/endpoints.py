@@ -78,6 +78,23 @@ class EndpointPolicy:
                                   "(ROUNDS_SUBSCRIPTION_ENDPOINTS)")
 
 
+def token_base(key, revocations) -> Callable[[str], str | None]:
+    """`session_binder`'s `verify`: the base a live token is bound to (a session id, '' for the shared
+    record); None for a token that is forged, expired or revoked (the list `/auth/revoke` writes, re-read
+    at most once a second, so a revoked token stops binding, and a bound socket is closed at the hub's
+    next re-check)."""
+    from services.fhir_api.auth.tokens import InvalidToken, verify
+
+    def base_of(token: str) -> str | None:
+        try:
+            grant = verify(key, token)
+        except InvalidToken:
+            return None
+        return None if revocations.is_revoked(grant.jti) else grant.session or ""
+
+    return base_of
+
+
 def session_binder(store, verify: Callable[[str], str | None]) -> Callable[[str, str | None], bool]:
     """The websocket hub's `may_bind` under access control: the token must be valid (`verify` gives the base
     it is bound to: a session id, '' for the shared record, None when invalid or revoked), its session open,
