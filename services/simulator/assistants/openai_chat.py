@@ -33,6 +33,7 @@ import asyncio
 import json
 import os
 import random
+import sys
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -122,6 +123,10 @@ def assistant_message(message: Any) -> dict[str, Any]:
     return {"role": "assistant", "content": message.content or "", "tool_calls": calls}
 
 
+class StreamRefused(Exception):
+    """The server answered a streamed completion with no chunk at all: it cannot stream this call."""
+
+
 class OpenAIChatAssistant:
     """One model behind one endpoint; a client shared by all the sessions of a run."""
 
@@ -133,6 +138,9 @@ class OpenAIChatAssistant:
         self.max_tokens: int = defaults["max_tokens"]
         self.model_timeout_s: float = defaults["model_timeout_s"]
         self.any_model_name = False  # the server routes any model name itself: the pre-flight trusts it
+        # streamed until the server answers a streamed call with nothing (llama-cpp-python's
+        # chatml-function-calling format cannot stream an automatic tool choice); then whole replies
+        self.streaming = True
 
     @property
     def profile(self) -> str:
@@ -215,7 +223,11 @@ class OpenAIChatAssistant:
                 started = time.perf_counter()
                 try:
                     async with asyncio.timeout(self.model_timeout_s):
-                        completion = await self._streamed(messages)
+                        call = self._streamed if self.streaming else self._whole
+                        completion = await call(messages)
+                except StreamRefused:
+                    self._stop_streaming()
+                    continue  # the same call again, whole, with its own timeout: not the model's fault
                 except (openai.APITimeoutError, TimeoutError) as exc:
                     raise AssistantTimeout(f"the model gave no reply within the model timeout of "
                                            f"{self.model_timeout_s:g} s ({self.endpoint.url})") from exc
@@ -256,10 +268,31 @@ class OpenAIChatAssistant:
                 state.handle_chunk(chunk)
                 chunks += 1
         if not chunks:
-            raise InfrastructureFailure(f"model endpoint {self.endpoint.url} (model {self.model!r}) "
-                                        "answered a streamed completion with no chunk")
+            raise StreamRefused
         return state.current_completion_snapshot  # not get_final_completion: it refuses a reply cut at
         # max_tokens, which is still the model's (and ours to judge)
+
+    async def _whole(self, messages: list[dict[str, Any]]) -> Any:
+        """One completion in one reply, for a server that cannot stream this call: a deadline closes the
+        request, but such a server may go on generating until `max_tokens`."""
+        completion = await self.client.chat.completions.create(
+            model=self.model, messages=messages, tools=openai_tools(), tool_choice="auto",
+            max_tokens=self.max_tokens, timeout=self.model_timeout_s,
+        )
+        if not getattr(completion, "choices", None):
+            raise InfrastructureFailure(f"model endpoint {self.endpoint.url} (model {self.model!r}) "
+                                        "answered a completion with no choice, streamed or whole")
+        return completion
+
+    def _stop_streaming(self) -> None:
+        """Said once per run: why model calls stop being streamed, and what that costs on a timeout."""
+        if self.streaming:
+            self.streaming = False
+            sys.stderr.write(
+                f"note: {self.endpoint.url} answered a streamed tool-calling completion with nothing "
+                "(llama-cpp-python's chatml-function-calling cannot stream an automatic tool choice); model "
+                "calls are sent whole from now on, so a call past --model-timeout is abandoned by Rounds but "
+                "the server may keep generating until --max-tokens\n")
 
     def _retryable(self, status: int) -> bool:
         return status >= 500 or status in self.retry.retry_statuses

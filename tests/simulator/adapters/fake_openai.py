@@ -20,7 +20,9 @@ goes away, as llama-cpp-python does when streaming: `generated` counts the token
 `"stream": true` gets its completion as server-sent chunks (`chat.completion.chunk`, the usage in a last
 chunk when `stream_options.include_usage`), as OpenAI and llama-cpp-python send them. `GET /v1/models` lists
 `models`. Modes of servers met in the wild: `any_model=True` answers for any model name (llama-cpp-python);
-`drops_tools=True` ignores the tools and answers in plain text (a chat format without function calling).
+`drops_tools=True` ignores the tools and answers in plain text (a chat format without function calling);
+`streams_tools=False` answers a streamed request that carries tools with an empty event stream, as
+llama-cpp-python's chatml-function-calling format does (it cannot stream an automatic tool choice).
 Every request body is kept for the test to inspect. No real model is ever contacted.
 """
 
@@ -109,9 +111,9 @@ def _limit(payload: Any, max_tokens: int | None) -> Any:
 
 class FakeOpenAI:
     def __init__(self, models: tuple[str, ...] = ("fake-model",), api_key: str | None = None, *,
-                 any_model: bool = False, drops_tools: bool = False) -> None:
+                 any_model: bool = False, drops_tools: bool = False, streams_tools: bool = True) -> None:
         self.models, self.api_key = set(models), api_key
-        self.any_model, self.drops_tools = any_model, drops_tools
+        self.any_model, self.drops_tools, self.streams_tools = any_model, drops_tools, streams_tools
         self.generated = 0  # tokens the Generate steps streamed
         self.generating = False  # a Generate step is still producing tokens
         self.script: list[Step | Callable[[dict], Step] | str] = []
@@ -172,6 +174,8 @@ class FakeOpenAI:
             return self._answer(body, 200, self.completion(
                 {"role": "assistant", "content": "I do not have access to the record.", "refusal": None},
                 "stop"), {})
+        if body.get("stream") and body.get("tools") and not self.streams_tools:
+            return StreamingResponse(_nothing(), media_type="text/event-stream")
         if not self.script:
             return JSONResponse({"error": {"message": "script exhausted", "type": "test"}}, status_code=500)
         step = self.script[0] if len(self.script) == 1 else self.script.pop(0)  # the last step repeats
@@ -220,6 +224,11 @@ class FakeOpenAI:
             "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
             "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)},
         }
+
+
+async def _nothing():
+    """An event stream that ends at once, without a chunk."""
+    yield "data: [DONE]\n\n"
 
 
 def tool_call(fake: FakeOpenAI, name: str, arguments: dict | str, call_id: str = "call_1") -> Step:

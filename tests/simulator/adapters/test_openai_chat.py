@@ -346,6 +346,36 @@ def test_an_abandoned_reply_stops_a_server_that_stops_when_its_client_goes_away(
     assert server.generated == made < 100  # it stopped near the deadline, not after 400 tokens
 
 
+def test_a_server_that_cannot_stream_tool_calls_gets_whole_calls_for_the_run(sandbox, capfd) -> None:
+    """llama-cpp-python's chatml-function-calling answers a streamed tool-calling request with an empty
+    stream: the call is sent again whole (not charged to anyone), every later call of the run is whole, and
+    the run says once why a timeout no longer stops the server."""
+    server = FakeOpenAI(streams_tools=False)
+    served = Served(server.app)
+    try:
+        read = tool_call(server, "fhir_read", {"resourceType": "Patient", "id": sandbox.record.patient})
+        server.reset(read, text(server, "Done."))
+        recorder = Recorder()
+
+        async def two_turns() -> list[str]:
+            assistant = configured(f"{served.root}/v1")
+            try:
+                return [await assistant.respond(sandbox.request(m), sandbox.tools(recorder))
+                        for m in ("Who?", "And now?")]
+            finally:
+                await assistant.aclose()
+
+        assert asyncio.run(two_turns()) == ["Done.", "Done."]
+    finally:
+        served.stop()
+    assert [bool(r.get("stream")) for r in server.requests] == [True, False, False, False]
+    assert [name for _, name, _ in recorder.calls] == ["fhir_read", "answer", "answer"]
+    assert all(c["outcome"] != "failed" for c in recorder.model_calls)
+    note = capfd.readouterr().err
+    assert note.count("answered a streamed tool-calling completion with nothing") == 1
+    assert "--max-tokens" in note
+
+
 def test_a_cancelled_turn_closes_the_model_request(fake, sandbox: Sandbox) -> None:
     from tests.simulator.adapters.fake_openai import HANG
 
