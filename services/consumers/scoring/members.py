@@ -92,7 +92,13 @@ def auto_workers(bus: Bus, topics: tuple[str, ...]) -> int:
     """Members worth running for this log: one per partition of the topics, at most one more than the cores,
     and one more only per EVENTS_PER_EXTRA_MEMBER events to apply (a small run is scored in process)."""
     tps = [tp for topic in topics for tp in bus.partitions(topic)]
-    events = sum(bus.end_offsets(tps).values()) if tps else 0
+    events = 0
+    if tps:  # through a group-less reader: KafkaBus has no end_offsets of its own, every bus has a reader
+        reader = bus.reader(topics)
+        try:
+            events = sum(reader.end_offsets(tps).values())
+        finally:
+            reader.close()
     return max(1, min(len(tps), (os.cpu_count() or 1) + 1, 1 + events // EVENTS_PER_EXTRA_MEMBER))
 
 
