@@ -15,6 +15,8 @@ import os
 import re
 import sys
 import time
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -288,9 +290,10 @@ def load_ndjson(
             (chunk, stamp, validate, database_url, initial) for path in files for chunk in chunks(path, BATCH)
         )
         if pool and postgres:  # every worker parses, indexes and COPYs on its own connection
-            results = pool.imap_unordered(_prepare_and_write, jobs)
+            results = bounded(pool, _prepare_and_write, jobs, AHEAD * workers)
         elif pool:  # SQLite has one writer: workers parse and index, the main process writes
-            results = (_write_prepared(engine, p, when) for p in pool.imap(_prepare, jobs))
+            prepared = bounded(pool, _prepare, jobs, AHEAD * workers)
+            results = (_write_prepared(engine, p, when) for p in prepared)
         else:
             results = (_in_batch(_write_here, engine, job) for job in jobs)
         for written, skipped, errors, phases in results:
@@ -318,6 +321,22 @@ def load_ndjson(
         engine.dispose()
     report.seconds = time.perf_counter() - start
     return report
+
+
+AHEAD = 2  # batches in flight per worker: each has one to work on and one waiting
+
+
+def bounded(pool, fn, jobs: Iterator, window: int) -> Iterator:
+    """fn over jobs in the pool, in order, with at most `window` batches submitted and not yet taken back.
+    `Pool.imap` submits every job at once and keeps every result until it is taken: the parsed batches
+    queued behind SQLite's single writer held the whole record in memory (2.2 GB at 1,000 patients)."""
+    pending: deque = deque()
+    for job in jobs:
+        pending.append(pool.apply_async(fn, (job,)))
+        if len(pending) >= window:
+            yield pending.popleft().get()
+    while pending:
+        yield pending.popleft().get()
 
 
 def default_workers() -> int:
