@@ -7,7 +7,7 @@ import multiprocessing
 
 import pytest
 
-from services.fhir_api.load import bounded
+from services.fhir_api.load_files import bounded
 
 
 def _square(x: int) -> int:
