@@ -50,7 +50,7 @@ def score_command(
                               "partitions assigned here; the process started without --join reports)"),
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Re-score a run from the log with a fresh (or --group's) consumer group; prints the summary as JSON."""
+    """Re-score a run from the log with a fresh or named consumer group; prints the summary as JSON."""
     from services.consumers.scoring.api import score_run
     from services.consumers.scoring.scenarios import ScenarioFileError
 
