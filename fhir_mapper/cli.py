@@ -1,10 +1,12 @@
-"""`rounds map --mimic DIR --out DIR [--validate] [--workers N]`."""
+"""`rounds map --mimic DIR --out DIR [--validate] [--workers N] [--shard i/n]`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import typer
+
+from rounds.options import ShardSpec, parse_shard
 
 
 def register(app: typer.Typer) -> None:
@@ -23,6 +25,7 @@ def register(app: typer.Typer) -> None:
             help="Validate one resource in N (a deterministic sample; implies --validate).",
         ),
         workers: int = typer.Option(1, "--workers", min=1, help="Worker processes (jobs run in parallel)."),
+        shard: ShardSpec = None,
     ) -> None:
         """Map MIMIC-IV (real, demo or synthetic) to FHIR R4 NDJSON compatible with MIMIC-IV on FHIR."""
         from fhir_mapper.pipeline import run_map
@@ -31,7 +34,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: {mimic} is not a directory", err=True)
             raise typer.Exit(2)
         stride = validate_stride or (1 if validate else 0)
-        summary, code = run_map(mimic, out, workers=workers, validate_stride=stride)
+        summary, code = run_map(mimic, out, workers=workers, validate_stride=stride, shard=parse_shard(shard))
         typer.echo(
             f"{summary['total_resources']} resources in {len(summary['files'])} files, "
             f"{summary['rejected_rows']} rejected rows, {len(summary['skipped_tables'])} skipped tables, "

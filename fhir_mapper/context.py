@@ -12,6 +12,7 @@ from fhir_mapper.output import NdjsonSink
 from fhir_mapper.reader import read_table, read_tuples, table_path
 from fhir_mapper.report import RunReport
 from fhir_mapper.spill import SpillGroups
+from rounds.shards import ALL, Shard
 
 
 @dataclass
@@ -20,20 +21,21 @@ class MapContext:
     sink: NdjsonSink
     report: RunReport
     group_limit: int = 100_000  # values held in memory per group-by before spilling to disk
+    shard: Shard = ALL  # the patients this run maps (rounds/shards.py): the others' rows are not read
     _cache: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.emit = self.sink.emit  # hot path (once per resource): skip one call layer
 
     def rows(self, table: str, columns: tuple[str, ...] | None = None) -> Iterator[dict[str, str]]:
-        return read_table(self.mimic, table, self.report, columns)
+        return read_table(self.mimic, table, self.report, columns, self.shard)
 
     def tuples(
         self, table: str, columns: tuple[str, ...], checked: tuple[str, ...] | None = None
     ) -> Iterator[tuple]:
         """Rows of a hot table as tuples of `columns` plus the line (reader.read_tuples); `checked`
         defaults to every column of the table."""
-        return read_tuples(self.mimic, table, self.report, columns, checked)
+        return read_tuples(self.mimic, table, self.report, columns, checked, self.shard)
 
     def has(self, table: str) -> bool:
         return table_path(self.mimic, table) is not None

@@ -22,11 +22,14 @@ from fhir_mapper.output import NdjsonSink
 from fhir_mapper.reader import table_path
 from fhir_mapper.report import RunReport
 from rounds.gcpause import gc_paused
+from rounds.shards import ALL, Shard
 
 EXIT_REJECTED = 3
 
 
-def run_job(name: str, mimic: Path, out: Path, stride: int, group_limit: int = 100_000) -> RunReport:
+def run_job(
+    name: str, mimic: Path, out: Path, stride: int, group_limit: int = 100_000, shard: Shard = ALL
+) -> RunReport:
     """Run one job (also the worker-process entry point).
 
     The cyclic collector is paused while the job runs and run once at its end: jobs build millions of
@@ -40,7 +43,7 @@ def run_job(name: str, mimic: Path, out: Path, stride: int, group_limit: int = 1
     sink = NdjsonSink(out, report, stride)
     try:
         with gc_paused():
-            JOBS[name].run(MapContext(mimic, sink, report, group_limit))
+            JOBS[name].run(MapContext(mimic, sink, report, group_limit, shard=shard))
     except Exception as exc:  # one job's failure is reported; the other jobs still complete
         report.skipped_tables[f"job {name}"] = f"failed: {type(exc).__name__}: {exc}"
     finally:
@@ -67,12 +70,18 @@ def _runnable(mimic: Path, report: RunReport) -> list[Job]:
 
 
 def run_map(
-    mimic: Path, out: Path, workers: int = 1, validate_stride: int = 0, group_limit: int = 100_000
+    mimic: Path,
+    out: Path,
+    workers: int = 1,
+    validate_stride: int = 0,
+    group_limit: int = 100_000,
+    shard: Shard = ALL,
 ) -> tuple[dict[str, Any], int]:
     """Map `mimic` into `out`; return (summary, exit code: 0, or EXIT_REJECTED if anything was rejected).
 
     `validate_stride` N validates every N-th resource per file (1 = all, 0 = none); `group_limit` is the
-    number of values a group-by keeps in memory before spilling to disk."""
+    number of values a group-by keeps in memory before spilling to disk. `shard` i/n maps only its patients'
+    rows (and every shard the directory: rounds/shards.py), so n machines can each map one shard."""
     started = time.perf_counter()
     mimic, out = Path(mimic), Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -87,7 +96,7 @@ def run_map(
         if workers <= 1:
             progress.set_hook(bar.advance)
             for job in jobs:
-                report.merge(run_job(job.name, mimic, out, validate_stride, group_limit))
+                report.merge(run_job(job.name, mimic, out, validate_stride, group_limit, shard))
                 bar.job_done(job.name)
         else:
             counter = progress.shared_counter()
@@ -98,7 +107,7 @@ def run_map(
             )
             with pool:
                 pending = {
-                    pool.submit(run_job, j.name, mimic, out, validate_stride, group_limit): j.name
+                    pool.submit(run_job, j.name, mimic, out, validate_stride, group_limit, shard): j.name
                     for j in jobs
                 }
                 while pending:
@@ -112,5 +121,7 @@ def run_map(
         bar.stop()
     summary = report.as_summary(time.perf_counter() - started)
     summary["workers"] = workers
+    if shard.count > 1:
+        summary["shard"] = str(shard)
     (out / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     return summary, EXIT_REJECTED if report.any_rejected or summary["validation"]["failures"] else 0

@@ -22,7 +22,9 @@ from typing import Any
 import orjson
 
 from fhir_mapper import progress
+from fhir_mapper.ids import fhir_id
 from fhir_mapper.report import RunReport
+from rounds.shards import ALL, Shard
 
 SCHEMA_PATH = Path(__file__).parent / "schema" / "mimic_iv_tables.json"
 csv.field_size_limit(sys.maxsize)  # discharge notes are long
@@ -118,22 +120,28 @@ def _line_numbers(chunk: list[list[str]], first: int, last: int) -> range | list
 
 
 def read_table(
-    root: Path, table: str, report: RunReport, columns: tuple[str, ...] | None = None
+    root: Path, table: str, report: RunReport, columns: tuple[str, ...] | None = None, shard: Shard = ALL
 ) -> Iterator[dict[str, str]]:
     """Yield each valid row of `table` as {column: text} ('' = NULL) plus `_line` (its line in the file);
     report everything else. With `columns`, rows carry (and are type-checked on) those columns only,
     which keeps wide tables such as emar_detail cheap. Rows are read and checked in chunks of _CHUNK;
-    rejects are reported in row order."""
-    return _read(root, table, report, columns, columns, as_dict=True)
+    rejects are reported in row order. With a `shard`, the rows of other shards' patients are left out
+    (rounds/shards.py; a table without subject_id is every shard's)."""
+    return _read(root, table, report, columns, columns, as_dict=True, shard=shard)
 
 
 def read_tuples(
-    root: Path, table: str, report: RunReport, columns: tuple[str, ...], checked: tuple[str, ...] | None
+    root: Path,
+    table: str,
+    report: RunReport,
+    columns: tuple[str, ...],
+    checked: tuple[str, ...] | None,
+    shard: Shard = ALL,
 ) -> Iterator[tuple]:
     """The hot tables' form of `read_table`: each valid row as a tuple of `columns` (in that order) and
     its line last, built by one C-level itemgetter instead of a dict. `checked` are the columns whose type
     is checked (None: every column of the table, as `read_table` without `columns`)."""
-    return _read(root, table, report, columns, checked, as_dict=False)
+    return _read(root, table, report, columns, checked, as_dict=False, shard=shard)
 
 
 def _shaper(header: list[str], columns: tuple[str, ...] | None, as_dict: bool) -> Callable[[list], Any]:
@@ -148,6 +156,15 @@ def _shaper(header: list[str], columns: tuple[str, ...] | None, as_dict: bool) -
     return pick
 
 
+def _sharded(shape: Callable[[list], Any], at: int, shard: Shard) -> Callable[[list], Any]:
+    """`shape`, returning None for the rows of another shard's patient (which `_read` drops)."""
+
+    def kept(row: list) -> Any:
+        return shape(row) if shard.holds(fhir_id("Patient", row[at])) else None
+
+    return kept
+
+
 def _read(
     root: Path,
     table: str,
@@ -155,6 +172,7 @@ def _read(
     columns: tuple[str, ...] | None,
     checked: tuple[str, ...] | None,
     as_dict: bool,
+    shard: Shard = ALL,
 ) -> Iterator:
     path = table_path(root, table)
     if path is None:
@@ -176,6 +194,8 @@ def _read(
             checks = [(header.index(c), c, t) for c, t in types.items() if t in _CHECKS and c in check_set]
             width = len(header)
             shape = _shaper(header, columns, as_dict)
+            if shard.count > 1 and "subject_id" in header:
+                shape = _sharded(shape, header.index("subject_id"), shard)
             raw = _raw(handle)
             failure: Exception | None = None
             while failure is None:
@@ -195,14 +215,15 @@ def _read(
                 if not problems:
                     for row, line in zip(chunk, lines, strict=True):
                         row.append(line)
-                    yield from map(shape, chunk)
+                    yield from filter(None, map(shape, chunk)) if shard.count > 1 else map(shape, chunk)
                     continue
                 for k, row in enumerate(chunk):
                     if k in problems:
                         report.reject(table, name, lines[k], problems[k])
                         continue
                     row.append(lines[k])
-                    yield shape(row)
+                    if (shaped := shape(row)) is not None:
+                        yield shaped
             if failure is not None:
                 raise failure
     except _UNREADABLE as exc:

@@ -64,7 +64,7 @@ COMMANDS: tuple[CommandEntry, ...] = (
         "Replay a run's sessions (same scenarios, clocks, trials, languages) against another "
         "assistant."),
     CommandEntry("score", "services.consumers.scoring.cli",
-        "Re-score a run from the log with a fresh consumer group; prints the summary as JSON."),
+        "Re-score a run from the log with a fresh or named consumer group; prints the summary as JSON."),
     CommandEntry("db", "rounds.db_cli",
         "Database schema management (alembic)."),
     CommandEntry("events", "events.cli",

@@ -15,6 +15,8 @@ import os
 import re
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,9 +27,11 @@ from sqlalchemy import Connection, and_, func, insert, or_, select
 
 from rounds.db import make_engine
 from rounds.gcpause import gc_paused
-from services.fhir_api.load_files import chunks, ndjson_files
+from rounds.shards import ALL, Shard
+from services.fhir_api.load_files import AHEAD, bounded, chunks, ndjson_files, patient_of
 from services.fhir_api.load_postgres import copy_rows, drop_search_indexes_if_empty, ensure_search_indexes
 from services.fhir_api.store import models as m
+from services.fhir_api.store.connections import sqlite_transactions
 from services.fhir_api.store.indexing import TABLES, row_tuples
 from services.fhir_api.store.interface import InvalidResource
 from services.fhir_api.store.known_time import clinical_time
@@ -92,7 +96,7 @@ def _prepare(args: tuple, known=None) -> tuple[list[tuple], list[str], int, dict
     after it is parsed, while its ~100 fresh objects are still in the CPU cache, and then freed: parsing the
     whole chunk first and indexing it after cost ~25 % more, every object being fetched from memory again."""
     chunk, when, validate = args[:3]
-    rules = _LineRules.of(when, validate, Path(chunk.path).name)
+    rules = _LineRules.of(when, validate, Path(chunk.path).name, args[5] if len(args) > 5 else ALL)
     out: list[tuple] = []
     errors: list[str] = []
     present: set[tuple[str, str]] = set()
@@ -119,10 +123,11 @@ class _LineRules(NamedTuple):
     stamp: bytes
     validate: bool
     file: str
+    shard: Shard  # the lines of other shards' patients are passed over (rounds/shards.py)
 
     @classmethod
-    def of(cls, when: str, validate: bool, file: str) -> _LineRules:
-        return cls(b'"versionId":"1","lastUpdated":"' + when.encode() + b'"', validate, file)
+    def of(cls, when: str, validate: bool, file: str, shard: Shard = ALL) -> _LineRules:
+        return cls(b'"versionId":"1","lastUpdated":"' + when.encode() + b'"', validate, file, shard)
 
     def error(self, number: int, exc: Exception) -> str:
         return f"{self.file}:{number}: {type(exc).__name__}: {str(exc)[:200]}"
@@ -138,6 +143,8 @@ def _parse(line: bytes, number: int, rules: _LineRules, errors: list[str]) -> Pa
         rtype, rid = resource["resourceType"], resource["id"]
         if not isinstance(rtype, str) or not isinstance(rid, str):
             raise ValueError("resourceType/id must be strings")
+        if rules.shard.count > 1 and not rules.shard.holds(patient_of(rtype, rid, resource)):
+            return None
         return rtype, rid, line, resource, number
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         errors.append(rules.error(number, exc))
@@ -239,7 +246,7 @@ def _prepare_and_write(args: tuple[list[bytes], str, bool, str]) -> tuple[int, i
     url = args[3]
     engine = _ENGINES.get(url)
     if engine is None:
-        engine = _ENGINES[url] = make_engine(url, pool_size=1, max_overflow=0)
+        engine = _ENGINES[url] = make_engine(url, pool_size=1, max_overflow=0)  # PostgreSQL only
     return _in_batch(_write_here, engine, args)
 
 
@@ -270,10 +277,13 @@ def load_ndjson(
     workers: int | None = None,
     progress: bool = False,
     validate: bool = False,
+    shard: Shard = ALL,
 ) -> LoadReport:
-    """Load every *.ndjson / *.ndjson.gz in folder into the shared record (schema must exist)."""
+    """Load every *.ndjson / *.ndjson.gz in folder into the shared record (schema must exist); with a
+    `shard` i/n, only its patients' resources and the directory (what belongs to no patient), so n
+    processes can load one folder into one store, each its shard."""
     report = LoadReport(files=[p.name for p in ndjson_files(Path(folder))])
-    engine = make_engine(database_url)
+    engine = _engine(database_url)
     workers = workers or default_workers()
     start = time.perf_counter()
     when = datetime.now(UTC).replace(microsecond=0)
@@ -285,12 +295,15 @@ def load_ndjson(
     try:
         initial = postgres and drop_search_indexes_if_empty(engine)  # empty store: nothing to ask
         jobs = (
-            (chunk, stamp, validate, database_url, initial) for path in files for chunk in chunks(path, BATCH)
+            (chunk, stamp, validate, database_url, initial, shard)
+            for path in files
+            for chunk in chunks(path, BATCH)
         )
         if pool and postgres:  # every worker parses, indexes and COPYs on its own connection
-            results = pool.imap_unordered(_prepare_and_write, jobs)
+            results = bounded(pool, _prepare_and_write, jobs, AHEAD * workers)
         elif pool:  # SQLite has one writer: workers parse and index, the main process writes
-            results = (_write_prepared(engine, p, when) for p in pool.imap(_prepare, jobs))
+            prepared = bounded(pool, _prepare, jobs, AHEAD * workers)
+            results = (_write_prepared(engine, p, when) for p in prepared)
         else:
             results = (_in_batch(_write_here, engine, job) for job in jobs)
         for written, skipped, errors, phases in results:
@@ -339,18 +352,36 @@ def _write_prepared(
     started = time.process_time()
     with gc_paused():
         try:
-            with engine.begin() as conn:
+            with _writing(engine) as conn:
                 written = _write(conn, items, when, check=not optimistic)
         except Exception as exc:
             if not optimistic or _sqlstate(exc) != UNIQUE_VIOLATION:
                 raise
-            with engine.begin() as conn:
+            with _writing(engine) as conn:
                 written = _write(conn, items, when)
     phases["copy"] = time.process_time() - started
     return written, skipped + len(items) - written, errors, phases
 
 
 UNIQUE_VIOLATION = "23505"
+
+
+def _engine(url: str):
+    engine = make_engine(url)
+    if engine.dialect.name == "sqlite":
+        sqlite_transactions(engine)
+    return engine
+
+
+@contextmanager
+def _writing(engine) -> Iterator[Connection]:
+    """A write transaction. On SQLite it takes the write lock first (BEGIN IMMEDIATE): the batch reads the
+    highest seq and rid and writes after them, which another loader (a `--shard` of the same store) must
+    not do in between; the other one waits (busy timeout) instead."""
+    with engine.connect() as conn:
+        conn.info["immediate"] = True
+        with conn.begin():
+            yield conn
 
 
 def _sqlstate(exc: BaseException) -> str | None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rounds.options import DatabaseUrl
+from rounds.options import DatabaseUrl, ShardSpec, parse_shard
 
 
 def register(app: typer.Typer) -> None:
@@ -21,15 +21,17 @@ def register(app: typer.Typer) -> None:
             False, "--validate", help="validate every resource (skip invalid ones)"
         ),
         progress: bool = typer.Option(True, "--progress/--no-progress"),
+        shard: ShardSpec = None,
     ) -> None:
         """Stream a folder of FHIR NDJSON into the store: idempotent, resumable, COPY on PostgreSQL."""
         from rounds.migrate import upgrade
         from rounds.settings import settings_for
         from services.fhir_api.load import load_ndjson
 
+        part = parse_shard(shard)
         url = settings_for(database_url).database_url
         upgrade(url)
-        report = load_ndjson(url, ndjson, workers=workers, progress=progress, validate=validate)
+        report = load_ndjson(url, ndjson, workers=workers, progress=progress, validate=validate, shard=part)
         typer.echo(
             f"loaded {report.resources:,} resources ({report.skipped:,} already present, "
             f"{report.errors:,} errors) from {len(report.files)} files in {report.seconds:.1f}s "

@@ -43,7 +43,8 @@ def test_rid_array_answers_like_rid_in(postgres_url, monkeypatch) -> None:
         sql = str(engine._template(conn.dialect, SHARED, *_labs(pids[0])).page.compile(dialect=conn.dialect))
     assert "ANY" in sql
     general = q.rid_filters
-    monkeypatch.setattr(q, "rid_filters", lambda sets, r, postgres=False: general(sets, r, False))
+    monkeypatch.setattr(q, "rid_filters",
+                        lambda sets, r, postgres=False, probes=None: general(sets, r, False, probes))
     assert answers() == fast
     with store._conn() as conn:
         sql = str(engine._template(conn.dialect, SHARED, *_labs(pids[0])).page.compile(dialect=conn.dialect))

@@ -122,3 +122,65 @@ def test_sorted_session_pages_walk_the_patients_rows_in_order(many) -> None:
         request.cursor = cursor.decode("after", result.last_cursor)
         request.snapshot = result.snapshot
     assert seen == [f"obs-3-{n}" for n in range(PER_PATIENT)]
+
+
+PATIENT_SEARCHES = [  # each filter of a patient's search, alone and together (issue 43)
+    [("patient", "p7"), ("date", "ge2150-01-05")],
+    [("patient", "p7"), ("date", "lt2150-01-05"), ("_sort", "-date")],
+    [("patient", "p7"), ("code", "urn:lab|1,urn:lab|2,3")],
+    [("patient", "p7"), ("code", "urn:lab|1,urn:lab|")],  # a system-only value: no code to range over
+    [("patient", "p7"), ("code:not", "urn:lab|1"), ("date", "ge2150-01-03")],
+    [("patient", "Patient/p7"), ("code", "urn:lab|4,urn:lab|5"), ("date", "ge2150-01-02"), ("_sort", "date")],
+    [("subject", "Patient/p7"), ("status", "final"), ("date", "le2150-01-09")],
+    [("code", "urn:lab|1,urn:lab|2"), ("date", "ge2150-01-03")],  # no patient: nothing drives
+]
+
+
+def _answers(store, ctx: Context) -> list[list[str]]:
+    search_engine._TEMPLATES.clear()
+    return [[s.id for s in store.search(ctx, SearchRequest("Observation", p, count=500)).matches]
+            for p in PATIENT_SEARCHES]
+
+
+@pytest.mark.parametrize("clock", [None, START + timedelta(days=5)])
+def test_patient_searches_answer_as_without_the_driver(many, clock, monkeypatch) -> None:
+    """Probing the other filters on the patient's rows gives the rows intersecting every filter's own rid
+    set gave (the filters' answers, compared against the plans without a driving filter)."""
+    store = many
+    ctx = store.get_session(store.create_session(clock)) if clock else Context()
+    driven = _answers(store, ctx)
+    assert all(driven[:-1]) and driven[-1]
+    plan_params = q.plan_params
+
+    def undriven(*args, **kwargs):
+        plan = plan_params(*args, **kwargs)
+        for f in plan.filters:
+            f.drives = False
+        return plan
+
+    monkeypatch.setattr(search_engine.q, "plan_params", undriven)
+    assert _answers(store, ctx) == driven
+    monkeypatch.undo()
+    search_engine._TEMPLATES.clear()
+
+
+def test_a_patients_date_and_codes_are_read_off_the_patients_rows(many) -> None:
+    """patient + date + several codes: the date rows are probed by rid (never every patient's date rows by
+    the parameter's key) and the codes read as ranges of the token index (code, patient) — not every row of
+    the parameter as an OR of (system, code) pairs reads them."""
+    store = many
+    params = [("patient", "p7"), ("code", "urn:lab|1,urn:lab|2"), ("date", "ge2150-01-02")]
+    plan = _plan(store, Context(), params)
+    if store.engine.dialect.name == "sqlite":
+        lines = plan.splitlines()
+        dates = [line for line in lines if "fhir_idx_date" in line]
+        assert dates and all("ix_fhir_idx_date_rid (rid=?)" in line for line in dates), plan
+        tokens = [line for line in lines if "fhir_idx_token" in line]
+        assert tokens and all("code=?" in line for line in tokens), plan
+    else:
+        nodes = list(_nodes(json.loads(plan)[0]["Plan"]))
+        dates = [n for n in nodes if n.get("Relation Name") == "fhir_idx_date"]
+        assert dates and all(n.get("Index Name") == "ix_fhir_idx_date_rid" for n in dates), plan
+        tokens = [n for n in nodes if n.get("Index Name", "").startswith("ix_fhir_idx_token")]
+        assert tokens and all("code" in n.get("Index Cond", "") for n in tokens), plan
+        assert all("patient_key" in n["Index Cond"] for n in tokens), plan

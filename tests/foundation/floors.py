@@ -11,7 +11,7 @@ from __future__ import annotations
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # what every component reads: configuration, the database engine and its migrations
     ("ground", ("rounds", "rounds.settings", "rounds.db", "rounds.gcpause", "rounds.migrate",
-                "rounds.models", "rounds.options")),
+                "rounds.models", "rounds.options", "rounds.shards")),
     ("events", ("events",)),  # the event log, its payloads and projections
     ("contracts", ("contracts",)),  # what the simulator, the scorer and the report share
     ("fhir", ("services", "services.fhir_api", "fhir_mapper")),  # the FHIR server and the record mapper

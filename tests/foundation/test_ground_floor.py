@@ -10,7 +10,7 @@ from tests.foundation.imports import build
 
 REPO = Path(__file__).resolve().parents[2]
 GROUND = {"rounds", "rounds.settings", "rounds.db", "rounds.models", "rounds.migrate", "rounds.gcpause",
-          "rounds.options"}
+          "rounds.options", "rounds.shards"}
 TOP = {"rounds.registry", "rounds.cli", "rounds.demo", "rounds.demo_view", "rounds.db_cli"}
 
 

@@ -52,10 +52,14 @@ def score_run(
     judge: Judge | None = None,
     timeout_s: float | None = 600,
     workers: int | None = 1,
+    group: str | None = None,
 ) -> RunReport:
     """`workers` members of the re-score's group (None: `auto_workers`); those past the first run in child
-    processes, which need the settings' own bus, FHIR API and no judge object (they make their own)."""
-    spec = members.MemberSpec(settings, run_id, scorer_version or SCORER_VERSION, new_suffix(),
+    processes, which need the settings' own bus, FHIR API and no judge object (they make their own).
+    `group`: the group's name instead of a fresh one, so members on other machines join it
+    (`rounds score --group NAME --join`, `members.join`); this process reports when the group is done."""
+    spec = members.MemberSpec(settings, run_id, scorer_version or SCORER_VERSION,
+                              members.group_suffix(group) if group else new_suffix(),
                               Path(scenarios) if scenarios else None, topics, scores_topic, timeout_s)
     fresh = load_scenarios(scenarios) if scenarios else None
     with ExitStack() as stack:

@@ -44,16 +44,25 @@ def score_command(
                                        "group, those past the first in child processes (default: one per "
                                        "partition, up to the cores + 1, for a log large enough; 1 with "
                                        "--judge)"),
+    group: str | None = typer.Option(None, "--group", help="name the re-score's consumer group (default: a "
+                                     "fresh one), so members on other machines can join it with --join"),
+    join: bool = typer.Option(False, "--join", help="only be a member of --group's re-score (apply the "
+                              "partitions assigned here; the process started without --join reports)"),
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Re-score a run from the log with a fresh consumer group; prints the summary as JSON."""
+    """Re-score a run from the log with a fresh or named consumer group; prints the summary as JSON."""
     from services.consumers.scoring.api import score_run
     from services.consumers.scoring.scenarios import ScenarioFileError
 
+    settings = settings_for(database_url)
+    if join:
+        _join(settings, run, group, scorer_version, scenarios, topic, scores_topic)
+        return
     try:
-        report = score_run(settings_for(database_url), run, scorer_version=scorer_version,
+        _check_group(group)
+        report = score_run(settings, run, scorer_version=scorer_version,
                            scenarios=scenarios, topics=(topic,) if topic else None, scores_topic=scores_topic,
-                           judge=_judge(judge), workers=1 if judge else workers)
+                           judge=_judge(judge), workers=1 if judge else workers, group=group)
     except ScenarioFileError as exc:
         raise typer.BadParameter(str(exc), param_hint="--scenarios") from None
     if json_out is not None:
@@ -65,6 +74,29 @@ def score_command(
     if not report.sessions:
         typer.echo(f"rounds score: no ended session of run {run!r} in the log", err=True)
         raise typer.Exit(1)
+
+
+def _check_group(group: str | None) -> str | None:
+    from services.consumers.scoring.members import group_suffix
+
+    try:
+        return group_suffix(group) if group else None
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--group") from None
+
+
+def _join(settings, run: str, group: str | None, scorer_version: str | None, scenarios: Path | None,
+          topic: str | None, scores_topic: str) -> None:
+    """A member of the named re-score group, until the group has applied the log."""
+    from services.consumers.scoring import members
+    from services.consumers.scoring.scorer import SCORER_VERSION
+
+    if not group:
+        raise typer.BadParameter("--join needs the --group to join", param_hint="--join")
+    spec = members.MemberSpec(settings, run, scorer_version or SCORER_VERSION, _check_group(group), scenarios,
+                              (topic,) if topic else None, scores_topic)
+    members.run_member(spec)
+    typer.echo(json.dumps({"run": run, "group": group, "member": "done"}))
 
 
 def consume_scorer(

@@ -8,7 +8,10 @@ imported, ~2-3 s of CPU a process, are then imported once), else started as `pyt
 services.consumers.scoring.members` with the spec on stdin. Each member scores a batch's sessions before the
 batch's transaction opens (the projection's prefetch), so on SQLite the members wait for each other only
 while writing. A member that dies is evicted from the group and its partitions are applied by the others; the
-re-score ends when the group has applied the log up to the end offsets seen at its start.
+re-score ends when the group has applied the log up to the end offsets seen at its start. A named group
+(`rounds score --group NAME`) is joined from other machines by `rounds score --group NAME --join`: each such
+member applies the partitions it is assigned (`run_member`) and leaves when the group is caught up; the
+process started without --join finalizes and reports.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import re
 import subprocess
 import sys
 import tempfile
@@ -92,7 +96,13 @@ def auto_workers(bus: Bus, topics: tuple[str, ...]) -> int:
     """Members worth running for this log: one per partition of the topics, at most one more than the cores,
     and one more only per EVENTS_PER_EXTRA_MEMBER events to apply (a small run is scored in process)."""
     tps = [tp for topic in topics for tp in bus.partitions(topic)]
-    events = sum(bus.end_offsets(tps).values()) if tps else 0
+    events = 0
+    if tps:  # through a group-less reader: KafkaBus has no end_offsets of its own, every bus has a reader
+        reader = bus.reader(topics)
+        try:
+            events = sum(reader.end_offsets(tps).values())
+        finally:
+            reader.close()
     return max(1, min(len(tps), (os.cpu_count() or 1) + 1, 1 + events // EVENTS_PER_EXTRA_MEMBER))
 
 
@@ -221,6 +231,17 @@ def run_member(spec: MemberSpec) -> None:
         runner = runner_of(spec, bus, engine, projection_of(spec, client, engine))
         with runner:
             runner.run(until_caught_up=True, timeout_s=spec.timeout_s)
+
+
+GROUP_NAME = re.compile(r"[A-Za-z0-9_]{1,40}")
+
+
+def group_suffix(name: str) -> str:
+    """The suffix of a named re-score group (its consumer group id and its buffer tables' names); ValueError
+    for a name that cannot be part of a table name."""
+    if not GROUP_NAME.fullmatch(name):
+        raise ValueError(f"group name {name!r}: 1-40 letters, digits or _")
+    return f"g_{name}"
 
 
 def main() -> None:

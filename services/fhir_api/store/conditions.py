@@ -6,7 +6,9 @@ Every value is bound as a parameter (SQL metacharacters are data); malformed val
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import ColumnElement, Select, Table, and_, any_, false, func, not_, or_, select
 
@@ -277,20 +279,25 @@ def split_values(value: str, sep: str = ",") -> list[str]:
     return parts
 
 
-def rid_filters(rid_sets: list[Select], r, postgres: bool = False) -> list[ColumnElement[bool]]:
+def rid_filters(
+    rid_sets: list[Select], r, postgres: bool = False, probes: Callable[[Any], list] | None = None
+) -> list[ColumnElement[bool]]:
     """The plain filters as conditions on r. Several are intersected among themselves first, behind an
     OFFSET 0 fence, so fhir_resource is probed only for the rows that pass them all: left to itself,
     PostgreSQL underestimates a common code and probes fhir_resource for each of its thousands of rids
     (Observation?patient&code&date: ~5,000 buffers and 10 ms; fenced: ~400 buffers and 1.5 ms). The
     fhir_idx_* extended statistics and random_page_cost of migration 0005 / the store's connections keep it
     probing by rid rather than hashing 100,000 rows of e.g. category=laboratory.
+    `probes(rid)`: conditions on the first set's rid column (the driving filter's), checked row by row
+    inside the fence instead of intersecting rid sets (query.py `Plan.where`).
     On PostgreSQL the result is `rid = ANY(ARRAY(rids))`: the same rows, but the rid set is planned on its own
     (an InitPlan) rather than as one more semi join with fhir_resource, which is then probed by primary key
     once per rid (labs search ≈ 3 % less server CPU; category=laboratory&date=ge…: 140 → 65 ms)."""
-    if len(rid_sets) < 2:
+    if len(rid_sets) < 2 and probes is None:
         return [r.c.rid.in_(s) for s in rid_sets]
     first, *rest = (s.subquery() for s in rid_sets)
-    both = select(first.c.rid).where(*(first.c.rid.in_(select(s.c.rid)) for s in rest)).offset(0)
+    checks = [first.c.rid.in_(select(s.c.rid)) for s in rest] + (probes(first.c.rid) if probes else [])
+    both = select(first.c.rid).where(*checks).offset(0)
     if postgres:
         return [r.c.rid == any_(func.array(both.scalar_subquery()))]
     return [r.c.rid.in_(both)]

@@ -21,3 +21,9 @@ class Filter:
     key: tuple | None
     values: dict[str, Any]
     make: Callable[[Any, Binder], ColumnElement | Select]  # (alias r, binder) -> condition or rid Select
+    # (rid column, binder) -> whether that resource has a matching row, read by its rid: how the filter
+    # applies after a driving filter has narrowed the search to a few rows (query.py `Plan.where`)
+    probe: Callable[[Any, Binder], ColumnElement] | None = None
+    # one reference by id (`patient=<id>`): its rows are few whatever the store's size, so it drives
+    drives: bool = False
+    narrowed: bool = False  # its rows are already one patient's (token rows by keys.patient_key)

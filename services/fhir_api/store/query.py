@@ -14,6 +14,7 @@ from sqlalchemy import (
     Select,
     and_,
     bindparam,
+    exists,
     false,
     func,
     literal,
@@ -93,12 +94,22 @@ class Plan:
         return {name: value for f in self.filters for name, value in f.values.items()}
 
     def where(self, r, postgres: bool = False) -> list[ColumnElement[bool]]:
-        """The filters' conditions on r, values bound by name."""
+        """The filters' conditions on r, values bound by name. With a driving filter (one reference by id:
+        `patient=<id>`), every other filter that can is probed by rid on the driver's few rows instead of
+        collecting its own rids from the whole store (a date range or a profile matches every patient's
+        rows): the cost of a patient's search then follows the patient's chart, not the store."""
+        driver = next((f for f in self.filters if f.drives), None)
+        probed = [
+            f for f in self.filters if driver is not None and f is not driver and f.probe and not f.narrowed
+        ]
         conds, rid_sets = [], []
-        for f in self.filters:
+        for f in sorted(self.filters, key=lambda f: f is not driver):
+            if any(f is p for p in probed):
+                continue
             cond = f.make(r, named)
             (rid_sets if isinstance(cond, Select) else conds).append(cond)
-        return conds + rid_filters(rid_sets, r, postgres)
+        probes = lambda rid: [f.probe(rid, named) for f in probed]  # noqa: E731
+        return conds + rid_filters(rid_sets, r, postgres, probes if probed else None)
 
 
 def plan_params(resource_type: str | None, params: list[tuple[str, str]], ctx: Context, strict: bool) -> Plan:
@@ -224,16 +235,34 @@ def param_filter(
     if narrow:
         bound[f"{prefix}_patient"] = patient_key(patient)
 
-    def hits(r, bind: Binder) -> ColumnElement | Select:
+    def matching(bind: Binder) -> ColumnElement:
         conds = [conditions.build(kind, table, shape, [bind(n, bound[n]) for n in ns]) for shape, ns in slots]
-        of_param = in_param(table, resource_type, param_name, ctx)
-        hit = select(table.c.rid).where(of_param, or_(*conds))
+        found = or_(*conds)
+        codes = [ns[-1] for shape, ns in slots if shape[0] in CODED]
+        if kind == "token" and len(slots) > 1 and len(codes) == len(slots):
+            # every value names its code: `code IN (…)` reads the index's (param_key, code, patient_key)
+            # ranges, where the OR of (system, code) pairs alone reads every row of the parameter
+            found = and_(table.c.code.in_([bind(n, bound[n]) for n in codes]), found)
         if narrow:  # a resource whose one patient is another cannot match patient=<this one>
             owner = bind(f"{prefix}_patient", bound[f"{prefix}_patient"])
-            hit = hit.where(table.c.patient_key.in_([owner, literal(NO_PATIENT, BigInteger)]))
+            found = and_(found, table.c.patient_key.in_([owner, literal(NO_PATIENT, BigInteger)]))
+        return found
+
+    def hits(r, bind: Binder) -> ColumnElement | Select:
+        hit = select(table.c.rid).where(in_param(table, resource_type, param_name, ctx), matching(bind))
         return not_(r.c.rid.in_(hit)) if modifier == "not" else hit
 
-    return Filter((name, tuple(shape for shape, _ in parsed), narrow), bound, hits)
+    def probe(rid, bind: Binder) -> ColumnElement:
+        of_param = in_param(table, resource_type, param_name, ctx, by_rid=True)
+        hit = exists().where(table.c.rid == rid, of_param, matching(bind))
+        return not_(hit) if modifier == "not" else hit
+
+    shapes = tuple(shape for shape, _ in parsed)
+    drives = kind == "reference" and len(shapes) == 1 and shapes[0] in (("typed",), ("id",))
+    return Filter((name, shapes, narrow), bound, hits, probe, drives, narrow)
+
+
+CODED = ("code", "nosys", "sc")  # token shapes whose last value is the code (conditions.token)
 
 
 def in_param(

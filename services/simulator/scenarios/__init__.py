@@ -15,7 +15,9 @@ from typing import Any
 import httpx
 
 from contracts.scenario import Scenario
+from rounds.shards import ALL, Shard
 from services.simulator.scenarios.builder import BuildError, check_families, read_record, select, summarize
+from services.simulator.scenarios.parts import Part
 
 LOCAL_BASE = "http://rounds.local/fhir"
 DEFAULT_SESSIONS = 324
@@ -56,16 +58,37 @@ async def build_async(
     timeout: float = DEFAULT_TIMEOUT,
 ) -> Build:
     check_families(families)  # before the (long) read
+    part = await read_part_async(source, ALL, timeout)
+    return build_from(part, seed, sessions, families, per_category)
+
+
+async def read_part_async(source: Any, shard: Shard, timeout: float = DEFAULT_TIMEOUT) -> Part:
+    """The charts of `shard`'s patients (the costly part of a build, split over machines: parts.py)."""
     async with fhir_client(source, timeout) as client:
-        charts, skipped = await read_record(client)
-        base = str(client.base_url)
+        charts, skipped = await read_record(client, shard)
+        return Part(str(shard), str(client.base_url), charts, skipped)
+
+
+def build_from(
+    part: Part,
+    seed: int = 0,
+    sessions: int = DEFAULT_SESSIONS,
+    families: list[str] | None = None,
+    per_category: int = DEFAULT_PER_CATEGORY,
+) -> Build:
+    """The sessions selected from charts already read (one process's, or the union of shards' parts)."""
+    check_families(families)
+    charts, skipped = part.charts, part.skipped
+    if not charts:
+        first = skipped[0]["reason"] if skipped else "no patients"
+        raise BuildError(f"every patient's chart failed to read; first: {first}")
     scenarios, stats, shortfall = select(charts, seed, sessions, families, per_category)
     if not scenarios:
         raise BuildError(
             "no patient qualified for any selected family; see the skipped patients: "
             + "; ".join(f"{s['patient']}: {s['reason']}" for s in skipped[:5])
         )
-    return Build(scenarios, summarize(scenarios, stats, shortfall, charts, skipped, seed, base))
+    return Build(scenarios, summarize(scenarios, stats, shortfall, charts, skipped, seed, part.base))
 
 
 def build_scenarios(
@@ -80,4 +103,13 @@ def build_scenarios(
     return asyncio.run(build_async(source, seed, sessions, families, per_category)).scenarios
 
 
-__all__ = ["Build", "BuildError", "build_async", "build_scenarios", "fhir_client"]
+__all__ = [
+    "Build",
+    "BuildError",
+    "Part",
+    "build_async",
+    "build_from",
+    "build_scenarios",
+    "fhir_client",
+    "read_part_async",
+]

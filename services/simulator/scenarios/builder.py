@@ -14,6 +14,7 @@ import httpx
 
 from contracts.languages import LANGUAGES
 from contracts.scenario import SCENARIO_FORMAT_VERSION, Scenario
+from rounds.shards import ALL, Shard
 from services.simulator.scenarios import memory as mem
 from services.simulator.scenarios.binding_table import evaluate
 from services.simulator.scenarios.bindings import Moment
@@ -38,14 +39,20 @@ class Stats:
     rejected: Counter = field(default_factory=Counter)  # definition -> moments failing requirements
 
 
-async def read_record(client: httpx.AsyncClient) -> tuple[list[Chart], list[dict[str, str]]]:
-    """Every patient's chart; patients whose reads fail are skipped with the reason."""
+async def read_record(
+    client: httpx.AsyncClient, shard: Shard = ALL
+) -> tuple[list[Chart], list[dict[str, str]]]:
+    """Every patient's chart (of `shard`'s patients only: rounds/shards.py); patients whose reads fail are
+    skipped with the reason."""
     try:
         patients = await list_patients(client)
     except RecordError as exc:
         raise BuildError(f"cannot list patients: {exc}") from exc
     if not patients:
         raise BuildError(f"the FHIR server at {client.base_url} holds no Patient resources")
+    patients = [p for p in patients if shard.holds(p["id"])]
+    if not patients:  # a shard may draw none of a small record's patients
+        return [], []
     medications: dict[str, dict] = {}
     lock, gate = asyncio.Lock(), asyncio.Semaphore(READ_CONCURRENCY)
     skipped: list[dict[str, str]] = []

@@ -9,7 +9,7 @@ import typer
 
 from contracts.languages import LANGUAGES
 from contracts.scenario import Scenario
-from rounds.options import DatabaseUrl
+from rounds.options import DatabaseUrl, ShardSpec, parse_shard
 from services.simulator.scenarios.source import on_record
 
 scenarios_app = typer.Typer(help="Record-grounded benchmark sessions built from a FHIR record.",
@@ -18,7 +18,8 @@ scenarios_app = typer.Typer(help="Record-grounded benchmark sessions built from 
 
 @scenarios_app.command("build")
 def build_cmd(
-    out: Path = typer.Option(..., "--out", help="FILE.jsonl (FILE.summary.json is written beside it)."),
+    out: Path = typer.Option(..., "--out", help="FILE.jsonl (FILE.summary.json is written beside it); with "
+                             "--shard, the part file of the shard's charts."),
     fhir_base: str | None = typer.Option(None, "--fhir-base", help="Any FHIR R4 server base URL."),
     database_url: DatabaseUrl = None,
     seed: int = typer.Option(0, "--seed"),
@@ -30,14 +31,40 @@ def build_cmd(
         None, "--families", help="Comma-separated family names (default: all)."
     ),
     timeout: float = typer.Option(120.0, "--timeout", min=1, help="Seconds per request to --fhir-base."),
+    shard: ShardSpec = None,
+    charts: list[Path] | None = typer.Option(
+        None, "--charts", exists=True, dir_okay=False, help="select from these chart parts (written by "
+        "--shard builds) instead of reading the record; repeat for every shard"),
 ) -> None:
-    """Build sessions from the record (read through the FHIR REST API) into FILE.jsonl + FILE.summary.json."""
-    from services.simulator.scenarios import BuildError, build_async, output
+    """Build sessions from the record (read through the FHIR REST API) into FILE.jsonl + FILE.summary.json.
+    With --shard i/n: read only that shard's charts into the part file --out; then build from every part
+    with --charts (the same sessions, byte for byte, as one process)."""
+    from services.simulator.scenarios import BuildError, build_from, output, read_part_async
+    from services.simulator.scenarios.builder import check_families
+    from services.simulator.scenarios.parts import read_parts, write_part
 
+    part_of = parse_shard(shard)
+    if charts and (shard or fhir_base or database_url):
+        raise typer.BadParameter("--charts builds from parts: give no --shard, --fhir-base or --database-url")
     names = [f.strip() for f in families.split(",") if f.strip()] if families else None
-    build = on_record(fhir_base, database_url,
-                      lambda source: build_async(source, seed, sessions, names, per_category, timeout),
-                      (BuildError,))
+    try:
+        check_families(names)  # before the (long) read
+        part = read_parts(charts) if charts else None
+    except BuildError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    if part is None:
+        part = on_record(fhir_base, database_url, lambda source: read_part_async(source, part_of, timeout),
+                         (BuildError,))
+    if shard:
+        write_part(out, part)
+        typer.echo(f"shard {part_of}: {len(part.charts)} charts, {len(part.skipped)} skipped -> {out}")
+        return
+    try:
+        build = build_from(part, seed, sessions, names, per_category)
+    except BuildError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
     output.write(out, build.scenarios, build.summary)
     s = build.summary
     typer.echo(f"{s['sessions']} sessions, {s['turns']} turns -> {out}")
