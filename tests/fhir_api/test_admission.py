@@ -7,6 +7,7 @@ import asyncio
 
 import httpx
 import pytest
+from starlette.middleware.cors import CORSMiddleware
 
 from rounds.settings import Settings
 from services.fhir_api.app import create_app
@@ -70,9 +71,10 @@ def test_the_app_serves_through_the_gate(sqlite_url) -> None:
     gates = [m for m in app.user_middleware if m.cls is Admission]
     assert len(gates) == 1 and gates[0].kwargs["limit"] == 1
     # the interaction hook outside, admission right inside it: queued requests hold nothing else (only the
-    # request limits and the catch-all of http/errors.py wrap them)
+    # request limits, the catch-all of http/errors.py and CORS — which answers a browser's preflight before
+    # any gate, as it must come before auth — wrap them)
     order = [m.cls for m in app.user_middleware]
-    assert order[:4] == [CatchAll, RequestLimits, InteractionMiddleware, Admission]
+    assert order[:5] == [CORSMiddleware, CatchAll, RequestLimits, InteractionMiddleware, Admission]
 
     async def many() -> list[int]:
         transport = httpx.ASGITransport(app=app)
