@@ -79,13 +79,17 @@ def _describe(auth, token: str) -> dict:
     return {"active": False}
 
 
+def _unusable(auth) -> JSONResponse:
+    """Both endpoints' answer when access control is off or the body is not a form."""
+    return oauth_error("invalid_request", "access control is off on this server" if auth is None
+                       else "the body must be application/x-www-form-urlencoded")
+
+
 @router.post("/auth/introspect", summary="OAuth 2.0 token introspection (RFC 7662)")
 async def introspect(request: Request) -> JSONResponse:
-    auth = request.app.state.auth
-    form = await _form(request)
+    auth, form = request.app.state.auth, await _form(request)
     if auth is None or form is None:
-        return oauth_error("invalid_request", "access control is off on this server" if auth is None
-                           else "the body must be application/x-www-form-urlencoded")
+        return _unusable(auth)
     credentials = client_credentials(request, form)
     if credentials is not None:
         known = await run_in_threadpool(authenticate, auth.store.engine, *credentials)
@@ -117,11 +121,9 @@ def _revoke(auth, token: str, client_id: str, own: bool) -> str | None:
 
 @router.post("/auth/revoke", summary="OAuth 2.0 token revocation (RFC 7009)")
 async def revoke(request: Request) -> JSONResponse:
-    auth = request.app.state.auth
-    form = await _form(request)
+    auth, form = request.app.state.auth, await _form(request)
     if auth is None or form is None:
-        return oauth_error("invalid_request", "access control is off on this server" if auth is None
-                           else "the body must be application/x-www-form-urlencoded")
+        return _unusable(auth)
     if not form.get("token"):
         return oauth_error("invalid_request", "token is required")
     own = _bearer(request) == form["token"]
