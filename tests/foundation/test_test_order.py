@@ -1,0 +1,88 @@
+"""The order the suite is handed to pytest-xdist in (tests/scheduling.py): the long modules lead the workers'
+shares, balanced by their listed seconds, and the run is the same tests, each module whole and in order."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.scheduling import DURATIONS, listed_seconds, long_first, module_of, share_sizes
+
+REPO = Path(__file__).resolve().parents[2]
+SECONDS = {"t/a.py": 100.0, "t/b.py": 90.0, "t/c.py": 60.0, "t/d.py": 50.0}
+# light modules first in collection order, as in the suite (contracts/, demo/ … before scenarios/)
+NODEIDS = ([f"t/light{m}.py::test_{i}" for m in range(6) for i in range(5)]
+           + [f"t/a.py::test_{i}" for i in range(2)] + ["t/b.py::test_0"]
+           + [f"t/c.py::test_{i}[{p}]" for i in range(2) for p in ("sqlite", "postgres")]
+           + [f"t/d.py::test_{i}" for i in range(3)])
+
+
+def _shares(ordered: list[str], workers: int) -> list[list[str]]:
+    out, start = [], 0
+    for size in share_sizes(len(ordered), workers):
+        out.append(ordered[start:start + size])
+        start += size
+    return out
+
+
+def test_the_same_tests_long_modules_whole_the_others_in_collection_order() -> None:
+    ordered = long_first(NODEIDS, NODEIDS, 3, SECONDS)
+    assert sorted(ordered) == sorted(NODEIDS) and len(ordered) == len(NODEIDS)
+    for module in SECONDS:
+        where = [i for i, n in enumerate(ordered) if module_of(n) == module]
+        assert where == list(range(where[0], where[0] + len(where))), f"{module} split: {ordered}"
+        assert [ordered[i] for i in where] == [n for n in NODEIDS if module_of(n) == module]
+    light = [n for n in NODEIDS if module_of(n) not in SECONDS]
+    assert [n for n in ordered if module_of(n) not in SECONDS] == light
+
+
+def test_each_share_starts_with_its_long_modules_longest_first_balanced() -> None:
+    shares = _shares(long_first(NODEIDS, NODEIDS, 3, SECONDS), 3)
+    # a, b, c to the three shares; d joins the share with the fewest seconds (c's, 60)
+    assert [module_of(share[0]) for share in shares] == ["t/a.py", "t/b.py", "t/c.py"]
+    assert [module_of(n) for n in shares[2][:7]] == ["t/c.py"] * 4 + ["t/d.py"] * 3
+    assert all(module_of(n).startswith("t/light") for share in shares for n in share
+               if module_of(n) not in SECONDS)
+    assert [len(share) for share in shares] == share_sizes(len(NODEIDS), 3)
+
+
+def test_one_worker_or_none_runs_in_collection_order() -> None:
+    assert long_first(NODEIDS, NODEIDS, 1, SECONDS) == NODEIDS
+    assert long_first(NODEIDS, NODEIDS, 0, SECONDS) == NODEIDS
+
+
+def test_share_sizes_are_xdist_s_even_split() -> None:
+    assert share_sizes(10, 3) == [3, 3, 4] and share_sizes(2, 3) == [0, 1, 1]
+    assert sum(share_sizes(1657, 3)) == 1657
+
+
+def test_a_listed_duration_that_is_not_a_number_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "durations.json"
+    bad.write_text(json.dumps({"seconds": {"tests/x.py": "slow", "tests/y.py": 3}}))
+    with pytest.raises(ValueError, match=r"seconds must be numbers ≥ 0: \{'tests/x.py': 'slow'\}"):
+        listed_seconds(bad)
+
+
+def test_every_listed_module_exists() -> None:
+    missing = [m for m in listed_seconds(DURATIONS) if not (REPO / m).is_file()]
+    assert not missing, f"tests/durations.json lists modules that are gone (rename or drop them): {missing}"
+
+
+def test_the_suite_collected_for_three_workers_starts_each_share_with_a_long_module() -> None:
+    """The hook in tests/conftest.py, as an xdist worker of a three-worker run collects."""
+    paths = ["tests/scale", "tests/fhir_api/test_r4_examples.py", "tests/foundation/test_project.py",
+             "tests/foundation/test_test_order.py"]
+    env = {**os.environ, "PYTEST_XDIST_WORKER_COUNT": "3", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           *paths], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    collected = [line for line in proc.stdout.splitlines() if "::" in line]
+    shares = _shares(collected, 3)
+    assert module_of(shares[0][0]) == "tests/fhir_api/test_r4_examples.py"
+    assert module_of(shares[1][0]) == "tests/scale/test_shards.py"
+    assert module_of(shares[2][0]) not in listed_seconds()
