@@ -3,8 +3,9 @@
 # and headless Chromium. The pytest fixtures start Kafka and PostgreSQL through scripts/kafka.sh and
 # scripts/postgres.sh (one of each per pytest-xdist worker) and stop them at the end.
 #   scripts/test.sh        the full suite, in parallel (ROUNDS_TEST_WORKERS, default `auto`: one worker more
-#                          than the cores, tests/conftest.py; idle workers steal queued tests); extra
-#                          arguments go to pytest
+#                          than the cores, tests/conftest.py; idle workers steal queued tests; the long
+#                          modules lead the workers' shares, tests/scheduling.py); extra arguments go to
+#                          pytest
 # The fast lane needs none of the installs: `python3 -m pytest -m "not slow" -n auto` (tests/conftest.py).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
