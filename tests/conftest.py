@@ -25,8 +25,8 @@ import orjson
 import pytest
 from sqlalchemy import create_engine, text
 
+from tests import scheduling
 from tests.fixture_record import record_template, record_url  # noqa: F401 (fixtures)
-from tests.scheduling import listed_seconds, long_first
 from tests.shared_inputs import built_once
 
 # Bytecode caches on, whatever the environment says (PYTHONDONTWRITEBYTECODE=1 on this project's machines):
@@ -83,9 +83,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if _is_slow(item):
             item.add_marker(pytest.mark.slow)
-    # every worker collects, and must collect the same order: it depends on the items and the count only
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    items[:] = long_first(items, [item.nodeid for item in items], workers, listed_seconds())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(scheduling, "rounds-test-order")  # its hook runs after deselection
 
 
 def _refuse_in_fast_lane(request: pytest.FixtureRequest, what: str) -> None:
