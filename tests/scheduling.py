@@ -16,7 +16,6 @@ changes how well the run is balanced, never what it runs.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -77,8 +76,11 @@ def long_first(items: Sequence[Item], nodeids: Sequence[str], workers: int,
 
 
 @pytest.hookimpl(trylast=True)  # after -m/-k deselected: the shares are of the items that will run
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Registered by tests/conftest.py. Every worker collects, and must collect the same order: it depends on
-    the items and the worker count only."""
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    items[:] = long_first(items, [item.nodeid for item in items], workers, listed_seconds())
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Registered by tests/conftest.py. Only in an xdist worker (a pytest a test starts from one inherits its
+    environment, not its role); every worker collects, and must collect the same order: it depends on the
+    items and the worker count only."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput:
+        items[:] = long_first(items, [item.nodeid for item in items], int(workerinput["workercount"]),
+                              listed_seconds())

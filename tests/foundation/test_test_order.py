@@ -4,13 +4,11 @@ shares, balanced by their listed seconds, and the run is the same tests, each mo
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests import scheduling
 from tests.scheduling import DURATIONS, listed_seconds, long_first, module_of, share_sizes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,16 +71,24 @@ def test_every_listed_module_exists() -> None:
     assert not missing, f"tests/durations.json lists modules that are gone (rename or drop them): {missing}"
 
 
-def test_the_suite_collected_for_three_workers_starts_each_share_with_a_long_module() -> None:
-    """The hook in tests/conftest.py, as an xdist worker of a three-worker run collects."""
-    paths = ["tests/scale", "tests/fhir_api/test_r4_examples.py", "tests/foundation/test_project.py",
-             "tests/foundation/test_test_order.py"]
-    env = {**os.environ, "PYTEST_XDIST_WORKER_COUNT": "3", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                           *paths], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    collected = [line for line in proc.stdout.splitlines() if "::" in line]
-    shares = _shares(collected, 3)
-    assert module_of(shares[0][0]) == "tests/fhir_api/test_r4_examples.py"
-    assert module_of(shares[1][0]) == "tests/scale/test_shards.py"
-    assert module_of(shares[2][0]) not in listed_seconds()
+class _Item:
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+
+
+class _Config:
+    def __init__(self, workerinput: dict | None) -> None:
+        if workerinput is not None:
+            self.workerinput = workerinput
+
+
+def test_the_hook_orders_only_an_xdist_worker_s_items(request: pytest.FixtureRequest) -> None:
+    assert request.config.pluginmanager.get_plugin("rounds-test-order") is scheduling  # tests/conftest.py
+    nodeids = ["tests/foundation/test_project.py::test_a", "tests/scale/test_shards.py::test_b",
+               "tests/fhir_api/test_r4_examples.py::test_c", "tests/foundation/test_project.py::test_d"]
+    items = [_Item(n) for n in nodeids]
+    scheduling.pytest_collection_modifyitems(_Config({"workercount": 2}), items)
+    assert [i.nodeid for i in items] == [nodeids[2], nodeids[0], nodeids[1], nodeids[3]]
+    items = [_Item(n) for n in nodeids]
+    scheduling.pytest_collection_modifyitems(_Config(None), items)  # a pytest a test started, or no xdist
+    assert [i.nodeid for i in items] == nodeids
