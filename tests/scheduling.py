@@ -84,3 +84,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if workerinput:
         items[:] = long_first(items, [item.nodeid for item in items], int(workerinput["workercount"]),
                               listed_seconds())
+
+
+def from_durations(report: str, minimum: float = 20.0) -> dict[str, float]:
+    """Module -> seconds (setup, call and teardown of its items summed) from pytest's `--durations=0` lines
+    (`12.34s call     tests/x.py::test_y`), the modules of at least `minimum` seconds, longest first. A setup
+    that waited for another worker's build (tests/shared_inputs.py) counts the wait: that module starts the
+    build when it leads a share."""
+    seconds: dict[str, float] = {}
+    for line in report.splitlines():
+        parts = line.split(None, 2)  # a parametrized id may hold spaces
+        if len(parts) == 3 and parts[0].endswith("s") and parts[1] in ("setup", "call", "teardown"):
+            try:
+                value = float(parts[0][:-1])
+            except ValueError:
+                continue
+            module = module_of(parts[2])
+            seconds[module] = seconds.get(module, 0.0) + value
+    kept = {m: round(s) for m, s in seconds.items() if s >= minimum}
+    return dict(sorted(kept.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+if __name__ == "__main__":  # python -m tests.scheduling < the output of `scripts/test.sh --durations=0`
+    import sys
+
+    listed = from_durations(sys.stdin.read())
+    data = json.loads(DURATIONS.read_text())
+    DURATIONS.write_text(json.dumps({**data, "seconds": listed}, indent=2, ensure_ascii=False) + "\n")
+    print(f"{DURATIONS}: {len(listed)} modules, {sum(listed.values())} s")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests import scheduling
-from tests.scheduling import DURATIONS, listed_seconds, long_first, module_of, share_sizes
+from tests.scheduling import DURATIONS, from_durations, listed_seconds, long_first, module_of, share_sizes
 
 REPO = Path(__file__).resolve().parents[2]
 SECONDS = {"t/a.py": 100.0, "t/b.py": 90.0, "t/c.py": 60.0, "t/d.py": 50.0}
@@ -92,3 +92,20 @@ def test_the_hook_orders_only_an_xdist_worker_s_items(request: pytest.FixtureReq
     items = [_Item(n) for n in nodeids]
     scheduling.pytest_collection_modifyitems(_Config(None), items)  # a pytest a test started, or no xdist
     assert [i.nodeid for i in items] == nodeids
+
+
+def test_durations_are_read_from_pytest_s_report_per_module() -> None:
+    report = """============================= slowest durations ==============================
+196.01s setup    tests/fhir_agentbench/test_shared_file.py::test_the_shared_file_imports
+30.50s call     tests/fhir_agentbench/test_shared_file.py::test_the_shared_file_imports
+12.00s call     tests/scale/test_shards.py::test_a[sqlite]
+9.00s call     tests/scale/test_shards.py::test_a[postgres - two shards]
+1.40s teardown tests/scale/test_shards.py::test_a[sqlite]
+19.99s call     tests/hl7/test_feed_hl7.py::test_x
+(3 durations < 0.005s hidden.  Use -vv to show these durations.)
+"""
+    assert from_durations(report) == {"tests/fhir_agentbench/test_shared_file.py": 227,
+                                      "tests/scale/test_shards.py": 22}
+    assert list(from_durations(report, minimum=0)) == [
+        "tests/fhir_agentbench/test_shared_file.py", "tests/scale/test_shards.py",
+        "tests/hl7/test_feed_hl7.py"]
