@@ -133,6 +133,7 @@ def live(url: str) -> Iterator[LiveApi]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # ~110 s of CPU: 580 s of wall on a host at load 20, over 600 s once
 def test_every_official_r4_example_is_accepted_or_its_refusal_listed(shared_data, tmp_path):
     with live(f"sqlite:///{tmp_path / 'r4.sqlite'}") as api:
         report = send_all(api, shared_data)
