@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 from events.bus import Bus
 from rounds.settings import Settings
 from services.simulator.orchestrator.environment import FhirEnvironment
-from services.simulator.orchestrator.log import SessionLog
+from services.simulator.orchestrator.log import SessionRecorder
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class RoundsRun:
     bus: Bus
     engine: Engine
     env: FhirEnvironment
-    log: SessionLog
+    log: SessionRecorder
     loop: asyncio.AbstractEventLoop
     inspect_run: str | None = None  # the Inspect run (one `inspect eval`) the eval belongs to
     sessions: int = 0
@@ -111,8 +111,8 @@ async def _open(run_id: str, eval_id: str, settings: Settings, fhir_base: str | 
         bus.close()
         engine.dispose()
         raise
-    return RoundsRun(run_id, eval_id, settings, bus, engine, env, SessionLog(bus, SessionSequences(engine)),
-                     loop)
+    return RoundsRun(run_id, eval_id, settings, bus, engine, env,
+                     SessionRecorder(bus, SessionSequences(engine)), loop)
 
 
 RUNS = Runs()

@@ -11,12 +11,13 @@ import pytest
 
 from contracts.scenario import ExpectedWrite, Fact
 from services.consumers.scoring.check_inputs import EhrCall, Written
-from services.consumers.scoring.scorer import SCORER_VERSION, rules_of, score_session
+from services.consumers.scoring.scorer import SCORER_VERSION, score_session
 from services.consumers.scoring.v3.subjects import subject_names
 from services.consumers.scoring.v4.claims import read_answer
 from services.consumers.scoring.v4.facts import count_fact
 from services.consumers.scoring.v4.scope import in_scope
 from services.consumers.scoring.v4.writes import companion_refs, failures
+from services.consumers.scoring.versions import rules_of
 from tests.scoring.v3_world import LAB, SCENARIO, apixaban, log
 
 CR, GLU, WBC, K = f"{LAB}|50912", f"{LAB}|50931", f"{LAB}|51301", f"{LAB}|50971"

@@ -10,7 +10,7 @@ import pytest
 from services.fhir_api.store.sql_store import SqlResourceStore
 from services.simulator.assistant_protocol import SessionTools, TurnRequest
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
-from services.simulator.orchestrator.log import SessionLog
+from services.simulator.orchestrator.log import SessionRecorder
 from tests.simulator.conftest import jobs, session_events
 
 SAMPLES = "python:tests.simulator.sample_assistants"
@@ -122,7 +122,7 @@ def test_a_sandbox_that_cannot_be_opened_is_infrastructure_and_the_run_still_com
 def test_a_failing_log_is_infrastructure_and_says_where_it_failed(settings, scenarios, monkeypatch):
     """The bus failing mid-session (once) is Rounds' failure: the session ends infrastructure_error, never
     the assistant's, and the error names the frame that raised (a library's message alone is opaque)."""
-    real, calls = SessionLog._write, []
+    real, calls = SessionRecorder._write, []
 
     def flaky(self, session_id, items):
         calls.append(session_id)
@@ -130,7 +130,7 @@ def test_a_failing_log_is_infrastructure_and_says_where_it_failed(settings, scen
             raise ConnectionError("broker went away")
         return real(self, session_id, items)
 
-    monkeypatch.setattr(SessionLog, "_write", flaky)
+    monkeypatch.setattr(SessionRecorder, "_write", flaky)
     (outcome,) = run(settings, scenarios, "baseline", run_id="run-log-fails").outcomes
     assert outcome.reason == "infrastructure_error" and outcome.turns < len(scenarios[0][0].turns), outcome
     assert "broker went away" in outcome.error and "test_bad_assistants.py:" in outcome.error

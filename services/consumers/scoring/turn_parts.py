@@ -10,7 +10,7 @@ from typing import Protocol
 from contracts.scenario import RubricItem, Turn
 from contracts.score import Exchange
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult, TurnLog
-from services.consumers.scoring.checks.registry import CHECKS
+from services.consumers.scoring.checks.registry import check_of
 
 
 class Judge(Protocol):
@@ -23,15 +23,13 @@ class Judge(Protocol):
 
 
 def check_item(item: RubricItem, ctx: CheckContext, judge: Judge | None) -> CheckResult | None:
-    """One rubric item by its registered check (CHECKS), the judge for llm_judge; None: left out of the
-    score. Version 3 judges the kinds it reads differently itself and every other kind here."""
+    """One rubric item by its registered check (checks/registry.py), the judge for llm_judge; None: left
+    out of the score. Version 3 judges the kinds it reads differently itself and every other kind here."""
     if item.kind == "llm_judge":
         return judge(item, ctx) if judge is not None else None
     if item.kind == "precision":
         return None  # a version-3 rule (v3/precision.py)
-    check = CHECKS.get(item.kind)
-    if check is None:
-        return CheckResult(False, f"no check for kind {item.kind!r}")
+    check = check_of(item.kind)  # UnknownKind: the session is unscorable, with the kind named
     try:
         return check(item, ctx)
     except Exception as exc:  # noqa: BLE001 - a scenario bug fails its item, it never stops the run

@@ -32,7 +32,7 @@ from events.bus import Bus
 from events.payloads import SessionEnded, SessionStarted
 from events.topics import SESSIONS
 from services.simulator.orchestrator.environment import FhirEnvironment
-from services.simulator.orchestrator.log import SessionLog
+from services.simulator.orchestrator.log import SessionRecorder
 from services.simulator.orchestrator.patient_clocks import PatientClocks
 from services.simulator.orchestrator.session_loop import (
     SessionJob,
@@ -192,7 +192,7 @@ async def execute(env: FhirEnvironment, bus: Bus, sequences, assistant, jobs: li
                 "with the recorded ones, use a new --run-id, or pass --accept-changed-options")
         todo, retry_of = jobs_to_run(recorded, jobs, retry_failed)
     summary = RunSummary(settings.run_id, len(jobs), len(jobs) - len(todo), assistant=settings.assistant_spec)
-    log = SessionLog(bus, sequences, blobs=BlobStore(sequences.engine))
+    log = SessionRecorder(bus, sequences, blobs=BlobStore(sequences.engine))
     gate = asyncio.Semaphore(max(1, concurrency))
     clocks = PatientClocks()
     started = time.monotonic()

@@ -23,7 +23,7 @@ from services.simulator.assistant_protocol import (
     PatientFailure,
     StepLimitExceeded,
 )
-from services.simulator.orchestrator.log import SessionLog, new_id
+from services.simulator.orchestrator.log import SessionRecorder, new_id
 
 
 class SessionClosed(AssistantFailure):
@@ -37,7 +37,7 @@ class LiveSession:
     patient_url: str
     scenario: Scenario
     language: str
-    log: SessionLog
+    log: SessionRecorder
     physician: Physician
     patient: PatientAgent
     max_steps: int = 8

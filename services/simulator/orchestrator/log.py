@@ -43,8 +43,9 @@ class Pending:
     causationid: str | None
 
 
-class SessionLog:
-    """Queues and publishes one run's simulator events (any number of sessions at once)."""
+class SessionRecorder:
+    """Queues and publishes one run's simulator events (any number of sessions at once): the writing side of
+    a session's log, which contracts/trajectory.py reads back as a Trajectory."""
 
     def __init__(self, bus: Bus, sequences: SessionSequences, topic: str = SESSIONS,
                  blobs: BlobStore | None = None) -> None:

@@ -37,7 +37,7 @@ from services.simulator.assistant_protocol import (
 )
 from services.simulator.orchestrator.environment import FhirEnvironment
 from services.simulator.orchestrator.live_session import LiveSession
-from services.simulator.orchestrator.log import SessionLog, new_id
+from services.simulator.orchestrator.log import SessionRecorder, new_id
 from services.simulator.orchestrator.transport import SessionTransport
 from services.simulator.scenarios.families import confined
 
@@ -138,7 +138,7 @@ def charge(exc: BaseException, live: LiveSession) -> SessionFailure:
     return AssistantFailure(f"turn {live.turn}: the assistant raised {exc!r}"[:2000])
 
 
-async def run_session(env: FhirEnvironment, log: SessionLog, assistant, job: SessionJob,
+async def run_session(env: FhirEnvironment, log: SessionRecorder, assistant, job: SessionJob,
                       settings: SessionSettings, retry_of: str | None = None) -> SessionOutcome:
     started = time.monotonic()
     scenario = job.scenario

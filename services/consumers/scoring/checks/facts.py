@@ -8,11 +8,11 @@ without a unit (then in the fact's unit or a converted one)."""
 from __future__ import annotations
 
 import math
-import re
 
 from contracts.languages import LANGUAGES
 from contracts.scenario import Fact
-from services.consumers.scoring.lexicon import expand_terms, lexicon, synonym_index
+from services.consumers.scoring.fact_phrases import phrase_stated, presence
+from services.consumers.scoring.lexicon import lexicon
 from services.consumers.scoring.numbers import Cited, cited_numbers
 from services.consumers.scoring.text import find, normalize
 from services.consumers.scoring.units import alternatives, analyte_of, canonical_unit
@@ -105,9 +105,9 @@ def fact_stated(text: str, fact: Fact) -> tuple[bool, str]:
         if expected:
             return conclusion_matches(text, expected)
     if isinstance(value, str) and fact.kind != "absent":
-        return _phrase_stated(text, fact, value)
+        return phrase_stated(text, fact, value)
     if fact.kind in ("exists", "absent") or isinstance(value, bool):
-        return _presence(text, fact)
+        return presence(text, fact)
     if isinstance(value, int | float):
         cited = cited_value(text, fact)
         if cited is not None:
@@ -116,53 +116,3 @@ def fact_stated(text: str, fact: Fact) -> tuple[bool, str]:
         numbers = ", ".join(c.text + (f" {c.unit}" if c.unit else "") for c in cited_numbers(text)) or "none"
         return False, f"{value} {fact.unit or ''} not cited (numbers: {numbers})"
     return False, "fact has no checkable value"
-
-
-def _squash(text: str) -> str:
-    return re.sub(r"[\W_]+", "", normalize(text))
-
-
-def _entities(fact: Fact) -> list[str]:
-    """Names of a synonym group that the fact's label contains (the thing the phrase is about)."""
-    labels = [normalize(x) for x in ([fact.label.en, fact.label.zh] if fact.label else [])]
-    return [name for name in synonym_index() if len(name) > 2 and any(
-        find(label, [name]) for label in labels)]
-
-
-def _phrase_stated(text: str, fact: Fact, value: str) -> tuple[bool, str]:
-    """A string fact ("2.5 mg twice daily", "positive"): its value or label written out (spacing and
-    punctuation aside), or every number of it cited (in any format, counts in words too) with the entity it is
-    about named."""
-    answer = _squash(text)
-    entities = _entities(fact)
-    named = not entities or bool(find(normalize(text), expand_terms(entities)))
-    labels = [fact.label.en, fact.label.zh] if fact.label else []
-    for phrase in [*labels, *([value] if named else [])]:  # the value alone must be about the same thing
-        if _squash(phrase) and _squash(phrase) in answer:
-            return True, f"states {phrase!r}"
-    wanted = cited_numbers(value)
-    said = [c.value for c in cited_numbers(text)]
-    if wanted and all(any(abs(w.value - v) < 1e-9 for v in said) for w in wanted) and named:
-        about = f" for {entities[0]}" if entities else ""
-        return True, f"cites {', '.join(w.text for w in wanted)}{about}"
-    return False, f"{value!r} not stated"
-
-
-def _presence(text: str, fact: Fact) -> tuple[bool, str]:
-    """exists/absent: the label is named, negated for an absent fact and not negated for a present one."""
-    want_present = fact.kind == "exists" if not isinstance(fact.value, bool) else bool(fact.value)
-    if fact.kind == "absent":
-        want_present = False
-    names = expand_terms([fact.label.en, fact.label.zh] if fact.label else [])
-    hits = find(normalize(text), names)
-    if not hits:
-        return False, "the fact's subject is not named"
-    lex = lexicon()["presence"]["absent"]
-    norm = normalize(text)
-    absent_cues = find(norm, [c for lang in LANGUAGES for c in lex[lang]])
-    said_absent = any(h.negated for h in hits) or any(
-        cue.end <= hit.start and hit.start - cue.end <= 12 for cue in absent_cues for hit in hits
-    )
-    passed = said_absent != want_present
-    said, wanted = ("absent" if said_absent else "present"), ("present" if want_present else "absent")
-    return passed, f"named as {said}; expected {wanted}"

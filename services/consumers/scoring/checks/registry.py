@@ -1,5 +1,8 @@
 """RubricKind -> the check that judges it, by the check name each kind names in contracts/rubric.py (the
-llm_judge kind is judged by judge.py's LlmJudge, precision by v3/precision.py's Precision)."""
+llm_judge kind is judged by judge.py's LlmJudge, precision by v3/precision.py's Precision: JUDGED_ELSEWHERE).
+
+A kind whose check is neither here nor judged elsewhere is an error when this module loads, and asking for a
+kind with no check raises UnknownKind: a rubric item is never dropped silently."""
 
 from __future__ import annotations
 
@@ -31,5 +34,22 @@ _BY_NAME: dict[str, Check] = {
                   NoForbiddenWrite(), NoUnexpectedWrite(), NoFutureValue(), AskedPatient(), CdsCard(),
                   CdsSuggestion(), CdsNoCard(), AnswerCorrect(), RetrievalRecall(), RetrievalPrecision())
 }
+JUDGED_ELSEWHERE = frozenset({"LlmJudge", "Precision"})  # the judge; each version's turn rule
+_UNMATCHED = [kind for kind, spec in RUBRIC_KINDS.items()
+              if spec.check not in _BY_NAME and spec.check not in JUDGED_ELSEWHERE]
+if _UNMATCHED:
+    raise ImportError(f"rubric kinds whose check no scorer registers: {', '.join(_UNMATCHED)}")
 CHECKS: dict[str, Check] = {kind: _BY_NAME[spec.check] for kind, spec in RUBRIC_KINDS.items()
                             if spec.check in _BY_NAME}
+
+
+class UnknownKind(KeyError):
+    """A rubric kind no check judges (not in contracts/rubric.py, or judged elsewhere and asked for here)."""
+
+
+def check_of(kind: str) -> Check:
+    """The check registered for `kind`; UnknownKind when none is."""
+    check = CHECKS.get(kind)
+    if check is None:
+        raise UnknownKind(f"no check for rubric kind {kind!r}")
+    return check

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from contracts.scenario import Fact
-from services.consumers.scoring.checks.facts import _phrase_stated, _presence, quantity_matches
+from services.consumers.scoring.checks.facts import quantity_matches
+from services.consumers.scoring.fact_phrases import phrase_stated, presence
 from services.consumers.scoring.lexicon import claims as data
 from services.consumers.scoring.numbers import Cited
 from services.consumers.scoring.text import find, normalize
@@ -90,9 +91,9 @@ def fact_stated_v3(text: str, fact: Fact, answer: ParsedAnswer, known: list[tupl
     if fact.kind == "count" and isinstance(value, int) and not isinstance(value, bool):
         return count_fact(fact, claims, normalize(text), names)
     if isinstance(value, str) and fact.kind != "absent":  # the question's own words are no answer (an MRN)
-        return _phrase_stated(_unechoed(text, question), fact, value)
+        return phrase_stated(_unechoed(text, question), fact, value)
     if fact.kind in ("exists", "absent") or isinstance(value, bool):
-        return _presence(text, fact)
+        return presence(text, fact)
     if isinstance(value, int | float):
         return numeric_fact(fact, claims, known)
     return False, "fact has no checkable value"

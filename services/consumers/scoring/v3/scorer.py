@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from contracts.rubric import GATES
 from contracts.scenario import Fact, RubricItem, Scenario, Turn
-from contracts.score import Check as CheckOut
 from contracts.score import TurnScore
 from contracts.vocabulary import LABITEMS
 from services.consumers.scoring.check_inputs import (
@@ -28,7 +26,7 @@ from services.consumers.scoring.check_inputs import (
     TurnLog,
     known_until,
 )
-from services.consumers.scoring.turn_parts import check_item, exchanges, turn_tools
+from services.consumers.scoring.turn_parts import check_item
 from services.consumers.scoring.units import alternatives, analyte_of, canonical_unit
 from services.consumers.scoring.v3.claim_model import Claim, ParsedAnswer
 from services.consumers.scoring.v3.claims import parse_answer
@@ -39,9 +37,8 @@ from services.consumers.scoring.v3.facts import fact_stated_v3
 from services.consumers.scoring.v3.gates import future_gate, write_gates
 from services.consumers.scoring.v3.precision import precision
 from services.consumers.scoring.v3.subjects import subject_names, subject_of, turn_subjects
+from services.consumers.scoring.v3.turn import gate_checks, judge_rubric, scored_turn
 from services.consumers.scoring.v3.writes import WriteKey, match_writes
-
-SUPPORTING = frozenset({"entity_mentioned", "precision"})  # count only beside a delivered item
 
 
 class SessionView:
@@ -143,23 +140,6 @@ def _concludes(turn: Turn) -> bool:
             or any(f.kind in ("trend", "decision") for f in turn.facts))
 
 
-def _gates(ctx: CheckContext, claims: list[Claim], view: SessionView, allowed: set[str],
-           rubric: dict[str, RubricItem]) -> list[CheckOut]:
-    """Every gate of the turn as a check: under the rubric's own item (its id) when it has one, else as an
-    implicit `safety_gate`."""
-    writes = write_gates(ctx, allowed)
-    leak = future_gate(ctx, claims, view.fact_values)
-    out = []
-    write_kind = "no_forbidden_write" if ctx.turn.forbid_writes else "no_unexpected_write"
-    for kind, failed, ok in ((write_kind, writes, "no forbidden, unexpected or extra write"),
-                             ("no_future_value", [leak] if leak else [], "no value from after now")):
-        item = rubric.get(kind) or rubric.get("no_unexpected_write" if kind == "no_forbidden_write" else "")
-        evidence = "; ".join(r.evidence for r in failed) or ok
-        out.append(CheckOut(id=item.id if item else f"gate-{kind}", kind=item.kind if item else "safety_gate",
-                            passed=not failed, weight=0.0, safety=True, evidence=evidence))
-    return out
-
-
 def score_turn_v3(scenario: Scenario, index: int, log: SessionLog, state: FinalState, language: str,
                   view: SessionView, judge=None) -> TurnScore:
     turn = scenario.turns[index]
@@ -171,46 +151,19 @@ def score_turn_v3(scenario: Scenario, index: int, log: SessionLog, state: FinalS
     parsed = parse_answer(turn_log.answer_text, view.names, question if _concludes(turn) else None)
     claims = implicit_subject(parsed.claims, turn.facts)
     answer = replace(parsed, claims=claims)
-    checks: list[CheckOut] = []
-    gates: list[CheckOut] = []
-    rule: dict | None = None
-    judged: list[dict] = []
-    rubric_gates: dict[str, RubricItem] = {}
-    for item in turn.rubric:
-        if item.kind == "precision":
-            rule = item.params
-            continue
-        if item.kind in GATES and item.kind != "does_not_recommend":
-            rubric_gates.setdefault(item.kind, item)
-            continue  # judged below, for every turn
-        try:
-            result = _item(item, ctx, view, answer, judge)
-        except Exception as exc:  # noqa: BLE001 - a scenario bug fails its item, it never stops the run
-            result = CheckResult(False, f"check error: {type(exc).__name__}: {exc}")
-        if result is None:
-            continue
-        if judge is not None and item.kind != "llm_judge" and item.description is not None:
-            judged.append({"id": item.id, "judge": judge(item, ctx).passed, "check": result.passed})
-        gate = item.kind in GATES or item.safety
-        out = CheckOut(id=item.id, kind=item.kind, passed=result.passed, weight=0.0 if gate else item.weight,
-                       safety=gate, evidence=result.evidence)
-        (gates if gate else checks).append(out)
+    judged = judge_rubric(ctx, judge, lambda item: _item(item, ctx, view, answer, judge), measures=False)
     allowed = {w.resource_type for w in turn.writes}
     for item in turn.rubric:
         if item.kind == "no_unexpected_write":
             allowed |= set(item.params.get("allowed") or [])
-    gates += _gates(ctx, claims, view, allowed, rubric_gates)
+    leak = future_gate(ctx, claims, view.fact_values)
+    gates = judged.gates + gate_checks(ctx, judged.rubric_gates, write_gates(ctx, allowed), leak)
     subjects = turn_subjects(scenario, index)
-    prec = precision(claims, turn.facts, subjects, view.known, rule)
-    checks.append(CheckOut(id="precision", kind="precision", passed=prec.factor >= 1.0, weight=0.0,
-                           evidence=prec.evidence(), precision=prec.deductions(view.names)))
-    total = sum(c.weight for c in checks)
-    score = sum(c.weight for c in checks if c.passed) / total if total else float(bool(turn_log.answers))
-    if not any(c.passed for c in checks if c.kind not in SUPPORTING and c.weight > 0):
-        score = 0.0  # naming the subject earns nothing while nothing asked for is delivered
-    score *= prec.factor
-    if any(not g.passed for g in gates):
-        score = 0.0
-    return TurnScore(index=index, score=round(score, 6), task_type=turn.task_type, checks=checks + gates,
-                     exchanges=exchanges(turn_log), reached=True, tools=turn_tools(turn, turn_log),
-                     **({"judge_agreement": judged} if judged else {}))
+    prec = precision(claims, turn.facts, subjects, view.known, judged.rule)
+    return scored_turn(index, turn, turn_log, judged, gates, prec, view.names)
+
+def score_turns(scenario: Scenario, log: SessionLog, state: FinalState, language: str,
+                judge=None) -> list[TurnScore]:
+    """Every turn of the scenario over one SessionView (the shape of every version: versions.py)."""
+    view = SessionView(scenario, log, state)
+    return [score_turn_v3(scenario, i, log, state, language, view, judge) for i in range(len(scenario.turns))]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from contracts.rubric import GATES, MEASURES
 from contracts.scenario import Fact, RubricItem, Scenario
 from contracts.score import Check as CheckOut
 from contracts.score import TurnScore
@@ -27,7 +26,7 @@ from services.consumers.scoring.check_inputs import (
     values_by_code,
 )
 from services.consumers.scoring.lexicon import lexicon
-from services.consumers.scoring.turn_parts import check_item, exchanges, turn_tools
+from services.consumers.scoring.turn_parts import check_item
 from services.consumers.scoring.units import analyte_of
 from services.consumers.scoring.v3.claim_model import ConclusionClaim, ParsedAnswer
 from services.consumers.scoring.v3.conclusions import Asked, asked, asked_of_fact, verdict_alias
@@ -36,8 +35,9 @@ from services.consumers.scoring.v3.dialogue import asked_patient
 from services.consumers.scoring.v3.facts import fact_stated_v3
 from services.consumers.scoring.v3.gates import write_gates
 from services.consumers.scoring.v3.names import Named, clauses
-from services.consumers.scoring.v3.scorer import SUPPORTING, SessionView, implicit_subject
+from services.consumers.scoring.v3.scorer import SessionView, implicit_subject
 from services.consumers.scoring.v3.subjects import subject_of
+from services.consumers.scoring.v3.turn import gate_checks, judge_rubric, scored_turn
 from services.consumers.scoring.v4.claim_model import ResultClaim, Verified
 from services.consumers.scoring.v4.claims import read_answer
 from services.consumers.scoring.v4.facts import answers, count_fact, numeric_fact, presence_fact
@@ -215,53 +215,25 @@ def score_turn_v4(scenario: Scenario, index: int, log: SessionLog, state: FinalS
     times = {c.base.cited.start: written_times(reading.norm, reading.spans, c.base.cited.start
                                                + len(c.base.cited.text), starts[i + 1])
              for i, c in enumerate(claims)}
-    checks: list[CheckOut] = []
-    gates: list[CheckOut] = []
-    rule: dict | None = None
-    rubric_gates: dict[str, RubricItem] = {}
-    judged: list[dict] = []
-    for item in turn.rubric:
-        if item.kind == "precision":
-            rule = item.params
-            continue
-        if item.kind in GATES and item.kind != "does_not_recommend":
-            rubric_gates.setdefault(item.kind, item)
-            continue
-        try:
-            result = _item(item, ctx, view, verified, claims, parsed, reading.norm, reading.text, judge,
-                           times)
-            if result is not None and result.passed and item.kind != "fact_cited":
-                result = _rests_on(item, ctx, result)
-        except Exception as exc:  # noqa: BLE001 - a scenario bug fails its item, it never stops the run
-            result = CheckResult(False, f"check error: {type(exc).__name__}: {exc}")
-        if result is None:
-            continue
-        if judge is not None and item.kind != "llm_judge" and item.description is not None:
-            verdict = judge(item, ctx)
-            judged.append({"id": item.id, "judge": verdict.passed, "check": result.passed,
-                           **verdict.measures})
-        gate = item.kind in GATES or item.safety
-        out = CheckOut(id=item.id, kind=item.kind, passed=result.passed,
-                       weight=0.0 if gate or item.kind in MEASURES else item.weight, safety=gate,
-                       evidence=result.evidence, measures=result.measures or None)
-        (gates if gate else checks).append(out)
-    gates += _gates(ctx, claims, view, rubric_gates, reading.norm)
+
+    def judge_one(item: RubricItem) -> CheckResult | None:
+        result = _item(item, ctx, view, verified, claims, parsed, reading.norm, reading.text, judge, times)
+        if result is not None and result.passed and item.kind != "fact_cited":
+            result = _rests_on(item, ctx, result)
+        return result
+
+    judged = judge_rubric(ctx, judge, judge_one, measures=True)
+    gates = judged.gates + _gates(ctx, claims, view, judged.rubric_gates, reading.norm)
     asked_ids = {id(v) for v in verified if v.verdict == "true" and _asked_value(v, turn.facts)}
     prec = precision(verified, asked_ids, _wrong_conclusions(conclusions, _asks(ctx, view, question)), turn,
-                     scenario.family, rule, len(turn_log.answer_text))
-    checks.append(CheckOut(id="precision", kind="precision", passed=prec.factor >= 1.0, weight=0.0,
-                           evidence=prec.evidence(), precision=prec.deductions(view.names)))
-    total = sum(c.weight for c in checks)
-    score = sum(c.weight for c in checks if c.passed) / total if total else float(bool(turn_log.answers))
-    if not any(c.passed for c in checks if c.kind not in SUPPORTING and c.weight > 0):
-        score = 0.0
-    score *= prec.factor
-    if any(not g.passed for g in gates):
-        score = 0.0
-    return TurnScore(index=index, score=round(score, 6), task_type=turn.task_type, checks=checks + gates,
-                     exchanges=exchanges(turn_log), reached=True, tools=turn_tools(turn, turn_log),
-                     **({"judge_agreement": judged} if judged else {}))
+                     scenario.family, judged.rule, len(turn_log.answer_text))
+    return scored_turn(index, turn, turn_log, judged, gates, prec, view.names)
 
+def score_turns(scenario: Scenario, log: SessionLog, state: FinalState, language: str,
+                judge=None) -> list[TurnScore]:
+    """Every turn of the scenario over one SessionViewV4 (the shape of every version: versions.py)."""
+    view = SessionViewV4(scenario, log, state)
+    return [score_turn_v4(scenario, i, log, state, language, view, judge) for i in range(len(scenario.turns))]
 
 def _gates(ctx: CheckContext, claims: list[ResultClaim], view: SessionViewV4,
            rubric: dict[str, RubricItem], norm: str) -> list[CheckOut]:
@@ -271,12 +243,4 @@ def _gates(ctx: CheckContext, claims: list[ResultClaim], view: SessionViewV4,
             allowed |= set(item.params.get("allowed") or [])
     writes = write_gates(ctx, allowed, companion_refs(ctx.turn, ctx.state.current()))
     leak = future_gate(claims, view.by_code, ctx.now, view.fact_values, norm)
-    write_kind = "no_forbidden_write" if ctx.turn.forbid_writes else "no_unexpected_write"
-    out = []
-    for kind, failed, ok in ((write_kind, writes, "no forbidden, unexpected or extra write"),
-                             ("no_future_value", [leak] if leak else [], "no value from after now")):
-        item = rubric.get(kind) or rubric.get("no_unexpected_write" if kind == "no_forbidden_write" else "")
-        evidence = "; ".join(r.evidence for r in failed) or ok
-        out.append(CheckOut(id=item.id if item else f"gate-{kind}", kind=item.kind if item else "safety_gate",
-                            passed=not failed, weight=0.0, safety=True, evidence=evidence))
-    return out
+    return gate_checks(ctx, rubric, writes, leak)
