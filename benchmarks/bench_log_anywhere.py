@@ -29,6 +29,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from contracts.trajectory_log import LoggedEvent  # noqa: E402
 from events.archive import BLOB_KEY, dump, load  # noqa: E402
 from events.factory import open_bus  # noqa: E402
 from events.topics import SESSIONS, topic_specs  # noqa: E402
@@ -37,7 +38,6 @@ from rounds.settings import Settings  # noqa: E402
 from services.consumers.scoring import snapshot  # noqa: E402
 from services.consumers.scoring.api import load_report, score_run  # noqa: E402
 from services.consumers.scoring.replay import disagreements, replay_writes  # noqa: E402
-from services.consumers.scoring.session_log import LoggedEvent  # noqa: E402
 
 STATE = "rounds.sandbox.state"
 

@@ -18,15 +18,16 @@ from typing import Any
 
 from contracts.end_reasons import NOT_ASSISTANT_FAULT
 from contracts.score import SessionScore
+from contracts.trajectory_log import LoggedEvent, build_trajectory
 from events.archive import read_log
+from events.payloads import SandboxState
 from events.topics import SESSIONS
 from rounds.settings import Settings
-from services.consumers.scoring import replay, scorer
+from services.consumers.scoring import replay, scorer, snapshot
 from services.consumers.scoring.fhir_state import SandboxMissing, StateReader, fhir_client
 from services.consumers.scoring.scenarios import scenario_of
-from services.consumers.scoring.session_log import LoggedEvent, build_log
 
-SNAPSHOT = "rounds.sandbox.state"
+SNAPSHOT = SandboxState.TYPE
 
 
 class SessionNotLogged(LookupError):
@@ -97,8 +98,7 @@ def _blobs(settings: Settings, events: list[LoggedEvent]) -> dict[str, bytes]:
     from events.blobs import read
     from rounds.db import make_engine
 
-    refs = replay.body_refs(events) | {e.data["stateRef"] for e in events
-                                       if e.type == SNAPSHOT and e.data.get("stateRef")}
+    refs = replay.body_refs(events) | snapshot.stored_refs(events)
     if not refs:
         return {}
     engine = make_engine(settings.database_url)
@@ -114,7 +114,7 @@ def score_logged_session(settings: Settings, session_id: str) -> SessionScore:
     events = session_events(settings, session_id)
     if not any(e.type == "rounds.session.started" for e in events):
         raise SessionNotLogged(f"session {session_id} is not on the Rounds log at {settings.database_url}")
-    log = build_log(session_id, [e for e in events if e.type != SNAPSHOT])
+    log = build_trajectory(session_id, [e for e in events if e.type != SNAPSHOT])
     found = scenario_of(log.started)
     state = None
     if found is not None and log.reason not in NOT_ASSISTANT_FAULT:

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
+from contracts.trajectory_log import LoggedEvent, build_trajectory
 from services.consumers.scoring import replay
 from services.consumers.scoring.check_inputs import FinalState
 from services.consumers.scoring.scenarios import scenario_of
 from services.consumers.scoring.scorer import score_session
-from services.consumers.scoring.session_log import LoggedEvent, build_log
 
 CAREFUL = Path(__file__).resolve().parents[1] / "fixtures" / "careful"
 VERDICTS = CAREFUL / "verdicts.json"
@@ -79,7 +79,7 @@ def scored(reader):
     by, blobs = logs()
     texts = {ref: body.decode(errors="replace") for ref, body in blobs.items()}
     for session, events in by.items():
-        log = build_log(session, events, texts)
+        log = build_trajectory(session, events, texts)
         scenario = scenario_of(log.started, None)
         state = state_of(events, blobs, scenario, reader)
         if scenario is not None and state is not None and log.reason == "completed":
@@ -119,7 +119,7 @@ def test_v4_agrees_with_the_physician(scored) -> None:
 def test_careful_answers_score_high_and_beat_the_baseline(scored) -> None:
     by_language: dict[str, list[float]] = defaultdict(list)
     for log, _, score in scored.values():
-        by_language[log.started.get("language") or "en"].append(score.score or 0.0)
+        by_language[log.language].append(score.score or 0.0)
     for language, scores in by_language.items():
         assert sum(scores) / len(scores) >= 0.85, (language, scores)
     if not STORE:
@@ -130,8 +130,8 @@ def test_careful_answers_score_high_and_beat_the_baseline(scored) -> None:
     from services.simulator.orchestrator.jobs import plan
 
     for language, scores in by_language.items():
-        chosen = {(s.id, log.started.get("variant") or "explicit"): s for log, s, _ in scored.values()
-                  if (log.started.get("language") or "en") == language}
+        chosen = {(s.id, log.variant): s for log, s, _ in scored.values()
+                  if log.language == language}
         jobs = [job for (sid, variant), s in chosen.items()
                 for job in plan([(s, s.model_dump(mode="json"))], 1, (language,), variant)]
         run_id = f"careful-baseline-{language}"

@@ -8,19 +8,13 @@ from datetime import UTC, datetime
 import pytest
 
 from contracts.scenario import Fact, FieldConstraint, RubricItem
-from services.consumers.scoring.check_inputs import (
-    CheckContext,
-    FinalState,
-    RecordValue,
-    SessionLog,
-    TurnLog,
-    Utterance,
-)
+from contracts.trajectory import Trajectory, TrajectoryTurn, Utterance
+from contracts.trajectory_log import LoggedEvent, build_trajectory
+from services.consumers.scoring.check_inputs import CheckContext, FinalState, RecordValue
 from services.consumers.scoring.checks.facts import conclusion_matches, fact_stated
 from services.consumers.scoring.checks.registry import CHECKS
 from services.consumers.scoring.constraints import parse_duration, satisfied, values_at
 from services.consumers.scoring.numbers import cited_numbers
-from services.consumers.scoring.session_log import LoggedEvent, build_log
 from tests.scoring import world
 
 IDS = {"patient": "p1", "cr_old": "o1", "cr": "o2", "cr_future": "o3", "glucose": "o4"}
@@ -86,9 +80,9 @@ def test_conclusions_en_zh_with_negation(text: str, expected: str, passed: bool)
 
 
 def _ctx(answer: str, turn: int = 0, state: FinalState | None = None, messages=(), ehr=()) -> CheckContext:
-    log = TurnLog(turn, doctor=Utterance("doctor", "q", 0, "d"), messages=[*messages,
+    log = TrajectoryTurn(turn, doctor=Utterance("doctor", "q", 0, "d"), messages=[*messages,
                   Utterance("answer", answer, 100, "a")], ehr=list(ehr))
-    session = SessionLog("s", turns={turn: log})
+    session = Trajectory("s", turns={turn: log})
     return CheckContext(SCENARIO, SCENARIO.turns[turn], log, session, state or FinalState(), "en")
 
 
@@ -158,7 +152,7 @@ def test_constraint_ops() -> None:
 
 
 def test_writes_per_turn_come_from_the_servers_interaction_events() -> None:
-    from services.consumers.scoring.check_inputs import EhrCall
+    from contracts.trajectory import EhrCall
 
     post = EhrCall("POST", "ServiceRequest", 5, 201)
     failed = EhrCall("POST", "Observation", 6, 422)
@@ -238,17 +232,27 @@ def test_asked_patient_needs_a_question_before_the_answer() -> None:
 
 
 def test_log_grouping_tolerates_missing_extensions() -> None:
-    doctor = {"id": "d", "sender": {"identifier": {"value": "doctor"}}, "recipient": [], "payload": [
-        {"contentString": "q0"}]}
-    answer = {"id": "a", "sender": {"identifier": {"value": "assistant"}},
-              "recipient": [{"identifier": {"value": "doctor"}}], "payload": [{"contentString": "a0"}]}
-    stray = {"requestId": "x", "status": 200}
+    from events.payloads import communication
+
+    doctor = communication("d", "doctor", ["assistant"], "q0").to_data()  # no turn, no kind extension
+    answer = communication("a", "assistant", ["doctor"], "a0").to_data()
+    stray = {"requestId": "x", "status": 200, "latencyMs": 1.0}  # a response to a request never logged
     events = [LoggedEvent("rounds.message.doctor", doctor), LoggedEvent("rounds.ehr.response", stray),
               LoggedEvent("rounds.message.assistant", answer),
               LoggedEvent("rounds.message.doctor", {**doctor, "id": "d1"})]
-    log = build_log("s", events)
+    log = build_trajectory("s", events)
     assert sorted(log.turns) == [0, 1] and log.turns[0].answer_text == "a0" and log.reason == "open"
+    assert log.started is None and log.language == "en" and log.run_id == "-"
     assert cited_numbers("on 2150-02-28 at 08:00 it was 7") [0].value == 7
+
+
+def test_a_payload_its_class_refuses_is_an_error_naming_the_event() -> None:
+    from contracts.trajectory_log import UnreadableEvent
+
+    not_a_message = {"id": "d", "sender": {"identifier": {"value": "doctor"}}, "payload": []}
+    with pytest.raises(UnreadableEvent, match=r"event #1 is not a Communication"):
+        build_trajectory("s", [LoggedEvent("rounds.session.started", {"assistant": "x"}),
+                               LoggedEvent("rounds.message.doctor", not_a_message)])
 
 
 def test_string_facts_by_phrase_or_by_their_numbers_and_entity() -> None:

@@ -116,17 +116,13 @@ def test_judge_items_and_agreement_in_the_report(scoring_world: World, fake_open
 
 def test_unreadable_verdicts_fail_the_item_and_an_unreachable_judge_is_a_retry(fake_openai: str) -> None:
     from contracts.scenario import RubricItem
-    from services.consumers.scoring.check_inputs import (
-        CheckContext,
-        FinalState,
-        SessionLog,
-        TurnLog,
-        Utterance,
-    )
+    from contracts.trajectory import Trajectory, TrajectoryTurn, Utterance
+    from services.consumers.scoring.check_inputs import CheckContext, FinalState
 
     sc = world.scenario({"patient": "p", "cr_old": "a", "cr": "b", "cr_future": "c", "glucose": "d"})
-    log = TurnLog(0, doctor=Utterance("doctor", "q", 0, "d"), messages=[Utterance("answer", "1.8", 1, "a")])
-    ctx = CheckContext(sc, sc.turns[0], log, SessionLog("s", turns={0: log}), FinalState(), "en")
+    log = TrajectoryTurn(0, doctor=Utterance("doctor", "q", 0, "d"),
+                         messages=[Utterance("answer", "1.8", 1, "a")])
+    ctx = CheckContext(sc, sc.turns[0], log, Trajectory("s", turns={0: log}), FinalState(), "en")
     garbled = RubricItem(id="g", kind="llm_judge", params={"criterion": {"en": "GARBLE", "zh": "GARBLE"}})
     result = LlmJudge("m", fake_openai)(garbled, ctx)
     assert not result.passed and "unreadable" in result.evidence

@@ -14,6 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from contracts.trajectory_log import LoggedEvent
 from events.archive import BLOB_KEY, dump, load
 from events.blobs import read
 from events.factory import open_bus
@@ -25,7 +26,6 @@ from services.consumers.scoring import snapshot
 from services.consumers.scoring.api import score_run
 from services.consumers.scoring.fhir_state import fhir_client
 from services.consumers.scoring.replay import body_refs, disagreements, replay_writes
-from services.consumers.scoring.session_log import LoggedEvent
 from tests.scoring import world
 from tests.scoring.conftest import World, make_world
 

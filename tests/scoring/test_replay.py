@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import orjson
 
+from contracts.trajectory_log import LoggedEvent
 from events.blobs import blob_ref
 from services.consumers.scoring.check_inputs import FinalState, Written
 from services.consumers.scoring.replay import body_refs, disagreements, replay_writes
-from services.consumers.scoring.session_log import LoggedEvent
 
 
 def _med(rid: str, version: int, dose: float) -> dict:

@@ -10,7 +10,8 @@ import orjson
 import pytest
 
 from contracts.scenario import ExpectedWrite, Fact
-from services.consumers.scoring.check_inputs import EhrCall, Written
+from contracts.trajectory import EhrCall
+from services.consumers.scoring.check_inputs import Written
 from services.consumers.scoring.scorer import SCORER_VERSION, score_session
 from services.consumers.scoring.v3.subjects import subject_names
 from services.consumers.scoring.v4.claims import read_answer

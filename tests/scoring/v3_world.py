@@ -3,15 +3,9 @@ tests need no broker and no FHIR server: score_session is pure)."""
 
 from __future__ import annotations
 
-from services.consumers.scoring.check_inputs import (
-    EhrCall,
-    FinalState,
-    RecordValue,
-    SessionLog,
-    TurnLog,
-    Utterance,
-    Written,
-)
+from contracts.trajectory import EhrCall, Trajectory, TrajectoryTurn, Utterance
+from events.payloads import SessionEnded, SessionStarted
+from services.consumers.scoring.check_inputs import FinalState, RecordValue, Written
 from tests.scoring import world
 
 IDS = {"patient": "p1", "cr": "cr1", "cr_old": "cr0", "glucose": "glu1"}
@@ -31,16 +25,17 @@ def record() -> list[RecordValue]:
 
 def log(answers: dict[int, str] | None = None, *, given: tuple[str, ...] | None = ("Observation/cr1",
         "Observation/cr0", "Observation/glu1"), writes: dict[int, list[Written]] | None = None,
-        disclosed: tuple[str, ...] = ("otc_nsaid",), language: str = "en") -> tuple[SessionLog, FinalState]:
+        disclosed: tuple[str, ...] = ("otc_nsaid",), language: str = "en") -> tuple[Trajectory, FinalState]:
     """One session: each turn's doctor message, one search whose response gave `given` (None: not logged),
     the patient's reply in turn 2 disclosing `disclosed`, `writes` per turn, and the answers (default: the
     reference answers)."""
     answers = answers or {}
-    out = SessionLog("s1", started={"language": language, "scenario": SCENARIO.id, "runId": "r"},
-                     ended={"reason": "completed"})
+    out = Trajectory("s1", started=SessionStarted(assistant="test", language=language, scenario=SCENARIO.id,
+                                                  run_id="r"),
+                     ended=SessionEnded(reason="completed", turns=len(SCENARIO.turns)))
     position, state = 0, FinalState(record_values=record())
     for turn in SCENARIO.turns:
-        t = out.turns[turn.index] = TurnLog(turn.index)
+        t = out.turns[turn.index] = TrajectoryTurn(turn.index)
         t.doctor = Utterance("doctor", turn.text.get(language, "explicit"), position, "d", sender="doctor")
         t.ehr.append(EhrCall("GET", "Observation", position + 1, 200, 1.0, {}, given))
         position += 2

@@ -100,8 +100,8 @@ def _finalize_waiting(engine: Engine, projection: ScorerProjection, client: Clie
     API; one without its scenario (or whose record values cannot be read) is stored as unscorable (counted
     in the report, never scored 0) rather than left out. Scored outside any transaction (an optional judge
     is asked then), stored in one."""
+    from contracts.trajectory_log import LoggedEvent
     from services.consumers.scoring import replay, stored_text
-    from services.consumers.scoring.session_log import LoggedEvent, build_log
 
     open_, events = projection.tables["scoring_open"], projection.tables["scoring_events"]
     reader = StateReader(client)
@@ -112,8 +112,8 @@ def _finalize_waiting(engine: Engine, projection: ScorerProjection, client: Clie
             rows = conn.execute(select(events.c.type, events.c.data, events.c.time).where(
                 events.c.session_id == session_id).order_by(events.c.position)).all()
             logged = [LoggedEvent(t, orjson.loads(d), tm) for t, d, tm in rows]
-            logs.append((build_log(session_id, logged, stored_text.load(conn, stored_text.refs(logged))),
-                         logged, read(conn, replay.body_refs(logged))))
+            logs.append((stored_text.trajectory(conn, session_id, logged), logged,
+                         read(conn, replay.body_refs(logged))))
     scores = []
     for log, logged, bodies in logs:
         scenario = scenario_of(log.started, projection.scenarios)

@@ -1,5 +1,6 @@
-"""What the checks look at (a session's events grouped by turn, the sandbox's final state) and what they
-return. Data only; session_log.py builds the log, fhir_state.py reads the state, checks/ judge them."""
+"""What the checks look at besides the session's trajectory (contracts/trajectory.py): the sandbox's final
+state and the shared record's values, the context of one rubric item, and what a check returns. Data only;
+fhir_state.py and replay.py read the state, checks/ and each version judge them."""
 
 from __future__ import annotations
 
@@ -9,107 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from contracts.scenario import RubricItem, Scenario, Turn
-
-WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-
-
-@dataclass(frozen=True)
-class EhrCall:
-    """One FHIR request through the session's base, with its response (status None: no response logged)."""
-
-    method: str
-    url: str
-    position: int  # order in the session's log
-    status: int | None = None
-    latency_ms: float | None = None
-    query: dict[str, list[str]] = field(default_factory=dict)
-    resources: tuple[str, ...] | None = None  # "Type/id" of what the response gave (None: not logged)
-    body: str | None = None  # the response body as recorded (inline or its stored copy; None: not held)
-
-    @property
-    def resource_type(self) -> str | None:
-        head = self.url.strip("/").split("/", 1)[0].split("?", 1)[0]
-        return head if head[:1].isupper() else None
-
-    @property
-    def succeeded(self) -> bool:
-        return self.status is not None and self.status < 400
-
-    @property
-    def is_write(self) -> bool:
-        return self.method in WRITE_METHODS
-
-
-@dataclass(frozen=True)
-class Utterance:
-    """A message of the turn: `kind` is doctor | answer | question | clarification | patient | assistant."""
-
-    kind: str
-    text: str
-    position: int
-    message_id: str
-    time: str | None = None
-    disclosed: tuple[str, ...] = ()
-    sender: str = ""  # doctor | assistant | patient (a clarification goes both ways)
-    whole: str | None = None  # the whole text when `text` is the head of one too large for an event
-
-    @property
-    def full_text(self) -> str:
-        """What the checks judge: the whole text (stored_text.py), else the text as carried."""
-        return self.whole if self.whole is not None else self.text
-
-
-@dataclass
-class TurnLog:
-    index: int
-    doctor: Utterance | None = None
-    messages: list[Utterance] = field(default_factory=list)
-    ehr: list[EhrCall] = field(default_factory=list)
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    cds: list[dict[str, Any]] = field(default_factory=list)  # rounds.cds.exchange data of the turn
-
-    @property
-    def answers(self) -> list[Utterance]:
-        return [m for m in self.messages if m.kind == "answer"]
-
-    @property
-    def answer_text(self) -> str:
-        return "\n".join(m.full_text for m in self.answers)
-
-    @property
-    def answer_position(self) -> int | None:
-        answers = self.answers
-        return answers[-1].position if answers else None
-
-    @property
-    def questions(self) -> list[Utterance]:
-        return [m for m in self.messages if m.kind == "question"]
-
-    @property
-    def patient_replies(self) -> list[Utterance]:
-        return [m for m in self.messages if m.kind == "patient"]
-
-    def writes(self) -> list[EhrCall]:
-        """Successful write requests of this turn (the server recorded them, not the assistant)."""
-        return [call for call in self.ehr if call.is_write and call.succeeded]
-
-
-@dataclass
-class SessionLog:
-    session_id: str
-    started: dict[str, Any] = field(default_factory=dict)  # rounds.session.started data
-    started_time: str | None = None
-    ended: dict[str, Any] | None = None
-    ended_time: str | None = None
-    turns: dict[int, TurnLog] = field(default_factory=dict)
-
-    @property
-    def run_id(self) -> str:
-        return (self.ended or {}).get("runId") or self.started.get("runId") or "-"
-
-    @property
-    def reason(self) -> str:
-        return (self.ended or {}).get("reason", "open")
+from contracts.trajectory import Trajectory, TrajectoryTurn
 
 
 @dataclass(frozen=True)
@@ -189,8 +90,8 @@ class CheckContext:
 
     scenario: Scenario
     turn: Turn
-    log: TurnLog
-    session: SessionLog
+    log: TrajectoryTurn
+    session: Trajectory
     state: FinalState
     language: str
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import uuid
 
 from contracts.score import SessionScore, TurnScore
+from contracts.trajectory import Trajectory
 from events.catalog import CATALOG
 from events.envelope import CloudEvent
 from events.payloads import JudgeCall, ScoreSession, ScoreTurn
 from events.payloads.outcome import ScoreCheck
-from services.consumers.scoring.check_inputs import SessionLog
 
 SOURCE = "/rounds/scoring"
 _NAMESPACE = uuid.UUID("6f1c3a52-1d7e-5a51-9d1e-2a3c0b5e7f10")
@@ -26,7 +26,7 @@ def _identity(score: SessionScore, version: str) -> dict:
             "language": score.language, "variant": score.variant}
 
 
-def turn_event(score: SessionScore, turn: TurnScore, log: SessionLog, version: str,
+def turn_event(score: SessionScore, turn: TurnScore, log: Trajectory, version: str,
                scorer: str) -> CloudEvent:
     turn_log = log.turns.get(turn.index)
     answers = turn_log.answers if turn_log else []
@@ -47,7 +47,7 @@ def turn_event(score: SessionScore, turn: TurnScore, log: SessionLog, version: s
                         id=event_id(version, score.run, log.session_id, turn.index), time=log.ended_time)
 
 
-def session_event(score: SessionScore, log: SessionLog, version: str, scorer: str,
+def session_event(score: SessionScore, log: Trajectory, version: str, scorer: str,
                   threshold: float = 0.75) -> CloudEvent:
     excluded = score.excluded
     passed = None if score.score is None else all(t.score >= threshold for t in score.turns)
@@ -60,7 +60,7 @@ def session_event(score: SessionScore, log: SessionLog, version: str, scorer: st
                         id=event_id(version, score.run, log.session_id, None), time=log.ended_time)
 
 
-def judge_events(score: SessionScore, log: SessionLog, version: str) -> list[CloudEvent]:
+def judge_events(score: SessionScore, log: Trajectory, version: str) -> list[CloudEvent]:
     """One `rounds.score.judge` per call of the optional judge the score holds: its `llm_judge` items and the
     items it judged beside a deterministic check (`judge_agreement`); ids derived like the scores'."""
     out = []

@@ -19,12 +19,12 @@ from typing import Any
 
 from contracts.scenario import Scenario
 from contracts.score import SessionScore
+from contracts.trajectory_log import LoggedEvent, build_trajectory
 from events.payloads import SandboxState
 from services.consumers.scoring import replay
 from services.consumers.scoring.check_inputs import FinalState
 from services.consumers.scoring.scenarios import scenario_of
 from services.consumers.scoring.scorer import SCORER_VERSION, score_session
-from services.consumers.scoring.session_log import LoggedEvent, build_log
 
 EHR_PREFIX = "rounds.ehr."
 
@@ -44,7 +44,7 @@ def score_events(events: Iterable[Any], scenario: Scenario | None = None, state:
     logged = [event for event, _ in pairs]
     subject = next((s for _, s in pairs if s), None)
     texts = {ref: body.decode(errors="replace") for ref, body in (stored or {}).items()}
-    log = build_log(subject or "session", logged, texts)  # whole answers, stored resource lists
+    log = build_trajectory(subject or "session", logged, texts)  # whole answers, stored resource lists
     scenario = scenario or scenario_of(log.started, None)
     if state is None and any(e.type == SandboxState.TYPE or e.type.startswith(EHR_PREFIX) for e in logged):
         state = replay.state_of_log(logged, stored)

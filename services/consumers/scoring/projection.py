@@ -31,6 +31,8 @@ from sqlalchemy.schema import SchemaItem
 from contracts.end_reasons import NOT_ASSISTANT_FAULT
 from contracts.scenario import Scenario
 from contracts.score import SessionScore
+from contracts.trajectory import Trajectory
+from contracts.trajectory_log import LoggedEvent, build_trajectory
 from events import blobs
 from events import payloads as p
 from events.bus import Record
@@ -47,13 +49,12 @@ from events.projections.projection import (
 from events.projections.retry import RetryLater
 from events.topics import SCORES, SESSIONS
 from services.consumers.scoring import snapshot, stored_text, tables
-from services.consumers.scoring.check_inputs import CheckResult, FinalState, SessionLog
+from services.consumers.scoring.check_inputs import CheckResult, FinalState
 from services.consumers.scoring.fhir_state import SandboxMissing
 from services.consumers.scoring.judge import Verdicts
 from services.consumers.scoring.scenarios import scenario_of
 from services.consumers.scoring.score_rows import Scored, document_digest, scored, store_scores
 from services.consumers.scoring.scorer import SCORER_VERSION, judge_requests, score_session
-from services.consumers.scoring.session_log import LoggedEvent, build_log
 from services.consumers.scoring.turn_parts import Judge
 
 ENDED, STARTED, SNAPSHOT = p.SessionEnded.TYPE, p.SessionStarted.TYPE, p.SandboxState.TYPE
@@ -128,8 +129,8 @@ class ScorerProjection(Projection):
     def _mine(self, data: dict[str, Any]) -> bool:
         return self.run_id is None or data.get("runId") == self.run_id
 
-    def _started(self, records: Sequence[Record], ended: list[str]) -> dict[str, dict[str, Any]]:
-        """session.started data of the ended sessions: from the batch, else from this group's buffer."""
+    def _started(self, records: Sequence[Record], ended: list[str]) -> dict[str, p.SessionStarted]:
+        """session.started of the ended sessions: from the batch, else from this group's buffer."""
         found = {r.key: r.event.data for r in records if r.event.type == STARTED and r.key in ended}
         wanted = [sid for sid in ended if sid not in found]
         if wanted and self.engine is not None:
@@ -138,7 +139,7 @@ class ScorerProjection(Projection):
                 rows = conn.execute(select(table.c.session_id, table.c.data).where(
                     table.c.session_id.in_(wanted), table.c.type == STARTED))
                 found.update({sid: orjson.loads(data) for sid, data in rows})
-        return found
+        return {sid: p.SessionStarted.model_validate(data) for sid, data in found.items()}
 
     def prefetch(self, records: Sequence[Record]) -> Prefetched:
         """The final state of each sandbox whose session ends in this batch (MISSING: not on this server, or
@@ -181,7 +182,7 @@ class ScorerProjection(Projection):
                                            is_live)
         return Prefetched(states, verdicts, scores)
 
-    def _scored(self, log: SessionLog, score: SessionScore, state: FinalState | None, live: bool,
+    def _scored(self, log: Trajectory, score: SessionScore, state: FinalState | None, live: bool,
                 store: snapshot.Store | None = None) -> Scored:
         """Rows and events of a score; a large state read live is stored through `store`, by default (the
         prefetch, outside the transaction) in the engine's blob store, written before its event exists."""
@@ -197,7 +198,7 @@ class ScorerProjection(Projection):
         with ThreadPoolExecutor(min(READERS, len(jobs))) as pool:
             return list(pool.map(work, jobs))
 
-    def _judge_ahead(self, logs: list[SessionLog]) -> dict[tuple[str, int, str], CheckResult]:
+    def _judge_ahead(self, logs: list[Trajectory]) -> dict[tuple[str, int, str], CheckResult]:
         """The judge's verdicts for every session this batch scores: those ending in it with a state, and
         those whose `rounds.sandbox.state` arrives in it while they wait (or ended in it without one)."""
         requests = [(item, ctx) for log in logs
@@ -207,13 +208,13 @@ class ScorerProjection(Projection):
         return {(ctx.session.session_id, ctx.log.index, item.id): result
                 for (item, ctx), result in zip(requests, results, strict=True)}
 
-    def _score_log(self, log: SessionLog, state: FinalState | None,
+    def _score_log(self, log: Trajectory, state: FinalState | None,
                    verdicts: dict[tuple[str, int, str], CheckResult]) -> SessionScore:
         judge = Verdicts(self.judge, verdicts) if self.judge else None
         return score_session(log, scenario_of(log.started, self.scenarios), state, judge,  # type: ignore[arg-type]
                              self.version)
 
-    def score_log(self, log: SessionLog, state: FinalState) -> SessionScore:
+    def score_log(self, log: Trajectory, state: FinalState) -> SessionScore:
         """One session's score from a state found outside a batch (a replay: api.py), the judge asked
         directly: the caller is in no transaction."""
         return score_session(log, scenario_of(log.started, self.scenarios), state, self.judge,  # type: ignore[arg-type]
@@ -227,7 +228,7 @@ class ScorerProjection(Projection):
             return set(conn.execute(select(table.c.session_id).where(
                 table.c.session_id.in_(sorted(sessions)), table.c.status == "waiting")).scalars())
 
-    def _logs(self, records: Sequence[Record], sessions: list[str]) -> list[SessionLog]:
+    def _logs(self, records: Sequence[Record], sessions: list[str]) -> list[Trajectory]:
         """The logs the batch's transaction will score these sessions from: the group's buffered events
         (committed by earlier batches), then the batch's own up to the session's end."""
         if not sessions:
@@ -254,7 +255,7 @@ class ScorerProjection(Projection):
             with self.engine.connect() as conn:
                 wanted = {ref for sid in sessions for ref in stored_text.refs(rows[sid])}
                 stored = stored_text.load(conn, wanted)
-        return [build_log(sid, rows[sid], stored) for sid in sessions]
+        return [build_trajectory(sid, rows[sid], stored) for sid in sessions]
 
     def _read(self, session_id: str, scenario: Scenario) -> FinalState | object:
         try:
@@ -350,9 +351,9 @@ class ScorerProjection(Projection):
         self.documents[document_digest(done.rows.session["document"])] = done.score
 
     def _score_now(self, tx: ProjectionTx, session_id: str, state: FinalState | None, live: bool,
-                   ) -> tuple[SessionLog, FinalState | None, SessionScore]:
+                   ) -> tuple[Trajectory, FinalState | None, SessionScore]:
         events = self._events(tx, session_id)
-        log = build_log(session_id, events, stored_text.load(tx.conn, stored_text.refs(events)))
+        log = stored_text.trajectory(tx.conn, session_id, events)
         scenario = scenario_of(log.started, self.scenarios)
         if state is None and live and scenario is not None and self.read_state is not None \
                 and log.reason not in NOT_ASSISTANT_FAULT:

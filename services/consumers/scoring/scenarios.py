@@ -12,6 +12,7 @@ import orjson
 from pydantic import ValidationError
 
 from contracts.scenario import Scenario
+from events.payloads import SessionStarted
 
 
 class ScenarioFileError(ValueError):
@@ -32,15 +33,17 @@ def load_scenarios(path: str | Path) -> dict[str, Scenario]:
     return out
 
 
-def scenario_of(started: dict[str, Any], fresh: dict[str, Scenario] | None = None) -> Scenario | None:
+def scenario_of(started: SessionStarted | None, fresh: dict[str, Scenario] | None = None) -> Scenario | None:
     """The session's scenario: a fresh definition by id when given, else the one in the log, else None."""
-    scenario_id = started.get("scenario")
+    if started is None:
+        return None
+    scenario_id = started.scenario
     if fresh and scenario_id in fresh:
         return fresh[scenario_id]
-    definition = started.get("scenarioDefinition")
+    definition = started.scenario_definition
     if definition is None:
         return None
-    digest = started.get("scenarioDigest") or hashlib.sha256(
+    digest = started.scenario_digest or hashlib.sha256(
         orjson.dumps(definition, option=orjson.OPT_SORT_KEYS)).hexdigest()
     key = (scenario_id, digest)
     if key in _PARSED:

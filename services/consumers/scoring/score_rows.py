@@ -18,10 +18,11 @@ import orjson
 from sqlalchemy import Connection, Table, delete, insert, select
 
 from contracts.score import SessionScore
+from contracts.trajectory import Trajectory
 from events.envelope import CloudEvent
 from events.projections.projection import bound_values, bulk_insert, in_bound
 from services.consumers.scoring import snapshot
-from services.consumers.scoring.check_inputs import FinalState, SessionLog
+from services.consumers.scoring.check_inputs import FinalState
 from services.consumers.scoring.events_out import judge_events, session_event, turn_event
 from services.consumers.scoring.scorer import SCORER
 
@@ -63,13 +64,13 @@ class Scored:
     recorded), the log and score, the rows, and the events to emit as (event, topic)."""
 
     live: bool
-    log: SessionLog
+    log: Trajectory
     score: SessionScore
     rows: ScoreRows
     emits: list[tuple[CloudEvent, str]] = field(default_factory=list)
 
 
-def scored(log: SessionLog, score: SessionScore, state: FinalState | None, *, live: bool, version: str,
+def scored(log: Trajectory, score: SessionScore, state: FinalState | None, *, live: bool, version: str,
            scores_topic: str, sessions_topic: str, store: snapshot.Store | None = None) -> Scored:
     """The rows and events of a session's score: `rounds.score.turn` per reached turn and `.session` on the
     scores topic, and after a live read the `rounds.sandbox.state` it read, for a re-score elsewhere (a

@@ -13,7 +13,8 @@ from statistics import median
 from contracts.end_reasons import NOT_ASSISTANT_FAULT
 from contracts.scenario import RubricItem, Scenario
 from contracts.score import SessionScore
-from services.consumers.scoring.check_inputs import CheckContext, FinalState, SessionLog
+from contracts.trajectory import Trajectory
+from services.consumers.scoring.check_inputs import CheckContext, FinalState
 from services.consumers.scoring.turn_parts import Judge
 from services.consumers.scoring.versions import CURRENT, score_turns_of
 
@@ -26,13 +27,13 @@ def persona_label(scenario: Scenario) -> str:
     return f"{p.health_literacy}-literacy/{p.completeness}"
 
 
-def judge_requests(log: SessionLog, scenario: Scenario | None) -> list[tuple[RubricItem, CheckContext]]:
+def judge_requests(log: Trajectory, scenario: Scenario | None) -> list[tuple[RubricItem, CheckContext]]:
     """What `score_session` with a judge asks it, so a caller can judge ahead (outside a transaction): every
     llm_judge item and every item with a description (the agreement figure) of each reached turn. A judge
     sees the conversation, not the sandbox: the contexts hold an empty final state."""
     if log.reason in NOT_ASSISTANT_FAULT or scenario is None:
         return []
-    language = log.started.get("language") or "en"
+    language = log.language
     requests = []
     for index, turn in enumerate(scenario.turns):
         turn_log = log.turns.get(index)
@@ -44,25 +45,25 @@ def judge_requests(log: SessionLog, scenario: Scenario | None) -> list[tuple[Rub
     return requests
 
 
-def score_session(log: SessionLog, scenario: Scenario | None, state: FinalState | None,
+def score_session(log: Trajectory, scenario: Scenario | None, state: FinalState | None,
                   judge: Judge | None = None, version: str | None = None) -> SessionScore:
     """One session under the rules of `version` (default: the current SCORER_VERSION). A session the rules
     cannot score (a bug of Rounds, never of the assistant) is returned unscored with the reason."""
     started = log.started
-    language = started.get("language") or "en"
+    language = log.language
     base = {
         "session": log.session_id,
-        "scenario": (scenario.id if scenario else started.get("scenario")) or "-",
+        "scenario": (scenario.id if scenario else started.scenario if started else None) or "-",
         "family": scenario.family if scenario else None,
         "difficulty": scenario.difficulty if scenario else None,
         "language": language,
-        "variant": started.get("variant") or "explicit",
-        "trial": started.get("trial") or 0,
+        "variant": log.variant,
+        "trial": (started.trial if started else None) or 0,
         "reason": log.reason,
         "run": log.run_id,
         "persona": persona_label(scenario) if scenario else None,
-        "assistant": started.get("assistant"),
-        "retry_of": started.get("retryOf"),
+        "assistant": started.assistant if started else None,
+        "retry_of": started.retry_of if started else None,
     }
     if log.reason in NOT_ASSISTANT_FAULT:
         return SessionScore(**base, score=None, excluded=log.reason)

@@ -16,6 +16,8 @@ from typing import Any
 
 from sqlalchemy import Connection, inspect
 
+from contracts.trajectory import Trajectory
+from contracts.trajectory_log import LoggedEvent, build_trajectory
 from events.blobs import BLOBS, read
 from events.payloads import EhrResponse
 from events.payloads.messages import MESSAGE_PREFIX, STORED_PREFIX
@@ -42,6 +44,12 @@ def refs(events: Iterable[Any]) -> set[str]:
             found.update((data.get("bodyRef") or "", data.get("resourcesRef") or ""))
     found.discard("")
     return found
+
+
+def trajectory(conn: Connection, session_id: str, events: list[LoggedEvent]) -> Trajectory:
+    """The session's trajectory with the whole texts, resource lists and bodies this database stores: how
+    the consumer and `rounds score` read a session they hold in a database."""
+    return build_trajectory(session_id, events, load(conn, refs(events)))
 
 
 def load(conn: Connection, wanted: set[str]) -> dict[str, str]:

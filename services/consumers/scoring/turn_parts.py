@@ -1,6 +1,6 @@
-"""What both rule versions (scorer.py's version 2, v3/scorer.py) share to score one turn: a rubric item
-judged by the check its kind names, the turn's exchanges as the report shows them, and its tool figures.
-Kept apart from scorer.py so the current rules do not import the module that dispatches to them."""
+"""What every scorer version (versions.py) shares to score one turn: a rubric item judged by the check its
+kind registers, the turn's exchanges as the report shows them, and its tool figures. Kept apart from
+scorer.py so the versions do not import the module that dispatches to them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import Protocol
 
 from contracts.scenario import RubricItem, Turn
 from contracts.score import Exchange
-from services.consumers.scoring.check_inputs import CheckContext, CheckResult, TurnLog
+from contracts.trajectory import TrajectoryTurn
+from events.payloads import CdsExchange
+from services.consumers.scoring.check_inputs import CheckContext, CheckResult
 from services.consumers.scoring.checks.registry import check_of
 
 
@@ -36,7 +38,7 @@ def check_item(item: RubricItem, ctx: CheckContext, judge: Judge | None) -> Chec
         return CheckResult(False, f"check error: {type(exc).__name__}: {exc}")
 
 
-def exchanges(log: TurnLog) -> list[Exchange]:
+def exchanges(log: TrajectoryTurn) -> list[Exchange]:
     """The turn as the per-session view shows it, in log order."""
     items: list[tuple[int, Exchange]] = []
     if log.doctor is not None:
@@ -49,26 +51,27 @@ def exchanges(log: TurnLog) -> list[Exchange]:
         items.append((call.position, Exchange(kind="ehr", method=call.method, url=call.url,
                                               query=call.query or None, status=call.status,
                                               latency_ms=call.latency_ms)))
-    for cds in log.cds:
-        items.append((cds["position"], Exchange(kind="cds", url=f"{cds.get('service')} ({cds.get('hook')})",
-                                                text=cds_line(cds), status=cds.get("httpStatus"),
-                                                latency_ms=cds.get("latencyMs"))))
+    for call in log.cds:
+        cds = call.exchange
+        items.append((call.position, Exchange(kind="cds", url=f"{cds.service} ({cds.hook})",
+                                              text=cds_line(cds), status=cds.http_status,
+                                              latency_ms=cds.latency_ms)))
     return [exchange for _, exchange in sorted(items, key=lambda pair: pair[0])]
 
 
-def cds_line(cds: dict) -> str:
+def cds_line(cds: CdsExchange) -> str:
     """A CDS Hooks exchange as the per-session view lists it: the hook, then its cards, error or feedback."""
-    head = f"{cds.get('hook')} → {cds.get('service')}: "
-    if cds.get("outcome") == "cards":
-        cards = [f"{c.get('indicator')}: {c.get('summary')}" for c in cds.get("cards") or ()]
-        actions = len(cds.get("systemActions") or ())
+    head = f"{cds.hook} → {cds.service}: "
+    if cds.outcome == "cards":
+        cards = [f"{c.get('indicator')}: {c.get('summary')}" for c in cds.cards]
+        actions = len(cds.system_actions)
         return head + ("; ".join(cards) or "no card") + (f" (+{actions} system actions)" if actions else "")
-    if cds.get("outcome") == "feedback":
-        return head + "feedback " + ", ".join(str(f.get("outcome")) for f in cds.get("feedback") or ())
-    return head + f"{cds.get('outcome')}: {cds.get('error')}"
+    if cds.outcome == "feedback":
+        return head + "feedback " + ", ".join(str(f.get("outcome")) for f in cds.feedback)
+    return head + f"{cds.outcome}: {cds.error}"
 
 
-def turn_tools(turn: Turn, log: TurnLog) -> dict:
+def turn_tools(turn: Turn, log: TrajectoryTurn) -> dict:
     """Tool metrics of one turn: FHIR calls, errors, resource types needed vs queried, patient questions."""
     refs = [ref for fact in turn.facts for ref in fact.sources]
     needed = {ref.split("/", 1)[0] for ref in refs}
@@ -78,7 +81,7 @@ def turn_tools(turn: Turn, log: TurnLog) -> dict:
     return {
         "fhir_calls": len(log.ehr),
         "fhir_errors": sum(1 for call in log.ehr if call.status is not None and call.status >= 400),
-        "tool_calls": sum(1 for t in log.tools if t["event"] == "call"),
+        "tool_calls": sum(1 for t in log.tools if t.event == "call"),
         "patient_questions": len(log.questions),
         "types_needed": sorted(needed),
         "types_queried": sorted(queried),

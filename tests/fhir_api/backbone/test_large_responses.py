@@ -12,10 +12,10 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
+from contracts.trajectory_log import LoggedEvent, build_trajectory
 from events.blobs import BlobStore
 from events.envelope import MAX_EVENT_BYTES
 from services.consumers.scoring import stored_text
-from services.consumers.scoring.session_log import LoggedEvent, build_log
 from services.fhir_api.backbone.recorder import returned_resources
 from services.fhir_api.load import load_ndjson
 from tests.events.projections import helpers as h
@@ -74,7 +74,7 @@ def test_a_response_listing_thousands_of_resources_is_recorded_and_answers(env: 
     logged = [LoggedEvent("rounds.message.doctor", _doctor_message()),
               *(LoggedEvent(r.event.type, r.event.data) for r in records)]
     with env.engine.connect() as conn:
-        log = build_log(sid, logged, stored_text.load(conn, stored_text.refs(logged)))
+        log = build_trajectory(sid, logged, stored_text.load(conn, stored_text.refs(logged)))
     (call,) = log.turns[0].ehr
     assert call.status == 200 and len(call.resources) == OBSERVATIONS + 1
     assert call.resources[0] == "Specimen/s1"

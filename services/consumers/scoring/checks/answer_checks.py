@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from contracts.scenario import RubricItem
-from services.consumers.scoring.check_inputs import CheckContext, CheckResult, EhrCall
+from contracts.trajectory import EhrCall
+from services.consumers.scoring.check_inputs import CheckContext, CheckResult
 from services.consumers.scoring.checks.base import Check
 from services.consumers.scoring.checks.sql_answer import gold_of, judge_answer
 

@@ -15,13 +15,13 @@ SEVERITY = {"info": 0, "warning": 1, "critical": 2}  # CDS Hooks 2.0 card indica
 
 def cards_on(ctx: CheckContext, hook: str) -> list[dict]:
     """The cards the turn's calls of `hook` returned (every service declaring it)."""
-    return [card for exchange in ctx.log.cds
-            if exchange.get("hook") == hook and exchange.get("outcome") == "cards"
-            for card in exchange.get("cards") or ()]
+    return [card for call in ctx.log.cds
+            if call.exchange.hook == hook and call.exchange.outcome == "cards"
+            for card in call.exchange.cards]
 
 
 def _fired(ctx: CheckContext, hook: str) -> bool:
-    return any(exchange.get("hook") == hook for exchange in ctx.log.cds)
+    return any(call.exchange.hook == hook for call in ctx.log.cds)
 
 
 def _severe(card: dict, floor: str) -> bool:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from contracts.scenario import ExpectedWrite, Fact, RubricItem
-from services.consumers.scoring.check_inputs import CheckContext, CheckResult, EhrCall, RecordValue, Written
+from contracts.trajectory import EhrCall
+from services.consumers.scoring.check_inputs import CheckContext, CheckResult, RecordValue, Written
 from services.consumers.scoring.checks.base import Check
 from services.consumers.scoring.checks.facts import quantity_matches
 from services.consumers.scoring.constraints import aware, satisfied

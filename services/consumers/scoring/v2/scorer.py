@@ -13,11 +13,12 @@ from contracts.rubric import GATES
 from contracts.scenario import Scenario
 from contracts.score import Check as CheckOut
 from contracts.score import TurnScore
-from services.consumers.scoring.check_inputs import CheckContext, FinalState, SessionLog
+from contracts.trajectory import Trajectory
+from services.consumers.scoring.check_inputs import CheckContext, FinalState
 from services.consumers.scoring.turn_parts import Judge, check_item, exchanges, turn_tools
 
 
-def score_turn(scenario: Scenario, index: int, log: SessionLog, state: FinalState, language: str,
+def score_turn(scenario: Scenario, index: int, log: Trajectory, state: FinalState, language: str,
                judge: Judge | None = None) -> TurnScore:
     turn = scenario.turns[index]
     turn_log = log.turns.get(index)
@@ -45,7 +46,7 @@ def score_turn(scenario: Scenario, index: int, log: SessionLog, state: FinalStat
                      exchanges=exchanges(turn_log), reached=True, tools=turn_tools(turn, turn_log), **extra)
 
 
-def score_turns(scenario: Scenario, log: SessionLog, state: FinalState, language: str,
+def score_turns(scenario: Scenario, log: Trajectory, state: FinalState, language: str,
                 judge: Judge | None = None) -> list[TurnScore]:
     """Every turn of the scenario (the shape every version's `score_turns` has: versions.py)."""
     return [score_turn(scenario, i, log, state, language, judge) for i in range(len(scenario.turns))]

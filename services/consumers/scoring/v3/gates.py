@@ -13,13 +13,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from services.consumers.scoring.check_inputs import (
-    CheckContext,
-    CheckResult,
-    EhrCall,
-    RecordValue,
-    values_by_code,
-)
+from contracts.trajectory import EhrCall
+from services.consumers.scoring.check_inputs import CheckContext, CheckResult, RecordValue, values_by_code
 from services.consumers.scoring.checks.facts import quantity_matches
 from services.consumers.scoring.constraints import aware
 from services.consumers.scoring.units import analyte_of

@@ -17,15 +17,9 @@ from dataclasses import replace
 
 from contracts.scenario import Fact, RubricItem, Scenario, Turn
 from contracts.score import TurnScore
+from contracts.trajectory import Trajectory, TrajectoryTurn
 from contracts.vocabulary import LABITEMS
-from services.consumers.scoring.check_inputs import (
-    CheckContext,
-    CheckResult,
-    FinalState,
-    SessionLog,
-    TurnLog,
-    known_until,
-)
+from services.consumers.scoring.check_inputs import CheckContext, CheckResult, FinalState, known_until
 from services.consumers.scoring.turn_parts import check_item
 from services.consumers.scoring.units import alternatives, analyte_of, canonical_unit
 from services.consumers.scoring.v3.claim_model import Claim, ParsedAnswer
@@ -44,7 +38,7 @@ from services.consumers.scoring.v3.writes import WriteKey, match_writes
 class SessionView:
     """What every turn of one session shares: subject names, known values, the write matching, grounding."""
 
-    def __init__(self, scenario: Scenario, log: SessionLog, state: FinalState) -> None:
+    def __init__(self, scenario: Scenario, log: Trajectory, state: FinalState) -> None:
         self.scenario, self.log, self.state = scenario, log, state
         self.names = subject_names(scenario)
         known = known_until(state.record_values, scenario.now)  # shared by the sessions of one record
@@ -60,7 +54,7 @@ class SessionView:
         calls = [c for t in log.turns.values() for c in t.ehr]
         self.grounding = any(c.resources is not None for c in calls)
 
-    def given(self, turn_log: TurnLog) -> dict[str, int]:
+    def given(self, turn_log: TrajectoryTurn) -> dict[str, int]:
         """Resource -> position of the first response that gave it to the assistant, up to this answer."""
         limit = turn_log.answer_position if turn_log.answer_position is not None else float("inf")
         out: dict[str, int] = {}
@@ -140,7 +134,7 @@ def _concludes(turn: Turn) -> bool:
             or any(f.kind in ("trend", "decision") for f in turn.facts))
 
 
-def score_turn_v3(scenario: Scenario, index: int, log: SessionLog, state: FinalState, language: str,
+def score_turn_v3(scenario: Scenario, index: int, log: Trajectory, state: FinalState, language: str,
                   view: SessionView, judge=None) -> TurnScore:
     turn = scenario.turns[index]
     turn_log = log.turns.get(index)
@@ -162,7 +156,7 @@ def score_turn_v3(scenario: Scenario, index: int, log: SessionLog, state: FinalS
     prec = precision(claims, turn.facts, subjects, view.known, judged.rule)
     return scored_turn(index, turn, turn_log, judged, gates, prec, view.names)
 
-def score_turns(scenario: Scenario, log: SessionLog, state: FinalState, language: str,
+def score_turns(scenario: Scenario, log: Trajectory, state: FinalState, language: str,
                 judge=None) -> list[TurnScore]:
     """Every turn of the scenario over one SessionView (the shape of every version: versions.py)."""
     view = SessionView(scenario, log, state)

@@ -16,7 +16,8 @@ from contracts.rubric import GATES, MEASURES
 from contracts.scenario import RubricItem, Turn
 from contracts.score import Check as CheckOut
 from contracts.score import TurnScore
-from services.consumers.scoring.check_inputs import CheckContext, CheckResult, TurnLog
+from contracts.trajectory import TrajectoryTurn
+from services.consumers.scoring.check_inputs import CheckContext, CheckResult
 from services.consumers.scoring.checks.registry import UnknownKind
 from services.consumers.scoring.turn_parts import exchanges, turn_tools
 
@@ -92,7 +93,7 @@ class Precision(Protocol):
     def deductions(self, names: dict) -> Any: ...
 
 
-def scored_turn(index: int, turn: Turn, log: TurnLog, judged: JudgedRubric, gates: list[CheckOut],
+def scored_turn(index: int, turn: Turn, log: TrajectoryTurn, judged: JudgedRubric, gates: list[CheckOut],
                 prec: Precision, names: dict) -> TurnScore:
     """The reached turn's TurnScore: its checks, the precision check, its gates and the score."""
     precision = CheckOut(id="precision", kind="precision", passed=prec.factor >= 1.0, weight=0.0,

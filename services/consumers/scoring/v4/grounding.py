@@ -11,9 +11,10 @@ number drawn at another time: the latest potassium given for the one before the 
 elsewhere does not ground the fact (`stated_by`).
 
 The bodies are the `rounds.ehr.response` events' (inline, or the stored copy their `bodyRef` names:
-session_log.py). A response whose body the log does not hold (a log loaded without its stored bodies) is
-read by the ids it recorded, as scorer v3 did, and the evidence says so; one that holds neither (its blobs
-did not travel with the log) cannot be judged, and an item it might have grounded is not held to it.
+contracts/trajectory_log.py). A response whose body the log does not hold (a log loaded without its stored
+bodies) is read by the ids it recorded, as scorer v3 did, and the evidence says so; one that holds neither
+(its blobs did not travel with the log) cannot be judged, and an item it might have grounded is not held to
+it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from typing import Any
 import orjson
 
 from contracts.scenario import Fact, Turn
-from services.consumers.scoring.check_inputs import CheckResult, EhrCall, RecordValue, SessionLog, TurnLog
+from contracts.trajectory import EhrCall, Trajectory, TrajectoryTurn
+from services.consumers.scoring.check_inputs import CheckResult, RecordValue
 from services.consumers.scoring.units import analyte_of
 from services.consumers.scoring.v4.claim_model import ResultClaim
 from services.consumers.scoring.v4.tokens import Spans
@@ -95,7 +97,7 @@ class Received:
     unknown: bool  # some response is known neither by body nor by ids (its blobs did not travel)
 
 
-def received(log: SessionLog, turn_log: TurnLog) -> Received | None:
+def received(log: Trajectory, turn_log: TrajectoryTurn) -> Received | None:
     """None when the log records no responses at all (a synthetic log: not held to grounding)."""
     calls = [c for t in log.turns.values() for c in t.ehr]
     if not any(c.resources is not None or c.body is not None for c in calls):
@@ -119,7 +121,8 @@ def received(log: SessionLog, turn_log: TurnLog) -> Received | None:
     return Received(seen, ids_only, unknown)
 
 
-def grounded_refs(refs: list[str], need: str, log: SessionLog, turn_log: TurnLog) -> CheckResult | None:
+def grounded_refs(refs: list[str], need: str, log: Trajectory,
+                  turn_log: TrajectoryTurn) -> CheckResult | None:
     """Were `all` (or `any`) of `refs` received with their content? None: not held to it."""
     got = received(log, turn_log) if refs else None
     if got is None:
@@ -136,7 +139,7 @@ def grounded_refs(refs: list[str], need: str, log: SessionLog, turn_log: TurnLog
     return CheckResult(True, f"grounded in event #{max(got.seen[r] for r in refs if r in got.seen)}{note}")
 
 
-def grounded(fact: Fact, log: SessionLog, turn_log: TurnLog,
+def grounded(fact: Fact, log: Trajectory, turn_log: TrajectoryTurn,
              stated: set[str] | None = None) -> CheckResult | None:
     """A fact's grounding. `stated`: the results the claims meeting it state (None: they do not narrow it);
     a fact whose claims state none of its sources is not grounded by reading them."""
@@ -146,8 +149,8 @@ def grounded(fact: Fact, log: SessionLog, turn_log: TurnLog,
     return grounded_refs(fact.sources, "all", log, turn_log)
 
 
-def rests_on(kind: str, fact: Fact | None, turn: Turn, earlier: list[Turn], log: SessionLog,
-             turn_log: TurnLog) -> CheckResult | None:
+def rests_on(kind: str, fact: Fact | None, turn: Turn, earlier: list[Turn], log: Trajectory,
+             turn_log: TrajectoryTurn) -> CheckResult | None:
     """The grounding of an item of `kind` (its `fact` for fact_cited; `earlier`: the session's turns before
     this one): the first rule of `rests_on` whose facts have sources. None: not held to it."""
     for rule in _data()["rests_on"].get(kind, []):

@@ -17,14 +17,9 @@ from dataclasses import replace
 from contracts.scenario import Fact, RubricItem, Scenario
 from contracts.score import Check as CheckOut
 from contracts.score import TurnScore
+from contracts.trajectory import Trajectory
 from contracts.vocabulary import LABITEMS
-from services.consumers.scoring.check_inputs import (
-    CheckContext,
-    CheckResult,
-    FinalState,
-    SessionLog,
-    values_by_code,
-)
+from services.consumers.scoring.check_inputs import CheckContext, CheckResult, FinalState, values_by_code
 from services.consumers.scoring.lexicon import lexicon
 from services.consumers.scoring.turn_parts import check_item
 from services.consumers.scoring.units import analyte_of
@@ -55,7 +50,7 @@ NUMERIC_KINDS = ("latest", "value_at", "mean", "min", "max")
 class SessionViewV4(SessionView):
     """v3's view (names, known values, facts) with v4's write matching and each subject's dated results."""
 
-    def __init__(self, scenario: Scenario, log: SessionLog, state: FinalState) -> None:
+    def __init__(self, scenario: Scenario, log: Trajectory, state: FinalState) -> None:
         super().__init__(scenario, log, state)
         self.matching = match_writes_v4(scenario, state.current())
         self.by_code = values_by_code(state.record_values)
@@ -193,7 +188,7 @@ def _concludes(ctx: CheckContext) -> bool:
         f.kind in ("trend", "decision") for f in ctx.turn.facts)
 
 
-def score_turn_v4(scenario: Scenario, index: int, log: SessionLog, state: FinalState, language: str,
+def score_turn_v4(scenario: Scenario, index: int, log: Trajectory, state: FinalState, language: str,
                   view: SessionViewV4, judge=None) -> TurnScore:
     turn = scenario.turns[index]
     turn_log = log.turns.get(index)
@@ -229,7 +224,7 @@ def score_turn_v4(scenario: Scenario, index: int, log: SessionLog, state: FinalS
                      scenario.family, judged.rule, len(turn_log.answer_text))
     return scored_turn(index, turn, turn_log, judged, gates, prec, view.names)
 
-def score_turns(scenario: Scenario, log: SessionLog, state: FinalState, language: str,
+def score_turns(scenario: Scenario, log: Trajectory, state: FinalState, language: str,
                 judge=None) -> list[TurnScore]:
     """Every turn of the scenario over one SessionViewV4 (the shape of every version: versions.py)."""
     view = SessionViewV4(scenario, log, state)
