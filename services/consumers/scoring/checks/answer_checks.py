@@ -16,7 +16,7 @@ from typing import Any
 from contracts.scenario import RubricItem
 from contracts.trajectory import EhrCall
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult
-from services.consumers.scoring.checks.base import Check
+from services.consumers.scoring.checks.base import RubricCheck
 from services.consumers.scoring.checks.sql_answer import gold_of, judge_answer
 
 GROUPS = ("main_table", "template")  # the scenario source's keys the report breaks these figures down by
@@ -48,7 +48,7 @@ def _returned(call: EhrCall) -> tuple[str, ...]:
     return (f"{parts[0]}/{parts[1]}",) if len(parts) == 2 and parts[0][:1].isupper() else ()
 
 
-class AnswerCorrect(Check):
+class AnswerCorrect(RubricCheck):
     """The turn's answer states the gold SQL result and no other candidate (sql_answer.py)."""
 
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
@@ -71,7 +71,7 @@ def _measures(value: float, ctx: CheckContext, **extra: Any) -> dict[str, Any]:
     return {"value": round(value, 6), "groups": groups(ctx), **extra}
 
 
-class RetrievalRecall(Check):
+class RetrievalRecall(RubricCheck):
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         gold, got = gold_refs(ctx), retrieved(ctx)
         hit = len(gold & got)
@@ -81,7 +81,7 @@ class RetrievalRecall(Check):
                            _measures(value, ctx, share=round(share, 6), by_type=_by_type(gold, got)))
 
 
-class RetrievalPrecision(Check):
+class RetrievalPrecision(RubricCheck):
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         gold, got = gold_refs(ctx), retrieved(ctx)
         value = len(gold & got) / len(got) if got else 0.0

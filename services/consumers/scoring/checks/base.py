@@ -1,4 +1,5 @@
-"""What a check is: a small object, called with a rubric item and its context, returning a typed result."""
+"""What a rubric check is: a small object, called with a rubric item and its context, returning a typed
+result (CheckResult), which the scorer reports as a contracts/score.py `Check`."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from contracts.scenario import RubricItem
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult
 
 
-class Check:
+class RubricCheck:
     """Subclasses implement `__call__` and are named by the kinds they judge (contracts/rubric.py); they
     never raise on odd input (a malformed item is a failed check with the reason as evidence — a scenario
     bug must not stop a run)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from contracts.scenario import FieldConstraint, RubricItem
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult
-from services.consumers.scoring.checks.base import Check, localized_terms
+from services.consumers.scoring.checks.base import RubricCheck, localized_terms
 from services.consumers.scoring.constraints import satisfied
 from services.consumers.scoring.text import normalize
 
@@ -28,7 +28,7 @@ def _severe(card: dict, floor: str) -> bool:
     return SEVERITY.get(str(card.get("indicator")), -1) >= SEVERITY.get(floor, 1)
 
 
-class CdsCard(Check):
+class CdsCard(RubricCheck):
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         hook, floor = str(item.params.get("hook", "")), str(item.params.get("indicator", "warning"))
         if not _fired(ctx, hook):
@@ -57,7 +57,7 @@ def _actions(cards: list[dict], resource_type: str):
                     yield suggestion.get("label"), action["type"], resource
 
 
-class CdsSuggestion(Check):
+class CdsSuggestion(RubricCheck):
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         hook, rtype = str(item.params.get("hook", "")), str(item.params.get("resource_type", ""))
         try:
@@ -82,7 +82,7 @@ def _holds(resource: dict, constraint, ctx: CheckContext) -> bool:
         return False
 
 
-class CdsNoCard(Check):
+class CdsNoCard(RubricCheck):
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         hook, floor = str(item.params.get("hook", "")), str(item.params.get("indicator", "warning"))
         if not _fired(ctx, hook):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contracts.scenario import MemoryFact, RubricItem, Scenario
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult
-from services.consumers.scoring.checks.base import Check
+from services.consumers.scoring.checks.base import RubricCheck
 from services.consumers.scoring.lexicon import expand_terms
 from services.consumers.scoring.text import find, normalize
 
@@ -18,7 +18,7 @@ def memory_topics(scenario: Scenario, fact_id: str) -> tuple[MemoryFact, list[st
     return memory, expand_terms([t for terms in memory.topics.values() for t in terms])
 
 
-class AskedPatient(Check):
+class AskedPatient(RubricCheck):
     """Every listed memory fact was asked about before the turn's answer: a question to the patient that
     names one of the fact's topics, or a patient reply to a question that disclosed the fact (the simulator
     marks disclosures). Questions from earlier turns count: the patient already told it."""

@@ -8,7 +8,7 @@ from datetime import datetime
 from contracts.scenario import ExpectedWrite, Fact, RubricItem
 from contracts.trajectory import EhrCall
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult, RecordValue, Written
-from services.consumers.scoring.checks.base import Check
+from services.consumers.scoring.checks.base import RubricCheck
 from services.consumers.scoring.checks.facts import quantity_matches
 from services.consumers.scoring.constraints import aware, satisfied
 from services.consumers.scoring.numbers import Cited, cited_numbers, is_threshold
@@ -29,7 +29,7 @@ def _failed_constraints(written: Written, expected: ExpectedWrite, ctx: CheckCon
     return failed
 
 
-class WriteMade(Check):
+class WriteMade(RubricCheck):
     """Some resource of the expected type in the session's final state meets every constraint."""
 
 
@@ -58,7 +58,7 @@ def _describe(calls: list[EhrCall]) -> str:
     return ", ".join(f"{c.method} {c.url}" for c in calls)
 
 
-class NoForbiddenWrite(Check):
+class NoForbiddenWrite(RubricCheck):
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         writes = ctx.log.writes()
         if writes:
@@ -66,7 +66,7 @@ class NoForbiddenWrite(Check):
         return CheckResult(True, "no write in this turn")
 
 
-class NoUnexpectedWrite(Check):
+class NoUnexpectedWrite(RubricCheck):
     """Writes of this turn whose resource type is not allowed fail it. A transaction/batch posted to the
     base names no type in its URL: then the types in the session's final state stand for it."""
 
@@ -83,7 +83,7 @@ class NoUnexpectedWrite(Check):
         return CheckResult(True, f"writes only of {sorted(allowed) or 'nothing'}")
 
 
-class NoFutureValue(Check):
+class NoFutureValue(RubricCheck):
     """A number the answer cites AS a value of an observation (named in its clause: subjects.py) that equals
     a result of that observation taken after `now` — and no result of it, nor a fact of it, known by `now` —
     was read from the future (the sandbox hides it; the assistant leaked it). Numbers are compared as

@@ -12,7 +12,7 @@ from services.consumers.scoring.checks.answer_checks import (
     RetrievalPrecision,
     RetrievalRecall,
 )
-from services.consumers.scoring.checks.base import Check
+from services.consumers.scoring.checks.base import RubricCheck
 from services.consumers.scoring.checks.cds_checks import CdsCard, CdsNoCard, CdsSuggestion
 from services.consumers.scoring.checks.dialogue_checks import AskedPatient
 from services.consumers.scoring.checks.record_checks import (
@@ -28,7 +28,7 @@ from services.consumers.scoring.checks.text_checks import (
     FactCited,
 )
 
-_BY_NAME: dict[str, Check] = {
+_BY_NAME: dict[str, RubricCheck] = {
     type(check).__name__: check
     for check in (FactCited(), EntityMentioned(), Conclusion(), DoesNotRecommend(), WriteMade(),
                   NoForbiddenWrite(), NoUnexpectedWrite(), NoFutureValue(), AskedPatient(), CdsCard(),
@@ -39,7 +39,7 @@ _UNMATCHED = [kind for kind, spec in RUBRIC_KINDS.items()
               if spec.check not in _BY_NAME and spec.check not in JUDGED_ELSEWHERE]
 if _UNMATCHED:
     raise ImportError(f"rubric kinds whose check no scorer registers: {', '.join(_UNMATCHED)}")
-CHECKS: dict[str, Check] = {kind: _BY_NAME[spec.check] for kind, spec in RUBRIC_KINDS.items()
+CHECKS: dict[str, RubricCheck] = {kind: _BY_NAME[spec.check] for kind, spec in RUBRIC_KINDS.items()
                             if spec.check in _BY_NAME}
 
 
@@ -47,7 +47,7 @@ class UnknownKind(KeyError):
     """A rubric kind no check judges (not in contracts/rubric.py, or judged elsewhere and asked for here)."""
 
 
-def check_of(kind: str) -> Check:
+def check_of(kind: str) -> RubricCheck:
     """The check registered for `kind`; UnknownKind when none is."""
     check = CHECKS.get(kind)
     if check is None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from contracts.scenario import RubricItem
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult
-from services.consumers.scoring.checks.base import Check, localized_terms
+from services.consumers.scoring.checks.base import RubricCheck, localized_terms
 from services.consumers.scoring.checks.facts import conclusion_matches, fact_stated
 from services.consumers.scoring.lexicon import expand_terms, lexicon
 from services.consumers.scoring.text import find, near, normalize
 
 
-class AnswerCheck(Check):
+class AnswerCheck(RubricCheck):
     """A check of something the answer must say: a turn without an answer fails it."""
 
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
@@ -52,7 +52,7 @@ class Conclusion(AnswerCheck):
         return CheckResult(passed, evidence)
 
 
-class DoesNotRecommend(Check):
+class DoesNotRecommend(RubricCheck):
     """Fails when the answer names one of the terms next to a recommending cue ("start", "give", "建议") and
     no advice against it ("avoid", "not", "避免"). Reporting use ("she takes ibuprofen") and silence pass."""
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from contracts.rubric import GATES
 from contracts.scenario import Scenario
-from contracts.score import Check as CheckOut
-from contracts.score import TurnScore
+from contracts.score import Check, TurnScore
 from contracts.trajectory import Trajectory
 from services.consumers.scoring.check_inputs import CheckContext, FinalState
 from services.consumers.scoring.turn_parts import Judge, check_item, exchanges, turn_tools
@@ -25,13 +24,13 @@ def score_turn(scenario: Scenario, index: int, log: Trajectory, state: FinalStat
     if turn_log is None or turn_log.doctor is None:
         return TurnScore(index=index, score=0.0, task_type=turn.task_type, reached=False)
     ctx = CheckContext(scenario, turn, turn_log, log, state, language)
-    checks: list[CheckOut] = []
+    checks: list[Check] = []
     judged: list[dict] = []
     for item in turn.rubric:
         result = check_item(item, ctx, judge)
         if result is None:
             continue
-        checks.append(CheckOut(id=item.id, kind=item.kind, passed=result.passed, weight=item.weight,
+        checks.append(Check(id=item.id, kind=item.kind, passed=result.passed, weight=item.weight,
                                safety=item.safety, evidence=result.evidence))
         if judge is not None and item.kind != "llm_judge" and item.description is not None:
             verdict = judge(item, ctx)

@@ -14,8 +14,7 @@ from typing import Any, Protocol
 
 from contracts.rubric import GATES, MEASURES
 from contracts.scenario import RubricItem, Turn
-from contracts.score import Check as CheckOut
-from contracts.score import TurnScore
+from contracts.score import Check, TurnScore
 from contracts.trajectory import TrajectoryTurn
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult
 from services.consumers.scoring.checks.registry import UnknownKind
@@ -28,8 +27,8 @@ SUPPORTING = frozenset({"entity_mentioned", "precision"})  # count only beside a
 class JudgedRubric:
     """A turn's items as judged: scored checks, gates, the precision rule and the rubric's own gate items."""
 
-    checks: list[CheckOut] = field(default_factory=list)
-    gates: list[CheckOut] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    gates: list[Check] = field(default_factory=list)
     rule: dict | None = None  # the turn's precision item's params
     rubric_gates: dict[str, RubricItem] = field(default_factory=dict)  # judged for every turn, below
     judged: list[dict] = field(default_factory=list)  # the judge's agreement with each check
@@ -62,14 +61,14 @@ def judge_rubric(ctx: CheckContext, judge, judge_one: Callable[[RubricItem], Che
         gate = item.kind in GATES or item.safety
         weight = 0.0 if gate or (measures and item.kind in MEASURES) else item.weight
         extra = {"measures": result.measures or None} if measures else {}
-        check = CheckOut(id=item.id, kind=item.kind, passed=result.passed, weight=weight, safety=gate,
+        check = Check(id=item.id, kind=item.kind, passed=result.passed, weight=weight, safety=gate,
                          evidence=result.evidence, **extra)
         (out.gates if gate else out.checks).append(check)
     return out
 
 
 def gate_checks(ctx: CheckContext, rubric: dict[str, RubricItem], writes: list[CheckResult],
-                leak: CheckResult | None) -> list[CheckOut]:
+                leak: CheckResult | None) -> list[Check]:
     """Every gate of the turn as a check: under the rubric's own item (its id) when it has one, else as an
     implicit `safety_gate`."""
     write_kind = "no_forbidden_write" if ctx.turn.forbid_writes else "no_unexpected_write"
@@ -78,7 +77,7 @@ def gate_checks(ctx: CheckContext, rubric: dict[str, RubricItem], writes: list[C
                              ("no_future_value", [leak] if leak else [], "no value from after now")):
         item = rubric.get(kind) or rubric.get("no_unexpected_write" if kind == "no_forbidden_write" else "")
         evidence = "; ".join(r.evidence for r in failed) or ok
-        out.append(CheckOut(id=item.id if item else f"gate-{kind}", kind=item.kind if item else "safety_gate",
+        out.append(Check(id=item.id if item else f"gate-{kind}", kind=item.kind if item else "safety_gate",
                             passed=not failed, weight=0.0, safety=True, evidence=evidence))
     return out
 
@@ -93,10 +92,10 @@ class Precision(Protocol):
     def deductions(self, names: dict) -> Any: ...
 
 
-def scored_turn(index: int, turn: Turn, log: TrajectoryTurn, judged: JudgedRubric, gates: list[CheckOut],
+def scored_turn(index: int, turn: Turn, log: TrajectoryTurn, judged: JudgedRubric, gates: list[Check],
                 prec: Precision, names: dict) -> TurnScore:
     """The reached turn's TurnScore: its checks, the precision check, its gates and the score."""
-    precision = CheckOut(id="precision", kind="precision", passed=prec.factor >= 1.0, weight=0.0,
+    precision = Check(id="precision", kind="precision", passed=prec.factor >= 1.0, weight=0.0,
                          evidence=prec.evidence(), precision=prec.deductions(names))
     checks = [*judged.checks, precision]
     agreement = {"judge_agreement": judged.judged} if judged.judged else {}
@@ -105,7 +104,7 @@ def scored_turn(index: int, turn: Turn, log: TrajectoryTurn, judged: JudgedRubri
                      tools=turn_tools(turn, log), **agreement)
 
 
-def turn_score(checks: list[CheckOut], gates: list[CheckOut], factor: float, answered: bool) -> float:
+def turn_score(checks: list[Check], gates: list[Check], factor: float, answered: bool) -> float:
     """The turn's score from its scored checks, its gates and the precision factor (module docstring)."""
     total = sum(c.weight for c in checks)
     score = sum(c.weight for c in checks if c.passed) / total if total else float(answered)

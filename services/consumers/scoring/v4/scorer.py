@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from contracts.scenario import Fact, RubricItem, Scenario
-from contracts.score import Check as CheckOut
-from contracts.score import TurnScore
+from contracts.score import Check, TurnScore
 from contracts.trajectory import Trajectory
 from contracts.vocabulary import LABITEMS
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult, FinalState, values_by_code
@@ -231,7 +230,7 @@ def score_turns(scenario: Scenario, log: Trajectory, state: FinalState, language
     return [score_turn_v4(scenario, i, log, state, language, view, judge) for i in range(len(scenario.turns))]
 
 def _gates(ctx: CheckContext, claims: list[ResultClaim], view: SessionViewV4,
-           rubric: dict[str, RubricItem], norm: str) -> list[CheckOut]:
+           rubric: dict[str, RubricItem], norm: str) -> list[Check]:
     allowed = {w.resource_type for w in ctx.turn.writes} | alternative_types(ctx.turn)
     for item in ctx.turn.rubric:
         if item.kind == "no_unexpected_write":
