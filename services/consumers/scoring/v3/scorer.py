@@ -13,6 +13,7 @@ session (writes.py). Every gate is shown as a check of weight 0 with `safety` se
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from contracts.scenario import Fact, RubricItem, Scenario, Turn
@@ -31,8 +32,15 @@ from services.consumers.scoring.v3.facts import fact_stated_v3
 from services.consumers.scoring.v3.gates import future_gate, write_gates
 from services.consumers.scoring.v3.precision import precision
 from services.consumers.scoring.v3.subjects import subject_names, subject_of, turn_subjects
-from services.consumers.scoring.v3.turn import gate_checks, judge_rubric, scored_turn
-from services.consumers.scoring.v3.writes import WriteKey, match_writes
+from services.consumers.scoring.v3.turn import (
+    gate_checks,
+    judge_rubric,
+    named_fact,
+    scored_turn,
+    unanswered,
+    write_matched,
+)
+from services.consumers.scoring.v3.writes import match_writes
 
 
 class SessionView:
@@ -79,41 +87,45 @@ def _grounded(fact: Fact, given: dict[str, int], view: SessionView) -> CheckResu
     return CheckResult(True, f"grounded in event #{max(given[r] for r in refs)}")
 
 
+def _fact_cited(item: RubricItem, ctx: CheckContext, view: SessionView, answer: ParsedAnswer) -> CheckResult:
+    fact = named_fact(item, ctx)
+    if isinstance(fact, CheckResult):
+        return fact
+    question = ctx.log.doctor.text if ctx.log.doctor else ""
+    known = view.known.get(subject_of(fact), [])
+    names = view.names.get(subject_of(fact), [])
+    passed, evidence = fact_stated_v3(ctx.log.answer_text, fact, answer, known, question, names,
+                                      asked_of_fact(fact, ctx.turn, question, view.names))
+    if passed:
+        ground = _grounded(fact, view.given(ctx.log), view)
+        if ground is not None:
+            return CheckResult(ground.passed, f"{evidence}; {ground.evidence}")
+    return CheckResult(passed, evidence)
+
+
+def _conclusion(item: RubricItem, ctx: CheckContext, view: SessionView, answer: ParsedAnswer) -> CheckResult:
+    question = ctx.log.doctor.text if ctx.log.doctor else ""
+    expected = str(item.params.get("expected", "")).lower()
+    expected = verdict_alias(expected) or expected
+    ask = asked(expected, ctx.turn, question, view.names)
+    return CheckResult(*judge_conclusion(answer.conclusions, ask))
+
+
+# The kinds v3 reads its own way (every other kind by its registered check: turn_parts.py `check_item`)
+OWN_CHECKS: dict[str, Callable[[RubricItem, CheckContext, SessionView, ParsedAnswer], CheckResult]] = {
+    "fact_cited": _fact_cited,
+    "conclusion": _conclusion,
+    "write_made": lambda item, ctx, view, answer: write_matched(item, ctx, view.matching),
+    "asked_patient": lambda item, ctx, view, answer: asked_patient(item, ctx),
+}
+
+
 def _item(item: RubricItem, ctx: CheckContext, view: SessionView, answer: ParsedAnswer,
           judge) -> CheckResult | None:
-    text = ctx.log.answer_text
-    question = ctx.log.doctor.text if ctx.log.doctor else ""
-    if item.kind in ("fact_cited", "conclusion") and not text.strip():
-        return CheckResult(False, "no answer in this turn")
-    if item.kind == "fact_cited":
-        index = item.params.get("fact")
-        if not isinstance(index, int) or not 0 <= index < len(ctx.turn.facts):
-            return CheckResult(False, f"rubric names fact {index!r}, the turn has {len(ctx.turn.facts)}")
-        fact = ctx.turn.facts[index]
-        known = view.known.get(subject_of(fact), [])
-        names = view.names.get(subject_of(fact), [])
-        passed, evidence = fact_stated_v3(text, fact, answer, known, question, names,
-                                          asked_of_fact(fact, ctx.turn, question, view.names))
-        if passed:
-            ground = _grounded(fact, view.given(ctx.log), view)
-            if ground is not None:
-                return CheckResult(ground.passed, f"{evidence}; {ground.evidence}")
-        return CheckResult(passed, evidence)
-    if item.kind == "conclusion":
-        expected = str(item.params.get("expected", "")).lower()
-        expected = verdict_alias(expected) or expected
-        ask = asked(expected, ctx.turn, question, view.names)
-        return CheckResult(*judge_conclusion(answer.conclusions, ask))
-    if item.kind == "write_made":
-        index = item.params.get("write")
-        key: WriteKey = (ctx.turn.index, index)  # type: ignore[assignment]
-        if key not in view.matching:
-            return CheckResult(False, f"rubric names write {index!r}, the turn has {len(ctx.turn.writes)}")
-        written, evidence = view.matching[key]
-        return CheckResult(written is not None, evidence)
-    if item.kind == "asked_patient":
-        return asked_patient(item, ctx)
-    return check_item(item, ctx, judge)
+    own = OWN_CHECKS.get(item.kind)
+    if own is None:
+        return check_item(item, ctx, judge)
+    return unanswered(item, ctx) or own(item, ctx, view, answer)
 
 
 def implicit_subject(claims: list[Claim], facts: list[Fact]) -> list[Claim]:

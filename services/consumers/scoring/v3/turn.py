@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from contracts.rubric import GATES, MEASURES
-from contracts.scenario import RubricItem, Turn
+from contracts.scenario import Fact, RubricItem, Turn
 from contracts.score import Check, TurnScore
 from contracts.trajectory import TrajectoryTurn
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult
@@ -65,6 +65,34 @@ def judge_rubric(ctx: CheckContext, judge, judge_one: Callable[[RubricItem], Che
                          evidence=result.evidence, **extra)
         (out.gates if gate else out.checks).append(check)
     return out
+
+
+ANSWERED = frozenset({"fact_cited", "conclusion"})  # kinds that fail outright on a turn without an answer
+
+
+def unanswered(item: RubricItem, ctx: CheckContext) -> CheckResult | None:
+    """The failure of an item of an ANSWERED kind on a turn with no answer, else None."""
+    if item.kind in ANSWERED and not ctx.log.answer_text.strip():
+        return CheckResult(False, "no answer in this turn")
+    return None
+
+
+def named_fact(item: RubricItem, ctx: CheckContext) -> Fact | CheckResult:
+    """The turn's fact a fact_cited item names, or the failure saying it names none."""
+    index = item.params.get("fact")
+    if not isinstance(index, int) or not 0 <= index < len(ctx.turn.facts):
+        return CheckResult(False, f"rubric names fact {index!r}, the turn has {len(ctx.turn.facts)}")
+    return ctx.turn.facts[index]
+
+
+def write_matched(item: RubricItem, ctx: CheckContext, matching: dict) -> CheckResult:
+    """write_made by the session's one-to-one write matching ((turn, write index) -> written, evidence)."""
+    index = item.params.get("write")
+    key = (ctx.turn.index, index)
+    if key not in matching:
+        return CheckResult(False, f"rubric names write {index!r}, the turn has {len(ctx.turn.writes)}")
+    written, evidence = matching[key]
+    return CheckResult(written is not None, evidence)
 
 
 def gate_checks(ctx: CheckContext, rubric: dict[str, RubricItem], writes: list[CheckResult],

@@ -12,7 +12,8 @@ companions not counted; v4's future-value gate).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from contracts.scenario import Fact, RubricItem, Scenario
 from contracts.score import Check, TurnScore
@@ -31,7 +32,14 @@ from services.consumers.scoring.v3.gates import write_gates
 from services.consumers.scoring.v3.names import Named, clauses
 from services.consumers.scoring.v3.scorer import SessionView, implicit_subject
 from services.consumers.scoring.v3.subjects import subject_of
-from services.consumers.scoring.v3.turn import gate_checks, judge_rubric, scored_turn
+from services.consumers.scoring.v3.turn import (
+    gate_checks,
+    judge_rubric,
+    named_fact,
+    scored_turn,
+    unanswered,
+    write_matched,
+)
 from services.consumers.scoring.v4.claim_model import ResultClaim, Verified
 from services.consumers.scoring.v4.claims import read_answer
 from services.consumers.scoring.v4.facts import answers, count_fact, numeric_fact, presence_fact
@@ -102,48 +110,65 @@ def _wrong_conclusions(found: list[ConclusionClaim], asks: list[Asked]) -> list[
                               if a.about(c) and c.label in contradicts.get(a.expected, [])))
 
 
-def _item(item: RubricItem, ctx: CheckContext, view: SessionViewV4, verified: list[Verified],
-          claims: list[ResultClaim], parsed: ParsedAnswer, norm: str, text: str, judge,
-          times: dict[int, frozenset[tuple[int, int]]]) -> CheckResult | None:
+@dataclass(frozen=True)
+class Reading:
+    """The turn's answer as v4 read it, what its own checks look at beside the context and the view."""
+
+    verified: list[Verified]
+    claims: list[ResultClaim]
+    parsed: ParsedAnswer
+    norm: str
+    text: str
+    times: dict[int, frozenset[tuple[int, int]]]  # the time of day written beside each claim, by its start
+
+
+def _fact_cited(item: RubricItem, ctx: CheckContext, view: SessionViewV4, r: Reading) -> CheckResult:
+    fact = named_fact(item, ctx)
+    if isinstance(fact, CheckResult):
+        return fact
     question = ctx.log.doctor.text if ctx.log.doctor else ""
-    if item.kind in ("fact_cited", "conclusion") and not ctx.log.answer_text.strip():
-        return CheckResult(False, "no answer in this turn")
-    if item.kind == "fact_cited":
-        index = item.params.get("fact")
-        if not isinstance(index, int) or not 0 <= index < len(ctx.turn.facts):
-            return CheckResult(False, f"rubric names fact {index!r}, the turn has {len(ctx.turn.facts)}")
-        fact = ctx.turn.facts[index]
-        key = subject_of(fact)
-        numeric = isinstance(fact.value, int | float) and not isinstance(fact.value, bool)
-        if numeric and fact.kind in NUMERIC_KINDS:
-            passed, evidence = numeric_fact(fact, verified)
-        elif numeric and fact.kind == "count":
-            passed, evidence = count_fact(fact, claims, norm, view.names.get(key, []))
-        elif fact.kind == "absent" or isinstance(fact.value, bool):
-            passed, evidence = presence_fact(text, fact)
-        else:
-            passed, evidence = fact_stated_v3(text, fact, parsed, view.known.get(key, []), question,
-                                              view.names.get(key, []),
-                                              asked_of_fact(fact, ctx.turn, question, view.names))
-        if passed:  # a fact is grounded where what it says was read
-            stated = _stated(fact, verified, view, times) if numeric and fact.kind in NUMERIC_KINDS else None
-            ground = grounded(fact, ctx.session, ctx.log, stated)
-            if ground is not None:
-                return CheckResult(ground.passed, f"{evidence}; {ground.evidence}")
-        return CheckResult(passed, evidence)
-    if item.kind == "conclusion":
-        expected = str(item.params.get("expected", "")).lower()
-        return CheckResult(*judge_conclusion(parsed.conclusions, asked(verdict_alias(expected) or expected,
-                                                                         ctx.turn, question, view.names)))
-    if item.kind == "write_made":
-        key = (ctx.turn.index, item.params.get("write"))
-        if key not in view.matching:
-            return CheckResult(False, f"rubric names write {key[1]!r}, the turn has {len(ctx.turn.writes)}")
-        written, evidence = view.matching[key]  # type: ignore[index]
-        return CheckResult(written is not None, evidence)
-    if item.kind == "asked_patient":
-        return asked_patient(item, ctx, with_clinical_terms)
-    return check_item(item, ctx, judge)
+    key = subject_of(fact)
+    numeric = isinstance(fact.value, int | float) and not isinstance(fact.value, bool)
+    if numeric and fact.kind in NUMERIC_KINDS:
+        passed, evidence = numeric_fact(fact, r.verified)
+    elif numeric and fact.kind == "count":
+        passed, evidence = count_fact(fact, r.claims, r.norm, view.names.get(key, []))
+    elif fact.kind == "absent" or isinstance(fact.value, bool):
+        passed, evidence = presence_fact(r.text, fact)
+    else:
+        passed, evidence = fact_stated_v3(r.text, fact, r.parsed, view.known.get(key, []), question,
+                                          view.names.get(key, []),
+                                          asked_of_fact(fact, ctx.turn, question, view.names))
+    if passed:  # a fact is grounded where what it says was read
+        stated = _stated(fact, r.verified, view, r.times) if numeric and fact.kind in NUMERIC_KINDS else None
+        ground = grounded(fact, ctx.session, ctx.log, stated)
+        if ground is not None:
+            return CheckResult(ground.passed, f"{evidence}; {ground.evidence}")
+    return CheckResult(passed, evidence)
+
+
+def _conclusion(item: RubricItem, ctx: CheckContext, view: SessionViewV4, r: Reading) -> CheckResult:
+    question = ctx.log.doctor.text if ctx.log.doctor else ""
+    expected = str(item.params.get("expected", "")).lower()
+    return CheckResult(*judge_conclusion(r.parsed.conclusions, asked(verdict_alias(expected) or expected,
+                                                                       ctx.turn, question, view.names)))
+
+
+# The kinds v4 reads its own way (every other kind by its registered check: turn_parts.py `check_item`)
+OWN_CHECKS: dict[str, Callable[[RubricItem, CheckContext, SessionViewV4, Reading], CheckResult]] = {
+    "fact_cited": _fact_cited,
+    "conclusion": _conclusion,
+    "write_made": lambda item, ctx, view, r: write_matched(item, ctx, view.matching),
+    "asked_patient": lambda item, ctx, view, r: asked_patient(item, ctx, with_clinical_terms),
+}
+
+
+def _item(item: RubricItem, ctx: CheckContext, view: SessionViewV4, reading: Reading,
+          judge) -> CheckResult | None:
+    own = OWN_CHECKS.get(item.kind)
+    if own is None:
+        return check_item(item, ctx, judge)
+    return unanswered(item, ctx) or own(item, ctx, view, reading)
 
 
 def _stated(fact: Fact, verified: list[Verified], view: SessionViewV4,
@@ -209,9 +234,10 @@ def score_turn_v4(scenario: Scenario, index: int, log: Trajectory, state: FinalS
     times = {c.base.cited.start: written_times(reading.norm, reading.spans, c.base.cited.start
                                                + len(c.base.cited.text), starts[i + 1])
              for i, c in enumerate(claims)}
+    read = Reading(verified, claims, parsed, reading.norm, reading.text, times)
 
     def judge_one(item: RubricItem) -> CheckResult | None:
-        result = _item(item, ctx, view, verified, claims, parsed, reading.norm, reading.text, judge, times)
+        result = _item(item, ctx, view, read, judge)
         if result is not None and result.passed and item.kind != "fact_cited":
             result = _rests_on(item, ctx, result)
         return result
