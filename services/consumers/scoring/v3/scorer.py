@@ -21,7 +21,6 @@ from contracts.score import TurnScore
 from contracts.trajectory import Trajectory, TrajectoryTurn
 from contracts.vocabulary import LABITEMS
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult, FinalState, known_until
-from services.consumers.scoring.turn_parts import check_item
 from services.consumers.scoring.units import alternatives, analyte_of, canonical_unit
 from services.consumers.scoring.v3.claim_model import Claim, ParsedAnswer
 from services.consumers.scoring.v3.claims import parse_answer
@@ -34,10 +33,10 @@ from services.consumers.scoring.v3.precision import precision
 from services.consumers.scoring.v3.subjects import subject_names, subject_of, turn_subjects
 from services.consumers.scoring.v3.turn import (
     gate_checks,
+    judge_item,
     judge_rubric,
     named_fact,
     scored_turn,
-    unanswered,
     write_matched,
 )
 from services.consumers.scoring.v3.writes import match_writes
@@ -115,17 +114,10 @@ def _conclusion(item: RubricItem, ctx: CheckContext, view: SessionView, answer: 
 OWN_CHECKS: dict[str, Callable[[RubricItem, CheckContext, SessionView, ParsedAnswer], CheckResult]] = {
     "fact_cited": _fact_cited,
     "conclusion": _conclusion,
-    "write_made": lambda item, ctx, view, answer: write_matched(item, ctx, view.matching),
+    "write_made": write_matched,
     "asked_patient": lambda item, ctx, view, answer: asked_patient(item, ctx),
 }
 
-
-def _item(item: RubricItem, ctx: CheckContext, view: SessionView, answer: ParsedAnswer,
-          judge) -> CheckResult | None:
-    own = OWN_CHECKS.get(item.kind)
-    if own is None:
-        return check_item(item, ctx, judge)
-    return unanswered(item, ctx) or own(item, ctx, view, answer)
 
 
 def implicit_subject(claims: list[Claim], facts: list[Fact]) -> list[Claim]:
@@ -157,7 +149,8 @@ def score_turn_v3(scenario: Scenario, index: int, log: Trajectory, state: FinalS
     parsed = parse_answer(turn_log.answer_text, view.names, question if _concludes(turn) else None)
     claims = implicit_subject(parsed.claims, turn.facts)
     answer = replace(parsed, claims=claims)
-    judged = judge_rubric(ctx, judge, lambda item: _item(item, ctx, view, answer, judge), measures=False)
+    judged = judge_rubric(ctx, judge, lambda item: judge_item(item, ctx, judge, OWN_CHECKS, view, answer),
+                          measures=False)
     allowed = {w.resource_type for w in turn.writes}
     for item in turn.rubric:
         if item.kind == "no_unexpected_write":

@@ -8,7 +8,7 @@ supporting items (SUPPORTING) passed, 0 when any safety gate fails; gates never 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -18,7 +18,7 @@ from contracts.score import Check, TurnScore
 from contracts.trajectory import TrajectoryTurn
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult
 from services.consumers.scoring.checks.registry import UnknownKind
-from services.consumers.scoring.turn_parts import exchanges, turn_tools
+from services.consumers.scoring.turn_parts import check_item, exchanges, turn_tools
 
 SUPPORTING = frozenset({"entity_mentioned", "precision"})  # count only beside a delivered item
 
@@ -85,14 +85,28 @@ def named_fact(item: RubricItem, ctx: CheckContext) -> Fact | CheckResult:
     return ctx.turn.facts[index]
 
 
-def write_matched(item: RubricItem, ctx: CheckContext, matching: dict) -> CheckResult:
-    """write_made by the session's one-to-one write matching ((turn, write index) -> written, evidence)."""
+def write_matched(item: RubricItem, ctx: CheckContext, view: Any, _reading: Any = None) -> CheckResult:
+    """write_made by the session's one-to-one write matching (`view.matching`: (turn, write index) ->
+    written, evidence), the same in every version that matches writes over the session."""
     index = item.params.get("write")
     key = (ctx.turn.index, index)
+    matching = view.matching
     if key not in matching:
         return CheckResult(False, f"rubric names write {index!r}, the turn has {len(ctx.turn.writes)}")
     written, evidence = matching[key]
     return CheckResult(written is not None, evidence)
+
+
+OwnChecks = Mapping[str, Callable[..., CheckResult]]  # kind -> (item, ctx, view, reading) -> result
+
+
+def judge_item(item: RubricItem, ctx: CheckContext, judge, own_checks: OwnChecks, view: Any,
+               reading: Any) -> CheckResult | None:
+    """An item by the version's own reading of its kind (`own_checks`), else by its registered check."""
+    own = own_checks.get(item.kind)
+    if own is None:
+        return check_item(item, ctx, judge)
+    return unanswered(item, ctx) or own(item, ctx, view, reading)
 
 
 def gate_checks(ctx: CheckContext, rubric: dict[str, RubricItem], writes: list[CheckResult],

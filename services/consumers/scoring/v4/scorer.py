@@ -21,7 +21,6 @@ from contracts.trajectory import Trajectory
 from contracts.vocabulary import LABITEMS
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult, FinalState, values_by_code
 from services.consumers.scoring.lexicon import lexicon
-from services.consumers.scoring.turn_parts import check_item
 from services.consumers.scoring.units import analyte_of
 from services.consumers.scoring.v3.claim_model import ConclusionClaim, ParsedAnswer
 from services.consumers.scoring.v3.conclusions import Asked, asked, asked_of_fact, verdict_alias
@@ -34,10 +33,10 @@ from services.consumers.scoring.v3.scorer import SessionView, implicit_subject
 from services.consumers.scoring.v3.subjects import subject_of
 from services.consumers.scoring.v3.turn import (
     gate_checks,
+    judge_item,
     judge_rubric,
     named_fact,
     scored_turn,
-    unanswered,
     write_matched,
 )
 from services.consumers.scoring.v4.claim_model import ResultClaim, Verified
@@ -158,17 +157,10 @@ def _conclusion(item: RubricItem, ctx: CheckContext, view: SessionViewV4, r: Rea
 OWN_CHECKS: dict[str, Callable[[RubricItem, CheckContext, SessionViewV4, Reading], CheckResult]] = {
     "fact_cited": _fact_cited,
     "conclusion": _conclusion,
-    "write_made": lambda item, ctx, view, r: write_matched(item, ctx, view.matching),
+    "write_made": write_matched,
     "asked_patient": lambda item, ctx, view, r: asked_patient(item, ctx, with_clinical_terms),
 }
 
-
-def _item(item: RubricItem, ctx: CheckContext, view: SessionViewV4, reading: Reading,
-          judge) -> CheckResult | None:
-    own = OWN_CHECKS.get(item.kind)
-    if own is None:
-        return check_item(item, ctx, judge)
-    return unanswered(item, ctx) or own(item, ctx, view, reading)
 
 
 def _stated(fact: Fact, verified: list[Verified], view: SessionViewV4,
@@ -237,7 +229,7 @@ def score_turn_v4(scenario: Scenario, index: int, log: Trajectory, state: FinalS
     read = Reading(verified, claims, parsed, reading.norm, reading.text, times)
 
     def judge_one(item: RubricItem) -> CheckResult | None:
-        result = _item(item, ctx, view, read, judge)
+        result = judge_item(item, ctx, judge, OWN_CHECKS, view, read)
         if result is not None and result.passed and item.kind != "fact_cited":
             result = _rests_on(item, ctx, result)
         return result
