@@ -1,12 +1,13 @@
 """One session's score from Rounds' log, by Rounds' scorer at its current version.
 
 The session's events are read from its partition of `rounds.sessions` (the log `rounds run`, `rounds score`
-and `rounds replay` read), turned into turns by the scorer's `build_log` and scored by `score_session` against
-the scenario its `rounds.session.started` carries and the sandbox's final state: read over the FHIR API as
-the scorer reads it (`ROUNDS_FHIR_BASE`, else an in-process app on the database), or, where the sandbox does
-not exist, the `rounds.sandbox.state` the log holds (a large one from `event_blobs`), else the session's
-writes replayed from the log. The same log and version give the same score as the
-scorer's consumer group (`rounds score`), so an Inspect re-score (`inspect score`) and `rounds report` agree.
+and `rounds replay` read), read into its Trajectory by contracts/trajectory_log.py `build_trajectory` and
+scored by `score_session` against the scenario its `rounds.session.started` carries and the sandbox's final
+state: read over the FHIR API as the scorer reads it (`ROUNDS_FHIR_BASE`, else an in-process app on the
+database), or, where the sandbox does not exist, the `rounds.sandbox.state` the log holds (a large one from
+`event_blobs`), else the session's writes replayed from the log. The same log and version give the same
+score as the scorer's consumer group (`rounds score`), so an Inspect re-score (`inspect score`) and
+`rounds report` agree.
 """
 
 from __future__ import annotations
