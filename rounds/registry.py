@@ -90,6 +90,7 @@ MODEL_MODULES: list[str] = [
     "services.fhir_api.store.models",
     "events.sql_models",
     "events.projections.tracking", "events.outbox", "events.sequences", "events.blobs",
+    "events.projections.models", "services.consumers.scoring.models",
     "services.fhir_api.auth.models",
 ]
 

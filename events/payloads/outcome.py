@@ -87,6 +87,11 @@ class ScoreSession(_Scored):
     turns: int | None = Field(default=None, ge=0)
 
 
+SHARED_RECORD = ""
+"""The session key of the shared record (the loaded data every session overlays): the `session` of its rows
+in the FHIR store, the subject its change events go without. Every reader and writer compares with this."""
+
+
 class FhirResourceChange(Payload):
     """Id-only notification of a FHIR write (like Azure's FHIR events): read the resource to see it."""
 

@@ -10,7 +10,7 @@ from sqlalchemy import Column, PrimaryKeyConstraint, String
 from sqlalchemy.schema import SchemaItem
 
 from events.bus import Record
-from events.payloads.outcome import FhirResourceChange
+from events.payloads.outcome import SHARED_RECORD, FhirResourceChange
 from events.projections.projection import Projection, ProjectionTx
 from events.topics import FHIR_CHANGES
 
@@ -25,7 +25,7 @@ class FhirChangesProjection(Projection):
     def schema(self) -> dict[str, list[SchemaItem]]:
         return {
             "fhir_changes": [
-                Column("session_id", String(200), nullable=False),  # '' = the shared record
+                Column("session_id", String(200), nullable=False),  # SHARED_RECORD: the shared record's
                 Column("resource_type", String(64), nullable=False),
                 Column("resource_id", String(64), nullable=False),
                 Column("version_id", String(64), nullable=False),
@@ -40,7 +40,7 @@ class FhirChangesProjection(Projection):
         event = record.event
         data = event.data
         tx.insert("fhir_changes", {
-            "session_id": event.subject or "",
+            "session_id": event.subject or SHARED_RECORD,
             "resource_type": data["resourceType"],
             "resource_id": data["id"],
             "version_id": data["versionId"],

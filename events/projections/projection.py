@@ -32,6 +32,7 @@ from sqlalchemy import (
     any_,
     bindparam,
     func,
+    inspect,
     select,
     update,
 )
@@ -133,6 +134,20 @@ def bulk_update(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
         conn.exec_driver_sql(compiled.string, [dict(zip(binds, pick(row), strict=True)) for row in rows])
 
 
+def table_name(base: str, suffix: str = "") -> str:
+    """A projection table's name in a consumer group: `proj_<base>` for the default group (the tables alembic
+    creates), `proj_<base>_<suffix>` for a replay's fresh group (the tables the runner creates)."""
+    return f"proj_{base}_{suffix}" if suffix else f"proj_{base}"
+
+
+def declare_default_tables(schema: dict[str, list[SchemaItem]], metadata: MetaData) -> None:
+    """Declare a projection's tables as its default group names them on `metadata` (rounds.db.Base's): they
+    are the schema's like any model's, created by migration 0019_projection_tables and compared with it by
+    tests/foundation/test_postgres_and_migrations.py."""
+    for base, items in schema.items():
+        Table(table_name(base), metadata, *items)
+
+
 class Projection:
     name: ClassVar[str]
     topics: ClassVar[tuple[str, ...]] = ("rounds.sessions",)
@@ -150,14 +165,22 @@ class Projection:
         }
 
     def table_name(self, base: str) -> str:
-        return f"proj_{base}_{self.suffix}" if self.suffix else f"proj_{base}"
+        return table_name(base, self.suffix)
 
     def schema(self) -> dict[str, list[SchemaItem]]:
         """Fresh Column/Constraint objects per table base name (called once per instance)."""
         raise NotImplementedError
 
     def create_tables(self, engine: Engine) -> None:
-        self.metadata.create_all(engine, checkfirst=True)
+        """A replay's fresh tables (suffixed). The default group's are the schema's (alembic): missing, they
+        mean the database was not upgraded, which is said rather than patched over here."""
+        if self.suffix:
+            self.metadata.create_all(engine, checkfirst=True)
+            return
+        missing = sorted(set(self.metadata.tables) - set(inspect(engine).get_table_names()))
+        if missing:
+            raise RuntimeError(f"projection {self.name}: tables {', '.join(missing)} are missing; run "
+                               "`rounds db upgrade` (alembic creates the default group's tables)")
 
     def drop_tables(self, engine: Engine) -> None:
         self.metadata.drop_all(engine, checkfirst=True)

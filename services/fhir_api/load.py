@@ -167,7 +167,7 @@ def _index(parsed: Parsed, rules: _LineRules, out: list[tuple], errors: list[str
 
 _EXISTING_PG = (
     "SELECT r.res_type, r.res_id FROM unnest(%s::text[], %s::text[]) AS k(t, i)"
-    " JOIN fhir_resource r ON r.session = '' AND r.res_type = k.t AND r.res_id = k.i"
+    f" JOIN fhir_resource r ON r.session = {m.SHARED_RECORD_SQL} AND r.res_type = k.t AND r.res_id = k.i"
 )
 
 
@@ -181,7 +181,8 @@ def _existing(conn: Connection, items) -> set[tuple[str, str]]:
     for item in items:
         by_type.setdefault(item[0], []).append(item[1])
     cond = or_(*(and_(r.c.res_type == t, r.c.res_id.in_(ids)) for t, ids in by_type.items()))
-    return {tuple(x) for x in conn.execute(select(r.c.res_type, r.c.res_id).where(r.c.session == "", cond))}
+    existing = select(r.c.res_type, r.c.res_id).where(r.c.session == m.SHARED_RECORD, cond)
+    return {tuple(x) for x in conn.execute(existing)}
 
 
 _SEQUENCES = (

@@ -55,9 +55,10 @@ def reindex(engine: Engine, types: Sequence[str] = (), *, batch: int = 2000) -> 
                 break
             unindex(conn, [row.rid for row in rows])
             for shared in (True, False):  # shared resources get their as-of rows (store/views.py)
-                mine = [(x.rid, json_numbers.loads(x.raw)) for x in rows if (x.session == "") == shared]
+                mine = [(x.rid, json_numbers.loads(x.raw)) for x in rows
+                        if (x.session == m.SHARED_RECORD) == shared]
                 index_resources(conn, mine, timed=shared)
-            settle_times(conn, [row.rid for row in rows if row.session == ""])
+            settle_times(conn, [row.rid for row in rows if row.session == m.SHARED_RECORD])
         done, after = done + len(rows), rows[-1][0]
     return ReindexReport(done, time.perf_counter() - started)
 

@@ -1,6 +1,7 @@
 """The as-of rule, written once: which version of which resource a context sees, on every read path.
 
-Session '' is the shared record. A session sees its own rows (writes and tombstones) over the shared record:
+Session SHARED_RECORD ('') is the shared record. A session sees its own rows (writes and tombstones) over the
+shared record:
 a shared row is hidden when the session has a row of the same type/id, and, when the session has a clock
 (`now`), when the clock does not show it yet. Tombstones hide.
 
@@ -106,7 +107,7 @@ def _clock(r, ctx: Context) -> ColumnElement[bool]:
 def visible(r, ctx: Context) -> ColumnElement[bool]:
     """Current rows of fhir_resource (alias r) the context sees: own writes over the shared record, clock
     applied to shared rows, tombstones hidden."""
-    shared = and_(r.c.session == "", _clock(r, ctx))
+    shared = and_(r.c.session == m.SHARED_RECORD, _clock(r, ctx))
     if not ctx.session_id:
         return and_(shared, not_(r.c.deleted))
     shared = and_(shared, _not_own_only(r.c.res_type))
@@ -114,24 +115,25 @@ def visible(r, ctx: Context) -> ColumnElement[bool]:
     shadowed = exists().where(
         OWN.c.session == session, OWN.c.res_type == r.c.res_type, OWN.c.res_id == r.c.res_id
     )
-    # `session IN (own, '')` repeats what the OR says, so the planner reads the (type, session, deleted) index
-    # by both keys for the rids another filter gives: without it SQLite scanned every row of the type.
-    mine_or_shared = r.c.session.in_([session, literal("")])
+    # `session IN (own, SHARED_RECORD)` repeats what the OR says, so the planner reads the (type, session,
+    # deleted) index by both keys for the rids another filter gives: without it SQLite scanned every row of
+    # the type.
+    mine_or_shared = r.c.session.in_([session, literal(m.SHARED_RECORD)])
     return and_(not_(r.c.deleted), mine_or_shared, or_(r.c.session == session, and_(shared, not_(shadowed))))
 
 
 def visible_row(rows: list, ctx: Context, with_deleted: bool):
     """Of the current rows of one type/id (shared and/or the session's), the one the context sees: its own
     first, else the shared one if the clock shows it; tombstones only `with_deleted` (to answer 410)."""
-    session = ctx.session_id or ""
+    session = ctx.session_key
     row = next((x for x in rows if x.session == session), None) or next(
-        (x for x in rows if x.session == ""), None
+        (x for x in rows if x.session == m.SHARED_RECORD), None
     )
     if row is None:
         return None
-    if row.session == "" and ctx.now is not None and not _RESOURCE_SHOWN(row, to_us(ctx.now)):
+    if row.session == m.SHARED_RECORD and ctx.now is not None and not _RESOURCE_SHOWN(row, to_us(ctx.now)):
         return None
-    if row.session == "" and session and row.res_type in OWN_BASE_ONLY:
+    if row.session == m.SHARED_RECORD and session and row.res_type in OWN_BASE_ONLY:
         return None
     if row.deleted and not with_deleted:
         return None
@@ -141,11 +143,11 @@ def visible_row(rows: list, ctx: Context, with_deleted: bool):
 def version_scope(v, r, ctx: Context) -> ColumnElement[bool]:
     """Versions (fhir_version v, joined to their own current row r) a context's history and vread list:
     its own, and the shared versions of resources the clock shows it."""
-    session = ctx.session_id or ""
+    session = ctx.session_key
     own = v.c.session == session
     if not session:
         return own
-    return or_(own, and_(v.c.session == "", _clock(r, ctx), _not_own_only(r.c.res_type)))
+    return or_(own, and_(v.c.session == m.SHARED_RECORD, _clock(r, ctx), _not_own_only(r.c.res_type)))
 
 
 def row_clock(table, ctx: Context) -> ColumnElement[bool] | None:

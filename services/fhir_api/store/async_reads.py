@@ -132,7 +132,7 @@ class LoopReads:
     async def read_async(self, ctx: Context, resource_type: str, id: str) -> StoredResource:
         if self._async is None:
             return await to_thread.run_sync(self.read, ctx, resource_type, id)
-        session = ctx.session_id or ""
+        session = ctx.session_key
         values = {"rtype": resource_type, "rid": id, "session": session}
         rows = await self._async.rows(CURRENT[True, bool(session)], values)
         found = readable(visible_row(rows, ctx, True), resource_type, id)

@@ -13,6 +13,8 @@ from typing import Literal, NamedTuple, Protocol
 
 from sqlalchemy import Connection
 
+from events.payloads.outcome import SHARED_RECORD
+
 
 @dataclass(frozen=True)
 class Context:
@@ -26,6 +28,11 @@ class Context:
     now: datetime | None = None
     ended: bool = field(default=False, compare=False)  # the session ended: its FHIR base answers no more
 
+    @property
+    def session_key(self) -> str:
+        """The `session` of the rows this context writes and reads first (SHARED_RECORD without a session)."""
+        return self.session_id or SHARED_RECORD
+
 
 @dataclass(frozen=True)
 class StoredResource:
@@ -36,7 +43,7 @@ class StoredResource:
     raw: bytes  # the JSON as stored and served byte-for-byte (meta.versionId / meta.lastUpdated set on write)
     deleted: bool = False
     method: Literal["POST", "PUT", "DELETE", "PATCH"] = "PUT"  # how this version was made (for _history)
-    session: str = ""  # the session whose row this is ('' = the shared record; as-of views apply to those)
+    session: str = SHARED_RECORD  # the session whose row this is (as-of views apply to the shared record's)
     # The current row's key in fhir_resource when the store knows it (search results): includes follow a
     # page's references from these rows instead of looking the page up again by type and id.
     rid: int | None = field(default=None, compare=False)

@@ -2,8 +2,9 @@
 
 - fhir_version: every version ever written (raw JSON once, byte-for-byte); its `seq` is the global,
   monotonically increasing change sequence used for _history and paging snapshots.
-- fhir_resource: the current row per (session, type, id); session '' is the shared record. A session row
-  shadows the shared row with the same type/id; `deleted` rows are tombstones. `rid` keys the search indexes.
+- fhir_resource: the current row per (session, type, id); session SHARED_RECORD ('') is the shared record. A
+  session row shadows the shared row with the same type/id; `deleted` rows are tombstones. `rid` keys the
+  search indexes.
 - fhir_idx_*: one search-index table per parameter type, filled on write from the generated parameter table.
 - fhir_session: the sandboxes and their as-of clock.
 Times in the index are integer microseconds since the epoch (UTC) so both dialects compare them the same way.
@@ -25,6 +26,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
+from events.payloads.outcome import SHARED_RECORD
 from rounds.db import Base
 
 
@@ -38,6 +40,7 @@ def _bytewise(length: int) -> String:
 
 ID = BigInteger().with_variant(Integer(), "sqlite")  # SQLite only autoincrements INTEGER PRIMARY KEY
 meta = Base.metadata
+SHARED_RECORD_SQL = f"'{SHARED_RECORD}'"  # the shared record's session key in raw SQL text (driver SQL)
 
 version = Table(
     "fhir_version",

@@ -48,7 +48,8 @@ def current_statement(raw: bool, in_session: bool):
     stmt = select(r)
     if raw:
         stmt = select(r, m.version.c.raw, m.version.c.method).join(m.version, m.version.c.seq == r.c.seq)
-    scope = r.c.session.in_((bindparam("session"), "")) if in_session else r.c.session == ""
+    shared = r.c.session == m.SHARED_RECORD
+    scope = r.c.session.in_((bindparam("session"), m.SHARED_RECORD)) if in_session else shared
     stmt = stmt.where(r.c.res_type == bindparam("rtype"), r.c.res_id == bindparam("rid"), scope)
     stmt.compile()
     return stmt
@@ -113,7 +114,7 @@ _KEYS = (
 def _candidates(key_filter: ColumnElement[bool], source: FromClause | None = None) -> Select:
     """The current rows (shared and the session's) of the keys asked: what `visible_row` chooses from."""
     stmt = select(_R.c.session, _R.c.res_type, _R.c.res_id, _R.c.clinical_time, _R.c.deleted)
-    scope = _R.c.session.in_([literal(""), bindparam("session")])
+    scope = _R.c.session.in_([literal(m.SHARED_RECORD), bindparam("session")])
     if source is not None:
         return stmt.select_from(source).join(_R, and_(scope, key_filter))
     return stmt.where(scope, key_filter)
@@ -133,7 +134,7 @@ _SQLITE_CHUNK = 400  # ids per probe (under SQLite's oldest limit of bound value
 
 def hidden_keys(conn: Connection, ctx: Context, keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
     """Of referenced (type, id) keys, those stored but not visible to the context (clock or tombstone)."""
-    session = ctx.session_id or ""
+    session = ctx.session_key
     if conn.dialect.name == "postgresql":
         types, ids = [k[0] for k in keys], [k[1] for k in keys]
         rows = rows_of(conn, SEEN_PG, {"types": types, "ids": ids, "session": session})

