@@ -21,6 +21,7 @@ class FhirChangesProjection(Projection):
     name = "fhir_changes"
     topics = (FHIR_CHANGES,)
     types = frozenset(FhirResourceChange.TYPES[action] for action in ACTIONS)
+    migrated = True  # 0019_projection_tables
 
     def schema(self) -> dict[str, list[SchemaItem]]:
         return {

@@ -152,6 +152,9 @@ class Projection:
     name: ClassVar[str]
     topics: ClassVar[tuple[str, ...]] = ("rounds.sessions",)
     types: ClassVar[frozenset[str]] = frozenset()
+    # True: the default group's tables are declared on rounds.db.Base (declare_default_tables) and made by a
+    # migration; False (a projection of a test or an extension without one): the runner makes them
+    migrated: ClassVar[bool] = False
 
     def __init__(self, suffix: str = "", topics: tuple[str, ...] | None = None) -> None:
         if suffix and not suffix.replace("_", "").isalnum():
@@ -172,9 +175,10 @@ class Projection:
         raise NotImplementedError
 
     def create_tables(self, engine: Engine) -> None:
-        """A replay's fresh tables (suffixed). The default group's are the schema's (alembic): missing, they
-        mean the database was not upgraded, which is said rather than patched over here."""
-        if self.suffix:
+        """A replay's fresh tables (suffixed), or those of a projection without a migration. A migrated
+        projection's default tables are the schema's (alembic): missing, they mean the database was not
+        upgraded, which is said rather than patched over here."""
+        if self.suffix or not self.migrated:
             self.metadata.create_all(engine, checkfirst=True)
             return
         missing = sorted(set(self.metadata.tables) - set(inspect(engine).get_table_names()))

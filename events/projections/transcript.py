@@ -82,6 +82,7 @@ class TranscriptProjection(Projection):
     name = "transcript"
     topics = (SESSIONS,)
     types = frozenset(ENTRY_KINDS)
+    migrated = True  # 0019_projection_tables
 
     def __init__(self, suffix: str = "", topics: tuple[str, ...] | None = None) -> None:
         super().__init__(suffix, topics)

@@ -94,6 +94,7 @@ class ScorerProjection(Projection):
     name = "scorer"
     topics = (SESSIONS,)
     types = SESSION_TYPES
+    migrated = True  # 0019_projection_tables
 
     def __init__(
         self,
