@@ -49,6 +49,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, func, select, text
 
+from events import payloads as p
 from events.bus import Bus, TopicSpec
 from events.catalog import CATALOG
 from events.envelope import CloudEvent
@@ -66,7 +67,7 @@ CHUNK = 2000
 # A session's EHR traffic: (type, data factory) cycled per session; light payloads so the bus is measured.
 KINDS = (
     (
-        "rounds.ehr.request",
+        p.EhrRequest.TYPE,
         lambda n: {
             "requestId": f"r{n}",
             "method": "GET",
@@ -75,11 +76,11 @@ KINDS = (
         },
     ),
     (
-        "rounds.ehr.response",
+        p.EhrResponse.TYPE,
         lambda n: {"requestId": f"r{n}", "status": 200, "latencyMs": 4.2, "bodyDigest": "sha256:" + "0" * 64},
     ),
     (
-        "rounds.tool.call",
+        p.ToolCall.TYPE,
         lambda n: {"callId": f"c{n}", "name": "fhir_search", "arguments": {"q": "potassium"}},
     ),
 )

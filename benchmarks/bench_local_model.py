@@ -34,6 +34,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from events import payloads as p  # noqa: E402
 from rounds.settings import Settings  # noqa: E402
 
 ALIAS = "smollm2-135m"  # the name the server lists in /v1/models, and MODEL
@@ -121,7 +122,7 @@ def main() -> None:
 
 def per_session(events: list, run_id: str) -> list[str]:
     """One line per session: end reason, turns reached/answered, EHR requests, model calls, s per call."""
-    sessions = {e.subject for e in events if e and e.type == "rounds.session.started"
+    sessions = {e.subject for e in events if e and e.type == p.SessionStarted.TYPE
                 and e.data.get("runId") == run_id}
     count: dict[str, Counter] = {s: Counter() for s in sessions}
     ended: dict[str, dict] = {}
@@ -131,18 +132,18 @@ def per_session(events: list, run_id: str) -> list[str]:
             continue
         c = count[e.subject]
         c[e.type] += 1
-        usage = (e.data or {}).get("usage") if e.type in ("rounds.tool.result", "rounds.model.call") else None
+        usage = (e.data or {}).get("usage") if e.type in (p.ToolResult.TYPE, p.ModelCall.TYPE) else None
         if usage and "latency_ms" in usage:
             latency[e.subject].append(usage["latency_ms"] / 1000)
-        if e.type == "rounds.session.ended":
+        if e.type == p.SessionEnded.TYPE:
             ended[e.subject] = e.data
     lines = []
     for s in sorted(sessions):
         calls, c = latency[s], count[s]
         per_call = f"{sum(calls) / len(calls):.1f} s/call" if calls else "-"
         lines.append(f"  {s[:8]} {ended.get(s, {}).get('reason', 'open'):<20} turns reached "
-                     f"{c['rounds.message.doctor']} answered {c['rounds.message.assistant']}, EHR requests "
-                     f"{c['rounds.ehr.request']}, model calls {len(calls)}, {per_call}")
+                     f"{c[p.DOCTOR_MESSAGE]} answered {c[p.ASSISTANT_MESSAGE]}, EHR requests "
+                     f"{c[p.EhrRequest.TYPE]}, model calls {len(calls)}, {per_call}")
     return lines
 
 
@@ -162,7 +163,7 @@ def report(workdir: Path, run_id: str, done: subprocess.CompletedProcess, wall: 
         events = [r.event for r in read_log(bus, ["rounds.sessions"])]
     finally:
         bus.close()
-    ended = [e for e in events if e and e.type == "rounds.session.ended" and e.data.get("runId") == run_id]
+    ended = [e for e in events if e and e.type == p.SessionEnded.TYPE and e.data.get("runId") == run_id]
     print(f"model              {model.name} on llama-cpp-python ({chat_format}), 1 thread")
     print(f"exit code          {done.returncode}; wall {wall:.0f} s "
           f"(the host's load: {os.getloadavg()[0]:.1f})")

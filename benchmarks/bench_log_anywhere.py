@@ -30,6 +30,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from contracts.trajectory_log import LoggedEvent  # noqa: E402
+from events import payloads as p  # noqa: E402
 from events.archive import BLOB_KEY, dump, load  # noqa: E402
 from events.factory import open_bus  # noqa: E402
 from events.topics import SESSIONS, topic_specs  # noqa: E402
@@ -39,7 +40,7 @@ from services.consumers.scoring import snapshot  # noqa: E402
 from services.consumers.scoring.api import load_report, score_run  # noqa: E402
 from services.consumers.scoring.replay import disagreements, replay_writes  # noqa: E402
 
-STATE = "rounds.sandbox.state"
+STATE = p.SandboxState.TYPE
 
 
 def dumped(source: Settings, path: Path) -> list[bytes]:
@@ -88,7 +89,7 @@ def sessions_of(lines: list[bytes]) -> tuple[dict, dict, dict[str, bytes]]:
             states[doc["subject"]] = doc["data"]
         else:
             events[doc["subject"]].append(LoggedEvent(doc["type"], doc["data"], doc.get("time")))
-            if doc["type"] == "rounds.session.started":
+            if doc["type"] == p.SessionStarted.TYPE:
                 runs[doc["data"].get("runId")].append(doc["subject"])
     return runs, {sid: (events[sid], states.get(sid)) for sid in events}, blobs
 

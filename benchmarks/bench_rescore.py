@@ -34,6 +34,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from events import payloads as p  # noqa: E402
 from events.archive import read_log  # noqa: E402
 from events.factory import open_bus  # noqa: E402
 from events.topics import SESSIONS, topic_specs  # noqa: E402
@@ -56,7 +57,7 @@ def recorded_sessions(url: str) -> dict[str, list[dict]]:
     finally:
         bus.close()
     return {sid: events for sid, events in sessions.items()
-            if any(e["type"] == "rounds.sandbox.state" for e in events)}
+            if any(e["type"] == p.SandboxState.TYPE for e in events)}
 
 
 def copy_events(events: list[dict], session_id: str, run: str) -> list[tuple[str, bytes]]:

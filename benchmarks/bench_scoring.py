@@ -25,6 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
+from events import payloads as p
 from events.catalog import CATALOG
 from events.factory import open_bus
 from events.payloads import EhrRequest, EhrResponse, SessionEnded, SessionStarted, communication
@@ -54,10 +55,10 @@ def session_events(sid: str, sc, style: str, trial: int, run: str, write_id: str
 
     def ehr(method: str, url: str, status: int) -> None:
         rid = uuid.uuid4().hex
-        add("rounds.ehr.request", EhrRequest(request_id=rid, method=method, url=url))
-        add("rounds.ehr.response", EhrResponse(request_id=rid, status=status, latency_ms=2.5))
+        add(p.EhrRequest.TYPE, EhrRequest(request_id=rid, method=method, url=url))
+        add(p.EhrResponse.TYPE, EhrResponse(request_id=rid, status=status, latency_ms=2.5))
 
-    add("rounds.session.started", SessionStarted(assistant=style, patient=sc.patient, scenario=sc.id,
+    add(p.SessionStarted.TYPE, SessionStarted(assistant=style, patient=sc.patient, scenario=sc.id,
                                                  as_of=sc.now, run_id=run, trial=trial, language="en",
                                                  variant="explicit",
                                                  scenario_definition=sc.model_dump(mode="json")))
@@ -75,7 +76,7 @@ def session_events(sid: str, sc, style: str, trial: int, run: str, write_id: str
         if turn.writes and write_id:
             ehr("POST", "MedicationRequest", 201)
         say("assistant", "doctor", turn.answer.en, turn.index, kind="answer")
-    add("rounds.session.ended", SessionEnded(reason="completed", turns=len(sc.turns), run_id=run))
+    add(p.SessionEnded.TYPE, SessionEnded(reason="completed", turns=len(sc.turns), run_id=run))
     return out
 
 

@@ -21,7 +21,7 @@ from contracts.end_reasons import NOT_ASSISTANT_FAULT
 from contracts.score import SessionScore
 from contracts.trajectory_log import LoggedEvent, build_trajectory
 from events.archive import read_log
-from events.payloads import SandboxState
+from events.payloads import SandboxState, SessionStarted
 from events.topics import SESSIONS
 from rounds.settings import Settings
 from services.consumers.scoring import replay, scorer, snapshot
@@ -113,7 +113,7 @@ def _blobs(settings: Settings, events: list[LoggedEvent]) -> dict[str, bytes]:
 def score_logged_session(settings: Settings, session_id: str) -> SessionScore:
     """The session's SessionScore (the report's document: turns, checks with evidence, reason)."""
     events = session_events(settings, session_id)
-    if not any(e.type == "rounds.session.started" for e in events):
+    if not any(e.type == SessionStarted.TYPE for e in events):
         raise SessionNotLogged(f"session {session_id} is not on the Rounds log at {settings.database_url}")
     log = build_trajectory(session_id, [e for e in events if e.type != SNAPSHOT])
     found = scenario_of(log.started)

@@ -1,28 +1,32 @@
 """rounds/ is two floors: the ground floor (settings, database, migrations runner, shared CLI options, the
 cycle-collector helpers) imports nothing of the project but itself, counting imports inside functions; the
-composition root (registry, CLI, demo) sits on top and nothing below imports it."""
+composition root (registry, CLI, demo, Inspect task) sits on top and nothing below imports it. Both floors are
+read from tests/foundation/floors.py, where every floor is listed once."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from tests.foundation.floors import FLOORS, floor_of
 from tests.foundation.imports import build
 
 REPO = Path(__file__).resolve().parents[2]
-GROUND = {"rounds", "rounds.settings", "rounds.db", "rounds.models", "rounds.migrate", "rounds.gcpause",
-          "rounds.options", "rounds.shards"}
-TOP = {"rounds.registry", "rounds.cli", "rounds.demo", "rounds.demo_view", "rounds.db_cli"}
+GROUND, TOP = 0, len(FLOORS) - 1
 
 
 def test_the_ground_floor_imports_only_the_ground_floor() -> None:
     graph = build(REPO)
-    assert set(graph.modules) >= GROUND
-    upward = {module: sorted((graph.eager[module] | graph.lazy[module]) - GROUND) for module in GROUND}
+    ground = {module for module in graph.modules if floor_of(module) == GROUND}
+    assert {"rounds.settings", "rounds.db", "rounds.migrate"} <= ground
+    upward = {module: sorted(t for t in graph.eager[module] | graph.lazy[module] if floor_of(t) != GROUND)
+              for module in ground}
     assert {module: targets for module, targets in upward.items() if targets} == {}
 
 
 def test_nothing_below_the_composition_root_imports_it() -> None:
     graph = build(REPO)
-    below = set(graph.modules) - TOP
-    importers = {module: sorted((graph.eager[module] | graph.lazy[module]) & TOP) for module in below}
+    top = {module for module in graph.modules if floor_of(module) == TOP}
+    assert {"rounds.registry", "rounds.cli", "rounds.run_command", "rounds.inspect.task"} <= top
+    importers = {module: sorted((graph.eager[module] | graph.lazy[module]) & top)
+                 for module in set(graph.modules) - top}
     assert {module: targets for module, targets in importers.items() if targets} == {}
