@@ -5,6 +5,7 @@ a lazy import back down would be the same two-way dependency, only hidden (tests
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 from tests.foundation.imports import ImportGraph, build
@@ -49,3 +50,14 @@ def test_a_lazy_import_back_is_seen(tmp_path: Path) -> None:
     graph = build(tmp_path, ("services",))
     assert _edges(graph, SEARCH, STORE) == [f"{SEARCH}.low -> {STORE}.high"]
     assert _edges(graph, STORE, SEARCH) == [f"{STORE}.high -> {SEARCH}.low"]
+
+
+def test_the_store_uses_only_the_public_names_of_search() -> None:
+    """What the store shares with search is search's public API: a private helper imported across the layer
+    would be changed by search as its own, unaware of the store depending on it."""
+    private = []
+    for path in (REPO / "services" / "fhir_api" / "store").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(SEARCH):
+                private += [f"{path.name}: {a.name}" for a in node.names if a.name.startswith("_")]
+    assert private == []

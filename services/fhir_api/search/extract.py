@@ -121,7 +121,9 @@ def _ref_type(node: dict) -> str | None:
     return parse_reference(ref)[0] if type(ref) is str else None
 
 
-def _first_keys(steps: tuple[tuple, ...]) -> tuple[str, ...]:
+def first_keys(steps: tuple[tuple, ...]) -> tuple[str, ...]:
+    """The top-level keys a path starts from (a choice element's every `value[x]` name): a resource without
+    any of them gives the path nothing, so a plan skips it (index extraction, the store's known-time rule)."""
     first = steps[0]
     return _choice_names(first[1], first[2]) if first[0] == "c" else (first[1],)
 
@@ -142,7 +144,7 @@ def _plan(resource_type: str) -> tuple[PlanEntry, ...]:
             continue
         own = stored_as(resource_type, param.name) == ((param.name, None),)
         if own or param.type == "reference":
-            paths = tuple((frozenset(_first_keys(s)), compile_path(s), ftype, s) for s, ftype in param.paths)
+            paths = tuple((frozenset(first_keys(s)), compile_path(s), ftype, s) for s, ftype in param.paths)
             plan.append((param.name, param.type, _EXTRACTORS[param.type], paths, own))
     return tuple(plan)
 
@@ -318,7 +320,7 @@ def _element_pairs(resource_type: str) -> tuple:
             for element, ((_, token_steps, token_type), (kind, steps, ftype)) in param.elements:
                 token = (compile_path(token_steps), token_type)
                 value = (kind, _EXTRACTORS[kind], compile_path(steps), ftype)
-                out.append((param.name, frozenset(_first_keys(element)), compile_path(element), token, value))
+                out.append((param.name, frozenset(first_keys(element)), compile_path(element), token, value))
     return tuple(out)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path as FilePath
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from services.fhir_api.search.extract import Path, _first_keys, compile_path, run_path
+from services.fhir_api.search.extract import Path, compile_path, first_keys, run_path
 from services.fhir_api.search.registry import get_param
 from services.fhir_api.search.values import MAX_US, date_range, to_us
 
@@ -109,7 +109,7 @@ def elements_of(resource: dict) -> tuple[str, ...]:
 # The clinical-time elements by name, compiled once: the same path programs as index extraction, run once per
 # resource write or bulk-loaded line.
 _CLINICAL_TIME_PATHS = {
-    name: (frozenset(_first_keys(steps)), compile_path(steps), steps) for name, steps in ELEMENTS.items()
+    name: (frozenset(first_keys(steps)), compile_path(steps), steps) for name, steps in ELEMENTS.items()
 }
 
 
