@@ -16,11 +16,12 @@ from contracts.languages import LANGUAGES
 from contracts.scenario import SCENARIO_FORMAT_VERSION, Scenario
 from rounds.shards import ALL, Shard
 from services.simulator.scenarios import memory as mem
+from services.simulator.scenarios.anchors import moments
 from services.simulator.scenarios.binding_table import evaluate
 from services.simulator.scenarios.bindings import Moment
 from services.simulator.scenarios.chart import Chart
-from services.simulator.scenarios.engine import BUILDER, Infeasible, assemble, moments, session_rng
-from services.simulator.scenarios.families import Definition, families
+from services.simulator.scenarios.engine import BUILDER, Infeasible, assemble, session_rng
+from services.simulator.scenarios.families import Definition, families, family_shares, multi_turn
 from services.simulator.scenarios.reader import RecordError, list_patients, read_chart
 
 SINGLE_TURN = "medagentbench"
@@ -159,17 +160,20 @@ def check_families(names: list[str] | None) -> list[str]:
 def select(
     charts: list[Chart], seed: int, sessions: int, names: list[str] | None, per_category: int
 ) -> tuple[list[Scenario], Stats, dict[str, int]]:
-    """The sessions: `sessions` multi-turn ones shared equally by the multi-turn families (a definition's
-    shortfall goes to the others), plus `per_category` single-turn tasks per MedAgentBench category."""
+    """The sessions: `sessions` multi-turn ones shared by the multi-turn families as the rules' shares say
+    (families.py `family_shares`; a definition's shortfall goes to the others), plus `per_category`
+    single-turn tasks per MedAgentBench category."""
     known = families()
     chosen = check_families(names)
     stats = Stats()
     out: list[Scenario] = []
     shortfall: dict[str, int] = {}
-    multi = [f for f in chosen if f != SINGLE_TURN]
+    multi = [f for f in chosen if multi_turn(known[f])]
     streams: list[tuple[str, Iterator[Scenario]]] = []
     owed = 0
-    for family, quota in zip(multi, split(sessions, [1.0] * len(multi)) if multi else [], strict=True):
+    shares = family_shares()
+    quotas = split(sessions, [shares[f] for f in multi]) if multi else []
+    for family, quota in zip(multi, quotas, strict=True):
         defs = known[family].definitions
         for defn, share in zip(defs, split(quota, [d.weight for d in defs]), strict=True):
             stream = sessions_of(family, defn, charts, seed, stats)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from contracts.languages import LANGUAGES
@@ -15,7 +15,6 @@ from contracts.scenario import ExpectedWrite, FieldConstraint, Persona, RubricIt
 from services.simulator.scenarios import memory as mem
 from services.simulator.scenarios import vocabulary as vocab
 from services.simulator.scenarios.bindings import Moment, conclusion
-from services.simulator.scenarios.chart import Chart
 from services.simulator.scenarios.clock import clock, local, next_morning
 from services.simulator.scenarios.families import Definition, TurnSpec
 from services.simulator.scenarios.templates import View, fill, number, render, truth_view
@@ -30,72 +29,6 @@ PRECISION = PrecisionParams().model_dump()
 
 class Infeasible(Exception):
     """This arc cannot be built for this moment (e.g. the patient knows nothing a patient turn asks)."""
-
-
-def _offsets(anchor_offset: int | list[int]) -> list[int]:
-    return anchor_offset if isinstance(anchor_offset, list) else [anchor_offset]
-
-
-def moments(defn: Definition, chart: Chart) -> list[Moment]:
-    """Every moment of this chart the definition's anchor qualifies (cheap; bindings come later)."""
-    a, ctx = defn.anchor, defn.context
-    out: list[Moment] = []
-    offsets = _offsets(a.offset_minutes)
-    first_lab = a.labs[0] if a.labs else None
-
-    def at(i: int, when: datetime) -> datetime:
-        return when + timedelta(minutes=offsets[i % len(offsets)])
-
-    if a.type == "lab":
-        for key in a.labs:
-            for i, lab in enumerate(chart.labs.get(key, ())):
-                if not a.in_encounter or lab.encounter:
-                    out.append(
-                        Moment(
-                            chart,
-                            at(i, lab.known),
-                            key,
-                            encounter=lab.encounter,
-                            anchor_value=lab.value,
-                            context=ctx,
-                        )
-                    )
-    elif a.type == "patient":  # one moment: just after the patient's last result of the first anchor lab
-        series = [x for x in chart.labs.get(first_lab or "", ()) if not a.in_encounter or x.encounter]
-        if series:
-            last = series[-1]
-            out.append(
-                Moment(
-                    chart,
-                    at(sum(map(ord, chart.patient)), last.known),
-                    first_lab,
-                    encounter=last.encounter,
-                    anchor_value=last.value,
-                    context=ctx,
-                )
-            )
-    elif a.type == "med":
-        for i, med in enumerate(chart.meds):
-            if not med.key or med.start is None or (a.in_encounter and not med.encounter):
-                continue
-            if med.key not in a.drugs and vocab.drug(med.key)["class"] not in a.drug_classes:
-                continue
-            now = at(i, max(med.start, med.authored))
-            if med.active_at(now) or not a.require_active:
-                out.append(Moment(chart, now, first_lab, med=med, encounter=med.encounter, context=ctx))
-    elif a.type == "isolate":
-        for i, iso in enumerate(chart.isolates):
-            if iso.susceptibilities:
-                out.append(
-                    Moment(
-                        chart, at(i, iso.known), first_lab, isolate=iso, encounter=iso.encounter, context=ctx
-                    )
-                )
-    elif a.type == "discharge":
-        for i, enc in enumerate(chart.encounters):
-            if enc.end and (enc.end - enc.start) >= timedelta(hours=a.min_stay_hours):
-                out.append(Moment(chart, at(i, enc.end), first_lab, encounter=enc.ref, context=ctx))
-    return out
 
 
 def _views(m: Moment, defn: Definition) -> dict[str, Any]:
@@ -331,4 +264,4 @@ def session_rng(seed: int, key: str) -> random.Random:
     return random.Random(int.from_bytes(hashlib.sha256(f"{seed}|{key}".encode()).digest()[:8], "big"))
 
 
-__all__ = ["Infeasible", "assemble", "difficulty", "moments", "number", "session_rng", "datetime"]
+__all__ = ["Infeasible", "assemble", "difficulty", "number", "session_rng", "datetime"]

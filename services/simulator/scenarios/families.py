@@ -21,6 +21,7 @@ from contracts.languages import LANGUAGES, Language
 from contracts.scenario import TaskType, ToolSource
 
 FAMILY_DIR = Path(__file__).parent / "data" / "families"
+RULES = FAMILY_DIR.parent / "rules.json"
 
 
 class Spec(BaseModel):
@@ -180,3 +181,29 @@ def families() -> dict[str, Family]:
     """Every family file, by family name (file order is name order)."""
     found = [load_family(path) for path in sorted(FAMILY_DIR.glob("*.json"))]
     return {f.family: f for f in found}
+
+
+def multi_turn(family: Family) -> bool:
+    """A family of multi-turn sessions (the others' definitions are single-turn tasks, built per category)."""
+    return not all(d.single_turn for d in family.definitions)
+
+
+def shares_of(table: dict[str, float], known: dict[str, Family]) -> dict[str, float]:
+    """The multi-turn families' shares of a build's sessions as the rules give them, checked: every
+    multi-turn family has one, each names a known family, and they sum to 1 — so a family added without its
+    share, or with one no other family gave up, is an error instead of a smaller count for every family."""
+    shares = {name: float(share) for name, share in table.items() if not name.startswith("_")}
+    multi = {name for name, family in known.items() if multi_turn(family)}
+    if set(shares) != multi:
+        raise ValueError("rules.json family_shares must name exactly the multi-turn families: without a "
+                         f"share {sorted(multi - set(shares))}, not one {sorted(set(shares) - multi)}")
+    if abs(sum(shares.values()) - 1) > 1e-9 or min(shares.values(), default=1) <= 0:
+        raise ValueError(f"rules.json family_shares must be positive and sum to 1, not "
+                         f"{sum(shares.values())}: lower others' shares explicitly to make room for one")
+    return shares
+
+
+@cache
+def family_shares() -> dict[str, float]:
+    """data/rules.json `family_shares`, checked against the family files (shares_of)."""
+    return shares_of(json.loads(RULES.read_text(encoding="utf-8"))["family_shares"], families())
