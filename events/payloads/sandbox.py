@@ -27,7 +27,7 @@ class WrittenResource(Payload):
     resource: dict[str, Any] | None = None
 
 
-class RecordValue(Payload):
+class SandboxValue(Payload):
     """A result of the shared record for a code the scenario's facts name (any time; its clinical time)."""
 
     code: str
@@ -40,7 +40,7 @@ class RecordValue(Payload):
 class SandboxState(Payload):
     TYPE: ClassVar[str] = "rounds.sandbox.state"
     writes: list[WrittenResource] = Field(default_factory=list)
-    record_values: list[RecordValue] = Field(default_factory=list)
+    record_values: list[SandboxValue] = Field(default_factory=list)
     state_ref: str | None = Field(default=None, pattern=DIGEST_PATTERN,
                                   description="stored copy of the whole state (this payload's JSON)")
     state_size: int | None = Field(default=None, ge=0, description="bytes of the stored state")
@@ -48,7 +48,7 @@ class SandboxState(Payload):
     @field_validator("record_values", mode="wrap")
     @classmethod
     def _same_values_once(cls, value: Any, handler: ValidatorFunctionWrapHandler,
-                          info: ValidationInfo) -> list[RecordValue]:
+                          info: ValidationInfo) -> list[SandboxValue]:
         """The record's values as validated before when they are the same JSON: the states of every session
         on one patient hold the same results of the shared record (~100 values, ~0.25 ms to validate, the
         most of reading a state back from the log). The list is shared: read it, never change it."""
@@ -66,4 +66,4 @@ class SandboxState(Payload):
 
 
 VALIDATED_LISTS = 256  # distinct record value lists kept (patients of the runs being read)
-_VALIDATED: dict[bytes, list[RecordValue]] = {}
+_VALIDATED: dict[bytes, list[SandboxValue]] = {}

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from fhir_mapper.synth.context import Context
+from fhir_mapper.synth.context import SynthState
 from fhir_mapper.synth.synthetic_patient import Admission, Patient
 
 
-def write_coding(ctx: Context, p: Patient, adm: Admission) -> None:
+def write_coding(ctx: SynthState, p: Patient, adm: Admission) -> None:
     cat, rng, out, scen = ctx.cat, ctx.rng, ctx.out, adm.scenario
     version = str(adm.icd_version)
     base = {"subject_id": p.subject_id, "hadm_id": adm.hadm_id}
@@ -67,7 +67,7 @@ def write_coding(ctx: Context, p: Patient, adm: Admission) -> None:
         )
 
 
-def write_omr(ctx: Context, p: Patient) -> None:
+def write_omr(ctx: SynthState, p: Patient) -> None:
     """Outpatient vitals a few weeks before each admission (Blood Pressure, Weight, Height, BMI)."""
     rng = ctx.rng
     for adm in p.admissions:

@@ -55,7 +55,7 @@ class SubjectSeq:
         return value
 
 
-class Context:
+class SynthState:
     """Everything the table generators share. `start_patient(i)` reseeds faker for patient i alone."""
 
     def __init__(self, out: TableSet, seed: int) -> None:

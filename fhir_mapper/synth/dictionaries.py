@@ -3,10 +3,10 @@ tables from the ids the run actually used."""
 
 from __future__ import annotations
 
-from fhir_mapper.synth.context import Context
+from fhir_mapper.synth.context import SynthState
 
 
-def write_dictionaries(ctx: Context) -> None:
+def write_dictionaries(ctx: SynthState) -> None:
     cat, out = ctx.cat, ctx.out
     for itemid, item in sorted(cat.labs.items()):
         out.write(
@@ -42,7 +42,7 @@ def write_dictionaries(ctx: Context) -> None:
         )
 
 
-def write_people(ctx: Context) -> None:
+def write_people(ctx: SynthState) -> None:
     for provider_id in sorted(ctx.used_providers):
         ctx.out.write("hosp/provider", {"provider_id": provider_id})
     for caregiver_id in sorted(ctx.used_caregivers):

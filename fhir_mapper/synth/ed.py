@@ -6,7 +6,7 @@ the others are ED-only visits (disposition HOME etc., no hadm_id).
 
 from __future__ import annotations
 
-from fhir_mapper.synth.context import Context, trim
+from fhir_mapper.synth.context import SynthState, trim
 from fhir_mapper.synth.meds import home_drugs
 from fhir_mapper.synth.synthetic_patient import Admission, Patient, Stay
 
@@ -20,7 +20,7 @@ VITALS = {  # column -> (mean, sd, decimals, scenario vital itemid that shifts i
 }
 
 
-def _vitals(ctx: Context, shifts: dict) -> dict:
+def _vitals(ctx: SynthState, shifts: dict) -> dict:
     values = {}
     for column, (mean, sd, dp, itemid) in VITALS.items():
         v = mean + shifts.get(itemid, 0) + ctx.rng.gauss(0, sd * 0.5)
@@ -28,7 +28,7 @@ def _vitals(ctx: Context, shifts: dict) -> dict:
     return values
 
 
-def _visit(ctx: Context, p: Patient, stay: Stay, adm: Admission | None) -> None:
+def _visit(ctx: SynthState, p: Patient, stay: Stay, adm: Admission | None) -> None:
     rng, cat, out = ctx.rng, ctx.cat, ctx.out
     demo = cat.demo
     if adm:
@@ -106,7 +106,7 @@ def _visit(ctx: Context, p: Patient, stay: Stay, adm: Admission | None) -> None:
         )
 
 
-def write_ed(ctx: Context, p: Patient) -> None:
+def write_ed(ctx: SynthState, p: Patient) -> None:
     for stay in p.ed_only:
         _visit(ctx, p, stay, None)
     for adm in p.admissions:

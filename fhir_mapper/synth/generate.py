@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fhir_mapper.synth.coding import write_coding, write_omr
-from fhir_mapper.synth.context import Context, SubjectSeq
+from fhir_mapper.synth.context import SubjectSeq, SynthState
 from fhir_mapper.synth.dictionaries import write_dictionaries, write_people
 from fhir_mapper.synth.ed import write_ed
 from fhir_mapper.synth.icu import write_icu
@@ -35,7 +35,7 @@ def generate(
     if patients < 0:
         raise ValueError(f"patients must be >= 0, got {patients}")
     with TableSet(Path(out), compresslevel=compresslevel) as tables:
-        ctx = Context(tables, seed)
+        ctx = SynthState(tables, seed)
         write_dictionaries(ctx)
         for index in range(patients):
             ctx.start_patient(index)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
-from fhir_mapper.synth.context import Context, trim
+from fhir_mapper.synth.context import SynthState, trim
 from fhir_mapper.synth.labs import lab_value
 from fhir_mapper.synth.synthetic_patient import Admission, Patient, Stay
 
@@ -29,7 +29,7 @@ def _recovery(adm: Admission, at: datetime) -> float:
 
 
 def _chart(
-    ctx: Context, base: dict, at: datetime, item: dict, value: str, valuenum: float | None, warning: int
+    ctx: SynthState, base: dict, at: datetime, item: dict, value: str, valuenum: float | None, warning: int
 ) -> None:
     ctx.out.write(
         "icu/chartevents",
@@ -47,7 +47,7 @@ def _chart(
     )
 
 
-def _vitals(ctx: Context, p: Patient, adm: Admission, stay: Stay, base: dict) -> None:
+def _vitals(ctx: SynthState, p: Patient, adm: Admission, stay: Stay, base: dict) -> None:
     rng, icu, shifts = ctx.rng, ctx.cat.icu, adm.scenario["vitals"]
     for at in _hours(stay, 1):
         factor = _recovery(adm, at)
@@ -84,7 +84,7 @@ def _vitals(ctx: Context, p: Patient, adm: Admission, stay: Stay, base: dict) ->
         _chart(ctx, base, trim(at), icu["daily_weight"], f"{w:.1f}", w, 0)
 
 
-def _ventilator(ctx: Context, base: dict, start: datetime, end: datetime) -> None:
+def _ventilator(ctx: SynthState, base: dict, start: datetime, end: datetime) -> None:
     """Ventilator settings every 4 h while ventilated, weaning from the items' start to end values."""
     at = start.replace(minute=0) + timedelta(hours=1)
     while at < end:
@@ -95,7 +95,7 @@ def _ventilator(ctx: Context, base: dict, start: datetime, end: datetime) -> Non
         at += timedelta(hours=4)
 
 
-def _fingersticks(ctx: Context, p: Patient, adm: Admission, stay: Stay, base: dict) -> None:
+def _fingersticks(ctx: SynthState, p: Patient, adm: Admission, stay: Stay, base: dict) -> None:
     """Point-of-care glucose every 6 h, on the same trend as the serum glucose of labevents."""
     item = ctx.cat.icu["fingerstick"]
     for at in _hours(stay, item["every"], offset_min=ctx.rng.uniform(0, 59)):
@@ -103,7 +103,9 @@ def _fingersticks(ctx: Context, p: Patient, adm: Admission, stay: Stay, base: di
         _chart(ctx, base, trim(at), item, str(v), float(v), int(not 70 <= v <= 180))
 
 
-def _input(ctx: Context, p: Patient, stay: Stay, base: dict, key: str, start: datetime, hours: float) -> None:
+def _input(
+    ctx: SynthState, p: Patient, stay: Stay, base: dict, key: str, start: datetime, hours: float
+) -> None:
     item = ctx.cat.icu["inputs"][key]
     end = min(stay.outtime - timedelta(minutes=1), trim(start + timedelta(hours=hours)))
     if end <= start:
@@ -172,7 +174,7 @@ def _input(ctx: Context, p: Patient, stay: Stay, base: dict, key: str, start: da
 
 
 def _procedure(
-    ctx: Context, p: Patient, stay: Stay, base: dict, key: str, start: datetime, end: datetime
+    ctx: SynthState, p: Patient, stay: Stay, base: dict, key: str, start: datetime, end: datetime
 ) -> None:
     item = ctx.cat.icu["procedures"][key]
     end = min(end, stay.outtime)
@@ -221,7 +223,7 @@ def _procedure(
         )
 
 
-def write_icu(ctx: Context, p: Patient, adm: Admission) -> None:
+def write_icu(ctx: SynthState, p: Patient, adm: Admission) -> None:
     rng, scen = ctx.rng, adm.scenario
     for stay in adm.icu:
         base = {"subject_id": p.subject_id, "hadm_id": adm.hadm_id, "stay_id": stay.stay_id}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
-from fhir_mapper.synth.context import Context, trim
+from fhir_mapper.synth.context import SynthState, trim
 from fhir_mapper.synth.synthetic_patient import Admission, Patient
 
 # itemid -> function of the other values drawn in the same panel
@@ -24,7 +24,7 @@ DERIVED = {
 }
 
 
-def lab_value(ctx: Context, p: Patient, adm: Admission | None, itemid: int, at: datetime) -> float:
+def lab_value(ctx: SynthState, p: Patient, adm: Admission | None, itemid: int, at: datetime) -> float:
     item = ctx.cat.labs[itemid]
     base = p.baseline[itemid]
     target = adm.scenario["labs"].get(str(itemid)) if adm else None
@@ -37,7 +37,7 @@ def lab_value(ctx: Context, p: Patient, adm: Admission | None, itemid: int, at: 
 
 
 def _draw(
-    ctx: Context, p: Patient, adm: Admission | None, at: datetime, panels: list[str], priority: str
+    ctx: SynthState, p: Patient, adm: Admission | None, at: datetime, panels: list[str], priority: str
 ) -> None:
     cat, rng, out = ctx.cat, ctx.rng, ctx.out
     stored = trim(at + ctx.minutes(40, 180))
@@ -82,7 +82,7 @@ def _draw(
                 adm.labs_last[itemid] = (text, item["unit"], flag or "normal")
 
 
-def _schedule(ctx: Context, adm: Admission) -> list[tuple[datetime, list[str], str]]:
+def _schedule(ctx: SynthState, adm: Admission) -> list[tuple[datetime, list[str], str]]:
     """(charttime, panels, priority) of every inpatient draw, in time order."""
     rng, cat, scen = ctx.rng, ctx.cat, adm.scenario
     extra = scen["panels"]
@@ -109,7 +109,7 @@ def _schedule(ctx: Context, adm: Admission) -> list[tuple[datetime, list[str], s
     return sorted((d for d in draws if d[0] < adm.dischtime), key=lambda d: d[0])
 
 
-def write_labs(ctx: Context, p: Patient, adm: Admission) -> None:
+def write_labs(ctx: SynthState, p: Patient, adm: Admission) -> None:
     if ctx.rng.random() < 0.3:  # outpatient draw before the admission: no hadm_id
         when = trim(adm.admittime - timedelta(days=ctx.rng.uniform(3, 15)))
         _draw(ctx, p, None, when, ["BMP", "A1C"] if "t2dm" in p.comorbidities else ["BMP"], "ROUTINE")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from fhir_mapper.synth.context import Context, SubjectSeq, clamp, trim
+from fhir_mapper.synth.context import SubjectSeq, SynthState, clamp, trim
 from fhir_mapper.synth.synthetic_patient import Admission, Patient
 
 ANTICOAGULANT_PROPHYLAXIS = ("heparin_sc", "enoxaparin")
@@ -40,7 +40,7 @@ def _unique(keys: list[str]) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
-def home_drugs(ctx: Context, p: Patient) -> list[str]:
+def home_drugs(ctx: SynthState, p: Patient) -> list[str]:
     return _unique([d for c in p.comorbidities for d in ctx.cat.comorbidities[c]["drugs"]])
 
 
@@ -49,7 +49,7 @@ def sig(drug: dict) -> str:
 
 
 def _poe(
-    ctx: Context,
+    ctx: SynthState,
     p: Patient,
     adm: Admission,
     seq: SubjectSeq,
@@ -102,7 +102,7 @@ def _schedule(drug: dict, start: datetime, stop: datetime) -> list[datetime]:
 
 
 def _order(
-    ctx: Context,
+    ctx: SynthState,
     p: Patient,
     adm: Admission,
     seq: SubjectSeq,
@@ -178,7 +178,7 @@ def _order(
         )
 
 
-def _write_emar(ctx: Context, p: Patient, adm: Admission, seq: SubjectSeq, doses: list[Dose]) -> None:
+def _write_emar(ctx: SynthState, p: Patient, adm: Admission, seq: SubjectSeq, doses: list[Dose]) -> None:
     """eMAR rows in chart order, so emar_seq grows with time as in MIMIC (two emar_detail rows per dose
     given: the order-level parent and the product actually given)."""
     out = ctx.out
@@ -233,7 +233,7 @@ def _write_emar(ctx: Context, p: Patient, adm: Admission, seq: SubjectSeq, doses
             )
 
 
-def write_meds(ctx: Context, p: Patient, adm: Admission, seq: SubjectSeq) -> None:
+def write_meds(ctx: SynthState, p: Patient, adm: Admission, seq: SubjectSeq) -> None:
     rng, scen, home = ctx.rng, adm.scenario, home_drugs(ctx, p)
     _poe(
         ctx,

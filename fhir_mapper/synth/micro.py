@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from fhir_mapper.synth.context import Context, trim
+from fhir_mapper.synth.context import SynthState, trim
 from fhir_mapper.synth.synthetic_patient import Admission, Patient
 
 PAD = 10  # MIMIC pads dilution_comparison to 10 characters
 
 
-def susceptibility(ctx: Context, ab: dict, resistant_p: float) -> dict:
+def susceptibility(ctx: SynthState, ab: dict, resistant_p: float) -> dict:
     """Pick S/I/R, then a dilution consistent with it and the breakpoints."""
     rng, dil = ctx.rng, ab["dilutions"]
     s_values = [d for d in dil if d <= ab["s"]]
@@ -38,7 +38,7 @@ def susceptibility(ctx: Context, ab: dict, resistant_p: float) -> dict:
 
 
 def _culture(
-    ctx: Context, p: Patient, adm: Admission, culture_key: str, organism_key: str | None, drawn: datetime
+    ctx: SynthState, p: Patient, adm: Admission, culture_key: str, organism_key: str | None, drawn: datetime
 ) -> None:
     micro, rng = ctx.cat.micro, ctx.rng
     culture = micro["cultures"][culture_key]
@@ -88,7 +88,7 @@ def _culture(
     adm.micro_findings.append(f"{culture['spec_type_desc'].lower()} culture grew {org['org_name']}")
 
 
-def write_micro(ctx: Context, p: Patient, adm: Admission) -> None:
+def write_micro(ctx: SynthState, p: Patient, adm: Admission) -> None:
     drawn = trim(adm.admittime + ctx.minutes(15, 120))
     for culture_key, organism_key in adm.scenario["cultures"].items():
         # blood cultures are positive in only part of the bacteremic patients

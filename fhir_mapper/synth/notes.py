@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from fhir_mapper.synth.context import Context, SubjectSeq, trim
+from fhir_mapper.synth.context import SubjectSeq, SynthState, trim
 from fhir_mapper.synth.synthetic_patient import Admission, Patient
 
 SEX = {"F": "female", "M": "male"}
 
 
-def _labs(ctx: Context, adm: Admission) -> list[str]:
+def _labs(ctx: SynthState, adm: Admission) -> list[str]:
     """Labs abnormal at presentation (scenario labs first), with the last value of the stay."""
     keys = [int(k) for k in adm.scenario["labs"]] + list(adm.labs_first)
     lines = []
@@ -44,7 +44,7 @@ def _exam(adm: Admission) -> str:
     )
 
 
-def discharge_text(ctx: Context, p: Patient, adm: Admission) -> str:
+def discharge_text(ctx: SynthState, p: Patient, adm: Admission) -> str:
     scen = adm.scenario
     age = p.age_at(adm.admittime)
     diagnoses = "\n".join(f"- {title}" for _code, _v, title in adm.diagnoses)
@@ -98,7 +98,7 @@ def discharge_text(ctx: Context, p: Patient, adm: Admission) -> str:
 
 
 def _note(
-    ctx: Context,
+    ctx: SynthState,
     table: str,
     p: Patient,
     adm: Admission,
@@ -123,7 +123,7 @@ def _note(
     )
 
 
-def write_notes(ctx: Context, p: Patient, adm: Admission, seq: SubjectSeq) -> None:
+def write_notes(ctx: SynthState, p: Patient, adm: Admission, seq: SubjectSeq) -> None:
     study_key = adm.scenario["imaging"]
     if study_key:
         study = ctx.cat.imaging[study_key]

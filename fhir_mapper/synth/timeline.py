@@ -9,14 +9,14 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
-from fhir_mapper.synth.context import Context, trim
+from fhir_mapper.synth.context import SynthState, trim
 from fhir_mapper.synth.synthetic_patient import Admission, Patient, Stay
 
 ED_ADMISSION_TYPES = {"EW EMER.", "OBSERVATION ADMIT", "EU OBSERVATION"}
 ED_UNIT = "Emergency Department"
 
 
-def build_patient(ctx: Context, index: int) -> Patient:
+def build_patient(ctx: SynthState, index: int) -> Patient:
     rng, cat = ctx.rng, ctx.cat
     demo = cat.demo
     age = int(min(91, max(18, rng.gauss(62, 17))))
@@ -73,7 +73,7 @@ def _icd_version(patient: Patient, moment: datetime) -> int:
     return 9 if real_year < 2015 else 10
 
 
-def _admission(ctx: Context, patient: Patient, start: datetime) -> Admission:
+def _admission(ctx: SynthState, patient: Patient, start: datetime) -> Admission:
     rng, cat = ctx.rng, ctx.cat
     key = ctx.weighted({k: s["weight"] for k, s in cat.scenarios.items()})
     scen = cat.scenarios[key]
@@ -117,7 +117,7 @@ def _admission(ctx: Context, patient: Patient, start: datetime) -> Admission:
     return adm
 
 
-def _segments(ctx: Context, adm: Admission, first_in: datetime, los: float) -> None:
+def _segments(ctx: SynthState, adm: Admission, first_in: datetime, los: float) -> None:
     """Ward and ICU units from the first unit to discharge; ICU segments become icustays."""
     rng, scen = ctx.rng, adm.scenario
     second = timedelta(seconds=1)
@@ -139,7 +139,7 @@ def _segments(ctx: Context, adm: Admission, first_in: datetime, los: float) -> N
             adm.icu.append(Stay(ctx.ids.new("icu_stay_id"), t_in, t_out, unit))
 
 
-def write_core(ctx: Context, p: Patient) -> None:
+def write_core(ctx: SynthState, p: Patient) -> None:
     """patients, admissions, transfers, icustays, services."""
     out = ctx.out
     out.write(

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from services.fhir_api.auth.policy import Target
-from services.fhir_api.auth.scopes import Context, Scope
+from services.fhir_api.auth.scopes import Scope, ScopeContext
 from services.fhir_api.store.interface import Context as StoreContext
 from services.fhir_api.store.interface import NotFound, SearchRequest, StoreError
 
@@ -33,7 +33,7 @@ def constrained(scopes: Iterable[Scope]) -> bool:
     return any(s.query for s in scopes)
 
 
-def constraints(scopes: Iterable[Scope], resource_type: str, verb: str, contexts: set[Context]
+def constraints(scopes: Iterable[Scope], resource_type: str, verb: str, contexts: set[ScopeContext]
                 ) -> list[Pairs] | None:
     """The constraints the scopes of `contexts` hold `verb` on `resource_type` to; None: unconstrained."""
     granting = [s for s in scopes if s.context in contexts and s.grants(resource_type, verb)]
@@ -53,7 +53,7 @@ def search_narrowing(sets: list[Pairs]) -> Pairs:
                   "no single search is held to all of them: search with one of them")
 
 
-def check(target: Target, scopes: tuple[Scope, ...], contexts: set[Context],
+def check(target: Target, scopes: tuple[Scope, ...], contexts: set[ScopeContext],
           parameter_names: list[str]) -> list[Pairs] | None:
     """The constraints `target` is held to (None: unconstrained); Refused when it cannot be held to them."""
     if not constrained(scopes):

@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from services.fhir_api.auth import compartment, constraints, smart
 from services.fhir_api.auth.guard import Guard, stored_in_compartment
 from services.fhir_api.auth.policy import Target, classify
-from services.fhir_api.auth.scopes import Context, granting
+from services.fhir_api.auth.scopes import ScopeContext, granting
 from services.fhir_api.auth.tokens import Grant, InvalidToken, verify
 from services.fhir_api.http.errors import outcome_response
 from services.fhir_api.http.links import external_root
@@ -155,7 +155,7 @@ class AuthMiddleware:
         check a read's resource, refuse what cannot be held to them. The scopes of the context the request
         is judged in (user/system, else patient) decide."""
         contexts = granting(grant.scopes, target.resource_type, target.verb)
-        used: set[Context] = (contexts & {"user", "system"}) or {"patient"}
+        used: set[ScopeContext] = (contexts & {"user", "system"}) or {"patient"}
         names, receive = await self._parameter_names(scope, receive, target)
         try:
             sets = constraints.check(target, grant.scopes, used, names)
@@ -231,7 +231,7 @@ async def _nothing(scope: Scope, receive: Receive, send: Send) -> None:  # pragm
 
 def _unconfined(grant: Grant, resource_type: str, verb: str) -> bool:
     """Allowed outside any patient compartment and any session."""
-    contexts: set[Context] = granting(grant.scopes, resource_type, verb)
+    contexts: set[ScopeContext] = granting(grant.scopes, resource_type, verb)
     return grant.session is None and bool(contexts & {"user", "system"})
 
 

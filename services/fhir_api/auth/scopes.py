@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from services.fhir_api.search.registry import filterable
 
-Context = Literal["patient", "user", "system"]
+ScopeContext = Literal["patient", "user", "system"]
 VERBS = "cruds"
 _V1 = {"read": "rs", "write": "cud", "*": "cruds"}
 _SCOPE = re.compile(r"^(patient|user|system)/(\*|[A-Z][A-Za-z]{1,63})\.(\*|read|write|c?r?u?d?s?)"
@@ -34,7 +34,7 @@ class ScopeError(ValueError):
 
 @dataclass(frozen=True)
 class Scope:
-    context: Context
+    context: ScopeContext
     resource_type: str  # "*" = every type
     verbs: str  # a subset of "cruds", in that order
     query: str = ""  # SMART v2 search-parameter constraint (`category=laboratory`); "": none
@@ -100,7 +100,7 @@ def format_scopes(scopes: tuple[Scope, ...]) -> str:
     return " ".join(str(s) for s in scopes)
 
 
-def granting(scopes: tuple[Scope, ...], resource_type: str, verb: str) -> set[Context]:
+def granting(scopes: tuple[Scope, ...], resource_type: str, verb: str) -> set[ScopeContext]:
     """The contexts in which `scopes` allow `verb` on `resource_type` (empty: not allowed at all)."""
     return {s.context for s in scopes if s.grants(resource_type, verb)}
 

@@ -103,7 +103,7 @@ def new_dose(text: str) -> str | None:
     return match.group(1).strip() if match else None
 
 
-class Chart:
+class TurnFhirClient:
     """The FHIR calls of one turn (each one a step; 5xx raise so the orchestrator can charge them)."""
 
     def __init__(self, http: httpx.AsyncClient, patient: str) -> None:
@@ -171,7 +171,7 @@ class BaselineAssistant:
     async def respond(self, request: TurnRequest, tools: SessionTools) -> str:
         text, lang = request.message.lower(), request.language
         cues = intents(text)
-        chart = Chart(tools.http, request.patient)
+        chart = TurnFhirClient(tools.http, request.patient)
         parts: list[str] = []
         if "patient" in cues:
             parts.append(_say("patient_says", lang, text=await tools.ask_patient(request.message)))
@@ -200,7 +200,7 @@ class BaselineAssistant:
                 return Entity("drug", name)
         return None
 
-    async def _lab(self, chart: Chart, lab: str, cues: set[str], request: TurnRequest) -> str:
+    async def _lab(self, chart: TurnFhirClient, lab: str, cues: set[str], request: TurnRequest) -> str:
         lang = request.language
         label = vocabulary()["labs"][lab]["label"][lang]
         now = datetime.fromisoformat(request.now)
@@ -238,7 +238,9 @@ class BaselineAssistant:
             )
         return await self._latest(chart, lab, label, lang, previous="previous" in cues)
 
-    async def _latest(self, chart: Chart, lab: str, label: str, lang: str, previous: bool = False) -> str:
+    async def _latest(
+        self, chart: TurnFhirClient, lab: str, label: str, lang: str, previous: bool = False
+    ) -> str:
         """The latest result, or (`previous`: "and before?") the measured one before it (results without a
         value, such as MIMIC's de-identified '___', are not counted)."""
         found = await chart.labs(lab, _sort="-date", _count="5" if previous else "1")
@@ -251,7 +253,7 @@ class BaselineAssistant:
         value, unit = _value(obs)
         return _say(key, lang, label=label, value=f"{value} {unit}".strip(), when=_when(obs))
 
-    async def _order_lab(self, chart: Chart, lab: str, request: TurnRequest) -> str:
+    async def _order_lab(self, chart: TurnFhirClient, lab: str, request: TurnRequest) -> str:
         entry = vocabulary()["labs"][lab]
         system, _, code = entry["codes"][0].partition("|")
         await chart.write(
@@ -268,7 +270,7 @@ class BaselineAssistant:
         )
         return _say("ordered", request.language, what=entry["label"][request.language])
 
-    async def _replace(self, chart: Chart, lab: str, request: TurnRequest) -> str:
+    async def _replace(self, chart: TurnFhirClient, lab: str, request: TurnRequest) -> str:
         """MedAgentBench: replace magnesium / potassium by tier of the latest value (recheck potassium)."""
         lang, rule = request.language, vocabulary()["replacement_rules"][lab]
         label = vocabulary()["labs"][lab]["label"][lang]
@@ -314,7 +316,7 @@ class BaselineAssistant:
 
     async def _drug(
         self,
-        chart: Chart,
+        chart: TurnFhirClient,
         name: str,
         cues: set[str],
         request: TurnRequest,
