@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Generate services/fhir_api/search/search_params.json from the HL7 FHIR R4 examples package.
 
-Reads the SearchParameter definitions (files and the bundled `search-parameters` Bundle), the resource
-StructureDefinitions (to know which elements are choice types and what type each path ends in) and
-CompartmentDefinition-patient. Each FHIRPath expression is compiled into a small path program that
+Reads the SearchParameter definitions (files and the bundled `search-parameters` Bundle, then Rounds' own in
+services/fhir_api/search/local_search_params.json), the resource StructureDefinitions (to know which elements
+are choice types and what type each path ends in) and CompartmentDefinition-patient. Each FHIRPath expression is compiled into a small path program that
 services/fhir_api/search/extract.py runs; expressions outside the compiled subset are kept but flagged
 unsupported (and so never advertised). Run:  python scripts/gen_search_params.py [path/to/examples.tgz]
 """
@@ -19,6 +19,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_TGZ = REPO.parent / "shared" / "data" / "fhir-r4-examples" / "hl7.fhir.r4.examples-4.0.1.tgz"
 OUT = REPO / "services" / "fhir_api" / "search" / "search_params.json"
+# Rounds' own SearchParameter resources (R4 JSON, in a Bundle), compiled with the package's: a parameter the
+# R4 package does not define is added there, then this script is run.
+LOCAL = REPO / "services" / "fhir_api" / "search" / "local_search_params.json"
 
 # Every type the mapper produces, plus what assistants write (ServiceRequest, Communication) and audit.
 RESOURCE_TYPES = [
@@ -73,6 +76,11 @@ def _load(tgz: Path) -> tuple[list[dict], dict[str, dict], dict]:
                     sds[doc["type"]] = doc
             elif doc.get("resourceType") == "CompartmentDefinition":
                 compartment = doc
+    for entry in json.loads(LOCAL.read_text(encoding="utf-8")).get("entry", []):
+        local = entry["resource"]
+        if local["url"] in params:
+            raise ValueError(f"{LOCAL.name}: {local['url']} is the R4 package's already")
+        params[local["url"]] = local
     return list(params.values()), sds, compartment
 
 
