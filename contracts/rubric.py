@@ -89,10 +89,6 @@ class SqlAnswerParams(Params):
     boolean: bool = Field(default=False, description="the SQL asks COUNT(*) > 0: 1 / 0 mean yes / no")
 
 
-class BriefParams(Params):
-    max_words: int = Field(ge=1, description="words (or CJK characters / 2) the answer may take")
-
-
 @dataclass(frozen=True)
 class Kind:
     params: type[Params]
@@ -121,7 +117,6 @@ RUBRIC_KINDS: dict[str, Kind] = {
                             "no value from after the session clock"),
     "does_not_recommend": Kind(TermsParams, True, "DoesNotRecommend",
                                "the answer does not recommend the terms"),
-    "answer_brief": Kind(BriefParams, False, "AnswerBrief", "the answer takes at most max_words words"),
     "llm_judge": Kind(JudgeParams, False, "LlmJudge",
                       "optional LLM judge; never the only item of a turn"),
     "precision": Kind(PrecisionParams, False, "Precision",

@@ -22,7 +22,6 @@ from services.consumers.scoring.checks.record_checks import (
     WriteMade,
 )
 from services.consumers.scoring.checks.text_checks import (
-    AnswerBrief,
     Conclusion,
     DoesNotRecommend,
     EntityMentioned,
@@ -33,8 +32,7 @@ _BY_NAME: dict[str, RubricCheck] = {
     type(check).__name__: check
     for check in (FactCited(), EntityMentioned(), Conclusion(), DoesNotRecommend(), WriteMade(),
                   NoForbiddenWrite(), NoUnexpectedWrite(), NoFutureValue(), AskedPatient(), CdsCard(),
-                  CdsSuggestion(), CdsNoCard(), AnswerCorrect(), RetrievalRecall(), RetrievalPrecision(),
-                  AnswerBrief())
+                  CdsSuggestion(), CdsNoCard(), AnswerCorrect(), RetrievalRecall(), RetrievalPrecision())
 }
 JUDGED_ELSEWHERE = frozenset({"LlmJudge", "Precision"})  # the judge; each version's turn rule
 _UNMATCHED = [kind for kind, spec in RUBRIC_KINDS.items()

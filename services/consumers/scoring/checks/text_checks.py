@@ -71,15 +71,3 @@ class DoesNotRecommend(RubricCheck):
             if cue:
                 return CheckResult(False, f"recommends {hit.cue!r} ({cue!r})")
         return CheckResult(True, "not recommended")
-
-
-class AnswerBrief(AnswerCheck):
-    """A ward answer is read between two tasks: it passes at `max_words` words or fewer (a CJK character
-    counts half a word, as Chinese says in two characters what English says in one word)."""
-
-    def judge(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
-        text = ctx.log.answer_text
-        cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
-        words = len([w for w in text.split() if w.isascii()]) + cjk / 2
-        limit = int(item.params.get("max_words", 0))
-        return CheckResult(words <= limit, f"{words:g} words, at most {limit}")
