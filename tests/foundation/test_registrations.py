@@ -68,8 +68,11 @@ def _declares_tables(tree: ast.Module) -> bool:
     aliases = {"Base.metadata"} | {target.id for node in tree.body if isinstance(node, ast.Assign)
                                    and ast.unparse(node.value) == "Base.metadata"
                                    for target in node.targets if isinstance(target, ast.Name)}
-    return any(isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Table" and len(node.args) > 1
-               and ast.unparse(node.args[1]) in aliases for node in ast.walk(tree))
+    # Table(name, Base.metadata, ...), or declare_default_tables(schema, Base.metadata): a projection's
+    declaring = ("Table", "declare_default_tables")
+    return any(isinstance(node, ast.Call) and getattr(node.func, "id", None) in declaring
+               and len(node.args) > 1 and ast.unparse(node.args[1]) in aliases
+               for node in ast.walk(tree))
 
 
 def test_every_model_module_is_listed() -> None:
