@@ -3,9 +3,10 @@
 
 Reads the SearchParameter definitions (files and the bundled `search-parameters` Bundle, then Rounds' own in
 services/fhir_api/search/local_search_params.json), the resource StructureDefinitions (to know which elements
-are choice types and what type each path ends in) and CompartmentDefinition-patient. Each FHIRPath expression is compiled into a small path program that
-services/fhir_api/search/extract.py runs; expressions outside the compiled subset are kept but flagged
-unsupported (and so never advertised). Run:  python scripts/gen_search_params.py [path/to/examples.tgz]
+are choice types and what type each path ends in) and CompartmentDefinition-patient. Each FHIRPath expression
+is compiled into a small path program that services/fhir_api/search/extract.py runs; expressions outside the
+compiled subset are kept but flagged unsupported (and so never advertised).
+Run:  python scripts/gen_search_params.py [path/to/examples.tgz]
 """
 
 from __future__ import annotations
