@@ -25,6 +25,7 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,41 +115,76 @@ def count_resources(folder: Path) -> int:
     return int(summary["total_resources"])
 
 
-def grow(n: int, work: Path, workers: int, backends: dict[str, str | None]) -> list[dict]:
+def store_bytes(url: str, folder: Path) -> int:
+    """The store's size on disk: the SQLite file (and its WAL), or the PostgreSQL database."""
+    if url.startswith("sqlite"):
+        return sum(p.stat().st_size for p in folder.glob("store.db*"))
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        size = int(conn.execute(text("SELECT pg_database_size(current_database())")).scalar_one())
+    engine.dispose()
+    return size
+
+
+def drop_store(url: str, folder: Path, server: str | None) -> None:
+    """Delete a measured store before the next one (a 10,000-patient store is ~15-18 GB)."""
+    if url.startswith("sqlite"):
+        for path in folder.glob("store.db*"):
+            path.unlink()
+        return
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    plain = make_url(server).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{make_url(url).database}"')
+
+
+def grow(n: int, work: Path, workers: int, backends: dict[str, str | None], keep: bool,
+         gzip: bool) -> Iterator[dict]:
+    """Every stage at n patients, one row at a time (synth and map are skipped when the folder already holds
+    their output: a second backend's run reuses the first's)."""
     rounds = [sys.executable, "-m", "rounds.cli"]
     folder = work / f"n{n}"
     folder.mkdir(parents=True, exist_ok=True)
-    rows = []
-    synth = run([*rounds, "synth", "--patients", str(n), "--seed", "0", "--out", str(folder / "mimic")])
-    rows.append({"n": n, "backend": "-", "stage": "synth", **synth})
-    mapped = run([*rounds, "map", "--mimic", str(folder / "mimic"), "--out", str(folder / "fhir"),
-                       "--workers", str(workers)])
+    if not (folder / "fhir" / "summary.json").exists():
+        synth = run([*rounds, "synth", "--patients", str(n), "--seed", "0", "--out", str(folder / "mimic")])
+        yield {"n": n, "backend": "-", "stage": "synth", **synth}
+        mapped = run([*rounds, "map", "--mimic", str(folder / "mimic"), "--out", str(folder / "fhir"),
+                      "--workers", str(workers)])
+        yield {"n": n, "backend": "-", "stage": "map", **mapped,
+               "resources": count_resources(folder / "fhir")}
+        if gzip:  # the loader reads .ndjson.gz: a 10,000-patient record is ~5 GB of NDJSON, ~0.6 GB gzipped
+            for path in (folder / "fhir").glob("*.ndjson"):
+                subprocess.run(["gzip", "-1", str(path)], check=True)
     resources = count_resources(folder / "fhir")
-    rows.append({"n": n, "backend": "-", "stage": "map", **mapped, "resources": resources})
     for backend, server in backends.items():
         if backend == "sqlite":
-            db = folder / "store.db"
             for path in folder.glob("store.db*"):
                 path.unlink()
-            url = f"sqlite:///{db}"
+            url = f"sqlite:///{folder / 'store.db'}"
         else:
             url = fresh_postgres(server, n)
         from rounds.migrate import upgrade
 
         upgrade(url)
-        load_cmd = [*rounds, "load", "--ndjson", str(folder / "fhir"), "--database-url", url,
-                    "--workers", str(workers), "--no-progress"]
-        loaded = run(load_cmd)
-        rows.append({"n": n, "backend": backend, "stage": "load", **loaded, "resources": resources})
+        loaded = run([*rounds, "load", "--ndjson", str(folder / "fhir"), "--database-url", url,
+                      "--workers", str(workers), "--no-progress"])
+        yield {"n": n, "backend": backend, "stage": "load", **loaded, "resources": resources,
+               "bytes": store_bytes(url, folder)}
         searched = run([sys.executable, str(Path(__file__)), "--stage", "search", "--url", url])
         figures = json.loads(searched["out"].strip().splitlines()[-1])
-        rows.append({"n": n, "backend": backend, "stage": "search (per request)",
-                     "cpu": figures["search_cpu"], "wall": figures["search_wall"], "rss": None,
-                     "load": searched["load"]})
-        rows.append({"n": n, "backend": backend, "stage": "chart read (per patient)",
-                     "cpu": figures["chart_cpu"], "wall": figures["chart_wall"], "rss": None,
-                     "load": searched["load"]})
-    return rows
+        yield {"n": n, "backend": backend, "stage": "search (per request)", "cpu": figures["search_cpu"],
+               "wall": figures["search_wall"], "rss": None, "load": searched["load"]}
+        yield {"n": n, "backend": backend, "stage": "chart read (per patient)", "cpu": figures["chart_cpu"],
+               "wall": figures["chart_wall"], "rss": None, "load": searched["load"]}
+        built = run([*rounds, "scenarios", "build", "--database-url", url, "--out",
+                     str(folder / f"scenarios-{backend}.jsonl")])
+        yield {"n": n, "backend": backend, "stage": "scenarios build", **built}
+        if not keep:
+            drop_store(url, folder, server)
 
 
 def table(rows: list[dict]) -> str:
@@ -190,19 +226,41 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--work", type=Path, default=Path("/tmp/rounds-growth"))
     parser.add_argument("--postgres-url")
+    parser.add_argument("--backends", default="sqlite,postgresql",
+                        help="which of sqlite,postgresql to measure (postgresql needs --postgres-url)")
+    parser.add_argument("--rows", type=Path, 
+                        help="append every row to this JSON-lines file as it is measured")
+    parser.add_argument("--report", type=Path, nargs="*",
+                        help="print the table and growth of these rows files instead of measuring")
+    parser.add_argument("--keep", action="store_true", 
+                        help="keep each store (default: deleted once measured)")
+    parser.add_argument("--gzip", action="store_true", help="gzip the mapped NDJSON before loading it")
     parser.add_argument("--stage", choices=["search"])
     parser.add_argument("--url")
     args = parser.parse_args()
     if args.stage == "search":
         stage_search(args.url)
         return
-    backends: dict[str, str | None] = {"sqlite": None}
-    if args.postgres_url:
+    if args.report is not None:
+        rows = [json.loads(line) for path in args.report for line in path.read_text().splitlines() if line]
+        print(table(rows))
+        print()
+        print(growth(rows))
+        return
+    wanted = args.backends.split(",")
+    backends: dict[str, str | None] = {"sqlite": None} if "sqlite" in wanted else {}
+    if "postgresql" in wanted and args.postgres_url:
         backends["postgresql"] = args.postgres_url
     rows = []
     for n in [int(x) for x in args.sizes.split(",")]:
-        rows += grow(n, args.work, args.workers, backends)
-        print(table(rows), flush=True)
+        for row in grow(n, args.work, args.workers, backends, args.keep, args.gzip):
+            row.pop("out", None)
+            rows.append(row)
+            if args.rows:
+                with args.rows.open("a") as fh:
+                    fh.write(json.dumps(row) + "\n")
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
+    print(table(rows))
     print()
     print(growth(rows))
 
