@@ -4,6 +4,13 @@ Only one patient's record is in memory at a time; rows go straight to the open g
 random draws come from faker reseeded with (seed, patient index) and, per table generator, from a stream
 of its own, so the output is a pure function of (patients, seed), patient i looks the same whatever N is,
 and a change to one generator leaves the others' values alone.
+
+With a `shard` (rounds/shards.py) only that shard's patients are written, so n machines can each synthesize
+one shard and the union of their tables is the single-process output. The others' patients are still drawn,
+unwritten: the id sequences (hadm_id, labevent_id, ...) run across patients, so drawing them is what keeps
+every written id where one process puts it, and what makes the provider and caregiver tables (the ids every
+patient drew) and the dictionaries the same in every shard. Drawing is about a third of the CPU, writing (CSV
+and gzip) the rest, so a shard of n costs ~1/3 + 2/(3n) of the whole.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from fhir_mapper.ids import fhir_id
 from fhir_mapper.synth.coding import write_coding, write_omr
 from fhir_mapper.synth.context import SubjectSeq, SynthState
 from fhir_mapper.synth.dictionaries import write_dictionaries, write_people
@@ -22,6 +30,7 @@ from fhir_mapper.synth.micro import write_micro
 from fhir_mapper.synth.notes import write_notes
 from fhir_mapper.synth.tables import TableSet
 from fhir_mapper.synth.timeline import build_patient, write_core
+from rounds.shards import ALL, Shard
 
 
 def generate(
@@ -30,8 +39,10 @@ def generate(
     seed: int = 0,
     compresslevel: int = 4,
     progress: Callable[[int], None] | None = None,
+    shard: Shard = ALL,
 ) -> dict[str, int]:
-    """Write every schema table under `out`; return rows written per table ('hosp/labevents': n, ...)."""
+    """Write every schema table under `out` (of `shard`'s patients, and the directory); return rows written
+    per table ('hosp/labevents': n, ...)."""
     if patients < 0:
         raise ValueError(f"patients must be >= 0, got {patients}")
     with TableSet(Path(out), compresslevel=compresslevel) as tables:
@@ -40,6 +51,7 @@ def generate(
         for index in range(patients):
             ctx.start_patient(index)
             patient = build_patient(ctx, index)
+            tables.muted = not shard.holds(fhir_id("Patient", str(patient.subject_id)))
             seq = SubjectSeq(patient.subject_id)
             write_core(ctx, patient)
             with ctx.stream("omr"):
@@ -62,5 +74,6 @@ def generate(
                     write_notes(ctx, patient, adm, seq)
             if progress:
                 progress(index + 1)
+        tables.muted = False
         write_people(ctx)
         return dict(tables.counts)

@@ -1,9 +1,11 @@
 """`--shard i/n`: two shards run as separate processes with separate working folders, as two machines would,
-give what one process gives: the same NDJSON (map), the same store row for row (load, from the shards'
-folders and with `--shard` over one folder), the same scenario file byte for byte (scenarios build)."""
+give what one process gives: the same tables (synth), the same NDJSON (map), the same store row for row
+(load, from the shards' folders and with `--shard` over one folder), the same scenario file byte for byte
+(scenarios build) and the same scores (the oracle's sessions, scored by two members of one group)."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import subprocess
 import sys
@@ -90,11 +92,71 @@ def test_shards_are_parsed_and_cover_every_patient() -> None:
     assert patient_of("Medication", "m", {}) is None
 
 
-def test_two_shards_map_load_and_build_like_one_process(mimic: Path, tmp_path: Path) -> None:
+def csv_rows(folder: Path) -> dict[str, list[bytes]]:
+    """Every synthesized table's rows (header left out), by table path."""
+    return {str(p.relative_to(folder)): gzip.decompress(p.read_bytes()).splitlines()[1:]
+            for p in sorted(folder.rglob("*.csv.gz"))}
+
+
+def scores(report: Path) -> list[dict]:
+    """A RunReport's per-session scores without what names the session's instance (its id, the scorer
+    label, its times), in a stable order: what two stores' runs of the same scenarios must agree on."""
+    def plain(value: object) -> object:
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()
+                    if k not in {"session", "scorer_version"} and not k.endswith(("_at", "time"))}
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+
+    sessions = [plain(s) for s in orjson.loads(report.read_bytes())["sessions"]]
+    return sorted(sessions, key=lambda s: orjson.dumps(s, option=orjson.OPT_SORT_KEYS))
+
+
+def run_and_score(scenarios: Path, url: str, report: Path, group: str | None = None) -> None:
+    """The oracle's sessions of `scenarios` against the store at `url`, then their scores as `report`; with
+    `group`, scored by a reporting process and a member joined from another process (as on two machines)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ROUNDS_DATABASE_URL": url, "ROUNDS_BUS": "sql"}
+    done = subprocess.run([sys.executable, "-m", "rounds.cli", "run", "--scenarios", str(scenarios),
+                           "--assistant", "oracle", "--run-id", "shards", "--limit", "6", "--no-score"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    score = [sys.executable, "-m", "rounds.cli", "score", "--run", "shards", "--database-url", url]
+    if group is None:
+        done = subprocess.run([*score, "--json", str(report)], capture_output=True, text=True, env=env,
+                              timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return
+    member = subprocess.Popen([*score, "--group", group, "--join"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+    try:
+        done = subprocess.run([*score, "--group", group, "--json", str(report)], capture_output=True,
+                              text=True, env=env, timeout=600)
+        output = member.communicate(timeout=600)[0].decode()
+    finally:
+        member.kill()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert member.returncode == 0, output
+
+
+def test_two_shards_synth_map_load_build_and_score_like_one_process(tmp_path: Path) -> None:
     one, parts = tmp_path / "one", [tmp_path / f"machine{i}" for i in range(2)]
-    rounds("map", "--mimic", str(mimic), "--out", str(one / "fhir"))
+    rounds("synth", "--patients", str(PATIENTS), "--seed", str(SEED), "--out", str(one / "mimic"))
     for i, work in enumerate(parts):
-        rounds("map", "--mimic", str(mimic), "--out", str(work / "fhir"), "--shard", f"{i}/2")
+        rounds("synth", "--patients", str(PATIENTS), "--seed", str(SEED), "--out", str(work / "mimic"),
+               "--shard", f"{i}/2")
+    whole_rows, shard_rows = csv_rows(one / "mimic"), [csv_rows(w / "mimic") for w in parts]
+    for table, rows in whole_rows.items():  # the union is the whole; a patient's rows are in one shard only
+        assert set(shard_rows[0][table]) | set(shard_rows[1][table]) == set(rows), table
+    subjects = [{row.split(b",")[0] for row in s["hosp/patients.csv.gz"]} for s in shard_rows]
+    assert subjects[0] and subjects[1] and not subjects[0] & subjects[1]
+    assert shard_rows[0]["hosp/d_labitems.csv.gz"] == whole_rows["hosp/d_labitems.csv.gz"]
+    assert shard_rows[1]["hosp/provider.csv.gz"] == whole_rows["hosp/provider.csv.gz"]
+
+    rounds("map", "--mimic", str(one / "mimic"), "--out", str(one / "fhir"))
+    # machine 0 maps its own synthesized shard; machine 1 its shard of the whole record on shared storage
+    rounds("map", "--mimic", str(parts[0] / "mimic"), "--out", str(parts[0] / "fhir"))
+    rounds("map", "--mimic", str(one / "mimic"), "--out", str(parts[1] / "fhir"), "--shard", "1/2")
     whole, shards = resources(one / "fhir"), [resources(w / "fhir") for w in parts]
     assert shards[0] and shards[1]  # both shards drew patients
     union: dict[tuple[str, str], set[bytes]] = {}
@@ -134,6 +196,12 @@ def test_two_shards_map_load_and_build_like_one_process(mimic: Path, tmp_path: P
     rounds("scenarios", "build", "--charts", str(parts[0] / "charts.part"), "--charts",
            str(parts[1] / "charts.part"), "--out", str(merged), "--sessions", "12", "--per-category", "2")
     assert built.read_bytes() and merged.read_bytes() == built.read_bytes()
+
+    run_and_score(built, url_one, one / "report.json")
+    run_and_score(merged, shared, tmp_path / "shared-report.json", group="shards43")
+    expected_scores = scores(one / "report.json")
+    assert len(expected_scores) == 6
+    assert scores(tmp_path / "shared-report.json") == expected_scores
 
 
 def test_a_part_given_twice_is_refused(mimic: Path, tmp_path: Path) -> None:
