@@ -98,19 +98,17 @@ def csv_rows(folder: Path) -> dict[str, list[bytes]]:
             for p in sorted(folder.rglob("*.csv.gz"))}
 
 
-def scores(report: Path) -> list[dict]:
-    """A RunReport's per-session scores without what names the session's instance (its id, the scorer
-    label, its times), in a stable order: what two stores' runs of the same scenarios must agree on."""
-    def plain(value: object) -> object:
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()
-                    if k not in {"session", "scorer_version"} and not k.endswith(("_at", "time"))}
-        if isinstance(value, list):
-            return [plain(v) for v in value]
-        return value
-
-    sessions = [plain(s) for s in orjson.loads(report.read_bytes())["sessions"]]
-    return sorted(sessions, key=lambda s: orjson.dumps(s, option=orjson.OPT_SORT_KEYS))
+def scores(report: Path) -> dict[str, tuple]:
+    """A RunReport's scores by scenario: each session's score and end, and every turn's score and checks
+    (what two stores' runs of the same scenarios must agree on; latencies, session ids and the ids of the
+    resources a session created differ by nature)."""
+    found = {}
+    for s in orjson.loads(report.read_bytes())["sessions"]:
+        checks = [tuple((c["id"], c["kind"], c["passed"], c["weight"], c["safety"]) for c in t["checks"])
+                  for t in s["turns"]]
+        turns = tuple((t["index"], t["score"], c) for t, c in zip(s["turns"], checks, strict=True))
+        found[(s["scenario"], s["trial"], s["language"])] = (s["score"], s["reason"], s["excluded"], turns)
+    return found
 
 
 def run_and_score(scenarios: Path, url: str, report: Path, group: str | None = None) -> None:

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, inspect
+from sqlalchemy.exc import DBAPIError
 
 from events.bus import Bus
 from events.projections.runner import ProjectionRunner
@@ -228,9 +229,23 @@ def run_member(spec: MemberSpec) -> None:
         engine = make_engine(spec.settings.database_url)
         stack.callback(engine.dispose)
         client = stack.enter_context(LazyClient(spec.settings))
-        runner = runner_of(spec, bus, engine, projection_of(spec, client, engine))
-        with runner:
-            runner.run(until_caught_up=True, timeout_s=spec.timeout_s)
+        projection = projection_of(spec, client, engine)
+        runner = runner_of(spec, bus, engine, projection)
+        try:
+            with runner:
+                runner.run(until_caught_up=True, timeout_s=spec.timeout_s)
+        except DBAPIError:
+            if not group_ended(engine, projection):
+                raise
+            log.warning("re-score group %s: the reporting process finished the log first", spec.group_id)
+
+
+def group_ended(engine: Engine, projection: ScorerProjection) -> bool:
+    """Whether the group's buffer tables are gone: the reporting process drops them once it has applied the
+    log and reported, so a member still polling then (another machine's, started late or slow) finds its
+    statements failing; that is the group's end, not the member's error (the batch it held rolled back and
+    the reporting process had applied those events)."""
+    return not inspect(engine).has_table(projection.tables["scoring_events"].name)
 
 
 GROUP_NAME = re.compile(r"[A-Za-z0-9_]{1,40}")
