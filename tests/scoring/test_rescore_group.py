@@ -54,3 +54,36 @@ def test_a_group_name_must_fit_a_table_name() -> None:
     for bad in ("", "a-b", "x" * 41, "a;drop"):
         with pytest.raises(ValueError):
             group_suffix(bad)
+
+
+def test_a_member_outlived_by_its_group_leaves_cleanly(scoring_world: World,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reporting process drops the group's buffers once it has reported; a member (another machine's)
+    whose next statement then fails leaves without an error, and any other database error still raises."""
+    from sqlalchemy import select, text
+    from sqlalchemy.exc import DBAPIError
+
+    from events.projections.runner import ProjectionRunner
+    from services.consumers.scoring import members
+
+    w = scoring_world
+    spec = members.MemberSpec(w.settings, RUN, "late", group_suffix("late43"), None, (w.sessions,), w.scores)
+
+    def finished_elsewhere(self: ProjectionRunner, **_: object) -> None:
+        for base in ("scoring_events", "scoring_open"):  # what the reporting process does at its end
+            self.projection.tables[base].drop(self.engine)
+        assert members.group_ended(self.engine, self.projection)
+        with self.engine.begin() as conn:  # the member's next statement
+            conn.execute(select(self.projection.tables["scoring_events"]))
+
+    monkeypatch.setattr(ProjectionRunner, "run", finished_elsewhere)
+    members.run_member(spec)
+
+    def broken(self: ProjectionRunner, **_: object) -> None:
+        assert not members.group_ended(self.engine, self.projection)
+        with self.engine.begin() as conn:
+            conn.execute(text("SELECT * FROM no_such_table_43"))
+
+    monkeypatch.setattr(ProjectionRunner, "run", broken)
+    with pytest.raises(DBAPIError):
+        members.run_member(spec)
