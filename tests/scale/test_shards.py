@@ -137,6 +137,7 @@ def run_and_score(scenarios: Path, url: str, report: Path, group: str | None = N
     assert member.returncode == 0, output
 
 
+@pytest.mark.timeout(1800)  # ~20 processes, each importing the project: minutes on a busy machine
 def test_two_shards_synth_map_load_build_and_score_like_one_process(tmp_path: Path) -> None:
     one, parts = tmp_path / "one", [tmp_path / f"machine{i}" for i in range(2)]
     rounds("synth", "--patients", str(PATIENTS), "--seed", str(SEED), "--out", str(one / "mimic"))
