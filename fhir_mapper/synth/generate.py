@@ -9,8 +9,8 @@ With a `shard` (rounds/shards.py) only that shard's patients are written, so n m
 one shard and the union of their tables is the single-process output. The others' patients are still drawn,
 unwritten: the id sequences (hadm_id, labevent_id, ...) run across patients, so drawing them is what keeps
 every written id where one process puts it, and what makes the provider and caregiver tables (the ids every
-patient drew) and the dictionaries the same in every shard. Drawing is about a third of the CPU, writing (CSV
-and gzip) the rest, so a shard of n costs ~1/3 + 2/(3n) of the whole.
+patient drew) and the dictionaries the same in every shard. A shard saves the writing (CSV and gzip), not the
+drawing (docs/scale.md, Shards).
 """
 
 from __future__ import annotations
