@@ -1,18 +1,22 @@
-"""Growth of every stage with the record's size (issue 43): synth, map, load, patient searches and the
-scenario builder's per-patient chart read, at several synthetic sizes, on SQLite and (with --postgres-url)
-PostgreSQL.
+"""Growth of every stage with the record's size (issue 43): synth, map, load, patient searches, the scenario
+builder's per-patient chart read and the whole scenario build, at several synthetic sizes, on SQLite and (with
+--postgres-url) PostgreSQL.
 
-    python benchmarks/bench_growth.py --sizes 100,1000 [--workers 2] [--work DIR]
+    python benchmarks/bench_growth.py --sizes 100,1000 [--workers 2] [--work DIR] [--gzip]
                                       [--postgres-url postgresql+psycopg://user@host:port/db]
+                                      [--backends sqlite,postgresql] [--rows FILE] [--keep]
+    python benchmarks/bench_growth.py --report FILE...     # the table and growth of saved rows
 
-Each stage runs as its own process (`rounds synth|map|load`, or this script with --stage), and its CPU (user +
-system, its children included) and peak RSS are read from wait4, so a neighbour's load changes the wall time
-but not the CPU figures; the load average is printed beside each row. The searches are patient-scoped (20
-seeded patients × a mix of the searches an assistant and the scenario builder send); `chart` is the builder's
-read of one patient's chart (scenarios/reader.py `read_chart`, 10 patients, through the in-process API). The
-table ends with each stage's growth factor per 10× patients (per request or per patient for the last two, per
-resource for load). With --postgres-url, a database `rounds_growth_<n>` is (re)created on that server for
-each size.
+Each stage runs as its own process (`rounds synth|map|load|scenarios build`, or this script with --stage), and
+its CPU (user + system, its children included; on PostgreSQL the client's, not the server's) and peak RSS come
+from GNU time, so a neighbour's load changes the wall time, not the CPU figures; the load average is printed
+beside each row. The searches are patient-scoped (20 seeded patients x a mix of the searches an assistant and
+the scenario builder send); `chart` is the builder's read of one patient's chart (scenarios/reader.py
+`read_chart`, 10 patients, through the in-process API). The table ends with each stage's growth factor per 10x
+patients (per request or per patient for the searches, per resource for map and load). With --postgres-url, a
+database `rounds_growth_<n>` is (re)created on that server for each size. Each store is deleted once measured
+(a 10,000-patient store is 15-18 GB) unless --keep; a size whose folder already holds a mapped record reuses
+it (a second invocation for the other backend); --rows appends every row as JSON so runs can be combined.
 """
 
 from __future__ import annotations
