@@ -122,26 +122,29 @@ def main() -> None:
 
 def per_session(events: list, run_id: str) -> list[str]:
     """One line per session: end reason, turns reached/answered, EHR requests, model calls, s per call."""
+    from events.catalog import CATALOG
+
     sessions = {e.subject for e in events if e and e.type == p.SessionStarted.TYPE
-                and e.data.get("runId") == run_id}
+                and CATALOG.payload(e).run_id == run_id}
     count: dict[str, Counter] = {s: Counter() for s in sessions}
-    ended: dict[str, dict] = {}
+    ended: dict[str, p.SessionEnded] = {}
     latency: dict[str, list[float]] = {s: [] for s in sessions}
     for e in events:
         if e is None or e.subject not in sessions:
             continue
         c = count[e.subject]
         c[e.type] += 1
-        usage = (e.data or {}).get("usage") if e.type in (p.ToolResult.TYPE, p.ModelCall.TYPE) else None
+        usage = CATALOG.payload(e).usage if e.type in (p.ToolResult.TYPE, p.ModelCall.TYPE) else None
         if usage and "latency_ms" in usage:
             latency[e.subject].append(usage["latency_ms"] / 1000)
         if e.type == p.SessionEnded.TYPE:
-            ended[e.subject] = e.data
+            ended[e.subject] = CATALOG.payload(e)
     lines = []
     for s in sorted(sessions):
         calls, c = latency[s], count[s]
         per_call = f"{sum(calls) / len(calls):.1f} s/call" if calls else "-"
-        lines.append(f"  {s[:8]} {ended.get(s, {}).get('reason', 'open'):<20} turns reached "
+        reason = ended[s].reason if s in ended else "open"
+        lines.append(f"  {s[:8]} {reason:<20} turns reached "
                      f"{c[p.DOCTOR_MESSAGE]} answered {c[p.ASSISTANT_MESSAGE]}, EHR requests "
                      f"{c[p.EhrRequest.TYPE]}, model calls {len(calls)}, {per_call}")
     return lines
@@ -163,7 +166,10 @@ def report(workdir: Path, run_id: str, done: subprocess.CompletedProcess, wall: 
         events = [r.event for r in read_log(bus, ["rounds.sessions"])]
     finally:
         bus.close()
-    ended = [e for e in events if e and e.type == p.SessionEnded.TYPE and e.data.get("runId") == run_id]
+    from events.catalog import CATALOG
+
+    ended: list[p.SessionEnded] = [CATALOG.payload(e) for e in events if e and e.type == p.SessionEnded.TYPE]
+    ended = [payload for payload in ended if payload.run_id == run_id]
     print(f"model              {model.name} on llama-cpp-python ({chat_format}), 1 thread")
     print(f"exit code          {done.returncode}; wall {wall:.0f} s "
           f"(the host's load: {os.getloadavg()[0]:.1f})")
@@ -182,8 +188,8 @@ def report(workdir: Path, run_id: str, done: subprocess.CompletedProcess, wall: 
     finally:
         engine.dispose()
     per_call, per_turn = usage.latency_ms_per_call, usage.latency_ms_per_turn
-    print(f"sessions           {len(ended)}: {dict(Counter(e.data['reason'] for e in ended))}")
-    print(f"turns answered     {sum(e.data['turns'] for e in ended)} of {len(ended) * 4}")
+    print(f"sessions           {len(ended)}: {dict(Counter(e.reason for e in ended))}")
+    print(f"turns answered     {sum(e.turns for e in ended)} of {len(ended) * 4}")
     if usage.calls:
         print(f"model calls        {usage.calls} ({usage.calls / max(1, usage.turns):.1f} per turn), "
               f"{per_call.p50 / 1000:.1f} s p50 / {per_call.p95 / 1000:.1f} s p95 per call, "
@@ -193,7 +199,7 @@ def report(workdir: Path, run_id: str, done: subprocess.CompletedProcess, wall: 
     m = scores.metrics
     print(f"scores             Avg {m.avg if m.avg is None else round(m.avg, 3)}, Pass@Turn(0.75) "
           f"{m.pass_at_turn.get('0.75')}, sessions scored {m.sessions}, excluded {m.excluded_sessions}")
-    errors = Counter((e.data.get("error") or "")[:200] for e in ended if e.data["reason"] != "completed")
+    errors = Counter((e.error or "")[:200] for e in ended if e.reason != "completed")
     for error, n in errors.most_common(4):
         print(f"  {n} x {error}")
 
