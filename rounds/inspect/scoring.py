@@ -1,8 +1,9 @@
 """One session's score from Rounds' log, by Rounds' scorer at its current version.
 
 The session's events are read from its partition of `rounds.sessions` (the log `rounds run`, `rounds score`
-and `rounds replay` read), read into its Trajectory by contracts/trajectory_log.py `build_trajectory` and
-scored by `score_session` against the scenario its `rounds.session.started` carries and the sandbox's final
+and `rounds replay` read), read into its Trajectory (with the whole texts of oversized messages) and
+scored by one_session.py `score_logged` (the path `score_events` shares) against the scenario its
+`rounds.session.started` carries and the sandbox's final
 state: read over the FHIR API as the scorer reads it (`ROUNDS_FHIR_BASE`, else an in-process app on the
 database), or, where the sandbox does not exist, the `rounds.sandbox.state` the log holds (a large one from
 `event_blobs`), else the session's writes replayed from the log. The same log and version give the same
@@ -18,15 +19,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from contracts.end_reasons import NOT_ASSISTANT_FAULT
+from contracts.scenario import Scenario
 from contracts.score import SessionScore
-from contracts.trajectory_log import LoggedEvent, build_trajectory
+from contracts.trajectory import Trajectory
+from contracts.trajectory_log import LoggedEvent
 from events.archive import read_log
 from events.payloads import SandboxState, SessionStarted
 from events.topics import SESSIONS
 from rounds.settings import Settings
-from services.consumers.scoring import replay, scorer, snapshot
+from services.consumers.scoring import replay, scorer, snapshot, stored_text
+from services.consumers.scoring.check_inputs import FinalState
 from services.consumers.scoring.fhir_state import SandboxMissing, StateReader, fhir_client
-from services.consumers.scoring.scenarios import scenario_of
+from services.consumers.scoring.one_session import score_logged
 
 SNAPSHOT = SandboxState.TYPE
 
@@ -95,11 +99,12 @@ def session_events(settings: Settings, session_id: str) -> list[LoggedEvent]:
 
 
 def _blobs(settings: Settings, events: list[LoggedEvent]) -> dict[str, bytes]:
-    """The stored state and bodies the session's events name, from this database's `event_blobs`."""
+    """The stored state, bodies and whole texts the session's events name, from this database's
+    `event_blobs`."""
     from events.blobs import read
     from rounds.db import make_engine
 
-    refs = replay.body_refs(events) | snapshot.stored_refs(events)
+    refs = replay.body_refs(events) | snapshot.stored_refs(events) | stored_text.refs(events)
     if not refs:
         return {}
     engine = make_engine(settings.database_url)
@@ -115,13 +120,14 @@ def score_logged_session(settings: Settings, session_id: str) -> SessionScore:
     events = session_events(settings, session_id)
     if not any(e.type == SessionStarted.TYPE for e in events):
         raise SessionNotLogged(f"session {session_id} is not on the Rounds log at {settings.database_url}")
-    log = build_trajectory(session_id, [e for e in events if e.type != SNAPSHOT])
-    found = scenario_of(log.started)
-    state = None
-    if found is not None and log.reason not in NOT_ASSISTANT_FAULT:
+    stored = _blobs(settings, events)
+
+    def state_of(log: Trajectory, found: Scenario | None) -> FinalState | None:
+        if found is None or log.reason in NOT_ASSISTANT_FAULT:
+            return None
         try:
-            state = _reading(settings).reader(session_id, found)
+            return _reading(settings).reader(session_id, found)
         except SandboxMissing:  # the log's recorded state (a stored one from event_blobs), else its replay
-            state = replay.state_of_log(events, _blobs(settings, events),
-                                        _reading(settings).reader.values_for(found))
-    return scorer.score_session(log, found, state)
+            return replay.state_of_log(events, stored, _reading(settings).reader.values_for(found))
+
+    return score_logged(session_id, [e for e in events if e.type != SNAPSHOT], stored, state_of)

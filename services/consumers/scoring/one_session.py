@@ -14,11 +14,12 @@ SessionScore `rounds score` stores.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from contracts.scenario import Scenario
 from contracts.score import SessionScore
+from contracts.trajectory import Trajectory
 from contracts.trajectory_log import LoggedEvent, build_trajectory
 from events.payloads import SandboxState
 from services.consumers.scoring import replay
@@ -28,12 +29,28 @@ from services.consumers.scoring.scorer import SCORER_VERSION, score_session
 
 EHR_PREFIX = "rounds.ehr."
 
+StateOf = Callable[[Trajectory, Scenario | None], FinalState | None]
+"""How a caller obtains the sandbox's final state for a session (its sandbox over FHIR, the log's recorded
+state, the writes replayed): each entry point has its own source, the path to the score is shared."""
+
 
 def _logged(event: Any) -> tuple[LoggedEvent, str | None]:
     if isinstance(event, LoggedEvent):
         return event, None
     data = event if isinstance(event, dict) else event.model_dump(mode="json", by_alias=True)
     return LoggedEvent(data["type"], data.get("data") or {}, data.get("time")), data.get("subject")
+
+
+def score_logged(session_id: str, logged: list[LoggedEvent], stored: Mapping[str, bytes], state_of: StateOf,
+                 scenario: Scenario | None = None, version: str | None = None) -> SessionScore:
+    """events -> trajectory -> score, shared by the entry points outside the consumer group: the trajectory
+    carries the whole texts, resource lists and bodies of `stored` (reference -> bytes, the blobs of values
+    too large for their events), the scenario defaults to the one the log carries, and `state_of` is asked
+    for the final state once both are known."""
+    texts = {ref: body.decode(errors="replace") for ref, body in stored.items()}
+    log = build_trajectory(session_id, logged, texts)
+    scenario = scenario or scenario_of(log.started, None)
+    return score_session(log, scenario, state_of(log, scenario), version=version or SCORER_VERSION)
 
 
 def score_events(events: Iterable[Any], scenario: Scenario | None = None, state: FinalState | None = None,
@@ -43,11 +60,14 @@ def score_events(events: Iterable[Any], scenario: Scenario | None = None, state:
     pairs = [_logged(e) for e in events]
     logged = [event for event, _ in pairs]
     subject = next((s for _, s in pairs if s), None)
-    texts = {ref: body.decode(errors="replace") for ref, body in (stored or {}).items()}
-    log = build_trajectory(subject or "session", logged, texts)  # whole answers, stored resource lists
-    scenario = scenario or scenario_of(log.started, None)
-    if state is None and any(e.type == SandboxState.TYPE or e.type.startswith(EHR_PREFIX) for e in logged):
-        state = replay.state_of_log(logged, stored)
-    if state is None and scenario is not None and not any(t.writes for t in scenario.turns):
-        state = FinalState()  # nothing to write: the log alone decides
-    return score_session(log, scenario, state, version=version or SCORER_VERSION)
+
+    def state_of(_log: Trajectory, found: Scenario | None) -> FinalState | None:
+        found_state = state
+        if found_state is None and any(e.type == SandboxState.TYPE or e.type.startswith(EHR_PREFIX)
+                                       for e in logged):
+            found_state = replay.state_of_log(logged, stored)
+        if found_state is None and found is not None and not any(t.writes for t in found.turns):
+            found_state = FinalState()  # nothing to write: the log alone decides
+        return found_state
+
+    return score_logged(subject or "session", logged, stored or {}, state_of, scenario, version)

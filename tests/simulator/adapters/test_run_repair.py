@@ -303,3 +303,10 @@ def test_a_fact_past_the_first_64_kib_of_an_answer_is_scored(settings, scenarios
     (cited,) = [c for c in scored.turns[0].checks if c.kind == "fact_cited"]
     assert cited.passed, cited.evidence
     assert "Creatinine" not in (scored.turns[0].exchanges[-1].text or "")  # the view shows the head
+    # Inspect's re-score reads the same whole text (one path from events to score, one_session.score_logged)
+    from rounds.inspect.scoring import score_logged_session
+
+    again = score_logged_session(settings, outcome.session_id)
+    (cited_again,) = [c for c in again.turns[0].checks if c.kind == "fact_cited"]
+    assert cited_again.passed, cited_again.evidence
+    assert again.score == scored.score
