@@ -53,6 +53,7 @@ from services.fhir_api.subscriptions import notify
 from services.fhir_api.subscriptions.endpoints import EndpointPolicy
 from services.fhir_api.subscriptions.lanes import Lanes, Notification
 from services.fhir_api.subscriptions.lookup import live_subscriptions
+from services.fhir_api.subscriptions.numbering import EventNumbers
 from services.fhir_api.subscriptions.subscription import SINCE, BadSubscription, Subscription, parse
 from services.fhir_api.subscriptions.websocket import WebSocketHub
 
@@ -75,8 +76,10 @@ class Delivery:
                  client: httpx.Client | None = None, backoff: Backoff | None = None,
                  stop: threading.Event | None = None, topic: str = FHIR_CHANGES,
                  websockets: WebSocketHub | None = None, policy: EndpointPolicy | None = None,
-                 retry_s: float = 10.0) -> None:
+                 retry_s: float = 10.0, numbers: EventNumbers | None = None) -> None:
         self.store, self.bus, self.root, self.group = store, bus, root.rstrip("/"), group
+        # the event numbers live next to the record (the SQL store's database)
+        self.numbers = numbers or EventNumbers(store.engine)  # type: ignore[attr-defined]
         self.websockets = websockets
         self.topic = topic
         self.client = client or httpx.Client(timeout=5)
@@ -175,7 +178,8 @@ class Delivery:
             return
         raw = found.matches[0].raw if sub.content == "full-resource" else None
         action = "created" if event.type.endswith(("created", "known")) else "updated"
-        body = notify.event(self._base(session), sub, event.id, rtype, id, raw, action)
+        number = self.numbers.number(session, sub.id, event.id)  # kept: a redelivery has the same
+        body = notify.event(self._base(session), sub, event.id, number, rtype, id, raw, action)
         if sub.channel == "websocket":
             if self.websockets is not None:
                 self.websockets.notify(sub.id, body)  # best effort (websocket.py)
@@ -217,7 +221,8 @@ class Delivery:
             else:
                 self._set_status(ctx, id, "active", None, since=event_time)
             return
-        if not self._post(sub, notify.handshake(self._base(session), sub), None):
+        shake = notify.handshake(self._base(session), sub, self.numbers.since_start(session, sub.id))
+        if not self._post(sub, shake, None):
             self._set_status(ctx, id, "error", f"handshake: {FAILED}")
             return
         self._set_status(ctx, id, "active", None, since=event_time)
@@ -295,5 +300,6 @@ class Delivery:
                 continue
             if sub.heartbeat_s and now - self._last_sent.get(key, now) >= sub.heartbeat_s:
                 self._last_sent[key] = now
-                self.lanes.submit(sub, Notification(notify.heartbeat(self._base(sub.session), sub), None))
+                body = notify.heartbeat(self._base(sub.session), sub, self.numbers.since_start(*sub.key))
+                self.lanes.submit(sub, Notification(body, None))
 
