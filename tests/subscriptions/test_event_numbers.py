@@ -72,3 +72,6 @@ def test_a_number_is_kept_for_its_event_and_the_next_follows_after_a_restart(sql
     restarted = EventNumbers(engine)  # a new process: what was given is in the database
     assert restarted.number("", "s1", "e2") == 2 and restarted.number("", "s1", "e3") == 3
     assert restarted.since_start("", "s1") == 3 and restarted.since_start("", "other") == 0
+    # one event for several Subscriptions at once: each its own next number, what was given kept
+    assert restarted.number_all("", ["s1", "s2"], "e4") == {"s1": 4, "s2": 1}
+    assert restarted.number_all("", ["s2", "s1"], "e4") == {"s1": 4, "s2": 1}

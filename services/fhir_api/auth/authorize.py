@@ -10,7 +10,9 @@ app (RFC 6749 §4.1.2.1). GET answers the consent page (skipped with ROUNDS_AUTH
 is complete); POST is its answer and must carry the login's CSRF value.
 
 What is granted is bound to the user (grants.py): their scope ceiling, and the patient of a launch only one
-they may see — the launch's, or one picked on the consent page among theirs.
+they may see — the launch's, or one picked on the consent page among theirs. A standalone launch asking
+`launch/encounter` then picks one of that patient's stays on a second page (encounters.py), among those the
+audience session shows; the picked id is checked again, since the form is the browser's to change.
 """
 
 from __future__ import annotations

@@ -32,7 +32,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
+from functools import partial
+from typing import Any, TypeVar
 
 import httpx
 import orjson
@@ -60,6 +63,7 @@ from services.fhir_api.subscriptions.websocket import WebSocketHub
 log = logging.getLogger(__name__)
 GROUP = "rounds-subscriptions"
 FAILED = "the endpoint did not accept the notification"  # one text for every failure: no reachability oracle
+T = TypeVar("T")
 NOTIFIED = frozenset({FhirResourceChange.CREATED, FhirResourceChange.UPDATED, FhirResourceKnown.TYPE})
 
 
@@ -150,6 +154,7 @@ class Delivery:
             self._on_subscription(ctx, session, id, event.time or "")
             return
         searched: dict[tuple, SearchResult] = {}  # Subscriptions with the same criteria share one search
+        matched: list[tuple[Subscription, bytes | None]] = []
         for sub in self.subscriptions(ctx, session):
             if sub.resource_type != rtype or sub.status not in ("active", "error"):
                 continue
@@ -157,34 +162,49 @@ class Delivery:
                 continue
             if sub.status == "error" and not sub.since:
                 continue  # its handshake never succeeded: nothing to retry
-            try:
-                self._notify(ctx, session, sub, event, rtype, id, searched)
-            except Stopped:
-                raise
-            except Exception:  # noqa: BLE001 - one Subscription's fault never stops the others
-                log.exception("subscription %s: notification failed", sub.id)
-                self._set_status(ctx, sub.id, "error", FAILED)
+            matched += self._guarded(ctx, sub, self._match, ctx, sub, id, searched) or []
+        if not matched:
+            return
+        # one transaction numbers the event for all its Subscriptions: kept, so a redelivery has the same
+        numbers = self.numbers.number_all(session, [sub.id for sub, _ in matched], event.id)
+        action = "created" if event.type.endswith(("created", "known")) else "updated"
+        for sub, raw in matched:
+            body = partial(notify.event, self._base(session), sub, event.id, numbers[sub.id], rtype, id, raw,
+                           action)
+            self._guarded(ctx, sub, self._send, ctx, sub, body, event.id)
 
-    def _notify(self, ctx: Context, session: str, sub: Subscription, event, rtype: str, id: str,
-                searched: dict[tuple, SearchResult]) -> None:
+    def _guarded(self, ctx: Context, sub: Subscription, step: Callable[..., T], *args: Any) -> T | None:
+        """`step(*args)` for one Subscription: its fault never stops the others (it sets its `error`)."""
+        try:
+            return step(*args)
+        except Stopped:
+            raise
+        except Exception:  # noqa: BLE001 - one Subscription's fault never stops the others
+            log.exception("subscription %s: notification failed", sub.id)
+            self._set_status(ctx, sub.id, "error", FAILED)
+            return None
+
+    def _match(self, ctx: Context, sub: Subscription, id: str, searched: dict[tuple, SearchResult]
+               ) -> list[tuple[Subscription, bytes | None]]:
+        """[(sub, the focus as stored for full-resource)] when the resource matches its criteria, else []."""
         try:
             if sub.params not in searched:
                 searched[sub.params] = self._search(ctx, sub, [("_id", id)], count=1)
             found = searched[sub.params]
         except StoreError as exc:  # criteria changed since the handshake checked them
             self._set_status(ctx, sub.id, "error", f"criteria: {exc}")
-            return
+            return []
         if not found.matches:
-            return
-        raw = found.matches[0].raw if sub.content == "full-resource" else None
-        action = "created" if event.type.endswith(("created", "known")) else "updated"
-        number = self.numbers.number(session, sub.id, event.id)  # kept: a redelivery has the same
-        body = notify.event(self._base(session), sub, event.id, number, rtype, id, raw, action)
+            return []
+        return [(sub, found.matches[0].raw if sub.content == "full-resource" else None)]
+
+    def _send(self, ctx: Context, sub: Subscription, build: Callable[[], bytes], event_id: str) -> None:
+        body = build()
         if sub.channel == "websocket":
             if self.websockets is not None:
                 self.websockets.notify(sub.id, body)  # best effort (websocket.py)
             return
-        self._deliver(ctx, sub, body, event.id)
+        self._deliver(ctx, sub, body, event_id)
 
     # -- subscriptions ---------------------------------------------------------------------------------
     def _context(self, session: str) -> Context | None:
