@@ -91,7 +91,7 @@ MODEL_MODULES: list[str] = [
     "events.sql_models",
     "events.projections.tracking", "events.outbox", "events.sequences", "events.blobs",
     "events.projections.models", "services.consumers.scoring.models",
-    "services.fhir_api.auth.models",
+    "services.fhir_api.auth.models", "services.fhir_api.subscriptions.models",
 ]
 
 

@@ -135,7 +135,7 @@ def test_refusals(bulk_api, record):
     fhir = bulk_api.fhir
     assert_outcome(httpx.get(f"{fhir}/$export"), 400)  # no Prefer: respond-async
     for params in ({"_type": "Nope"}, {"_typeFilter": "Observation?nonsense=x"}, {"_since": "yesterday"},
-                   {"_outputFormat": "text/csv"}, {"_elements": "id"}, {"_typeFilter": "Observation"},
+                   {"_outputFormat": "text/csv"}, {"_elements": "Nope.id"}, {"_typeFilter": "Observation"},
                    {"_type": "Patient", "_typeFilter": "Observation?code=x"}):
         assert_outcome(httpx.get(f"{fhir}/$export", params=params, headers=ASYNC), 400)
     assert_outcome(httpx.get(f"{fhir}/Group/missing/$export", headers=ASYNC), 404)

@@ -10,6 +10,7 @@ import gzip
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -116,3 +117,29 @@ def test_a_bad_assertion_is_refused(served):
                                              "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
                                          "client_assertion": forged})
     assert answer.status_code == 401 and answer.json()["error"] == "invalid_client"
+
+
+def test_lenient_export_leaves_out_a_type_the_token_may_not_read(served):
+    """Bulk Data IG: with `Prefer: handling=lenient` the types the token may export are, and the others are
+    named in the error file; without it the kick-off is refused."""
+    api, ctx = served
+    token = issue(api.app.state.auth.key, parse_scopes("system/Patient.rs"), expires_in=600)
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/fhir+json"}
+    params = {"_type": "Patient,Observation"}
+    refused = httpx.get(f"{ctx['base']}/$export", params=params,
+                        headers={**headers, "Prefer": "respond-async"})
+    assert refused.status_code == 403
+    kick = httpx.get(f"{ctx['base']}/$export", params=params,
+                     headers={**headers, "Prefer": "respond-async, handling=lenient"})
+    assert kick.status_code == 202, kick.text
+    for _ in range(300):
+        answer = httpx.get(kick.headers["content-location"], headers=headers)
+        if answer.status_code != 202:
+            break
+        time.sleep(0.05)
+    manifest = answer.json()
+    assert [o["type"] for o in manifest["output"]] == ["Patient"] and manifest["output"][0]["count"] == 3
+    [error] = manifest["error"]
+    lines = httpx.get(error["url"], headers=headers).content.splitlines()
+    assert [json.loads(line)["issue"][0]["diagnostics"] for line in lines] == [
+        "the token's scopes do not allow exporting Observation: not exported"]

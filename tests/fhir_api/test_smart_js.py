@@ -143,6 +143,22 @@ def test_standalone_launch_picks_the_patient_on_the_consent_page(browser, record
     assert result["refreshed"] and result["encounter"] is None
 
 
+def test_standalone_launch_picks_the_patient_then_the_encounter(browser, record, app_origin):
+    scope = "launch/patient launch/encounter patient/*.rs offline_access"
+    browser.go(f"{app_origin}/launch.html?{urlencode({'server': record['base'], 'scope': scope})}")
+    browser.wait_for("document.querySelector('input[name=patient]') !== null")
+    browser.evaluate(f"document.querySelector('input[name=patient]').value = '{record['a']}';"
+                     "document.querySelector('button[value=approve]').click()")
+    browser.wait_for("document.querySelector('select[name=encounter]') !== null")
+    offered = browser.evaluate("[...document.querySelectorAll('select[name=encounter] option')]"
+                               ".map(o => o.value)")
+    assert offered == [record["enc_a"]]  # the picked patient's stays only
+    browser.evaluate("document.querySelector('button[value=approve]').click()")
+    result = app_result(browser)
+    assert result["patient"] == record["a"] and result["encounter"] == record["enc_a"]
+    assert result["refreshed"]
+
+
 def test_a_page_on_an_origin_not_allowed_cannot_read_the_answers(browser, record):
     """The same fetch from an origin the settings do not list: the browser blocks it (no
     Access-Control-Allow-Origin), which is what makes the allow list mean something."""

@@ -118,7 +118,7 @@ def test_discovery_and_metadata_advertise_the_launch(secured, record):
     assert {"authorization_code", "refresh_token"} <= set(doc["grant_types_supported"])
     assert doc["code_challenge_methods_supported"] == ["S256"]
     assert {"launch-ehr", "launch-standalone", "context-ehr-encounter"} <= set(doc["capabilities"])
-    assert not {"authorize-post", "profile", "launch/encounter"} & set(doc["capabilities"]
+    assert not {"authorize-post", "profile"} & set(doc["capabilities"]
                                                                     + doc["scopes_supported"])
     assert {"openid", "fhirUser", "sso-openid-connect"} <= set(doc["capabilities"] + doc["scopes_supported"])
     security = httpx.get(f"{base}/metadata").json()["rest"][0]["security"]

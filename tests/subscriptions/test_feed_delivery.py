@@ -1,6 +1,7 @@
 """Must show: a rest-hook receiver gets every new lab of a replayed admission in clinical order,
 once each after deduplication by event id, across a kill -9 of the delivering consumer; on SQLite (SQL log)
-and on Kafka + PostgreSQL.
+and on Kafka + PostgreSQL. The Backport IG's `event-number`s it sees run 1..N with no gap and no repeat (a
+redelivery after the kill keeps its number), and `Subscription/{id}/$status` answers N.
 
 The record is one real MIMIC-IV demo admission mapped by the project's mapper and bulk-loaded. A session
 opened at T0 gets a Subscription (through the FHIR API, so its write reaches the log by the outbox); the
@@ -102,16 +103,29 @@ def replay_across_a_kill(url: str, bus, extra_env: dict, admission_ndjson, recei
         finally:
             if first.poll() is None:
                 first.kill()
-    got, ids = [], set()
+        answer = httpx.post(f"{status_url}/$status").json()["entry"][0]["resource"]["parameter"]
+    got, ids, numbered = [], {}, []
     for note in receiver.notifications():
         assert note["headers"]["X-Rounds-Event-Id"]
+        number = event_number(note["body"])
         if note["body"]["id"] in ids:
-            continue  # a redelivery after the kill: the same notification
-        ids.add(note["body"]["id"])
+            assert ids[note["body"]["id"]] == number  # a redelivery after the kill: the same notification
+            continue
+        ids[note["body"]["id"]] = number
+        numbered.append(number)
         focus = note["body"]["entry"][1]
         assert focus["resource"]["id"] == focus["fullUrl"].rsplit("/", 1)[1]
         got.append(focus["resource"]["id"])
     assert got == expected  # every new lab, once, in clinical order
+    assert numbered == list(range(1, len(expected) + 1))  # no gap, no number twice, across the kill
+    since = next(p["valueString"] for p in answer if p["name"] == "events-since-subscription-start")
+    assert since == str(len(expected))
+
+
+def event_number(bundle: dict) -> int:
+    params = bundle["entry"][0]["resource"]["parameter"]
+    event = next(p for p in params if p["name"] == "notification-event")
+    return int(next(p["valueString"] for p in event["part"] if p["name"] == "event-number"))
 
 
 @pytest.mark.slow

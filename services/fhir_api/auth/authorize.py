@@ -10,12 +10,15 @@ app (RFC 6749 §4.1.2.1). GET answers the consent page (skipped with ROUNDS_AUTH
 is complete); POST is its answer and must carry the login's CSRF value.
 
 What is granted is bound to the user (grants.py): their scope ceiling, and the patient of a launch only one
-they may see — the launch's, or one picked on the consent page among theirs.
+they may see — the launch's, or one picked on the consent page among theirs. A standalone launch asking
+`launch/encounter` then picks one of that patient's stays on a second page (encounters.py), among those the
+audience session shows; the picked id is checked again, since the form is the browser's to change.
 """
 
 from __future__ import annotations
 
 import html
+from dataclasses import replace
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from fastapi import APIRouter, Request, Response
@@ -23,6 +26,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
 from services.fhir_api.auth.clients import Client, find_client
+from services.fhir_api.auth.encounters import EncounterChoice, is_patient_encounter, patient_encounters, view
 from services.fhir_api.auth.grants import grant_scopes
 from services.fhir_api.auth.launch import Authorization, LaunchContext, issue_code, open_launch
 from services.fhir_api.auth.login import (
@@ -37,7 +41,7 @@ from services.fhir_api.auth.scopes import ScopeError
 from services.fhir_api.auth.tokens import InvalidToken
 from services.fhir_api.auth.users import User
 from services.fhir_api.http.links import external_root
-from services.fhir_api.store.interface import Context, StoreError
+from services.fhir_api.store.interface import StoreError
 
 router = APIRouter(tags=["auth"])
 
@@ -118,11 +122,8 @@ def _check(params: dict[str, str]) -> None:
 
 async def _known(request: Request, context: LaunchContext, resource_type: str, id: str) -> bool:
     store = request.app.state.store
-    ctx = Context()
-    if context.session is not None:
-        ctx = await store.get_session_async(context.session) or ctx
     try:
-        await store.read_async(ctx, resource_type, id)
+        await store.read_async(await view(store, context.session), resource_type, id)
     except StoreError:
         return False
     return True
@@ -146,6 +147,26 @@ async def _patient(request: Request, context: LaunchContext, user: User, wanted:
     if not await _known(request, context, "Patient", picked):
         raise Refused("invalid_request", f"no Patient/{picked} in this record")
     return LaunchContext(context.session, picked, context.encounter, context.app)
+
+
+async def _encounter(request: Request, params: dict[str, str], context: LaunchContext,
+                     choice: dict[str, str] | None) -> LaunchContext | list[EncounterChoice]:
+    """A standalone launch asking `launch/encounter`: the context with the encounter picked among the
+    patient's (as the launch's session shows them), or the options to ask for on the consent page. An EHR
+    launch's context is the EHR's; a patient without a visible stay launches without one."""
+    wanted = params.get("scope", "").split()
+    if params.get("launch") or "launch/encounter" not in wanted or context.encounter or not context.patient:
+        return context
+    store = request.app.state.store
+    ctx = await view(store, context.session)
+    picked = (choice or {}).get("encounter", "").removeprefix("Encounter/")
+    if not picked:
+        options = await patient_encounters(store, ctx, context.patient)
+        return options or context
+    if not await is_patient_encounter(store, ctx, context.patient, picked):
+        raise Refused("invalid_request", f"Encounter/{picked} is not a stay of Patient/{context.patient} "
+                                         "this launch shows")
+    return replace(context, encounter=picked)
 
 
 async def _decide(request: Request, params: dict[str, str], choice: dict[str, str] | None) -> Response:
@@ -175,6 +196,10 @@ async def _decide(request: Request, params: dict[str, str], choice: dict[str, st
             picked = await _patient(request, context, user, wanted, choice)
             if picked is None:
                 return _consent(params, context, user, csrf, ask_patient=True)
+            stay = await _encounter(request, params, picked, choice)
+            if isinstance(stay, list):
+                return _consent(params, picked, user, csrf, ask_patient=False, encounters=stay)
+            picked = stay
             if choice is None and not settings.auth_auto_approve:
                 return _consent(params, picked, user, csrf, ask_patient=False)
             try:
@@ -212,12 +237,21 @@ def _page(status: int, message: str) -> HTMLResponse:
                         status, headers=NO_STORE)
 
 
-def _consent(params: dict[str, str], context: LaunchContext, user: User, csrf: str,
-             ask_patient: bool) -> HTMLResponse:
+def _consent(params: dict[str, str], context: LaunchContext, user: User, csrf: str, ask_patient: bool,
+             encounters: list[EncounterChoice] | None = None) -> HTMLResponse:
+    """The consent page; it asks for the patient (`ask_patient`), or with `encounters` for one of the
+    patient's stays (the patient then travels as a hidden field)."""
     fields = {**params, "csrf": csrf}
+    if encounters:
+        fields["patient"] = context.patient or ""
     hidden = "".join(f'<input type="hidden" name="{k}" value="{html.escape(v)}">' for k, v in fields.items())
     where = f"session {context.session}" if context.session else "the shared record"
-    if not ask_patient:
+    if encounters:
+        options = "".join(f'<option value="{html.escape(e.id)}">{html.escape(e.label or e.id)}</option>'
+                          for e in encounters)
+        patient = (f"<p>Patient: {html.escape(context.patient or '')}</p>"
+                   f'<label>Encounter <select name="encounter" required>{options}</select></label>')
+    elif not ask_patient:
         patient = f"<p>Patient: {html.escape(context.patient or '(none)')}</p>"
     elif user.patients is None:
         patient = '<label>Patient id <input name="patient" required></label>'

@@ -86,6 +86,8 @@ def _fhir(method: str, session: str | None, rest: str) -> Target:
         return Target("fhir", session, resource_type, "s", interaction="history")
     if second.startswith("$"):
         return Target("fhir", session, resource_type, verb, interaction="operation")
+    if len(parts) == 3 and parts[2] == "$status":  # Subscription status: a read, whether GET or POST
+        return Target("fhir", session, resource_type, "r", second, interaction="operation")
     if len(parts) == 3 and parts[2] == "$everything":
         return Target("fhir", session, resource_type, "r", second, interaction="everything")
     if len(parts) == 2:

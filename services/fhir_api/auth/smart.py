@@ -31,10 +31,11 @@ SCOPES_SUPPORTED = ["system/*.cruds", "system/*.rs", "system/*.read", "user/*.cr
                     "patient/*.cruds", "patient/*.rs"]
 SECURITY_SERVICE = "http://terminology.hl7.org/CodeSystem/restful-security-service"
 # What works here, and nothing else (no POST to /auth/authorize as a request, its POST is the consent form's
-# answer; launch/encounter only in an EHR launch; OpenID Connect: openid and fhirUser, no `profile`)
+# answer; OpenID Connect: openid and fhirUser, no `profile`)
 CAPABILITIES = ["client-confidential-symmetric", "client-confidential-asymmetric", "client-public",
                 "launch-ehr", "launch-standalone",
                 "context-ehr-patient", "context-ehr-encounter", "context-standalone-patient",
+                "context-standalone-encounter",
                 "permission-offline", "permission-online", "permission-v2", "permission-v1",
                 "permission-patient", "permission-user", "sso-openid-connect"]
 GRANT_TYPES = ["authorization_code", "refresh_token", "client_credentials"]
@@ -50,7 +51,8 @@ def discovery(root: str) -> dict:
         "token_endpoint_auth_signing_alg_values_supported": ["RS384", "ES384"],
         "grant_types_supported": GRANT_TYPES,
         "code_challenge_methods_supported": ["S256"],
-        "scopes_supported": [*SCOPES_SUPPORTED, "launch", "launch/patient", "offline_access",
+        "scopes_supported": [*SCOPES_SUPPORTED, "launch", "launch/patient", "launch/encounter",
+                             "offline_access",
                              "online_access", "openid", "fhirUser"],
         "response_types_supported": ["code"],
         "capabilities": CAPABILITIES,

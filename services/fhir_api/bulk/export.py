@@ -18,8 +18,10 @@ from urllib.parse import parse_qsl
 import orjson
 
 from services.fhir_api.auth.compartment import narrowing_param
+from services.fhir_api.bulk.elements import subset_for
 from services.fhir_api.bulk.jobs import ExportJob, JobStore
 from services.fhir_api.bulk.quota import DiskCapReached
+from services.fhir_api.http.summary import Subset
 from services.fhir_api.search.registry import patient_compartment
 from services.fhir_api.store.cursor import pages
 from services.fhir_api.store.interface import Context, ResourceStore, StoredResource
@@ -27,6 +29,7 @@ from services.fhir_api.withheld import served
 
 PAGE = 1000  # resources per search page
 PATIENT_BATCH = 50  # patients ORed into one compartment parameter
+ERRORS = "Errors.ndjson"  # the manifest's `error` file (no resource type has that name)
 
 
 class Cancelled(Exception):
@@ -62,9 +65,30 @@ def patient_batches(store: ResourceStore, ctx: Context, job: ExportJob) -> Itera
         yield batch
 
 
-def _line(stored: StoredResource) -> bytes:
+def _line(stored: StoredResource, subset: Subset | None) -> bytes:
     raw = served(stored)
+    if subset is not None:
+        raw = subset.apply(raw)
     return (orjson.dumps(orjson.loads(raw)) if b"\n" in raw else raw) + b"\n"
+
+
+def _lines(page: list[StoredResource], subset: Subset | None, job: ExportJob) -> tuple[bytes, int]:
+    """A page's NDJSON and how many lines; a resource that cannot be written (its stored JSON unreadable)
+    is left out and named in the job's issues (the error file), and the export goes on."""
+    out: list[bytes] = []
+    for stored in page:
+        try:
+            out.append(_line(stored, subset))
+        except (ValueError, TypeError) as exc:  # orjson's errors are ValueErrors
+            job.issues.append(f"{stored.resource_type}/{stored.id} could not be exported: "
+                              f"{type(exc).__name__}")
+    return b"".join(out), len(out)
+
+
+def outcome_line(message: str) -> bytes:
+    """One line of the error file: an OperationOutcome (Bulk Data IG: the `error` array's files)."""
+    return orjson.dumps({"resourceType": "OperationOutcome", "issue": [
+        {"severity": "error", "code": "processing", "diagnostics": message}]}) + b"\n"
 
 
 def searches(store: ResourceStore, ctx: Context, job: ExportJob, resource_type: str
@@ -98,6 +122,7 @@ def run_export(store: ResourceStore, ctx: Context, jobs: JobStore, job: ExportJo
             jobs.save(job)
             # two filters of a type may match one resource: written once (its id remembered)
             seen: set[str] | None = set() if len(job.type_filters.get(resource_type, [])) > 1 else None
+            subset = subset_for(job.elements, resource_type)
             with _output(path) as out:
                 for params in searches(store, ctx, job, resource_type):
                     for page in pages(store, ctx, resource_type, params, PAGE):
@@ -106,8 +131,9 @@ def run_export(store: ResourceStore, ctx: Context, jobs: JobStore, job: ExportJo
                         if seen is not None:
                             page = [r for r in page if r.id not in seen]
                             seen.update(r.id for r in page)
-                        out.write(b"".join(_line(r) for r in page))
-                        count += len(page)
+                        lines, written = _lines(page, subset, job)
+                        out.write(lines)
+                        count += written
                         if check_disk is not None:
                             out.flush()
                             check_disk()
@@ -117,6 +143,8 @@ def run_export(store: ResourceStore, ctx: Context, jobs: JobStore, job: ExportJo
                 job.output.append({"type": resource_type, "file": path.name, "count": count})
             else:
                 path.unlink(missing_ok=True)
+        if job.issues:
+            (folder / ERRORS).write_bytes(b"".join(outcome_line(m) for m in job.issues))
         job.state, job.progress = "completed", "completed"
         jobs.save(job)
     except (Cancelled, FileNotFoundError):

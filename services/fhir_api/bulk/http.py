@@ -2,8 +2,10 @@
 
 - Kick-off: `GET <base>/$export`, `<base>/Patient/$export`, `<base>/Group/<id>/$export` with
   `Prefer: respond-async` → 202, `Content-Location: <base>/$export-poll-status?_jobId=<id>`; the writer runs
-  in a thread of this process (export.py). `_type`, `_since`, `_outputFormat` (NDJSON only); anything else
-  the spec defines (`_typeFilter`, `_elements`, `includeAssociatedData`) → 400, never silently ignored.
+  in a thread of this process (export.py). `_type`, `_since`, `_outputFormat` (NDJSON only), `_typeFilter`,
+  `_elements` (elements.py); anything else the spec defines (`includeAssociatedData`, `patient`) → 400,
+  never silently ignored. `Prefer: handling=lenient` turns an unknown or unreadable `_type` into a line of
+  the error file (export.py `ERRORS`) instead of a refusal.
 - Status: 202 with `X-Progress` and `Retry-After` while writing; 200 with the manifest when complete; a failed
   job 500 with an OperationOutcome. `DELETE` on the same URL cancels and removes the files (202), then 404.
 - Files: `<base>/$export-file/<id>/<Type>.ndjson` (`application/fhir+ndjson`), streamed from disk.
@@ -25,7 +27,8 @@ from fastapi.responses import FileResponse
 from starlette.concurrency import run_in_threadpool
 
 from services.fhir_api.auth.scopes import granting
-from services.fhir_api.bulk.export import run_export
+from services.fhir_api.bulk.elements import parse_elements
+from services.fhir_api.bulk.export import ERRORS, run_export
 from services.fhir_api.bulk.jobs import ExportJob, JobStore, Level
 from services.fhir_api.bulk.quota import ExportQuota, disk_check, refusal, sweep, token_key
 from services.fhir_api.http.errors import FhirHttpError
@@ -37,7 +40,7 @@ from services.fhir_api.store.interface import StoreError
 from services.fhir_api.store.rows import instant
 
 FORMATS = frozenset({"application/fhir+ndjson", "application/ndjson", "ndjson"})
-KNOWN = frozenset({"_type", "_since", "_outputFormat", "_format", "_typeFilter"})
+KNOWN = frozenset({"_type", "_since", "_outputFormat", "_format", "_typeFilter", "_elements"})
 Params = list[tuple[str, str]]
 
 
@@ -61,16 +64,23 @@ def _job(call: Call, request: Request, level: Level, group: str | None, params: 
     if given.get("_outputFormat", "application/fhir+ndjson") not in FORMATS:
         raise FhirHttpError(400, "_outputFormat: only application/fhir+ndjson is written")
     types = [t for name, value in params if name == "_type" for t in value.split(",") if t] or None
+    lenient = "handling=lenient" in request.headers.get("prefer", "").replace(" ", "").lower()
+    issues: list[str] = []
     bad = sorted(set(types or ()) - served_types())
-    if bad:
+    if bad and not (lenient and set(types or ()) - set(bad)):
         raise FhirHttpError(400, f"_type: unknown resource types {', '.join(bad)}")
+    if bad:  # Prefer: handling=lenient (Bulk Data IG): the others are exported, these named in `error`
+        issues.append(f"_type: unknown resource types {', '.join(bad)}: not exported")
+        types = [t for t in types or () if t not in bad]
     since = given.get("_since")
     if since is not None:
         since = instant(parse_instant(since, "_since"))
     filters = type_filters([value for name, value in params if name == "_typeFilter"], types)
-    types = _permitted(request, level, types)
+    elements = parse_elements([value for name, value in params if name == "_elements"])
+    types = _permitted(request, level, types, issues if lenient else None)
     return ExportJob(level, str(request.url), instant(datetime.now(UTC)), call.ctx.session_id, group, types,
-                     since, token=token_key(request.headers.get("authorization")), type_filters=filters)
+                     since, token=token_key(request.headers.get("authorization")), type_filters=filters,
+                     elements=elements, issues=issues)
 
 
 def type_filters(values: list[str], types: list[str] | None) -> dict[str, list[str]]:
@@ -92,16 +102,22 @@ def type_filters(values: list[str], types: list[str] | None) -> dict[str, list[s
     return filters
 
 
-def _permitted(request: Request, level: Level, types: list[str] | None) -> list[str] | None:
+def _permitted(request: Request, level: Level, types: list[str] | None, lenient: list[str] | None
+               ) -> list[str] | None:
     """Hold the export to the token's scopes (auth on): each asked type must be readable outside any
     compartment (`user/` or `system/` `.s`); without `_type`, a token that cannot read every type exports
-    the types it can (SMART Backend Services clients ask for `system/<Type>.read` one by one)."""
+    the types it can (SMART Backend Services clients ask for `system/<Type>.read` one by one). With
+    `Prefer: handling=lenient` (`lenient`: the job's issues) asked types it may not read are left out and
+    named in the error file, as long as one is left."""
     grant = request.scope.get("state", {}).get("auth_grant")
     if grant is None or granting(grant.scopes, "*", "s") & {"user", "system"}:
         return types
     readable = [t for t in (types or sorted(served_types()))
                 if granting(grant.scopes, t, "s") & {"user", "system"}]
     missing = sorted(set(types or ()) - set(readable))
+    if missing and readable and lenient is not None:
+        lenient.append(f"the token's scopes do not allow exporting {', '.join(missing)}: not exported")
+        return readable
     if missing or not readable:
         what = ", ".join(missing) or "any type"
         raise FhirHttpError(403, f"the token's scopes do not allow exporting {what}", code="forbidden")
@@ -169,7 +185,7 @@ async def status(call: Call, request: Request) -> Response:
         "requiresAccessToken": bool(request.app.state.settings.auth),
         "output": [{"type": o["type"], "url": f"{files}/{o['file']}", "count": o["count"]}
                    for o in job.output],
-        "error": [],
+        "error": [{"type": "OperationOutcome", "url": f"{files}/{ERRORS}"}] if job.issues else [],
     }
     return Response(orjson.dumps(manifest), media_type="application/json", headers=expires)
 

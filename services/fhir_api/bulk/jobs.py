@@ -36,11 +36,15 @@ class ExportJob:
     since: str | None = None  # _since, as given
     type_filters: dict[str, list[str]] = field(default_factory=dict)  # _typeFilter: type -> queries, ORed
     token: str = "anonymous"  # a digest of the kick-off's bearer token (quota.py), never the token
+    elements: list[str] | None = None  # _elements: `element` or `Type.element` (elements.py)
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     state: State = "in-progress"
     progress: str = "queued"
     output: list[dict] = field(default_factory=list)  # {"type", "file", "count"}
-    error: list[str] = field(default_factory=list)
+    error: list[str] = field(default_factory=list)  # what failed the job (the poll's OperationOutcome)
+    # what the job left out and went on (a type the client may not read, a resource that could not be
+    # written): the manifest's `error` file, one OperationOutcome per line
+    issues: list[str] = field(default_factory=list)
 
 
 class JobStore:

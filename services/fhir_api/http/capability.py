@@ -29,6 +29,8 @@ TYPE_OPERATIONS = {
     "Patient": [{"name": "everything", "definition": EVERYTHING},
                 {"name": "export", "definition": f"{BULK}/OperationDefinition/patient-export"}],
     "Group": [{"name": "export", "definition": f"{BULK}/OperationDefinition/group-export"}],
+    "Subscription": [{"name": "status", "definition": "http://hl7.org/fhir/uv/subscriptions-backport/"
+                                                      "OperationDefinition/backport-subscription-status"}],
 }
 
 

@@ -32,6 +32,7 @@ from services.fhir_api.http.links import external_root
 from services.fhir_api.http.outcome import Call, Outcome, to_response
 from services.fhir_api.http.params import check_id, parse_etag, parse_version
 from services.fhir_api.http.validation import check_type
+from services.fhir_api.subscriptions import status as subscriptions
 
 router = APIRouter()
 CallDep = Depends(call_of)
@@ -185,6 +186,14 @@ async def export_instance(type: str, id: str, request: Request, call: Call = Cal
 @router.get("/$export-file/{job}/{file}", summary="a file a Bulk Data export wrote")
 async def export_file(job: str, file: str, request: Request, call: Call = CallDep) -> Response:
     return await bulk.file(call, request, job, file)
+
+
+@router.post("/{type}/{id}/$status", summary="Subscription/<id>/$status (Subscriptions Backport IG)")
+@router.get("/{type}/{id}/$status", summary="Subscription/<id>/$status (Subscriptions Backport IG)")
+async def subscription_status(type: str, id: str, call: Call = CallDep) -> Response:
+    if type != "Subscription":
+        raise FhirHttpError(404, "$status is defined on Subscription only", code="not-supported")
+    return await run(call, subscriptions.subscription_status, check_id(id))
 
 
 @router.get("/{type}/{id}/$everything", summary="Patient/$everything")

@@ -60,6 +60,8 @@ ROUTES: tuple[Route, ...] = (
     # buffered and copied (its kick-off and status polls are recorded)
     Route("export-file", "GET", "/$export-file/{job}/{file}", recorded=False),
     Route("everything", "GET", "/{type}/{id}/$everything"),
+    Route("subscription-status", "GET", "/{type}/{id}/$status"),  # services/fhir_api/subscriptions
+    Route("subscription-status-post", "POST", "/{type}/{id}/$status"),
     Route("read", "GET", "/{type}/{id}", fast=True),
     Route("update", "PUT", "/{type}/{id}"),
     Route("patch", "PATCH", "/{type}/{id}"),

@@ -32,7 +32,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
+from functools import partial
+from typing import Any, TypeVar
 
 import httpx
 import orjson
@@ -53,12 +56,14 @@ from services.fhir_api.subscriptions import notify
 from services.fhir_api.subscriptions.endpoints import EndpointPolicy
 from services.fhir_api.subscriptions.lanes import Lanes, Notification
 from services.fhir_api.subscriptions.lookup import live_subscriptions
+from services.fhir_api.subscriptions.numbering import EventNumbers
 from services.fhir_api.subscriptions.subscription import SINCE, BadSubscription, Subscription, parse
 from services.fhir_api.subscriptions.websocket import WebSocketHub
 
 log = logging.getLogger(__name__)
 GROUP = "rounds-subscriptions"
 FAILED = "the endpoint did not accept the notification"  # one text for every failure: no reachability oracle
+T = TypeVar("T")
 NOTIFIED = frozenset({FhirResourceChange.CREATED, FhirResourceChange.UPDATED, FhirResourceKnown.TYPE})
 
 
@@ -75,8 +80,10 @@ class Delivery:
                  client: httpx.Client | None = None, backoff: Backoff | None = None,
                  stop: threading.Event | None = None, topic: str = FHIR_CHANGES,
                  websockets: WebSocketHub | None = None, policy: EndpointPolicy | None = None,
-                 retry_s: float = 10.0) -> None:
+                 retry_s: float = 10.0, numbers: EventNumbers | None = None) -> None:
         self.store, self.bus, self.root, self.group = store, bus, root.rstrip("/"), group
+        # the event numbers live next to the record (the SQL store's database)
+        self.numbers = numbers or EventNumbers(store.engine)  # type: ignore[attr-defined]
         self.websockets = websockets
         self.topic = topic
         self.client = client or httpx.Client(timeout=5)
@@ -147,6 +154,7 @@ class Delivery:
             self._on_subscription(ctx, session, id, event.time or "")
             return
         searched: dict[tuple, SearchResult] = {}  # Subscriptions with the same criteria share one search
+        matched: list[tuple[Subscription, bytes | None]] = []
         for sub in self.subscriptions(ctx, session):
             if sub.resource_type != rtype or sub.status not in ("active", "error"):
                 continue
@@ -154,33 +162,49 @@ class Delivery:
                 continue
             if sub.status == "error" and not sub.since:
                 continue  # its handshake never succeeded: nothing to retry
-            try:
-                self._notify(ctx, session, sub, event, rtype, id, searched)
-            except Stopped:
-                raise
-            except Exception:  # noqa: BLE001 - one Subscription's fault never stops the others
-                log.exception("subscription %s: notification failed", sub.id)
-                self._set_status(ctx, sub.id, "error", FAILED)
+            matched += self._guarded(ctx, sub, self._match, ctx, sub, id, searched) or []
+        if not matched:
+            return
+        # one transaction numbers the event for all its Subscriptions: kept, so a redelivery has the same
+        numbers = self.numbers.number_all(session, [sub.id for sub, _ in matched], event.id)
+        action = "created" if event.type.endswith(("created", "known")) else "updated"
+        for sub, raw in matched:
+            body = partial(notify.event, self._base(session), sub, event.id, numbers[sub.id], rtype, id, raw,
+                           action)
+            self._guarded(ctx, sub, self._send, ctx, sub, body, event.id)
 
-    def _notify(self, ctx: Context, session: str, sub: Subscription, event, rtype: str, id: str,
-                searched: dict[tuple, SearchResult]) -> None:
+    def _guarded(self, ctx: Context, sub: Subscription, step: Callable[..., T], *args: Any) -> T | None:
+        """`step(*args)` for one Subscription: its fault never stops the others (it sets its `error`)."""
+        try:
+            return step(*args)
+        except Stopped:
+            raise
+        except Exception:  # noqa: BLE001 - one Subscription's fault never stops the others
+            log.exception("subscription %s: notification failed", sub.id)
+            self._set_status(ctx, sub.id, "error", FAILED)
+            return None
+
+    def _match(self, ctx: Context, sub: Subscription, id: str, searched: dict[tuple, SearchResult]
+               ) -> list[tuple[Subscription, bytes | None]]:
+        """[(sub, the focus as stored for full-resource)] when the resource matches its criteria, else []."""
         try:
             if sub.params not in searched:
                 searched[sub.params] = self._search(ctx, sub, [("_id", id)], count=1)
             found = searched[sub.params]
         except StoreError as exc:  # criteria changed since the handshake checked them
             self._set_status(ctx, sub.id, "error", f"criteria: {exc}")
-            return
+            return []
         if not found.matches:
-            return
-        raw = found.matches[0].raw if sub.content == "full-resource" else None
-        action = "created" if event.type.endswith(("created", "known")) else "updated"
-        body = notify.event(self._base(session), sub, event.id, rtype, id, raw, action)
+            return []
+        return [(sub, found.matches[0].raw if sub.content == "full-resource" else None)]
+
+    def _send(self, ctx: Context, sub: Subscription, build: Callable[[], bytes], event_id: str) -> None:
+        body = build()
         if sub.channel == "websocket":
             if self.websockets is not None:
                 self.websockets.notify(sub.id, body)  # best effort (websocket.py)
             return
-        self._deliver(ctx, sub, body, event.id)
+        self._deliver(ctx, sub, body, event_id)
 
     # -- subscriptions ---------------------------------------------------------------------------------
     def _context(self, session: str) -> Context | None:
@@ -217,7 +241,8 @@ class Delivery:
             else:
                 self._set_status(ctx, id, "active", None, since=event_time)
             return
-        if not self._post(sub, notify.handshake(self._base(session), sub), None):
+        shake = notify.handshake(self._base(session), sub, self.numbers.since_start(session, sub.id))
+        if not self._post(sub, shake, None):
             self._set_status(ctx, id, "error", f"handshake: {FAILED}")
             return
         self._set_status(ctx, id, "active", None, since=event_time)
@@ -295,5 +320,6 @@ class Delivery:
                 continue
             if sub.heartbeat_s and now - self._last_sent.get(key, now) >= sub.heartbeat_s:
                 self._last_sent[key] = now
-                self.lanes.submit(sub, Notification(notify.heartbeat(self._base(sub.session), sub), None))
+                body = notify.heartbeat(self._base(sub.session), sub, self.numbers.since_start(*sub.key))
+                self.lanes.submit(sub, Notification(body, None))
 

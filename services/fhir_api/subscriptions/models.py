@@ -1,0 +1,28 @@
+"""The table of notification numbers (revision 0020_subscription_events): which `event-number` each
+(Subscription, change event) pair was given, so a redelivery — a lane's retry, or the events a killed consumer
+had not committed — carries the number it had, and the next new event gets the next one (numbering.py)."""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from rounds.db import Base
+
+
+class SubscriptionEvent(Base):
+    """One numbered notification of a Subscription (`session_id` '' for the shared record's): numbers run
+    1, 2, ... per Subscription, one per change event it matched; the largest is its
+    `events-since-subscription-start`."""
+
+    __tablename__ = "subscription_events"
+    __table_args__ = (UniqueConstraint("session_id", "subscription_id", "event_id",
+                                       name="uq_subscription_events_event"),)
+
+    session_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    subscription_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    number: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    event_id: Mapped[str] = mapped_column(String(200))
+
+
+EVENTS = SubscriptionEvent.__table__
