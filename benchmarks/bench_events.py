@@ -57,8 +57,8 @@ from events.factory import open_bus
 from events.projections.replay import replay
 from events.projections.runner import ProjectionRunner
 from events.projections.transcript import TranscriptProjection
-from rounds.db import make_engine
-from rounds.gcpause import gc_paused
+from foundation.db import make_engine
+from foundation.gcpause import gc_paused
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 
@@ -125,7 +125,7 @@ def publish(bus: Bus, topic: str, start: int, count: int, sessions: int, tag: st
         make_events(offset, min(CHUNK, start + count - offset), sessions, tag)
         for offset in range(start, start + count, CHUNK)
     )
-    with gc_paused():  # a batch job: the collector off while it builds and sends (rounds/gcpause.py)
+    with gc_paused():  # a batch job: the collector off while it builds and sends (foundation/gcpause.py)
         for _ in bus.publish_chunks(topic, chunks):
             pass
     return time.perf_counter() - began

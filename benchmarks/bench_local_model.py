@@ -174,7 +174,7 @@ def report(workdir: Path, run_id: str, done: subprocess.CompletedProcess, wall: 
     for line in per_session(events, run_id):
         print(line)
     usage = summarise(calls_of_run(events, run_id))
-    from rounds.db import make_engine
+    from foundation.db import make_engine
 
     engine = make_engine(settings.database_url)
     try:

@@ -34,7 +34,7 @@ from events import payloads as p  # noqa: E402
 from events.archive import BLOB_KEY, dump, load  # noqa: E402
 from events.factory import open_bus  # noqa: E402
 from events.topics import SESSIONS, topic_specs  # noqa: E402
-from rounds.db import make_engine  # noqa: E402
+from foundation.db import make_engine  # noqa: E402
 from rounds.settings import Settings  # noqa: E402
 from services.consumers.scoring import snapshot  # noqa: E402
 from services.consumers.scoring.api import load_report, score_run  # noqa: E402

@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from events.sequences import SEQUENCES  # noqa: E402
-from rounds.db import make_engine  # noqa: E402
+from foundation.db import make_engine  # noqa: E402
 from rounds.settings import Settings, get_settings  # noqa: E402
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios  # noqa: E402
 from services.simulator.orchestrator.jobs import plan, read_scenarios  # noqa: E402

@@ -33,7 +33,7 @@ def _bus(ensure: bool = False):
 def _require_schema(url: str) -> None:
     from sqlalchemy import inspect
 
-    from rounds.db import make_engine
+    from foundation.db import make_engine
 
     engine = make_engine(url)
     try:
@@ -52,7 +52,7 @@ def _blob_engine(settings):
     SQLite file that does not exist (a Kafka-only set-up without one: nothing stored, nothing to carry)."""
     from sqlalchemy.engine import make_url
 
-    from rounds.db import make_engine
+    from foundation.db import make_engine
 
     url = make_url(settings.database_url)
     if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).exists():

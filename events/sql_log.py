@@ -23,7 +23,7 @@ from events.sql_consumer import SqlConsumer
 from events.sql_models import LogPartition, LogRecord
 from events.sql_ops import bulk_insert, now_ms, upsert
 from events.topics import partition_for
-from rounds.db import make_engine
+from foundation.db import make_engine
 
 # Built once: a statement constructed per publish cost more Python than its execution (cache key, clauses),
 # and the FHIR API publishes one small batch per recorded exchange.

@@ -1,4 +1,4 @@
-"""Alembic environment: one metadata (rounds.db.Base) covering every component's tables.
+"""Alembic environment: one metadata (foundation.db.Base) covering every component's tables.
 
 The model registry (rounds/registry.py) is imported here, when alembic runs a migration, so
 `rounds.migrate.upgrade()`, which services call, does not import the top floor itself."""
@@ -10,7 +10,7 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import pool
 
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.registry import load_all_models
 from rounds.settings import get_settings
 

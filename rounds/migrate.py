@@ -12,7 +12,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy.engine import make_url
 
-from rounds.db import checkpoint
+from foundation.db import checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _TEMPLATE_LOCK = threading.Lock()

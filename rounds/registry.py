@@ -2,7 +2,7 @@
 declare tables.
 
 Both name modules of every floor (mapper, FHIR API, event log, simulator, consumers), so they live here, on
-the top floor, and nothing below imports this module: `rounds.db` owns only `Base` and the engine factory,
+the top floor, and nothing below imports this module: `foundation.db` owns only `Base` and the engine factory,
 `rounds.cli` builds the command line from `COMMANDS`, and alembic's `migrations/env.py` (a script alembic
 runs, not a module of the project) calls `load_all_models()` when a migration runs. This module imports
 nothing of the project at import time, so `rounds --help` reads the command table without loading a
@@ -84,7 +84,7 @@ COMMANDS: tuple[CommandEntry, ...] = (
 # Modules exposing `register(app: typer.Typer) -> None`, each once, in the order of their first command.
 COMMAND_MODULES: list[str] = list(dict.fromkeys(entry.module for entry in COMMANDS))
 
-# Modules that declare tables on rounds.db.Base.metadata; alembic and the tests import them all.
+# Modules that declare tables on foundation.db.Base.metadata; alembic and the tests import them all.
 MODEL_MODULES: list[str] = [
     "rounds.models",
     "services.fhir_api.store.models",
@@ -98,7 +98,7 @@ MODEL_MODULES: list[str] = [
 def load_all_models() -> MetaData:
     """Import every model module so Base.metadata is complete (alembic autogenerate and the schema tests
     compare it with the migrations)."""
-    from rounds.db import Base
+    from foundation.db import Base
 
     for name in MODEL_MODULES:
         importlib.import_module(name)

@@ -32,7 +32,7 @@ def load_record(database_url: str) -> None:
 @pytest.fixture(scope="session")
 def record_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A migrated SQLite store holding the fixture record, made once per worker."""
-    from rounds.db import checkpoint
+    from foundation.db import checkpoint
 
     path = tmp_path_factory.mktemp("record-template") / "record.sqlite"
     load_record(f"sqlite:///{path}")

@@ -14,7 +14,7 @@ import threading
 import typer
 
 from events.topics import DEADLETTER
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.options import DatabaseUrl
 from rounds.settings import settings_for
 

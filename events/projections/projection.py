@@ -43,7 +43,7 @@ from events.bus import Record
 from events.catalog import CATALOG
 from events.envelope import CloudEvent
 from events.sql_ops import _compiled, bulk_insert  # noqa: F401 - bulk_insert: this module's since the start
-from rounds.db import NAMING_CONVENTION
+from foundation.db import NAMING_CONVENTION
 
 
 @dataclass

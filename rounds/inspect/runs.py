@@ -93,7 +93,7 @@ async def _open(run_id: str, eval_id: str, settings: Settings, fhir_base: str | 
                 loop: asyncio.AbstractEventLoop) -> RoundsRun:
     from events.factory import open_bus
     from events.sequences import SessionSequences
-    from rounds.db import make_engine
+    from foundation.db import make_engine
     from rounds.migrate import upgrade
     from services.fhir_api.auth import endpoint_auth, service_headers
     from services.simulator.orchestrator import environment

@@ -97,7 +97,7 @@ def session_events(settings: Settings, session_id: str) -> list[LoggedEvent]:
 def _blobs(settings: Settings, events: list[LoggedEvent]) -> dict[str, bytes]:
     """The stored state and bodies the session's events name, from this database's `event_blobs`."""
     from events.blobs import read
-    from rounds.db import make_engine
+    from foundation.db import make_engine
 
     refs = replay.body_refs(events) | snapshot.stored_refs(events)
     if not refs:

@@ -25,8 +25,8 @@ from typing import NamedTuple
 import orjson
 from sqlalchemy import Connection, and_, func, insert, or_, select
 
-from rounds.db import make_engine
-from rounds.gcpause import gc_paused
+from foundation.db import make_engine
+from foundation.gcpause import gc_paused
 from rounds.shards import ALL, Shard
 from services.fhir_api.load_files import AHEAD, bounded, chunks, ndjson_files, patient_of
 from services.fhir_api.load_postgres import copy_rows, drop_search_indexes_if_empty, ensure_search_indexes

@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
         database_url: DatabaseUrl = None,
     ) -> None:
         """Recompute the search-index rows of stored resources (after the search parameters changed)."""
-        from rounds.db import make_engine
+        from foundation.db import make_engine
         from rounds.migrate import upgrade
         from rounds.settings import settings_for
 

@@ -81,7 +81,7 @@ def app_from_env():
     )
 
     install_event_backbone(app)
-    from rounds.gcpause import freeze_startup_heap
+    from foundation.gcpause import freeze_startup_heap
 
     freeze_startup_heap()  # last: everything built so far is long-lived
     from services.fhir_api.http.health import collector_check

@@ -229,7 +229,7 @@ def blob_env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
 def test_dump_carries_the_blobs_its_events_name_and_load_stores_them(blob_env: dict[str, str],
                                                                       tmp_path: Path) -> None:
     from events.blobs import BlobStore, blob_ref
-    from rounds.db import make_engine
+    from foundation.db import make_engine
 
     session = f"sess-{uuid.uuid4().hex[:12]}"
     body = b'{"resourceType":"Bundle","entry":[' + b"0" * 300_000 + b"]}"

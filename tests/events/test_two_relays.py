@@ -17,7 +17,7 @@ from events.factory import open_bus
 from events.outbox import append
 from events.payloads import SessionStarted
 from events.relay_claim import lock_path
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from tests.events.projections.helpers import read_all

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from events.factory import open_bus
 from events.relay import Relay
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.settings import Settings
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rounds.db import checkpoint
+from foundation.db import checkpoint
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.consumers.scoring.api import score_run

@@ -1,4 +1,4 @@
-"""The served app's startup heap is frozen, so full collections no longer walk it (rounds.gcpause)."""
+"""The served app's startup heap is frozen, so full collections no longer walk it (foundation.gcpause)."""
 
 from __future__ import annotations
 

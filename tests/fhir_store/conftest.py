@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from rounds.db import checkpoint
+from foundation.db import checkpoint
 from rounds.migrate import upgrade
 from services.fhir_api.load import load_ndjson
 from services.fhir_api.search.values import date_range

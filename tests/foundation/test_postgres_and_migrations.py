@@ -7,7 +7,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.migrate import upgrade
 from rounds.models import InstallationInfo
 from rounds.registry import load_all_models

@@ -3,8 +3,8 @@ projection but is missing from its list fails here (read from the source, nothin
 
 - rounds/registry.py COMMAND_MODULES: every module with a module-level `register(app)`;
 - events/cli.py SUBCOMMAND_MODULES: every module with `register_subcommands(events_app)`;
-- rounds/registry.py MODEL_MODULES: every module declaring a table on `rounds.db.Base`'s metadata (a mapped
-  class with `__tablename__`, or a Core `Table(...)` given `Base.metadata`);
+- rounds/registry.py MODEL_MODULES: every module declaring a table on `foundation.db.Base`'s metadata (a
+  mapped class with `__tablename__`, or a Core `Table(...)` given `Base.metadata`);
 - events/projections/replay.py PROJECTIONS: every Projection subclass in events/ that sets its own `name`.
 """
 
@@ -19,7 +19,7 @@ from events.projections.replay import PROJECTIONS
 from rounds.registry import COMMAND_MODULES, MODEL_MODULES
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("rounds", "contracts", "events", "services", "fhir_mapper")
+PACKAGES = ("foundation", "rounds", "contracts", "events", "services", "fhir_mapper")
 
 
 @lru_cache(maxsize=1)

@@ -8,8 +8,8 @@ import pytest
 from bs4 import BeautifulSoup
 from typer.testing import CliRunner
 
+from foundation.db import make_engine
 from rounds.cli import app
-from rounds.db import make_engine
 from services.consumers.report.json_io import to_json
 from services.consumers.scoring.api import load_report, score_run
 from tests.scoring import world

@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from rounds.db import checkpoint
+from foundation.db import checkpoint
 from services.simulator.scenarios import Build, build_async, output
 from services.simulator.scenarios.vocabulary import vocabulary
 from tests.shared_inputs import built_once, private_sqlite

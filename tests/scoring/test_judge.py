@@ -26,7 +26,7 @@ from events.factory import open_bus
 from events.projections.retry import RetryLater
 from events.projections.runner import ProjectionRunner
 from events.topics import topic_specs
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.consumers.scoring import api, members

@@ -13,7 +13,7 @@ import time
 import pytest
 from sqlalchemy import func, select
 
-from rounds.db import make_engine
+from foundation.db import make_engine
 from services.consumers.scoring.api import score_run
 from services.consumers.scoring.projection import ScorerProjection
 from tests.events.projections.helpers import read_all

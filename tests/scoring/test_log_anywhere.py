@@ -19,7 +19,7 @@ from events.archive import BLOB_KEY, dump, load
 from events.blobs import read
 from events.factory import open_bus
 from events.topics import topic_specs
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.consumers.scoring import snapshot

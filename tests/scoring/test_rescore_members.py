@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, select
 
 from events.factory import open_bus
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.settings import Settings
 from services.consumers.scoring import members
 from services.consumers.scoring.api import score_run

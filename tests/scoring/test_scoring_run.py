@@ -73,7 +73,7 @@ def test_rescoring_the_same_version_is_identical_and_versions_sit_side_by_side(s
     assert first.model_dump() == again.model_dump()
     other = _score(w, "run-b", scorer_version="4-test")
     assert other.scorer_version == "4-test" and other.metrics.avg == first.metrics.avg
-    from rounds.db import make_engine
+    from foundation.db import make_engine
     from services.consumers.scoring.api import load_report, versions
 
     engine = make_engine(w.settings.database_url)

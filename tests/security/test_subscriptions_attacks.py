@@ -17,7 +17,7 @@ import pytest
 
 from events.bus import TopicSpec
 from events.sql_log import SqlLog
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.migrate import upgrade
 from services.fhir_api.store.interface import StoredResource
 from services.fhir_api.subscriptions.delivery import FAILED, Delivery

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from contracts.score import RunReport
-from rounds.gcpause import gc_paused
+from foundation.gcpause import gc_paused
 from rounds.options import DatabaseUrl
 from rounds.settings import Settings, settings_for
 from services.consumers.report.compare import compare_runs

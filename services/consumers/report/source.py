@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlalchemy.exc import SQLAlchemyError
 
 from contracts.score import RunReport
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.settings import Settings
 
 SCORING_API = "services.consumers.scoring.api"

@@ -23,8 +23,8 @@ from events.blobs import read
 from events.bus import Bus
 from events.projections.replay import new_suffix
 from events.topics import SCORES
-from rounds.db import make_engine
-from rounds.gcpause import gc_paused
+from foundation.db import make_engine
+from foundation.gcpause import gc_paused
 from rounds.settings import Settings
 from services.consumers.scoring import members
 from services.consumers.scoring.fhir_state import Client, LazyClient, StateReader

@@ -115,7 +115,7 @@ def consume_scorer(
     from events.factory import open_bus
     from events.projections.cli import serve
     from events.projections.runner import ProjectionRunner
-    from rounds.db import make_engine
+    from foundation.db import make_engine
     from services.consumers.scoring.api import make_projection
     from services.consumers.scoring.fhir_state import fhir_client
     from services.consumers.scoring.scorer import SCORER_VERSION

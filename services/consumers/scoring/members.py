@@ -36,7 +36,7 @@ from sqlalchemy.exc import DBAPIError
 
 from events.bus import Bus
 from events.projections.runner import ProjectionRunner
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.settings import Settings
 from services.consumers.scoring.fhir_state import Client, LazyClient, StateReader
 from services.consumers.scoring.projection import ScorerProjection

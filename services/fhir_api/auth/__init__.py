@@ -57,7 +57,7 @@ def engine_of(store: Any, settings: Settings):
     engine = getattr(store, "engine", None)
     if engine is not None:
         return engine
-    from rounds.db import make_engine
+    from foundation.db import make_engine
 
     return make_engine(settings.database_url)
 
@@ -86,7 +86,7 @@ def deployment_key(settings: Any) -> OctKey:
     """The deployment's signing key for a process without a FHIR app of its own (simulator, scorer):
     ROUNDS_AUTH_KEY, or the key kept in the database `settings.database_url` names (the one `rounds serve`
     uses), so what they sign and verify agrees with the server."""
-    from rounds.db import make_engine
+    from foundation.db import make_engine
 
     configured = getattr(settings, "auth_key", None)
     engine = None if configured else make_engine(settings.database_url)

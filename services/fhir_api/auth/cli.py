@@ -17,7 +17,7 @@ token_app = typer.Typer(help="Bearer tokens for the FHIR API (access control: RO
                         no_args_is_help=True)
 
 def _engine(database_url: str | None):
-    from rounds.db import make_engine
+    from foundation.db import make_engine
     from rounds.migrate import upgrade
     from rounds.settings import settings_for
 
@@ -70,7 +70,7 @@ def add_client(
 ) -> None:
     """Register a client: a backend service for POST /auth/token (client_credentials), or with
     --redirect-uri an app of SMART App Launch (confidential unless --public); prints its secret."""
-    from rounds.db import make_engine
+    from foundation.db import make_engine
     from rounds.migrate import upgrade
     from rounds.settings import settings_for
     from services.fhir_api.auth.clients import register_client

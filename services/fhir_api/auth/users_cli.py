@@ -28,7 +28,7 @@ def add(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Add (or replace) a user: a scrypt hash of their password, their patients and scope ceiling."""
-    from rounds.db import make_engine
+    from foundation.db import make_engine
     from rounds.migrate import upgrade
     from rounds.settings import settings_for
     from services.fhir_api.auth.users import add_user

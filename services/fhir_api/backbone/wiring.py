@@ -20,7 +20,7 @@ from events.bus import Bus
 from events.relay import Relay, RelayThread
 from events.sequences import SessionSequences
 from events.topics import FHIR_CHANGES, SESSIONS, topic_specs
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.settings import Settings, get_settings
 from services.fhir_api.backbone.changes import OutboxListener
 from services.fhir_api.backbone.recorder import InteractionRecorder

@@ -11,7 +11,7 @@ def open_store(
 ) -> ResourceStore:
     """A SqlResourceStore on `database_url` (runs no migrations; call rounds.migrate.upgrade first).
     `query_timeout_ms` bounds every statement of the store (the served API: ROUNDS_QUERY_TIMEOUT_MS)."""
-    from rounds.db import make_engine
+    from foundation.db import make_engine
     from services.fhir_api.store.sql_store import SqlResourceStore
 
     kwargs = {}

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from events.factory import open_bus
 from events.sequences import SessionSequences
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.settings import Settings, get_settings
 from services.fhir_api.auth import endpoint_auth, service_headers
 from services.simulator.assistant_protocol import Assistant

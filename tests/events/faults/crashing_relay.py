@@ -11,7 +11,7 @@ import signal
 
 from events.factory import open_bus
 from events.relay import Relay
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.settings import Settings
 
 

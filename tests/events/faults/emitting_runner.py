@@ -14,7 +14,7 @@ import sys
 
 from events.factory import open_bus
 from events.projections.runner import ProjectionRunner
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.settings import Settings
 from tests.events.projections.emitting import ScoringProjection
 

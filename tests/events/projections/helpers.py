@@ -14,7 +14,7 @@ from events.envelope import CloudEvent
 from events.factory import open_bus
 from events.payloads import EhrRequest, EhrResponse, SessionEnded, SessionStarted, communication
 from events.projections.projection import Projection
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 

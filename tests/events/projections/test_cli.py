@@ -33,7 +33,7 @@ def test_project_replay_relay_commands(sqlite_url: str) -> None:
     assert replayed.exit_code == 0, replayed.output
     report = json.loads(replayed.output)
     assert report["tables"] == ["proj_transcript_sessions_check1", "proj_transcript_entries_check1"]
-    from rounds.db import make_engine
+    from foundation.db import make_engine
 
     engine = make_engine(sqlite_url)
     assert snapshot(engine, TranscriptProjection(suffix="check1")) == snapshot(engine, TranscriptProjection())

@@ -10,7 +10,7 @@ import orjson
 from fastapi.testclient import TestClient
 
 from events.sequences import SessionSequences
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.migrate import upgrade
 from services.fhir_api.app import create_app
 from services.fhir_api.backbone.wiring import BackboneSettings, install_event_backbone

@@ -257,7 +257,7 @@ def test_the_cli_exit_codes_progress_and_ctrl_c(settings, model) -> None:
 def test_an_answer_too_large_for_an_event_is_stored_and_scored(settings, scenarios, model) -> None:
     from events.blobs import BlobStore
     from events.payloads import Communication
-    from rounds.db import make_engine
+    from foundation.db import make_engine
     from services.consumers.scoring.api import score_run
 
     fake, base = model

@@ -1,7 +1,7 @@
 """SQLAlchemy plumbing shared by every component: the declarative base and the engine factory.
 
-Ground floor: it imports nothing of the project but the settings. Which modules declare tables on `Base` is
-the top floor's business (rounds/registry.py `MODEL_MODULES`, `load_all_models()`): each component declares
+The lowest floor: it imports nothing of the project. Which modules declare tables on `Base` is the
+composition root's business (rounds/registry.py `MODEL_MODULES`, `load_all_models()`): each component declares
 its tables on this `Base` when its models module is imported, and only alembic's environment and the schema
 tests need all of them at once."""
 
@@ -12,8 +12,6 @@ from pathlib import Path
 
 from sqlalchemy import Engine, MetaData, create_engine, event
 from sqlalchemy.orm import DeclarativeBase
-
-from rounds.settings import get_settings
 
 # Stable constraint names so alembic autogenerate and both dialects agree.
 NAMING_CONVENTION = {
@@ -38,9 +36,9 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - trivial
     cur.close()
 
 
-def make_engine(url: str | None = None, **kwargs) -> Engine:
-    """Create an engine for `url` (default: ROUNDS_DATABASE_URL), tuned per dialect."""
-    url = url or get_settings().database_url
+def make_engine(url: str, **kwargs) -> Engine:
+    """Create an engine for `url`, tuned per dialect. Only a composition root calls it (the `rounds` commands,
+    a test's fixture): one engine per process and database, handed to every component that needs it."""
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)
