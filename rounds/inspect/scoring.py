@@ -23,6 +23,7 @@ from contracts.trajectory_log import LoggedEvent, build_trajectory
 from events.archive import read_log
 from events.payloads import SandboxState, SessionStarted
 from events.topics import SESSIONS
+from rounds.root import Root
 from rounds.settings import Settings
 from services.consumers.scoring import replay, scorer, snapshot
 from services.consumers.scoring.fhir_state import SandboxMissing, StateReader, fhir_client
@@ -37,17 +38,22 @@ class SessionNotLogged(LookupError):
 
 @dataclass
 class _Reading:
-    """A bus and a state reader kept per (database, FHIR base) for the life of the process."""
+    """A bus and a state reader kept per (database, FHIR base) for the life of the process, on a root of
+    their own (its engine, its bus)."""
 
-    bus: Any
+    root: Root
     reader: StateReader
     lock: threading.Lock
 
+    @property
+    def bus(self) -> Any:
+        return self.root.bus()
+
     def close(self) -> None:
         try:
-            self.bus.close()
-        finally:
             self.reader.client.close()
+        finally:
+            self.root.close()
 
 
 _READINGS: dict[tuple[str, str | None], _Reading] = {}
@@ -58,10 +64,9 @@ def _reading(settings: Settings) -> _Reading:
     key = (settings.database_url, settings.fhir_base)
     with _GUARD:
         if key not in _READINGS:
-            from events.factory import open_bus
-
-            reader = StateReader(fhir_client(settings))
-            _READINGS[key] = _Reading(open_bus(settings), reader, threading.Lock())
+            root = Root(settings)
+            reader = StateReader(fhir_client(settings, root.engine()))
+            _READINGS[key] = _Reading(root, reader, threading.Lock())
         return _READINGS[key]
 
 

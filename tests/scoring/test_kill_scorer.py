@@ -33,7 +33,7 @@ def _service(w: World, *extra: str) -> subprocess.Popen:
            "ROUNDS_KAFKA_BOOTSTRAP": s.kafka_bootstrap or ""}
     env.pop("ROUNDS_FHIR_BASE", None)
     return subprocess.Popen(
-        [sys.executable, "-m", "services.consumers.scoring.cli", "consume", "scorer", "--group", GROUP,
+        [sys.executable, "-m", "rounds.cli", "consume", "scorer", "--group", GROUP,
          "--topic", w.sessions, "--scores-topic", w.scores, "--deadletter-topic", f"{w.sessions}.dead",
          "--scorer-version", "live", *extra],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
