@@ -19,10 +19,10 @@ def load_record(database_url: str) -> None:
 
     from rounds.migrate import upgrade
     from rounds.settings import Settings
-    from services.fhir_api.app import create_app
+    from tests.wiring import app_on
 
     upgrade(database_url)
-    app = create_app(Settings(database_url=database_url))
+    app = app_on(Settings(database_url=database_url))
     with TestClient(app) as client:
         for resource in json.loads((FIXTURES / "record.json").read_text()):
             response = client.put(f"/fhir/{resource['resourceType']}/{resource['id']}", json=resource)

@@ -164,10 +164,10 @@ def test_initial_postgres_load_yields_to_a_writer_that_came_first(
     """During an initial load the shared record's key is not there (built at the end): the version key is
     what stops the loader from writing a second Patient/p3 beside one the API created meanwhile."""
     from rounds.migrate import upgrade
-    from services.fhir_api.store import open_store
+    from tests.wiring import store_on
 
     upgrade(postgres_url)
-    api = open_store(postgres_url)
+    api = store_on(postgres_url)
     folder, _ = _write_folder(tmp_path)
     real_write = loader._write
 

@@ -19,6 +19,7 @@ from services.consumers.scoring.projection import ScorerProjection
 from tests.events.projections.helpers import read_all
 from tests.scoring import world
 from tests.scoring.conftest import World, make_world
+from tests.wiring import root_on
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
@@ -112,7 +113,7 @@ def test_sigkill_mid_log_then_restart_equals_clean_scores(backend: str,
         assert restarted.returncode == 0, out.decode()
 
         live = _scored(w, "live")
-        clean = score_run(w.settings, RUN, scorer_version="clean", bus=w.bus, topics=(w.sessions,),
+        clean = score_run(root_on(w.settings), RUN, scorer_version="clean", bus=w.bus, topics=(w.sessions,),
                           scores_topic=f"{w.scores}", client=w.client, timeout_s=240)
         assert len(live) == sessions and live == _scored(w, "clean")  # nothing lost, nothing doubled
         assert clean.metrics.excluded_sessions == 4 and clean.metrics.sessions == sessions - 4

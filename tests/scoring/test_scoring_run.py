@@ -7,6 +7,7 @@ from services.consumers.scoring.metrics import build_report
 from services.consumers.scoring.scorer import SCORER_VERSION
 from tests.scoring import world
 from tests.scoring.conftest import World
+from tests.wiring import root_on
 
 
 def _play(w: World, run: str, style: str, language: str = "en", trial: int = 0,
@@ -19,7 +20,8 @@ def _play(w: World, run: str, style: str, language: str = "en", trial: int = 0,
 
 
 def _score(w: World, run: str, **kw):
-    return score_run(w.settings, run, bus=w.bus, topics=(w.sessions,), scores_topic=w.scores, client=w.client,
+    return score_run(root_on(w.settings), run, bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
+                     client=w.client,
                      timeout_s=120, **kw)
 
 
