@@ -24,6 +24,7 @@ class _Made:
 
     engines: dict[str, Engine] = field(default_factory=dict)
     buses: dict[tuple[str, str], Any] = field(default_factory=dict)
+    backbone: Any = None
 
 
 class Root:
@@ -75,6 +76,15 @@ class Root:
             bus.ensure_topics(topic_specs(self.settings.kafka_partitions))
         return bus
 
+    def backbone(self) -> Any:
+        """The FHIR API's event wiring (services.fhir_api.backbone.wiring.BackboneSettings:
+        ROUNDS_OUTBOX_RELAY, ROUNDS_RECORD_INTERACTIONS), read once, when a FHIR app is first wired here."""
+        if self._made.backbone is None:
+            from services.fhir_api.backbone.wiring import BackboneSettings
+
+            self._made.backbone = BackboneSettings()
+        return self._made.backbone
+
     def store(self, *, validate: bool = True) -> Any:
         """The FHIR store on the process's engine (services.fhir_api.store.ResourceStore)."""
         from services.fhir_api.store import open_store
@@ -101,7 +111,7 @@ def served_app() -> Any:
 
     root = Root(Settings())  # `rounds serve` migrated once, before its workers started
     app = create_app(root.settings, root.store())
-    install_event_backbone(app, root.settings, bus=root.bus())  # outbox + EHR interaction events
+    install_event_backbone(app, root.settings, bus=root.bus(), backbone=root.backbone())  # outbox, EHR events
     freeze_startup_heap()  # last: everything built so far is long-lived
     app.state.health_checks["collector"] = collector_check
     return app

@@ -37,6 +37,11 @@ class Wiring(Protocol):
         SQL log on `engine()` or Kafka, made once."""
         ...
 
+    def backbone(self) -> Any:
+        """The FHIR API's event wiring (services.fhir_api.backbone.wiring.BackboneSettings, a floor higher),
+        read once: whether an in-process FHIR app relays its outbox and records its exchanges."""
+        ...
+
     def on(self, database_url: str | None = None, **changes: Any) -> Wiring:
         """The same process's wiring with a command's options over the settings (`--database-url` ...):
         another database is another engine, the same one is the same engine."""

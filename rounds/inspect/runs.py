@@ -116,7 +116,7 @@ async def _open(run_id: str, eval_id: str, settings: Settings, fhir_base: str | 
             env = await environment.remote(fhir_base, settings, headers=service_headers(settings, engine),
                                            auth=endpoint_auth(settings, engine))
         else:
-            env = await environment.embedded(settings, engine, bus)
+            env = await environment.embedded(settings, engine, bus, root.backbone())
     except BaseException:
         root.close()
         raise

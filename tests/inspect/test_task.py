@@ -134,12 +134,12 @@ def test_against_a_separate_fhir_server(rounds_db, scenario_file, scenario_model
     """`-T fhir_base=`: sandboxes opened on a separate FHIR server wired as `rounds serve` wires it (its
     recorder writes the EHR calls into the same log), the patient endpoint served beside the task, the scorer
     reading sandboxes from there."""
-    from services.fhir_api.backbone.wiring import install_event_backbone
+    from services.fhir_api.backbone.wiring import BackboneSettings, install_event_backbone
     from tests.simulator.adapters.conftest import Served
     from tests.wiring import app_on
 
     app = app_on(rounds_db)
-    backbone = install_event_backbone(app, rounds_db, bus=bus_on(rounds_db))
+    backbone = install_event_backbone(app, rounds_db, bus=bus_on(rounds_db), backbone=BackboneSettings())
     served = Served(app)
     try:
         log = run(scenario_file, scenario_models, fhir_base=f"{served.root}/fhir")

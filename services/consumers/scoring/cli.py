@@ -19,13 +19,13 @@ JUDGE = typer.Option(None, "--judge", help="optional LLM judge MODEL@BASE_URL (O
                      "ROUNDS_JUDGE_API_KEY); off by default")
 
 
-def _judge(spec: str | None):
+def _judge(spec: str | None, api_key: str | None):
     if spec is None:
         return None
     from services.consumers.scoring.judge import LlmJudge
 
     try:
-        return LlmJudge.from_spec(spec)
+        return LlmJudge.from_spec(spec, api_key)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--judge") from None
 
@@ -63,7 +63,8 @@ def score_command(
         _check_group(group)
         report = score_run(wired, run, scorer_version=scorer_version,
                            scenarios=scenarios, topics=(topic,) if topic else None, scores_topic=scores_topic,
-                           judge=_judge(judge), workers=1 if judge else workers, group=group)
+                           judge=_judge(judge, wired.settings.judge_api_key), workers=1 if judge else workers,
+                           group=group)
     except ScenarioFileError as exc:
         raise typer.BadParameter(str(exc), param_hint="--scenarios") from None
     if json_out is not None:
@@ -126,7 +127,7 @@ def consume_scorer(
     client = fhir_client(wired.settings, engine)
     projection = make_projection(client, engine, topics=tuple(topic) if topic else None,
                                  scorer_version=scorer_version or SCORER_VERSION, scores_topic=scores_topic,
-                                 judge=_judge(judge))
+                                 judge=_judge(judge, wired.settings.judge_api_key))
     runner = ProjectionRunner(bus, engine, projection, group_id=group, batch_size=batch_size,
                               deadletter_topic=deadletter_topic)
     try:

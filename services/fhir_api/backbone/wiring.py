@@ -62,13 +62,13 @@ def install_event_backbone(
     settings: Settings,
     *,
     bus: Bus,
-    backbone: BackboneSettings | None = None,
+    backbone: BackboneSettings,
     sessions_topic: str = SESSIONS,
     changes_topic: str = FHIR_CHANGES,
 ) -> EventBackbone:
     """Register the outbox listener on `app.state.store`, the interaction recorder on
-    `app.state.interaction_listeners`, and start the in-process relay when configured."""
-    backbone = backbone or BackboneSettings()
+    `app.state.interaction_listeners`, and start the in-process relay when `backbone` (read by the composition
+    root with the settings) says so."""
     bus.ensure_topics(topic_specs(settings.kafka_partitions))
     engine = app.state.store.engine
     app.state.store.add_change_listener(OutboxListener(changes_topic))

@@ -124,7 +124,7 @@ def register_run(app: typer.Typer, after_run: AfterRun | None = None) -> None:
             raise typer.BadParameter("--language en|zh|both, --variant implicit|explicit")
         try:
             lines = read_scenarios(scenarios, limit)
-            chosen = create_assistant(assistant)
+            chosen = create_assistant(assistant, wiring(ctx).settings.openai_api_key)
             voice = None
             if patient_voice:
                 from services.simulator.agents.voice import create_voice

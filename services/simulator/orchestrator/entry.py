@@ -81,7 +81,7 @@ async def run_scenarios(jobs: list[SessionJob], assistant: Assistant | str, opti
     counters and the in-process FHIR store all on that engine; the root closes them, not the run)."""
     settings = wiring.settings
     if isinstance(assistant, str):
-        assistant = create_assistant(assistant)
+        assistant = create_assistant(assistant, settings.openai_api_key)
     options = resolved(options, assistant)
     env = None
     try:
@@ -97,7 +97,8 @@ async def run_scenarios(jobs: list[SessionJob], assistant: Assistant | str, opti
                                            headers=service_headers(settings, engine),
                                            auth=endpoint_auth(settings, engine))
         else:
-            env = await environment.embedded(settings, engine, bus, network=network, mcp=mcp)
+            env = await environment.embedded(settings, engine, bus, wiring.backbone(), network=network,
+                                             mcp=mcp)
         session_settings = SessionSettings(
             run_id=options.run_id, assistant_spec=getattr(assistant, "spec", type(assistant).__name__),
             seed=options.seed, max_steps=options.max_steps, turn_timeout_s=options.turn_timeout_s,

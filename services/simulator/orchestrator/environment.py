@@ -125,16 +125,17 @@ class FhirEnvironment:
 
 
 async def embedded(
-    settings: Settings, engine: Engine, bus: Bus, *, network: bool = False, mcp: bool = False
+    settings: Settings, engine: Engine, bus: Bus, backbone: Any, *, network: bool = False, mcp: bool = False
 ) -> FhirEnvironment:
     """The FHIR app in this process on the process's `engine` (its schema at head), recording into `bus`;
-    with `mcp`, the per-session MCP endpoint (`/sessions/<id>/mcp`, assistants/mcp_server.py) is mounted on
+    `backbone`: the FHIR API's event wiring (BackboneSettings) the root read; with `mcp`, the per-session MCP
+    endpoint (`/sessions/<id>/mcp`, assistants/mcp_server.py) is mounted on
     it too."""
     from services.fhir_api.app import app_on_engine
     from services.fhir_api.backbone.wiring import install_event_backbone
 
     app = app_on_engine(settings, engine)
-    backbone = install_event_backbone(app, settings, bus=bus)
+    wired = install_event_backbone(app, settings, bus=bus, backbone=backbone)
     app.include_router(patient_router)
     mount = None
     if mcp:
@@ -143,7 +144,7 @@ async def embedded(
         mount = mount_mcp(app)
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # a crash is a 500, as over TCP
     env = FhirEnvironment(LOCAL_ROOT, transport, app, LOCAL_ROOT, headers=service_headers(settings, engine))
-    env._closers += [backbone.close, app.state.store.close_async] + ([mount.aclose] if mount else [])
+    env._closers += [wired.close, app.state.store.close_async] + ([mount.aclose] if mount else [])
     if network:
         # Assistants in another process: their requests are counted and their failures noted by a listener.
         app.state.interaction_listeners.append(StepWatch(env.sessions))
