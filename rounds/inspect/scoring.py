@@ -102,17 +102,12 @@ def session_events(settings: Settings, session_id: str) -> list[LoggedEvent]:
 def _blobs(settings: Settings, events: list[LoggedEvent]) -> dict[str, bytes]:
     """The stored state and bodies the session's events name, from this database's `event_blobs`."""
     from events.blobs import read
-    from foundation.db import make_engine
 
     refs = replay.body_refs(events) | snapshot.stored_refs(events)
     if not refs:
         return {}
-    engine = make_engine(settings.database_url)
-    try:
-        with engine.connect() as conn:
-            return read(conn, refs)
-    finally:
-        engine.dispose()
+    with _reading(settings).root.engine().connect() as conn:  # the reading's engine, kept for the process
+        return read(conn, refs)
 
 
 def score_logged_session(settings: Settings, session_id: str) -> SessionScore:
