@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from itertools import groupby, islice
 
-from sqlalchemy import Connection, Engine, func, select, update
+from sqlalchemy import Engine, func, select, update
 
 from events.bus import Bus
 from events.envelope import CloudEvent
@@ -68,46 +68,31 @@ class Relay:
         wanted = list(islice(self._known, self.batch_size)) if mine else None
         if wanted == []:
             return 0
-        query = (
-            select(OUTBOX.c.id, OUTBOX.c.topic, OUTBOX.c.key, OUTBOX.c.event_id, OUTBOX.c.payload)
-            .where(OUTBOX.c.sent_at.is_(None))
-            .order_by(OUTBOX.c.id)
-            .limit(self.batch_size)
-        )
-        if wanted is not None:
-            query = query.where(OUTBOX.c.event_id.in_(wanted))
-        with self._claim():
-            if self.engine.dialect.name == "postgresql":  # rows locked from the read to the mark
-                with self.engine.begin() as conn:
-                    rows = conn.execute(query.with_for_update(skip_locked=True)).all()
-                    self._publish(rows, wanted)
-                    self._mark_sent(conn, rows)
-                return len(rows)
-            # SQLite: the SQL log may publish on another connection of the same file, so no transaction
-            # spans the publish (its read snapshot would be stale by the mark); one relay per process
-            # (`_claim`); as with pysqlite's own transactions, the read is not held open
-            with self.engine.connect() as conn:
-                rows = conn.execute(query).all()
-            self._publish(rows, wanted)
-            with self.engine.begin() as conn:
-                self._mark_sent(conn, rows)
+        with self._claim(), self.engine.begin() as conn:
+            query = (
+                select(OUTBOX.c.id, OUTBOX.c.topic, OUTBOX.c.key, OUTBOX.c.event_id, OUTBOX.c.payload)
+                .where(OUTBOX.c.sent_at.is_(None))
+                .order_by(OUTBOX.c.id)
+                .limit(self.batch_size)
+            )
+            if wanted is not None:
+                query = query.where(OUTBOX.c.event_id.in_(wanted))
+            if conn.dialect.name == "postgresql":
+                query = query.with_for_update(skip_locked=True)
+            rows = conn.execute(query).all()
+            if wanted is not None:  # no longer pending (relayed elsewhere) or never queued: forgotten
+                for event_id in set(wanted) - {row.event_id for row in rows}:
+                    self._known.pop(event_id, None)
+            if not rows:
+                return 0
+            for topic, group in groupby(rows, key=lambda row: row.topic):
+                items = [(row.key, self._event(row.event_id, row.payload)) for row in group]
+                self.bus.publish_many(topic, items)
+            ids = [row.id for row in rows]
+            if self.after_publish is not None:
+                self.after_publish(ids)
+            conn.execute(update(OUTBOX).where(OUTBOX.c.id.in_(ids)).values(sent_at=datetime.now(UTC)))
         return len(rows)
-
-    def _publish(self, rows: list, wanted: list | None) -> None:
-        if wanted is not None:  # no longer pending (relayed elsewhere) or never queued: forgotten
-            for event_id in set(wanted) - {row.event_id for row in rows}:
-                self._known.pop(event_id, None)
-        for topic, group in groupby(rows, key=lambda row: row.topic):
-            items = [(row.key, self._event(row.event_id, row.payload)) for row in group]
-            self.bus.publish_many(topic, items)
-
-    def _mark_sent(self, conn: Connection, rows: list) -> None:
-        if not rows:
-            return
-        ids = [row.id for row in rows]
-        if self.after_publish is not None:
-            self.after_publish(ids)
-        conn.execute(update(OUTBOX).where(OUTBOX.c.id.in_(ids)).values(sent_at=datetime.now(UTC)))
 
     def drain(self, *, mine: bool = False) -> int:
         """Publish until nothing is pending (`mine`: nothing of this process's own commits)."""

@@ -28,7 +28,6 @@ class Base(DeclarativeBase):
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - trivial
-    dbapi_conn.isolation_level = None  # SQLAlchemy owns the transactions (_sqlite_begin), not pysqlite
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
@@ -37,11 +36,20 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - trivial
     cur.close()
 
 
+SQLITE_BEGIN = "sqlite_begin"  # conn.info key: the BEGIN a connection's next transaction starts with
+
+
 def _sqlite_begin(conn) -> None:
-    """pysqlite's own transaction handling breaks SAVEPOINTs and so nested transactions: SQLAlchemy begins
-    them. A writer that reads first asks for BEGIN IMMEDIATE (`conn.info["immediate"] = True`), so concurrent
-    writers queue on the busy timeout instead of failing on a stale snapshot."""
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.pop("immediate", False) else "BEGIN")
+    """Who begins a SQLite transaction, per connection of the one shared engine. A connection that sets
+    `conn.info[SQLITE_BEGIN]` ("BEGIN", or "BEGIN IMMEDIATE" for a writer that reads first, so concurrent
+    writers queue on the busy timeout, not failing on a stale snapshot) gets it from SQLAlchemy: the FHIR
+    store, whose nested transactions need SAVEPOINTs, which pysqlite's own handling breaks. Any other keeps
+    pysqlite's handling (the transaction begins at the first write, reads before it see the latest commit),
+    which the event log, the outbox relay and a re-score's members in other processes rely on."""
+    begin = conn.info.pop(SQLITE_BEGIN, None)
+    conn.connection.driver_connection.isolation_level = None if begin else ""
+    if begin:
+        conn.exec_driver_sql(begin)
 
 
 def make_engine(url: str, **kwargs) -> Engine:

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import orjson
 from sqlalchemy import Connection, Engine, and_, func, insert, or_, select
 
+from foundation.db import SQLITE_BEGIN
 from foundation.gcpause import gc_paused
 from rounds.shards import ALL, Shard
 from services.fhir_api.load_files import AHEAD, bounded, chunks, ndjson_files, patient_of
@@ -374,7 +375,8 @@ def _writing(engine) -> Iterator[Connection]:
     highest seq and rid and writes after them, which another loader (a `--shard` of the same store) must
     not do in between; the other one waits (busy timeout) instead."""
     with engine.connect() as conn:
-        conn.info["immediate"] = True
+        if conn.dialect.name == "sqlite":
+            conn.info[SQLITE_BEGIN] = "BEGIN IMMEDIATE"
         with conn.begin():
             yield conn
 
