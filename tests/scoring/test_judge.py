@@ -25,10 +25,9 @@ from events.archive import dump, load
 from events.projections.retry import RetryLater
 from events.projections.runner import ProjectionRunner
 from events.topics import topic_specs
-from foundation.db import make_engine
 from rounds.migrate import upgrade
 from rounds.settings import Settings
-from services.consumers.scoring import api, members
+from services.consumers.scoring import members
 from services.consumers.scoring.api import score_run
 from services.consumers.scoring.judge import PROMPT_VERSION, LlmJudge
 from services.consumers.scoring.projection import ScorerProjection
@@ -175,8 +174,9 @@ def test_the_judge_is_asked_before_the_transaction_once_per_item(scoring_world: 
     w = scoring_world
     play_judged(w, "ahead", ["oracle", "nothing", "leaky"])
     spy = OutsideTransactions(LlmJudge.from_spec(f"fake-model@{fake_openai}"), fail_first=1)
-    monkeypatch.setattr(api, "make_engine", lambda url: spy.watch(make_engine(url)))
-    report = score_run(root_on(w.settings), "ahead", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
+    root = root_on(w.settings)
+    spy.watch(root.engine())  # the engine the re-score runs on: the process's
+    report = score_run(root, "ahead", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
                        client=w.client, judge=spy, timeout_s=120)
     assert spy.open_transactions and set(spy.open_transactions) == {0}  # never inside a transaction
     # the failed call rolled the batch back and it was judged again: 3 items per session, all judged
@@ -217,13 +217,14 @@ def test_a_loaded_log_is_judged_ahead_when_its_recorded_state_arrives(
     bus = bus_on(elsewhere)
     bus.ensure_topics(topic_specs(3))
     spy = OutsideTransactions(judge)
-    monkeypatch.setattr(api, "make_engine", lambda url: spy.watch(make_engine(url)))
+    root = root_on(elsewhere)
+    spy.watch(root.engine())  # the engine the re-score runs on: the process's
     monkeypatch.setattr(members, "ProjectionRunner",
                         lambda *a, **kw: ProjectionRunner(*a, **{**kw, "batch_size": batch_size}))
     try:
         load(bus, archive.getvalue().splitlines())
         with client_on(elsewhere) as empty:
-            there = score_run(root_on(elsewhere), "moved", bus=bus, client=empty, judge=spy, timeout_s=120)
+            there = score_run(root, "moved", bus=bus, client=empty, judge=spy, timeout_s=120)
     finally:
         bus.close()
     assert set(spy.open_transactions) == {0}
