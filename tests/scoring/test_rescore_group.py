@@ -66,10 +66,12 @@ def test_a_member_outlived_by_its_group_leaves_cleanly(scoring_world: World,
     from sqlalchemy.exc import DBAPIError
 
     from events.projections.runner import ProjectionRunner
+    from foundation.db import make_engine
     from services.consumers.scoring import members
 
     w = scoring_world
-    spec = members.MemberSpec(w.settings, RUN, "late", group_suffix("late43"), None, (w.sessions,), w.scores)
+    spec = members.MemberSpec(w.settings, RUN, "late", group_suffix("late43"), None, (w.sessions,), w.scores,
+                              engine_factory=make_engine)
 
     def finished_elsewhere(self: ProjectionRunner, **_: object) -> None:
         for base in ("scoring_events", "scoring_open"):  # what the reporting process does at its end
