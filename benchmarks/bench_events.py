@@ -53,14 +53,14 @@ from events import payloads as p
 from events.bus import Bus, TopicSpec
 from events.catalog import CATALOG
 from events.envelope import CloudEvent
-from events.factory import open_bus
 from events.projections.replay import replay
 from events.projections.runner import ProjectionRunner
 from events.projections.transcript import TranscriptProjection
-from rounds.db import make_engine
-from rounds.gcpause import gc_paused
+from foundation.db import make_engine
+from foundation.gcpause import gc_paused
 from rounds.migrate import upgrade
 from rounds.settings import Settings
+from tests.wiring import bus_on
 
 REPO = Path(__file__).resolve().parents[1]
 CHUNK = 2000
@@ -125,7 +125,7 @@ def publish(bus: Bus, topic: str, start: int, count: int, sessions: int, tag: st
         make_events(offset, min(CHUNK, start + count - offset), sessions, tag)
         for offset in range(start, start + count, CHUNK)
     )
-    with gc_paused():  # a batch job: the collector off while it builds and sends (rounds/gcpause.py)
+    with gc_paused():  # a batch job: the collector off while it builds and sends (foundation/gcpause.py)
         for _ in bus.publish_chunks(topic, chunks):
             pass
     return time.perf_counter() - began
@@ -134,7 +134,7 @@ def publish(bus: Bus, topic: str, start: int, count: int, sessions: int, tag: st
 def _producer_process(
     settings: dict, topic: str, start: int, count: int, sessions: int, tag: str, ready, go, cpu, wall
 ) -> None:
-    bus = open_bus(Settings(**settings))
+    bus = bus_on(Settings(**settings))
     bus.partitions(topic)  # connected, metadata known: none of that in the timed part
     ready.set()  # imports and connections done: the timed part starts at `go`
     go.wait()
@@ -149,7 +149,7 @@ def _member_process(
 ) -> None:
     """Another member of the projection's consumer group (--consumers): the same projection, group and
     database; the group splits the partitions, fenced positions keep the effect exactly-once."""
-    bus = open_bus(Settings(**settings))
+    bus = bus_on(Settings(**settings))
     runner = ProjectionRunner(bus, make_engine(projection_db), TranscriptProjection(topics=(topic,)),
                               batch_size=batch_size, deadletter_topic=f"bench.{tag}.deadletter",
                               poll_timeout_s=0.1)
@@ -208,7 +208,7 @@ def run_backend(
     upgrade(settings.database_url)
     if projection_db != settings.database_url:
         upgrade(projection_db)
-    bus = open_bus(settings)
+    bus = bus_on(settings)
     tag = uuid.uuid4().hex[:8]
     topic = f"bench.{tag}.sessions"
     bus.ensure_topics([TopicSpec(topic, args.partitions), TopicSpec(f"bench.{tag}.deadletter", 1)])

@@ -46,9 +46,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from rounds.migrate import upgrade
-    from services.fhir_api.load import load_ndjson
-    from services.fhir_api.store import open_store
     from services.fhir_api.store.interface import Context
+    from tests.wiring import load_on, store_on
 
     work = Path(tempfile.mkdtemp(prefix="bench-export-"))
     folder = args.ndjson
@@ -59,12 +58,12 @@ def main() -> None:
         run_map(args.mimic, folder, workers=args.workers)
     url = args.database_url or f"sqlite:///{work / 'bench.sqlite'}"
     upgrade(url)
-    report = load_ndjson(url, folder, workers=args.workers)
+    report = load_on(url, folder, workers=args.workers)
     if not report.resources:
         raise SystemExit(f"nothing loaded from {folder} (--mimic / --ndjson)")
     print(f"load:   {report.resources:,} resources in {report.seconds:.1f}s = "
           f"{report.resources_per_s:,.0f} resources/s")
-    store = open_store(url)
+    store = store_on(url)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     count, seconds = _export(store, Context(), work / "jobs")
     grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss) / 1024

@@ -24,13 +24,13 @@ sys.path.insert(0, str(REPO))
 
 from rounds.settings import Settings  # noqa: E402
 from services.consumers.scoring.api import score_run  # noqa: E402
-from services.fhir_api.app import create_app  # noqa: E402
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios  # noqa: E402
 from services.simulator.orchestrator.jobs import plan, read_scenarios  # noqa: E402
 from services.simulator.scenarios import output  # noqa: E402
 from services.simulator.scenarios.fhir_agentbench.cli import counts_lines  # noqa: E402
 from services.simulator.scenarios.fhir_agentbench.importer import import_questions  # noqa: E402
 from services.simulator.scenarios.fhir_agentbench.rows import read_questions  # noqa: E402
+from tests.wiring import app_on, migrated, root_on  # noqa: E402
 
 CSV = REPO.parent / "shared" / "data" / "fhir-agentbench" / "questions_valid.csv"
 ASSISTANTS = ("oracle", "baseline:fhir-agentbench")
@@ -73,7 +73,7 @@ def main() -> None:
     settings = Settings(database_url=args.database_url)
     questions = read_questions(args.csv)[: args.limit]
     started = time.perf_counter()
-    imported = asyncio.run(import_questions(create_app(settings), questions))
+    imported = asyncio.run(import_questions(app_on(settings), questions))
     print(f"import: {time.perf_counter() - started:.1f} s")
     for line in counts_lines(imported.summary):
         print(line)
@@ -86,8 +86,8 @@ def main() -> None:
         for spec in args.assistants.split(","):
             run_id = f"fab-{spec.split(':')[0]}-{stamp}"
             started = time.perf_counter()
-            summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(run_id), settings))
-            report = score_run(settings, run_id, timeout_s=600)
+            summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(run_id), migrated(settings)))
+            report = score_run(root_on(settings), run_id, timeout_s=600)
             print(f"{spec}: {len(jobs)} sessions in {time.perf_counter() - started:.1f} s "
                   f"(run and score), end reasons {dict(summary.by_reason)}")
             reports[spec] = report.model_dump()

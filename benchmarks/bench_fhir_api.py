@@ -131,10 +131,10 @@ def fresh_database(server_url: str) -> tuple[str, str]:
 
 def load(database_url: str, folder: Path) -> None:
     from rounds.migrate import upgrade
-    from services.fhir_api.load import load_ndjson
+    from tests.wiring import load_on
 
     upgrade(database_url)
-    report = load_ndjson(database_url, folder)  # default loader processes: CPU count + 1
+    report = load_on(database_url, folder)  # default loader processes: CPU count + 1
     # What autovacuum would eventually provide: planner statistics, and the visibility map without which every
     # index-only scan of the index tables also reads the heap (PostgreSQL CPU per search about doubles).
     started = time.perf_counter()

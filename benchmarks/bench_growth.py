@@ -64,13 +64,12 @@ def run(cmd: list[str]) -> dict:
 def stage_search(url: str) -> None:
     """(--stage search) CPU per patient-scoped search and per chart read, as JSON on stdout."""
     from rounds.settings import get_settings
-    from services.fhir_api.app import create_app
-    from services.fhir_api.store import open_store
     from services.fhir_api.store.interface import Context, SearchRequest
     from services.simulator.scenarios import fhir_client
     from services.simulator.scenarios.reader import read_chart
+    from tests.wiring import app_on, store_on
 
-    store = open_store(url)
+    store = store_on(url)
     ctx = Context()
     patients = sorted(r.id for r in store.search(ctx, SearchRequest("Patient", [], count=100_000)).matches)
     chosen = random.Random(0).sample(patients, min(SEARCH_PATIENTS, len(patients)))
@@ -84,7 +83,7 @@ def stage_search(url: str) -> None:
             n += 1
     search_cpu, search_wall = (time.process_time() - cpu) / n, (time.perf_counter() - wall) / n
     store.engine.dispose()
-    app = create_app(get_settings().model_copy(update={"database_url": url}))
+    app = app_on(get_settings().model_copy(update={"database_url": url}))
 
     async def charts() -> tuple[float, float]:
         async with fhir_client(app) as client:

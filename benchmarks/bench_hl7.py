@@ -71,28 +71,26 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--speed-hours", type=float, default=3.0, help="clinical hours per clock move")
     args = parser.parse_args()
-    from events.factory import open_bus
     from rounds.migrate import upgrade
     from rounds.settings import settings_for
     from services.fhir_api.hl7.messages import build
     from services.fhir_api.hl7.mllp import MllpSender
     from services.fhir_api.hl7.stay import Hl7Tap, StayReader
-    from services.fhir_api.load import load_ndjson
-    from services.fhir_api.store import open_store
     from services.fhir_api.store.interface import Context
     from services.fhir_api.subscriptions.feed import feed
+    from tests.wiring import bus_on, load_on, store_on
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = admission(Path(tmp))
         url = f"sqlite:///{tmp}/rounds.sqlite"
         upgrade(url)
-        load_ndjson(url, folder, workers=1)
-        store = open_store(url)
+        load_on(url, folder, workers=1)
+        store = store_on(url)
         session = store.create_session(datetime.fromisoformat(T0))
         port, seen = acking_receiver()
         sender = MllpSender("127.0.0.1", port)
         tap = Hl7Tap(StayReader(store, PATIENT), session, sender.send)
-        bus = open_bus(settings_for(url), ensure_topics=True)
+        bus = bus_on(settings_for(url), ensure_topics=True)
         wall, cpu = time.perf_counter(), time.process_time()
         report = feed(store, bus, session, datetime.fromisoformat(T0), datetime.fromisoformat(T1),
                       args.speed_hours * 3600 / 0.01, tick_s=0.01, sleep=lambda s: None, taps=[tap])

@@ -79,9 +79,9 @@ def serve(model: Path, port: int, n_ctx: int) -> subprocess.Popen:
 def run(args: argparse.Namespace, model: Path) -> None:
     from inspect_ai import eval as inspect_eval
 
+    from foundation.db import make_engine
     from rounds.inspect.task import physassist
-    from rounds.settings import Settings
-    from services.consumers.scoring.api import load_report, open_engine
+    from services.consumers.scoring.api import load_report
 
     port = free_port()
     started = time.perf_counter()
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace, model: Path) -> None:
     samples = log.samples or []
     reasons = Counter((s.metadata.get("rounds") or {}).get("reason", "no session") for s in samples)
     scored = {s.metadata["rounds"]["session"]: s.scores["rounds_scorer"].value for s in samples if s.scores}
-    engine = open_engine(Settings().model_copy(update={"database_url": os.environ["ROUNDS_DATABASE_URL"]}))
+    engine = make_engine(os.environ["ROUNDS_DATABASE_URL"])
     try:
         report = load_report(engine, run_id)
     finally:

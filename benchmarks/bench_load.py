@@ -37,7 +37,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from rounds.migrate import upgrade
-    from services.fhir_api.load import load_ndjson
+    from tests.wiring import load_on
 
     folder = args.ndjson
     if folder is None:
@@ -50,7 +50,7 @@ def main() -> None:
     upgrade(args.database_url)
     backends = BackendCpu(args.database_url).start()
     cpu = _cpu_seconds()
-    report = load_ndjson(args.database_url, folder, workers=args.workers, progress=True)
+    report = load_on(args.database_url, folder, workers=args.workers, progress=True)
     server = backends.stop()
     cpu = _cpu_seconds() - cpu - backends.own_cpu
     per = 1e6 / max(1, report.resources)
@@ -117,10 +117,10 @@ def _latencies(url: str) -> None:
     from sqlalchemy import select
 
     from services.fhir_api.store import models as m
-    from services.fhir_api.store import open_store
     from services.fhir_api.store.interface import Context, SearchRequest
+    from tests.wiring import store_on
 
-    store = open_store(url)
+    store = store_on(url)
     with store.engine.connect() as conn:
         patients = list(
             conn.execute(

@@ -156,12 +156,12 @@ def report(workdir: Path, run_id: str, done: subprocess.CompletedProcess, wall: 
             if line.startswith(("warning", "rounds run:", "  and ")) or ": " in line and "session" in line
             and not line.startswith(" ")]
     from events.archive import read_log
-    from events.factory import open_bus
     from services.consumers.report.model_usage import calls_of_run, summarise
     from services.consumers.scoring.api import load_report
+    from tests.wiring import bus_on
 
     settings = Settings(database_url=f"sqlite:///{workdir / 'rounds.sqlite'}", bus="sql")
-    bus = open_bus(settings)
+    bus = bus_on(settings)
     try:
         events = [r.event for r in read_log(bus, ["rounds.sessions"])]
     finally:
@@ -180,7 +180,7 @@ def report(workdir: Path, run_id: str, done: subprocess.CompletedProcess, wall: 
     for line in per_session(events, run_id):
         print(line)
     usage = summarise(calls_of_run(events, run_id))
-    from rounds.db import make_engine
+    from foundation.db import make_engine
 
     engine = make_engine(settings.database_url)
     try:

@@ -32,19 +32,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from contracts.trajectory_log import LoggedEvent  # noqa: E402
 from events import payloads as p  # noqa: E402
 from events.archive import BLOB_KEY, dump, load  # noqa: E402
-from events.factory import open_bus  # noqa: E402
 from events.topics import SESSIONS, topic_specs  # noqa: E402
-from rounds.db import make_engine  # noqa: E402
+from foundation.db import make_engine  # noqa: E402
 from rounds.settings import Settings  # noqa: E402
 from services.consumers.scoring import snapshot  # noqa: E402
 from services.consumers.scoring.api import load_report, score_run  # noqa: E402
 from services.consumers.scoring.replay import disagreements, replay_writes  # noqa: E402
+from tests.wiring import bus_on, root_on  # noqa: E402
 
 STATE = p.SandboxState.TYPE
 
 
 def dumped(source: Settings, path: Path) -> list[bytes]:
-    bus, engine = open_bus(source), make_engine(source.database_url)
+    bus, engine = bus_on(source), make_engine(source.database_url)
     start = time.perf_counter()
     try:
         with path.open("wb") as out:
@@ -60,7 +60,7 @@ def dumped(source: Settings, path: Path) -> list[bytes]:
 
 
 def loaded(target: Settings, lines: list[bytes]) -> None:
-    bus, engine = open_bus(target), make_engine(target.database_url)
+    bus, engine = bus_on(target), make_engine(target.database_url)
     bus.ensure_topics(topic_specs(target.kafka_partitions))
     start = time.perf_counter()
     try:
@@ -100,7 +100,7 @@ def rescored(source: Settings, target: Settings, runs: dict, sessions: dict) -> 
         stored = sum(1 for sid in ids if (sessions[sid][1] or {}).get("stateRef"))
         inline = sum(1 for sid in ids if sessions[sid][1] is not None) - stored
         start = time.perf_counter()
-        there = score_run(target, run, timeout_s=1800)
+        there = score_run(root_on(target), run, timeout_s=1800)
         seconds = time.perf_counter() - start
         here = load_report(engine, run, there.scorer_version)
         theirs = {s.session: s.score for s in here.sessions}
@@ -137,8 +137,8 @@ def probe(target: Settings, patients: int) -> None:
     from fastapi.testclient import TestClient
     from sqlalchemy import text
 
-    from services.fhir_api.app import create_app
     from services.fhir_api.backbone.wiring import BackboneSettings, install_event_backbone
+    from tests.wiring import app_on
 
     engine = make_engine(target.database_url)
     with engine.connect() as conn:
@@ -146,8 +146,8 @@ def probe(target: Settings, patients: int) -> None:
             "SELECT target_id FROM fhir_idx_reference WHERE target_type = 'Patient' GROUP BY target_id "
             "ORDER BY count(*) DESC LIMIT :n"), {"n": patients}).scalars().all()
     engine.dispose()
-    bus = open_bus(target)
-    app = create_app(target)
+    bus = bus_on(target)
+    app = app_on(target)
     wired = install_event_backbone(app, target, bus=bus, backbone=BackboneSettings(outbox_relay="off"))
     try:
         with TestClient(app) as client:
@@ -163,7 +163,7 @@ def probe(target: Settings, patients: int) -> None:
     finally:
         bus.close()
     log = io.BytesIO()
-    dump(open_bus(target), [SESSIONS], log)
+    dump(bus_on(target), [SESSIONS], log)
     refs = len(re.findall(rb'"resourcesRef"', log.getvalue()))
     print(f"responses whose id list is stored (resourcesRef) in the target's log: {refs}")
 

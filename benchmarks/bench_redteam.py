@@ -25,6 +25,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from contracts.languages import LANGUAGES
+from tests.wiring import client_on, migrated, root_on
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -51,11 +52,11 @@ def _scenarios(store: str, path: str | None, per_family: int):
 
 def _future(settings, chosen) -> dict[str, list[tuple[str, float, str]]]:
     """Each session's results after its clock, as an in-process assistant could read them off the store."""
-    from services.consumers.scoring.fhir_state import StateReader, fhir_client, record_codes
+    from services.consumers.scoring.fhir_state import StateReader, record_codes
     from services.simulator.scenarios.vocabulary import vocabulary
 
     names = {lab["itemid"]: lab["en"] for lab in vocabulary()["labs"].values()}
-    reader = StateReader(fhir_client(settings))
+    reader = StateReader(client_on(settings))
     out: dict[str, list[tuple[str, float, str]]] = {}
     for scenario, _ in chosen:
         later = []
@@ -116,10 +117,10 @@ def main() -> None:
         else:
             variants = args.variants.split(",")
             jobs = [job for variant in variants for job in plan(chosen, 1, LANGUAGES, variant)]
-            summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(run_id), settings))
+            summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(run_id), migrated(settings)))
         row: dict[str, object] = {"reasons": dict(summary.by_reason) if summary else "re-scored"}
         for version in versions:
-            report = score_run(settings, run_id, scorer_version=version, timeout_s=3600)
+            report = score_run(root_on(settings), run_id, scorer_version=version, timeout_s=3600)
             m = report.metrics
             row[version] = (m.avg or 0.0, m.pass_at_session.get("0.75", 0.0), m.sessions,
                             getattr(m, "safety_failures", 0) or 0, m.excluded_sessions)

@@ -20,7 +20,7 @@ import time
 from rich.console import Console
 
 from contracts.score import Check, Exchange, Metrics, RunReport, SessionScore, TurnScore
-from rounds.gcpause import gc_paused
+from foundation.gcpause import gc_paused
 from services.consumers.report.cli import HTML_SESSIONS
 from services.consumers.report.compare import compare_runs
 from services.consumers.report.html_page import render_html

@@ -36,11 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from events import payloads as p  # noqa: E402
 from events.archive import read_log  # noqa: E402
-from events.factory import open_bus  # noqa: E402
 from events.topics import SESSIONS, topic_specs  # noqa: E402
 from rounds.demo import run_demo  # noqa: E402
 from rounds.migrate import upgrade  # noqa: E402
 from rounds.settings import Settings  # noqa: E402
+from tests.wiring import bus_on
 
 CHUNK = 5000  # events per publish
 
@@ -48,7 +48,7 @@ CHUNK = 5000  # events per publish
 def recorded_sessions(url: str) -> dict[str, list[dict]]:
     """Each session's events on rounds.sessions (structured-mode JSON, log order), sessions with a recorded
     sandbox state only (the others could not be scored without their sandbox)."""
-    bus = open_bus(Settings(database_url=url))
+    bus = bus_on(Settings(database_url=url))
     sessions: dict[str, list[dict]] = {}
     try:
         for record in read_log(bus, [SESSIONS]):
@@ -74,7 +74,7 @@ def copy_events(events: list[dict], session_id: str, run: str) -> list[tuple[str
 
 def replicate(source: dict[str, list[dict]], url: str, count: int, run: str) -> tuple[int, list[str]]:
     """`count` copies of the recorded sessions into `url`'s log; returns (events, source session per copy)."""
-    bus = open_bus(Settings(database_url=url))
+    bus = bus_on(Settings(database_url=url))
     bus.ensure_topics(topic_specs(3))
     order = sorted(source)
     copied: list[str] = []

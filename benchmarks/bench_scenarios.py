@@ -28,23 +28,23 @@ DEMO = next((p for p in (REPO.parent / "shared" / "data" / "mimic-iv-demo",
 def load(mimic: Path, work: Path) -> str:
     from fhir_mapper.pipeline import run_map
     from rounds.migrate import upgrade
-    from services.fhir_api.load import load_ndjson
+    from tests.wiring import load_on
 
     out = work / "fhir"
     run_map(mimic, out, workers=2)
     url = f"sqlite:///{work / 'rounds.sqlite'}"
     upgrade(url)
-    load_ndjson(url, out, workers=2)
+    load_on(url, out, workers=2)
     return url
 
 
 def build(url: str, label: str) -> None:
     from rounds.settings import get_settings
-    from services.fhir_api.app import create_app
     from services.simulator.scenarios import fhir_client
     from services.simulator.scenarios.builder import read_record, select, summarize
+    from tests.wiring import app_on
 
-    app = create_app(get_settings().model_copy(update={"database_url": url}))
+    app = app_on(get_settings().model_copy(update={"database_url": url}))
 
     async def run() -> None:
         wall, cpu = time.perf_counter(), time.process_time()

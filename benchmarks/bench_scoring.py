@@ -27,16 +27,14 @@ from pathlib import Path
 
 from events import payloads as p
 from events.catalog import CATALOG
-from events.factory import open_bus
 from events.payloads import EhrRequest, EhrResponse, SessionEnded, SessionStarted, communication
 from events.topics import topic_specs
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.consumers.scoring.api import score_run
-from services.consumers.scoring.fhir_state import fhir_client
-from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context
 from tests.scoring import world
+from tests.wiring import bus_on, client_on, root_on, store_on
 
 SOURCE = "/bench/scoring"
 STYLES = ("oracle", "wrong_dose", "nothing")
@@ -82,11 +80,11 @@ def session_events(sid: str, sc, style: str, trial: int, run: str, write_id: str
 
 def build(settings: Settings, sessions: int, run: str) -> int:
     """Record, sandboxes with their writes, and the log; returns the number of events published."""
-    with fhir_client(settings) as client:
+    with client_on(settings) as client:
         ids = world.load_record(client)
     sc = world.scenario(ids)
-    store = open_store(settings.database_url)
-    bus = open_bus(settings)
+    store = store_on(settings.database_url)
+    bus = bus_on(settings)
     bus.ensure_topics(topic_specs(3))
     published = 0
     try:
@@ -129,7 +127,7 @@ def main() -> None:
         print(f"built {args.sessions} sessions, {events} events in {time.perf_counter() - started:.1f} s")
         for phase, version in (("first scoring", "bench-1"), ("re-score", "bench-2")):
             started, cpu = time.perf_counter(), time.process_time()
-            report = score_run(settings, run, scorer_version=version, timeout_s=24 * 3600)
+            report = score_run(root_on(settings), run, scorer_version=version, timeout_s=24 * 3600)
             seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
             m = report.metrics
             sessions = max(m.sessions, 1)

@@ -22,8 +22,8 @@ import orjson
 from sqlalchemy import func, select
 
 from services.fhir_api.store import models as m
-from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context, SearchRequest
+from tests.wiring import store_on
 
 
 def patients_by_size(store, limit: int | None) -> list[tuple[str, int]]:
@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--patients", type=int, help="only the N patients with the most references")
     parser.add_argument("--repeat", type=int, default=1, help="runs per patient (the fastest is kept)")
     args = parser.parse_args()
-    store = open_store(args.database_url)
+    store = store_on(args.database_url)
     now = datetime.fromisoformat(args.now)
     ctx = store.get_session(store.create_session(now if now.tzinfo else now.replace(tzinfo=UTC)))
     times: list[tuple[float, str, int, int]] = []

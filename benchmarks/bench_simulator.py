@@ -33,11 +33,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from events.sequences import SEQUENCES  # noqa: E402
-from rounds.db import make_engine  # noqa: E402
+from foundation.db import make_engine  # noqa: E402
 from rounds.settings import Settings, get_settings  # noqa: E402
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios  # noqa: E402
 from services.simulator.orchestrator.jobs import plan, read_scenarios  # noqa: E402
 from services.simulator.orchestrator.session_loop import SessionJob  # noqa: E402
+from tests.wiring import migrated  # noqa: E402
 
 DEMO = REPO.parent / "shared" / "data" / "mimic-iv-demo"
 
@@ -100,7 +101,7 @@ def main() -> None:
     run_id = f"bench-{time.strftime('%H%M%S')}-{os.getpid()}"
     started, cpu = time.perf_counter(), time.process_time()
     summary = asyncio.run(run_scenarios(jobs, args.assistant, RunOptions(
-        run_id, concurrency=args.concurrency, fhir_base=args.fhir_base, resume=False), settings))
+        run_id, concurrency=args.concurrency, fhir_base=args.fhir_base, resume=False), migrated(settings)))
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     ids = [o.session_id for o in summary.outcomes if o.session_id]
     events = session_events(args.database_url, ids)

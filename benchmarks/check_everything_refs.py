@@ -17,9 +17,10 @@ from collections import Counter
 import orjson
 from sqlalchemy import select
 
-from services.fhir_api.store import cursor, open_store
+from services.fhir_api.store import cursor
 from services.fhir_api.store import models as m
 from services.fhir_api.store.interface import Context, SearchResult
+from tests.wiring import store_on
 
 
 def references(node, path: str, out: list[tuple[str, str]]) -> None:
@@ -50,7 +51,7 @@ def main() -> None:
     parser.add_argument("--patients", type=int)
     parser.add_argument("--count", type=int, default=500)
     args = parser.parse_args()
-    store = open_store(args.database_url)
+    store = store_on(args.database_url)
     r = m.resource
     with store.engine.connect() as conn:
         stmt = select(r.c.res_id).where(r.c.res_type == "Patient", r.c.session == "").order_by(r.c.res_id)

@@ -31,7 +31,7 @@ from events.catalog import CATALOG, Catalog
 from events.codec import encode_raw
 from events.envelope import EventError
 from events.topics import SCORES, SESSIONS, partition_for
-from rounds.gcpause import gc_paused
+from foundation.gcpause import gc_paused
 
 SESSION_TOPICS = (SESSIONS, SCORES)
 
@@ -168,7 +168,7 @@ def load(bus: Bus, lines: Iterable[bytes], catalog: Catalog = CATALOG, batch: in
     """Re-publish exported events idempotently, batched per topic; bad lines are reported, not published.
     Blob lines are stored in `blobs` (the blob store's engine) as they are read, before any later event is
     published; without it a blob line is rejected. A batch job (`rounds events load`): the cycle collector
-    is paused while it runs (rounds/gcpause.py)."""
+    is paused while it runs (foundation/gcpause.py)."""
     with gc_paused():
         return _load(bus, lines, catalog, batch, blobs)
 

@@ -18,7 +18,7 @@ from sqlalchemy import BigInteger, Connection, DateTime, Engine, LargeBinary, St
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Mapped, mapped_column
 
-from rounds.db import Base
+from foundation.db import Base
 
 
 class EventBlob(Base):

@@ -8,8 +8,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from sqlalchemy import Engine
 
+from events.bus import Bus
 from events.topics import ALL_TOPICS, topic_specs
+from rounds.wiring import Wiring, wiring
 
 events_app = typer.Typer(
     name="events", help="The event log: topics, export and import.", no_args_is_help=True
@@ -20,59 +23,48 @@ events_app = typer.Typer(
 SUBCOMMAND_MODULES: list[str] = ["events.projections.cli"]
 
 
-def _bus(ensure: bool = False):
-    from events.factory import open_bus
-    from rounds.settings import Settings
-
-    settings = Settings()  # read the environment now (not the process-wide cache)
-    if settings.bus == "sql":
-        _require_schema(settings.database_url)
-    return open_bus(settings, ensure_topics=ensure), settings
+def _bus(ctx: typer.Context, ensure: bool = False) -> tuple[Bus, Wiring]:
+    """The process's bus (its root's), the SQL log's tables checked first."""
+    wired = wiring(ctx)
+    if wired.settings.bus == "sql":
+        _require_schema(wired)
+    return wired.bus(ensure_topics=ensure), wired
 
 
-def _require_schema(url: str) -> None:
+def _require_schema(wired: Wiring) -> None:
     from sqlalchemy import inspect
 
-    from rounds.db import make_engine
-
-    engine = make_engine(url)
-    try:
-        present = inspect(engine).has_table("event_log_partition")
-    finally:
-        engine.dispose()
-    if not present:
+    if not inspect(wired.engine()).has_table("event_log_partition"):
+        url = wired.settings.database_url
         typer.echo(
             f"the event log tables are missing in {url.split('@')[-1]}: run `rounds db upgrade`", err=True
         )
         raise typer.Exit(2)
 
 
-def _blob_engine(settings):
+def _blob_engine(wired: Wiring) -> Engine | None:
     """The engine of the blob store (the application database, whichever the bus), or None when that is a
     SQLite file that does not exist (a Kafka-only set-up without one: nothing stored, nothing to carry)."""
     from sqlalchemy.engine import make_url
 
-    from rounds.db import make_engine
-
-    url = make_url(settings.database_url)
+    url = make_url(wired.settings.database_url)
     if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).exists():
         return None
-    return make_engine(settings.database_url)
+    return wired.engine()
 
 
 @events_app.command("topics")
-def topics_cmd() -> None:
+def topics_cmd(ctx: typer.Context) -> None:
     """Create the Rounds topics if missing (ROUNDS_KAFKA_PARTITIONS partitions each) and list them."""
-    bus, settings = _bus(ensure=True)
-    try:
-        for spec in topic_specs(settings.kafka_partitions):
-            typer.echo(f"{spec.name}\t{len(bus.partitions(spec.name))} partitions\t{settings.bus}")
-    finally:
-        bus.close()
+    bus, wired = _bus(ctx, ensure=True)
+    settings = wired.settings
+    for spec in topic_specs(settings.kafka_partitions):
+        typer.echo(f"{spec.name}\t{len(bus.partitions(spec.name))} partitions\t{settings.bus}")
 
 
 @events_app.command("dump")
 def dump_cmd(
+    ctx: typer.Context,
     session: Annotated[str | None, typer.Option(help="only this session's events")] = None,
     topic: Annotated[list[str] | None, typer.Option(help="topic to read (repeatable; default: all)")] = None,
     from_beginning: Annotated[
@@ -92,46 +84,36 @@ def dump_cmd(
         typer.echo(
             "nothing to print: add --from-beginning (the log so far) and/or --follow (new events)", err=True
         )
-    bus, settings = _bus()
-    engine = _blob_engine(settings)
-    try:
-        written, skipped = dump(
-            bus,
-            topics,
-            sys.stdout.buffer,
-            blobs=engine,
-            session=session,
-            from_beginning=from_beginning,
-            follow=follow,
-            idle_timeout_s=idle_timeout,
-        )
-    finally:
-        bus.close()
-        if engine is not None:
-            engine.dispose()
+    bus, wired = _bus(ctx)
+    written, skipped = dump(
+        bus,
+        topics,
+        sys.stdout.buffer,
+        blobs=_blob_engine(wired),
+        session=session,
+        from_beginning=from_beginning,
+        follow=follow,
+        idle_timeout_s=idle_timeout,
+    )
     typer.echo(f"{written} events" + (f", {skipped} invalid records skipped" if skipped else ""), err=True)
 
 
 @events_app.command("load")
 def load_cmd(
+    ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="JSON lines from `rounds events dump` ('-' = stdin)")],
 ) -> None:
     """Re-publish an exported log to the topics its events route to; events already present are skipped;
     the blobs it carries are stored in the application database (ROUNDS_DATABASE_URL)."""
     from events.archive import load
 
-    bus, settings = _bus(ensure=True)
-    engine = _blob_engine(settings)
-    try:
-        if str(file) == "-":
-            report = load(bus, sys.stdin.buffer, blobs=engine)
-        else:
-            with file.open("rb") as lines:
-                report = load(bus, lines, blobs=engine)
-    finally:
-        bus.close()
-        if engine is not None:
-            engine.dispose()
+    bus, wired = _bus(ctx, ensure=True)
+    engine = _blob_engine(wired)
+    if str(file) == "-":
+        report = load(bus, sys.stdin.buffer, blobs=engine)
+    else:
+        with file.open("rb") as lines:
+            report = load(bus, lines, blobs=engine)
     for problem in report.rejected:
         typer.echo(f"rejected {problem}", err=True)
     typer.echo(

@@ -88,7 +88,7 @@ class CheckedPublisher:
 
     def publish_many(self, topic: str, items: Sequence[tuple[str, CloudEvent]]) -> list[Published]:
         # No collector pause here: the FHIR API publishes through this (recorder, relay) and a served process
-        # keeps its collector on; batch jobs pause where they start (rounds/gcpause.py).
+        # keeps its collector on; batch jobs pause where they start (foundation/gcpause.py).
         rows = [(check_key(key), encode(event, self.catalog), event) for key, event in items]
         return self._append(topic, rows) if rows else []
 

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from events.envelope import CloudEvent
 from events.sql_ops import bulk_insert
-from rounds.db import Base
+from foundation.db import Base
 
 
 class OutboxEntry(Base):

@@ -14,7 +14,7 @@ from sqlalchemy import BigInteger, Connection, Engine, String, bindparam, insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
-from rounds.db import Base
+from foundation.db import Base
 
 
 class SessionSequence(Base):

@@ -23,7 +23,6 @@ from events.sql_consumer import SqlConsumer
 from events.sql_models import LogPartition, LogRecord
 from events.sql_ops import bulk_insert, now_ms, upsert
 from events.topics import partition_for
-from rounds.db import make_engine
 
 # Built once: a statement constructed per publish cost more Python than its execution (cache key, clauses),
 # and the FHIR API publishes one small batch per recorded exchange.
@@ -43,15 +42,14 @@ class SqlLog(CheckedPublisher):
 
     def __init__(
         self,
-        engine: Engine | str | None = None,
+        engine: Engine,
         *,
         catalog: Catalog = CATALOG,
         session_timeout_s: float = 10.0,
         rebalance_interval_s: float = 0.5,
         poll_interval_s: float = 0.05,
     ) -> None:
-        self._owns_engine = not isinstance(engine, Engine)
-        self.engine = engine if isinstance(engine, Engine) else make_engine(engine)
+        self.engine = engine  # the process's, made by its composition root: the log does not dispose of it
         self.catalog = catalog
         self.session_timeout_s = session_timeout_s
         self.rebalance_interval_s = rebalance_interval_s
@@ -148,5 +146,4 @@ class SqlLog(CheckedPublisher):
         return {tp: ends[tp] for tp in tps}
 
     def close(self) -> None:
-        if self._owns_engine:
-            self.engine.dispose()
+        """Nothing of its own to release: the engine belongs to whoever made it."""

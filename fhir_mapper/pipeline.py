@@ -21,7 +21,7 @@ from fhir_mapper.jobs import JOBS, Job
 from fhir_mapper.output import NdjsonSink
 from fhir_mapper.reader import table_path
 from fhir_mapper.report import RunReport
-from rounds.gcpause import gc_paused
+from foundation.gcpause import gc_paused
 from rounds.shards import ALL, Shard
 
 EXIT_REJECTED = 3

@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from typing import IO, Generic, TypeVar
 
-from rounds.gcpause import gc_paused
+from foundation.gcpause import gc_paused
 
 A = TypeVar("A")
 

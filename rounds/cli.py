@@ -108,9 +108,15 @@ app = typer.Typer(
 
 
 @app.callback()
-def _root() -> None:
-    """The group's own callback does nothing: the subcommands do the work (Typer needs one to build a group
-    that has no command registered at import)."""
+def _root(ctx: typer.Context) -> None:
+    """The process's composition root, made as a command starts and closed when it ends: the settings read
+    once, its engine and bus made on first use (rounds/root.py); commands read it with rounds/wiring.py
+    `wiring(ctx)`. A caller that set `obj` (a test's own root) keeps it."""
+    if ctx.obj is None:
+        from rounds.root import Root
+
+        ctx.obj = Root.from_environment()
+        ctx.call_on_close(ctx.obj.close)
 
 
 def main() -> None:

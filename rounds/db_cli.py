@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from rounds.options import DatabaseUrl
-from rounds.settings import settings_for
+from rounds.wiring import wiring
 
 
 def register(app: typer.Typer) -> None:
@@ -13,14 +13,12 @@ def register(app: typer.Typer) -> None:
 
     @db.command("upgrade")
     def upgrade_cmd(
+        ctx: typer.Context,
         database_url: DatabaseUrl = None,
         revision: str = typer.Option("head", help="Target revision."),
     ) -> None:
         """Create or upgrade the schema."""
-        from rounds.migrate import upgrade
-
-        url = settings_for(database_url).database_url
-        upgrade(url, revision)
+        url = wiring(ctx, database_url).upgrade(revision).settings.database_url
         typer.echo(f"schema at {revision} on {url.split('@')[-1]}")
 
     app.add_typer(db, name="db")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contracts.languages import LANGUAGES
-from rounds.settings import Settings, settings_for
+from rounds.root import Root
 
 DEMO_ASSISTANTS = ("baseline", "oracle", "weak")
 
@@ -41,21 +41,18 @@ def _timed(result: DemoResult, name: str, step: Callable[[str], None]) -> Iterat
     result.seconds[name] = round(time.perf_counter() - started, 2)
 
 
-def _build_scenarios(settings: Settings, out: Path, seed: int, sessions: int, per_category: int):
-    from services.fhir_api.app import create_app
+def _build_scenarios(root: Root, out: Path, seed: int, sessions: int, per_category: int):
+    from services.fhir_api.app import app_on_engine
     from services.simulator.scenarios import build_async, output
 
-    app = create_app(settings)
-    try:
-        build = asyncio.run(build_async(app, seed, sessions, None, per_category))
-    finally:
-        app.state.store.engine.dispose()
+    app = app_on_engine(root.settings, root.engine())
+    build = asyncio.run(build_async(app, seed, sessions, None, per_category))
     output.write(out, build.scenarios, build.summary)
     return build
 
 
 def _run_and_score(
-    settings: Settings,
+    root: Root,
     scenarios: Path,
     assistant: str,
     run_id: str,
@@ -69,9 +66,9 @@ def _run_and_score(
     jobs = plan(read_scenarios(scenarios), 1, LANGUAGES, "implicit")
     options = RunOptions(run_id, concurrency=concurrency, resume=False)
     summary = asyncio.run(
-        run_scenarios(jobs, assistant, options, settings, progress=lambda _outcome: on_session())
+        run_scenarios(jobs, assistant, options, root, progress=lambda _outcome: on_session())
     )
-    return summary, score_run(settings, run_id)
+    return summary, score_run(root, run_id)
 
 
 def run_demo(
@@ -89,15 +86,26 @@ def run_demo(
     step: Callable[[str], None] = lambda _name: None,
     on_session: Callable[[], None] = lambda: None,
 ) -> DemoResult:
-    """Run every stage; the CLI prints the result and the tests read it."""
+    """Run every stage, on one composition root (one engine, one bus); the CLI prints the result and the
+    tests read it."""
+    root = Root.from_environment(database_url, bus="sql")
+    try:
+        return _stages(root, patients, seed, mimic, workdir, out=out, sessions=sessions,
+                       per_category=per_category, assistants=assistants, concurrency=concurrency, step=step,
+                       on_session=on_session)
+    finally:
+        root.close()
+
+
+def _stages(root: Root, patients: int, seed: int, mimic: Path | None, workdir: Path, *, out: Path | None,
+            sessions: int, per_category: int, assistants: tuple[str, ...], concurrency: int,
+            step: Callable[[str], None], on_session: Callable[[], None]) -> DemoResult:
     from fhir_mapper.pipeline import run_map
     from fhir_mapper.synth.generate import generate
-    from rounds.migrate import upgrade
     from services.consumers.report.html_page import render_html
     from services.consumers.report.json_io import to_json
     from services.fhir_api.load import load_ndjson
 
-    settings = settings_for(database_url, bus="sql")
     out = out or workdir
     out.mkdir(parents=True, exist_ok=True)
     result = DemoResult()
@@ -111,18 +119,18 @@ def run_demo(
         result.figures["mapped_resources"] = summary["total_resources"]
         result.figures["rejected_rows"] = summary["rejected_rows"]
     with _timed(result, "load", step):
-        upgrade(database_url)
-        result.figures["loaded_resources"] = load_ndjson(database_url, fhir_dir, workers=1).resources
+        loaded = load_ndjson(root.upgrade().engine(), fhir_dir, workers=1)
+        result.figures["loaded_resources"] = loaded.resources
     with _timed(result, "scenarios", step):
         scenario_file = out / "scenarios.jsonl"
-        build = _build_scenarios(settings, scenario_file, seed, sessions, per_category)
+        build = _build_scenarios(root, scenario_file, seed, sessions, per_category)
         result.figures["scenarios"] = len(build.scenarios)
         result.figures["turns"] = sum(len(s.turns) for s in build.scenarios)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for spec in assistants:
         with _timed(result, f"run {spec}", step):
             run_id = f"demo-{spec}-{stamp}"
-            _summary, report = _run_and_score(settings, scenario_file, spec, run_id, concurrency, on_session)
+            _summary, report = _run_and_score(root, scenario_file, spec, run_id, concurrency, on_session)
             result.reports[spec] = report
     with _timed(result, "report", step):
         ordered = list(result.reports.values())

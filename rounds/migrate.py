@@ -1,20 +1,35 @@
-"""Run alembic migrations programmatically (used by the CLI, the services and the tests)."""
+"""Alembic, run by the composition root alone: `upgrade` (called by rounds/root.py `Root.upgrade`, which
+`rounds db upgrade` and the commands that need the schema at head call; the tests' fixtures call it too) and
+`run_environment`, the body of alembic's migrations/env.py (its URL, engine and the registry's metadata)."""
 
 from __future__ import annotations
 
 import atexit
+import importlib
 import shutil
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy import MetaData, pool
 from sqlalchemy.engine import make_url
 
-from rounds.db import checkpoint
+from foundation.db import checkpoint, make_engine
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Modules that declare tables on foundation.db.Base.metadata; alembic and the schema tests import them all
+# (tests/foundation/test_registrations.py fails until the list is complete).
+MODEL_MODULES: list[str] = [
+    "rounds.models",
+    "services.fhir_api.store.models",
+    "events.sql_models",
+    "events.projections.tracking", "events.outbox", "events.sequences", "events.blobs",
+    "events.projections.models", "services.consumers.scoring.models",
+    "services.fhir_api.auth.models", "services.fhir_api.subscriptions.models",
+]
 _TEMPLATE_LOCK = threading.Lock()
 _template: Path | None = None
 
@@ -66,3 +81,49 @@ def _head_template() -> Path:
             checkpoint(path)  # the file alone is copied
             _template = path
         return _template
+
+
+def run_environment(context: Any) -> None:
+    """What alembic's migrations/env.py does: run the migrations on the connection `upgrade` handed over
+    (config.attributes["connection"]), else on an engine of the configured URL (ROUNDS_DATABASE_URL when
+    alembic is typed without one), with every component's tables as the target metadata."""
+    from logging.config import fileConfig
+
+    from rounds.settings import Settings
+
+    config = context.config
+    if config.config_file_name is not None and not config.attributes.get("skip_logging"):
+        fileConfig(config.config_file_name, disable_existing_loggers=False)
+    target_metadata = load_all_models()
+    url = config.get_main_option("sqlalchemy.url") or Settings().database_url
+    if context.is_offline_mode():
+        context.configure(url=url, target_metadata=target_metadata, literal_binds=True, render_as_batch=True)
+        with context.begin_transaction():
+            context.run_migrations()
+        return
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        _migrate_on(context, connection, target_metadata)
+        return
+    engine = make_engine(url, poolclass=pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            _migrate_on(context, connection, target_metadata)
+    finally:
+        engine.dispose()
+
+
+def _migrate_on(context: Any, connection: Any, target_metadata: Any) -> None:
+    context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def load_all_models() -> MetaData:
+    """Import every model module so Base.metadata is complete (alembic autogenerate and the schema tests
+    compare it with the migrations)."""
+    from foundation.db import Base
+
+    for name in MODEL_MODULES:
+        importlib.import_module(name)
+    return Base.metadata

@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import DateTime, String, Text, func
 from sqlalchemy.orm import Mapped, mapped_column
 
-from rounds.db import Base
+from foundation.db import Base
 
 
 class InstallationInfo(Base):

@@ -1,5 +1,5 @@
 """Command-line options several `rounds` commands share, declared once so their flag, help and default
-agree everywhere (`database_url: DatabaseUrl = None`, then `settings_for(database_url)` in the command).
+agree everywhere (`database_url: DatabaseUrl = None`, then `wiring(ctx, database_url)` in the command).
 
 Ground floor: only Typer, so a command module can use them without loading anything of the project.
 """

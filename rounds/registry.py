@@ -1,26 +1,17 @@
-"""The composition root's two lists: which module contributes each `rounds` command, and which modules
-declare tables.
+"""The composition root's command table: which module contributes each `rounds` command.
 
-Both name modules of every floor (mapper, FHIR API, event log, simulator, consumers), so they live here, on
-the top floor, and nothing below imports this module: `rounds.db` owns only `Base` and the engine factory,
-`rounds.cli` builds the command line from `COMMANDS`, and alembic's `migrations/env.py` (a script alembic
-runs, not a module of the project) calls `load_all_models()` when a migration runs. This module imports
-nothing of the project at import time, so `rounds --help` reads the command table without loading a
-command.
+It names modules of every floor (mapper, FHIR API, event log, simulator, consumers), so it lives here, on the
+top floor, and nothing below imports this module: `rounds.cli` builds the command line from `COMMANDS`. This
+module imports nothing of the project at import time, so `rounds --help` reads the command table without
+loading a command. (Which modules declare tables is rounds/migrate.py's `MODEL_MODULES`.)
 
-A new command module: add its commands to `COMMANDS`; a new module declaring tables: add it to
-`MODEL_MODULES` (tests/foundation/test_registrations.py fails until both lists are complete, and
-tests/foundation/test_cli_registry.py until each summary is the command's own help).
+A new command module: add its commands to `COMMANDS` (tests/foundation/test_registrations.py fails until the
+list is complete, and tests/foundation/test_cli_registry.py until each summary is the command's own help).
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from sqlalchemy import MetaData
 
 
 @dataclass(frozen=True)
@@ -83,23 +74,3 @@ COMMANDS: tuple[CommandEntry, ...] = (
 
 # Modules exposing `register(app: typer.Typer) -> None`, each once, in the order of their first command.
 COMMAND_MODULES: list[str] = list(dict.fromkeys(entry.module for entry in COMMANDS))
-
-# Modules that declare tables on rounds.db.Base.metadata; alembic and the tests import them all.
-MODEL_MODULES: list[str] = [
-    "rounds.models",
-    "services.fhir_api.store.models",
-    "events.sql_models",
-    "events.projections.tracking", "events.outbox", "events.sequences", "events.blobs",
-    "events.projections.models", "services.consumers.scoring.models",
-    "services.fhir_api.auth.models", "services.fhir_api.subscriptions.models",
-]
-
-
-def load_all_models() -> MetaData:
-    """Import every model module so Base.metadata is complete (alembic autogenerate and the schema tests
-    compare it with the migrations)."""
-    from rounds.db import Base
-
-    for name in MODEL_MODULES:
-        importlib.import_module(name)
-    return Base.metadata

@@ -19,10 +19,10 @@ def load_record(database_url: str) -> None:
 
     from rounds.migrate import upgrade
     from rounds.settings import Settings
-    from services.fhir_api.app import create_app
+    from tests.wiring import app_on
 
     upgrade(database_url)
-    app = create_app(Settings(database_url=database_url))
+    app = app_on(Settings(database_url=database_url))
     with TestClient(app) as client:
         for resource in json.loads((FIXTURES / "record.json").read_text()):
             response = client.put(f"/fhir/{resource['resourceType']}/{resource['id']}", json=resource)
@@ -32,7 +32,7 @@ def load_record(database_url: str) -> None:
 @pytest.fixture(scope="session")
 def record_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A migrated SQLite store holding the fixture record, made once per worker."""
-    from rounds.db import checkpoint
+    from foundation.db import checkpoint
 
     path = tmp_path_factory.mktemp("record-template") / "record.sqlite"
     load_record(f"sqlite:///{path}")

@@ -1,8 +1,7 @@
 """`rounds events project|replay|relay`: run a projection consumer, rebuild a projection, relay the outbox.
 
-The `rounds events` group (events/cli.py) calls `register_subcommands(events_app)`;
-`python -m events.projections.cli ...` runs the same commands standalone
-(the fault tests start consumers that way and SIGKILL them).
+The `rounds events` group (events/cli.py) calls `register_subcommands(events_app)`; each command runs on its
+process's bus and engine, handed by the root (rounds/wiring.py).
 """
 
 from __future__ import annotations
@@ -14,24 +13,21 @@ import threading
 import typer
 
 from events.topics import DEADLETTER
-from rounds.db import make_engine
 from rounds.options import DatabaseUrl
-from rounds.settings import settings_for
+from rounds.wiring import wiring
 
 
-def _open(database_url: str | None):
+def _open(ctx: typer.Context, database_url: str | None):
+    """The process's bus and engine, once the consumer tables are known to be there."""
     from sqlalchemy import inspect
 
-    from events.factory import open_bus
-
-    settings = settings_for(database_url)
-    engine = make_engine(settings.database_url)
+    wired = wiring(ctx, database_url)
+    engine = wired.engine()
     if not inspect(engine).has_table("event_consumer_positions"):
-        engine.dispose()
-        typer.echo(f"the consumer tables are missing in {settings.database_url.split('@')[-1]}: "
+        typer.echo(f"the consumer tables are missing in {wired.settings.database_url.split('@')[-1]}: "
                    "run `rounds db upgrade`", err=True)
         raise typer.Exit(2)
-    return open_bus(settings), engine
+    return wired.bus(), engine
 
 
 def _projection(name: str):
@@ -51,6 +47,7 @@ def serve(runner, *, until_caught_up: bool = False, idle_exit_s: float | None = 
 
 
 def project(
+    ctx: typer.Context,
     name: str = typer.Argument("transcript", help="projection to run"),
     group: str | None = typer.Option(None, help="consumer group (default projection.<name>)"),
     batch_size: int = typer.Option(500, min=1, max=100_000),
@@ -61,21 +58,18 @@ def project(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Run a projection consumer (exactly-once into the database); SIGTERM/SIGINT finish the batch, stop."""
-    bus, engine = _open(database_url)
+    bus, engine = _open(ctx, database_url)
     projection = _projection(name)(topics=tuple(topic) if topic else None)
     from events.projections.runner import ProjectionRunner
 
     runner = ProjectionRunner(bus, engine, projection, group_id=group, batch_size=batch_size,
                               deadletter_topic=deadletter_topic)
-    try:
-        stats = serve(runner, until_caught_up=until_caught_up, idle_exit_s=idle_exit)
-    finally:
-        bus.close()
-        engine.dispose()
+    stats = serve(runner, until_caught_up=until_caught_up, idle_exit_s=idle_exit)
     typer.echo(json.dumps({"group": runner.group_id, **vars(stats)}))
 
 
 def replay_command(
+    ctx: typer.Context,
     name: str = typer.Argument("transcript", help="projection to rebuild"),
     session: str | None = typer.Option(None, help="only this session's events (records keyed by it)"),
     suffix: str | None = typer.Option(None, help="table name suffix (default: r<timestamp>_<random>)"),
@@ -85,19 +79,16 @@ def replay_command(
     projection = _projection(name)
     if suffix is not None and not suffix.replace("_", "").isalnum():
         raise typer.BadParameter(f"suffix must be letters, digits and '_', got {suffix!r}")
-    bus, engine = _open(database_url)
-    try:
-        from events.projections.replay import replay
+    bus, engine = _open(ctx, database_url)
+    from events.projections.replay import replay
 
-        result = replay(bus, engine, projection, session_id=session, suffix=suffix)
-    finally:
-        bus.close()
-        engine.dispose()
+    result = replay(bus, engine, projection, session_id=session, suffix=suffix)
     typer.echo(json.dumps({"suffix": result.suffix, "group": result.group_id, "tables": result.tables,
                            "seconds": round(result.seconds, 3), **vars(result.stats)}))
 
 
 def relay_command(
+    ctx: typer.Context,
     once: bool = typer.Option(False, help="publish what is pending, then exit"),
     interval: float = typer.Option(0.2, help="seconds between polls of the outbox"),
     database_url: DatabaseUrl = None,
@@ -105,28 +96,18 @@ def relay_command(
     """Publish the FHIR outbox to rounds.fhir-changes (marks rows sent after the broker acknowledges)."""
     from events.relay import Relay
 
-    bus, engine = _open(database_url)
+    bus, engine = _open(ctx, database_url)
     relay = Relay(engine, bus)
-    try:
-        if once:
-            typer.echo(json.dumps({"published": relay.drain()}))
-            return
-        stop = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-        relay.run(stop, interval)
-    finally:
-        bus.close()
-        engine.dispose()
+    if once:
+        typer.echo(json.dumps({"published": relay.drain()}))
+        return
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    relay.run(stop, interval)
 
 
 def register_subcommands(events_app: typer.Typer) -> None:
     events_app.command("project")(project)
     events_app.command("replay")(replay_command)
     events_app.command("relay")(relay_command)
-
-
-if __name__ == "__main__":  # pragma: no cover - exercised by the fault tests in a subprocess
-    standalone = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    register_subcommands(standalone)
-    standalone()

@@ -43,7 +43,7 @@ from events.bus import Record
 from events.catalog import CATALOG
 from events.envelope import CloudEvent
 from events.sql_ops import _compiled, bulk_insert  # noqa: F401 - bulk_insert: this module's since the start
-from rounds.db import NAMING_CONVENTION
+from foundation.db import NAMING_CONVENTION
 
 
 @dataclass
@@ -141,7 +141,7 @@ def table_name(base: str, suffix: str = "") -> str:
 
 
 def declare_default_tables(schema: dict[str, list[SchemaItem]], metadata: MetaData) -> None:
-    """Declare a projection's tables as its default group names them on `metadata` (rounds.db.Base's): they
+    """Declare a projection's tables as its default group names them on `metadata` (foundation.db.Base): they
     are the schema's like any model's, created by migration 0019_projection_tables and compared with it by
     tests/foundation/test_postgres_and_migrations.py."""
     for base, items in schema.items():
@@ -152,7 +152,7 @@ class Projection:
     name: ClassVar[str]
     topics: ClassVar[tuple[str, ...]] = ("rounds.sessions",)
     types: ClassVar[frozenset[str]] = frozenset()
-    # True: the default group's tables are declared on rounds.db.Base (declare_default_tables) and made by a
+    # True: the default group's tables are on foundation.db.Base (declare_default_tables) and made by a
     # migration; False (a projection of a test or an extension without one): the runner makes them
     migrated: ClassVar[bool] = False
 

@@ -36,7 +36,7 @@ from events.projections.tracking import (
 )
 from events.relay import Relay
 from events.topics import DEADLETTER
-from rounds.gcpause import gc_paused
+from foundation.gcpause import gc_paused
 
 log = logging.getLogger(__name__)
 PROCESSED = ProcessedEvent.__table__
@@ -187,7 +187,7 @@ class ProjectionRunner:
     # -- applying a batch ----------------------------------------------------------------------------------
     def poll_once(self) -> RunStats:
         """Poll one batch and apply it; returns what happened to it. The cycle collector is paused
-        (rounds/gcpause.py) while the relay publishes and from the moment records already fetched are read
+        (foundation/gcpause.py) while the relay publishes and from the moment records already fetched are read
         until the batch is applied and freed: re-enabled in between, its next pass walked the whole live
         batch (and every few batches the whole heap) — ~9 % of an end-to-end consumer's time (py-spy). Only
         a poll that has to wait for data waits with the collector on, so other threads keep theirs."""

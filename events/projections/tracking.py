@@ -29,7 +29,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from events.bus import Record, TopicPartition
 from events.projections.projection import bound_values, in_bound
-from rounds.db import Base
+from foundation.db import Base
 
 
 class ConsumerPosition(Base):

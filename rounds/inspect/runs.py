@@ -21,6 +21,7 @@ import anyio
 from sqlalchemy import Engine
 
 from events.bus import Bus
+from rounds.root import Root
 from rounds.settings import Settings
 from services.simulator.orchestrator.environment import FhirEnvironment
 from services.simulator.orchestrator.log import SessionRecorder
@@ -32,21 +33,28 @@ log = logging.getLogger(__name__)
 class RoundsRun:
     run_id: str  # the Rounds run id its sessions are recorded under
     eval_id: str  # the Inspect eval whose samples they are
-    settings: Settings
-    bus: Bus
-    engine: Engine
+    root: Root  # the run's wiring: its engine, bus and settings
     env: FhirEnvironment
     log: SessionRecorder
     loop: asyncio.AbstractEventLoop
     inspect_run: str | None = None  # the Inspect run (one `inspect eval`) the eval belongs to
     sessions: int = 0
 
+    @property
+    def settings(self) -> Settings:
+        return self.root.settings
+
+    @property
+    def bus(self) -> Bus:
+        return self.root.bus()
+
+    @property
+    def engine(self) -> Engine:
+        return self.root.engine()
+
     async def close(self) -> None:
-        try:
-            await self.env.close()
-        finally:
-            self.bus.close()
-            self.engine.dispose()
+        """Close the FHIR environment; the root (bus, engine) stays open for the run's scoring."""
+        await self.env.close()
 
 
 @dataclass
@@ -85,34 +93,34 @@ class Runs:
             if score and run.sessions:
                 from services.consumers.scoring.api import score_run
 
-                report = await anyio.to_thread.run_sync(lambda: score_run(run.settings, run.run_id))
+                try:
+                    report = await anyio.to_thread.run_sync(lambda: score_run(run.root, run.run_id))
+                finally:
+                    run.root.close()
+            else:
+                run.root.close()
         return report
 
 
 async def _open(run_id: str, eval_id: str, settings: Settings, fhir_base: str | None,
                 loop: asyncio.AbstractEventLoop) -> RoundsRun:
-    from events.factory import open_bus
     from events.sequences import SessionSequences
-    from rounds.db import make_engine
-    from rounds.migrate import upgrade
     from services.fhir_api.auth import endpoint_auth, service_headers
     from services.simulator.orchestrator import environment
 
-    await anyio.to_thread.run_sync(upgrade, settings.database_url)
-    bus = open_bus(settings, ensure_topics=True)
-    engine = make_engine(settings.database_url)
+    root = Root(settings)
+    await anyio.to_thread.run_sync(root.upgrade)
+    bus, engine = root.bus(ensure_topics=True), root.engine()
     try:
         if fhir_base:
-            env = await environment.remote(fhir_base, headers=service_headers(settings),
-                                           auth=endpoint_auth(settings))
+            env = await environment.remote(fhir_base, settings, headers=service_headers(settings, engine),
+                                           auth=endpoint_auth(settings, engine))
         else:
-            env = await environment.embedded(settings, bus)
+            env = await environment.embedded(settings, engine, bus, root.backbone())
     except BaseException:
-        bus.close()
-        engine.dispose()
+        root.close()
         raise
-    return RoundsRun(run_id, eval_id, settings, bus, engine, env,
-                     SessionRecorder(bus, SessionSequences(engine)), loop)
+    return RoundsRun(run_id, eval_id, root, env, SessionRecorder(bus, SessionSequences(engine)), loop)
 
 
 RUNS = Runs()

@@ -26,6 +26,7 @@ from contracts.trajectory_log import LoggedEvent
 from events.archive import read_log
 from events.payloads import SandboxState, SessionStarted
 from events.topics import SESSIONS
+from rounds.root import Root
 from rounds.settings import Settings
 from services.consumers.scoring import replay, scorer, snapshot, stored_text
 from services.consumers.scoring.check_inputs import FinalState
@@ -41,17 +42,22 @@ class SessionNotLogged(LookupError):
 
 @dataclass
 class _Reading:
-    """A bus and a state reader kept per (database, FHIR base) for the life of the process."""
+    """A bus and a state reader kept per (database, FHIR base) for the life of the process, on a root of
+    their own (its engine, its bus)."""
 
-    bus: Any
+    root: Root
     reader: StateReader
     lock: threading.Lock
 
+    @property
+    def bus(self) -> Any:
+        return self.root.bus()
+
     def close(self) -> None:
         try:
-            self.bus.close()
-        finally:
             self.reader.client.close()
+        finally:
+            self.root.close()
 
 
 _READINGS: dict[tuple[str, str | None], _Reading] = {}
@@ -62,10 +68,9 @@ def _reading(settings: Settings) -> _Reading:
     key = (settings.database_url, settings.fhir_base)
     with _GUARD:
         if key not in _READINGS:
-            from events.factory import open_bus
-
-            reader = StateReader(fhir_client(settings))
-            _READINGS[key] = _Reading(open_bus(settings), reader, threading.Lock())
+            root = Root(settings)
+            reader = StateReader(fhir_client(settings, root.engine()))
+            _READINGS[key] = _Reading(root, reader, threading.Lock())
         return _READINGS[key]
 
 
@@ -102,17 +107,12 @@ def _blobs(settings: Settings, events: list[LoggedEvent]) -> dict[str, bytes]:
     """The stored state, bodies and whole texts the session's events name, from this database's
     `event_blobs`."""
     from events.blobs import read
-    from rounds.db import make_engine
 
     refs = replay.body_refs(events) | snapshot.stored_refs(events) | stored_text.refs(events)
     if not refs:
         return {}
-    engine = make_engine(settings.database_url)
-    try:
-        with engine.connect() as conn:
-            return read(conn, refs)
-    finally:
-        engine.dispose()
+    with _reading(settings).root.engine().connect() as conn:  # the reading's engine, kept for the process
+        return read(conn, refs)
 
 
 def score_logged_session(settings: Settings, session_id: str) -> SessionScore:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from anyio import to_thread
 from fastapi import FastAPI
+from sqlalchemy import Engine
 from sqlalchemy.pool import QueuePool
 
-from rounds.settings import Settings, get_settings
+from rounds.settings import Settings
 from services.fhir_api.auth import install_auth
 from services.fhir_api.http import health, routes, sessions
 from services.fhir_api.http.admission import Admission
@@ -46,21 +48,16 @@ def worker_threads(store: ResourceStore, configured: int | None = None) -> int |
 
 
 def create_app(
-    settings: Settings | None = None,
-    store: ResourceStore | None = None,
+    settings: Settings,
+    store: ResourceStore,
     *,
     max_body_bytes: int | None = None,
     fast_lane: bool = True,
 ) -> FastAPI:
-    """Build the API. Without `store`, opens the SQL store at settings.database_url. `fast_lane=False` sends
-    reads and searches through FastAPI's routing too (the tests compare both). `max_body_bytes`: default
-    the settings' (ROUNDS_MAX_BODY_BYTES)."""
-    settings = settings or get_settings()
+    """Build the API on `store` (on the process's one engine, made by the composition root, which the event
+    backbone and access control share). `fast_lane=False` sends reads and searches through FastAPI's routing
+    too (the tests compare both). `max_body_bytes`: default the settings' (ROUNDS_MAX_BODY_BYTES)."""
     max_body_bytes = max_body_bytes or settings.max_body_bytes
-    if store is None:
-        from services.fhir_api.store import open_store
-
-        store = open_store(settings.database_url, query_timeout_ms=settings.query_timeout_ms)
     threads = worker_threads(store, settings.api_threads)
 
     @asynccontextmanager
@@ -104,3 +101,12 @@ def create_app(
     app.add_middleware(CatchAll)  # and a fault in those layers themselves: the connection stays usable
     install_cors(app, settings)  # outermost: a preflight carries no token; every answer (a 401 too) is read
     return app
+
+
+def app_on_engine(settings: Settings, engine: Engine, **options: Any) -> FastAPI:
+    """`create_app` on the SQL store of the process's `engine`, its statements bounded by the settings'
+    ROUNDS_QUERY_TIMEOUT_MS: what a process that serves the API in-process (the simulator, the scorer, the
+    scenario builder) hands it."""
+    from services.fhir_api.store import open_store
+
+    return create_app(settings, open_store(engine, query_timeout_ms=settings.query_timeout_ms), **options)

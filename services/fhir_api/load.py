@@ -15,7 +15,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,15 +23,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 import orjson
-from sqlalchemy import Connection, and_, func, insert, or_, select
+from sqlalchemy import Connection, Engine, and_, func, insert, or_, select
 
-from rounds.db import make_engine
-from rounds.gcpause import gc_paused
+from foundation.db import SQLITE_BEGIN
+from foundation.gcpause import gc_paused
 from rounds.shards import ALL, Shard
 from services.fhir_api.load_files import AHEAD, bounded, chunks, ndjson_files, patient_of
 from services.fhir_api.load_postgres import copy_rows, drop_search_indexes_if_empty, ensure_search_indexes
 from services.fhir_api.store import models as m
-from services.fhir_api.store.connections import sqlite_transactions
 from services.fhir_api.store.indexing import TABLES, row_tuples
 from services.fhir_api.store.interface import InvalidResource
 from services.fhir_api.store.known_time import clinical_time
@@ -242,12 +241,13 @@ def _write(conn: Connection, items: list[tuple], when: datetime, check: bool = T
 _ENGINES: dict[str, object] = {}
 
 
-def _prepare_and_write(args: tuple[list[bytes], str, bool, str]) -> tuple[int, int, list[str]]:
-    """Worker (PostgreSQL): parse, index and COPY one batch on the worker's own connection."""
-    url = args[3]
+def _prepare_and_write(args: tuple) -> tuple[int, int, list[str]]:
+    """Worker (PostgreSQL): parse, index and COPY one batch on the worker's own connection, made once per
+    worker process with the factory the composition root handed `load_ndjson`."""
+    factory, url = args[3]
     engine = _ENGINES.get(url)
     if engine is None:
-        engine = _ENGINES[url] = make_engine(url, pool_size=1, max_overflow=0)  # PostgreSQL only
+        engine = _ENGINES[url] = factory(url, pool_size=1, max_overflow=0)  # PostgreSQL only
     return _in_batch(_write_here, engine, args)
 
 
@@ -272,19 +272,20 @@ def _write_here(engine, args: tuple) -> tuple[int, int, list[str], dict[str, flo
 
 
 def load_ndjson(
-    database_url: str,
+    engine: Engine,
     folder: str | Path,
     *,
     workers: int | None = None,
     progress: bool = False,
     validate: bool = False,
     shard: Shard = ALL,
+    engine_factory: Callable[..., Engine] | None = None,
 ) -> LoadReport:
-    """Load every *.ndjson / *.ndjson.gz in folder into the shared record (schema must exist); with a
-    `shard` i/n, only its patients' resources and the directory (what belongs to no patient), so n
-    processes can load one folder into one store, each its shard."""
+    """Load every *.ndjson / *.ndjson.gz in folder into the shared record on the process's `engine` (schema
+    must exist); with a `shard` i/n, only its patients' resources and the directory (what belongs to no
+    patient), so n processes can load one folder into one store, each its shard. Worker processes writing
+    to PostgreSQL make their own engine with `engine_factory` (the root's); without it they only parse."""
     report = LoadReport(files=[p.name for p in ndjson_files(Path(folder))])
-    engine = _engine(database_url)
     workers = workers or default_workers()
     start = time.perf_counter()
     when = datetime.now(UTC).replace(microsecond=0)
@@ -296,11 +297,13 @@ def load_ndjson(
     try:
         initial = postgres and drop_search_indexes_if_empty(engine)  # empty store: nothing to ask
         jobs = (
-            (chunk, stamp, validate, database_url, initial, shard)
+            (chunk, stamp, validate, (engine_factory, engine.url.render_as_string(hide_password=False)),
+             initial, shard)
             for path in files
             for chunk in chunks(path, BATCH)
         )
-        if pool and postgres:  # every worker parses, indexes and COPYs on its own connection
+        if pool and postgres and engine_factory:  # every worker parses, indexes and COPYs on its own
+            # connection
             results = bounded(pool, _prepare_and_write, jobs, AHEAD * workers)
         elif pool:  # SQLite has one writer: workers parse and index, the main process writes
             prepared = bounded(pool, _prepare, jobs, AHEAD * workers)
@@ -329,7 +332,6 @@ def load_ndjson(
             with engine.begin() as conn:
                 settle_times(conn)
             report.phases["settle times"] += time.perf_counter() - settled
-        engine.dispose()
     report.seconds = time.perf_counter() - start
     return report
 
@@ -367,20 +369,14 @@ def _write_prepared(
 UNIQUE_VIOLATION = "23505"
 
 
-def _engine(url: str):
-    engine = make_engine(url)
-    if engine.dialect.name == "sqlite":
-        sqlite_transactions(engine)
-    return engine
-
-
 @contextmanager
 def _writing(engine) -> Iterator[Connection]:
     """A write transaction. On SQLite it takes the write lock first (BEGIN IMMEDIATE): the batch reads the
     highest seq and rid and writes after them, which another loader (a `--shard` of the same store) must
     not do in between; the other one waits (busy timeout) instead."""
     with engine.connect() as conn:
-        conn.info["immediate"] = True
+        if conn.dialect.name == "sqlite":
+            conn.info[SQLITE_BEGIN] = "BEGIN IMMEDIATE"
         with conn.begin():
             yield conn
 

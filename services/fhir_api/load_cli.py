@@ -1,4 +1,4 @@
-"""`rounds load`: bulk-load NDJSON into the FHIR store (migrates the schema first)."""
+"""`rounds load`: bulk-load NDJSON into the FHIR store (the process's root migrates the schema first)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from rounds.options import DatabaseUrl, ShardSpec, parse_shard
 def register(app: typer.Typer) -> None:
     @app.command("load")
     def load(
+        ctx: typer.Context,
         ndjson: Path = typer.Option(
             ..., "--ndjson", exists=True, file_okay=False, help="folder of *.ndjson[.gz]"
         ),
@@ -24,14 +25,13 @@ def register(app: typer.Typer) -> None:
         shard: ShardSpec = None,
     ) -> None:
         """Stream a folder of FHIR NDJSON into the store: idempotent, resumable, COPY on PostgreSQL."""
-        from rounds.migrate import upgrade
-        from rounds.settings import settings_for
+        from rounds.wiring import wiring
         from services.fhir_api.load import load_ndjson
 
         part = parse_shard(shard)
-        url = settings_for(database_url).database_url
-        upgrade(url)
-        report = load_ndjson(url, ndjson, workers=workers, progress=progress, validate=validate, shard=part)
+        wired = wiring(ctx, database_url).upgrade()
+        report = load_ndjson(wired.engine(), ndjson, workers=workers, progress=progress, validate=validate,
+                             shard=part, engine_factory=wired.engine_factory)
         typer.echo(
             f"loaded {report.resources:,} resources ({report.skipped:,} already present, "
             f"{report.errors:,} errors) from {len(report.files)} files in {report.seconds:.1f}s "

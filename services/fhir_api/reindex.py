@@ -66,21 +66,15 @@ def reindex(engine: Engine, types: Sequence[str] = (), *, batch: int = 2000) -> 
 def register(app: typer.Typer) -> None:
     @app.command("reindex")
     def reindex_cmd(
+        ctx: typer.Context,
         types: list[str] = typer.Option([], "--type", help="a type to re-index (repeatable; default: all)"),
         database_url: DatabaseUrl = None,
     ) -> None:
         """Recompute the search-index rows of stored resources (after the search parameters changed)."""
-        from rounds.db import make_engine
-        from rounds.migrate import upgrade
-        from rounds.settings import settings_for
+        from rounds.wiring import wiring
 
-        url = settings_for(database_url).database_url
-        upgrade(url)
-        engine = make_engine(url)
         try:
-            report = reindex(engine, types)
+            report = reindex(wiring(ctx, database_url).upgrade().engine(), types)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--type") from None
-        finally:
-            engine.dispose()
         typer.echo(f"re-indexed {report.resources:,} resources in {report.seconds:.1f}s")

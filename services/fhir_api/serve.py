@@ -10,6 +10,7 @@ from rounds.options import DatabaseUrl
 
 
 def serve(
+    ctx: typer.Context,
     database_url: DatabaseUrl = None,
     host: Annotated[str, typer.Option(help="interface to bind")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port")] = 8080,
@@ -36,8 +37,7 @@ def serve(
 
     import uvicorn
 
-    from rounds.migrate import upgrade
-    from rounds.settings import get_settings
+    from rounds.wiring import wiring
     from services.fhir_api.http.protocol import uvicorn_options
 
     # Workers are separate processes: hand them the configuration through the environment.
@@ -53,11 +53,10 @@ def serve(
         os.environ["ROUNDS_API_THREADS"] = str(threads)
     if concurrency is not None:
         os.environ["ROUNDS_API_CONCURRENCY"] = str(concurrency)
-    get_settings.cache_clear()
     if migrate:
-        upgrade(get_settings().database_url)
+        wiring(ctx, database_url).upgrade()
     uvicorn.run(
-        "services.fhir_api.serve:app_from_env",
+        "rounds.root:served_app",  # the root of each worker process
         factory=True,
         host=host,
         port=port,
@@ -69,25 +68,6 @@ def serve(
         proxy_headers=False,
         **uvicorn_options(),  # over-long URLs and heads answered with OperationOutcomes (http/protocol.py)
     )
-
-
-def app_from_env():
-    """uvicorn factory (each worker builds its own app and store from the environment)."""
-    from services.fhir_api.app import create_app
-
-    app = create_app()
-    from services.fhir_api.backbone.wiring import (
-        install_event_backbone,  # outbox + EHR interaction events on ROUNDS_BUS
-    )
-
-    install_event_backbone(app)
-    from rounds.gcpause import freeze_startup_heap
-
-    freeze_startup_heap()  # last: everything built so far is long-lived
-    from services.fhir_api.http.health import collector_check
-
-    app.state.health_checks["collector"] = collector_check
-    return app
 
 
 def register(app: typer.Typer) -> None:

@@ -11,6 +11,7 @@ from events import payloads as p
 from events.bus import Bus, TopicSpec
 from events.catalog import make_event
 from events.envelope import CloudEvent
+from foundation.db import make_engine
 from rounds.migrate import upgrade
 
 BACKENDS = ["sql-sqlite", "sql-postgres", "kafka"]
@@ -25,7 +26,7 @@ def open_backend(name: str, request: pytest.FixtureRequest) -> Bus:
 
     url = request.getfixturevalue("sqlite_url" if name == "sql-sqlite" else "postgres_url")
     upgrade(url)
-    return SqlLog(url, rebalance_interval_s=0.1)
+    return SqlLog(make_engine(url), rebalance_interval_s=0.1)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -9,8 +9,8 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, 
 
 from events.projections.projection import bound_values, bulk_insert, bulk_update, in_bound
 from events.projections.tracking import ProcessedEvent, processed_ids
-from rounds.db import make_engine
-from rounds.gcpause import gc_paused
+from foundation.db import make_engine
+from foundation.gcpause import gc_paused
 from rounds.migrate import upgrade
 
 

@@ -94,11 +94,11 @@ def test_publish_chunks_is_publish_many_pipelined(bus: Bus, new_topic) -> None:
 
 def test_publish_chunks_leaves_the_collector_as_its_caller_has_it(bus: Bus, new_topic) -> None:
     """Library publishing never touches the collector (a served process publishes through it and keeps the
-    collector on; a batch job pauses it where it starts: rounds/gcpause.py); a generator that raises stops the
-    stream with its own error, the chunks before it published."""
+    collector on; a batch job pauses it where it starts: foundation/gcpause.py); a generator that raises
+    stops the stream with its own error, the chunks before it published."""
     import gc
 
-    from rounds.gcpause import gc_paused
+    from foundation.gcpause import gc_paused
 
     topic = new_topic(1)
     building: list[bool] = []

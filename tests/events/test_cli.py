@@ -14,12 +14,12 @@ from typer.testing import CliRunner
 from events import payloads as p
 from events.catalog import make_event, route
 from events.envelope import CloudEvent
-from events.factory import open_bus
 from events.topics import ALL_TOPICS
 from rounds.cli import app
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from tests.events.conftest import BACKENDS
+from tests.wiring import bus_on
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
@@ -75,7 +75,7 @@ def record_session(env: dict[str, str], session: str) -> list[CloudEvent]:
         make_event(t, d, source="/rounds/tests", subject=session, sequence=i)
         for i, (t, d) in enumerate(payloads)
     ]
-    bus = open_bus(
+    bus = bus_on(
         Settings(**{k.removeprefix("ROUNDS_").lower(): v for k, v in env.items()}), ensure_topics=True
     )
     for event in events:
@@ -149,7 +149,7 @@ def test_follow_prints_new_events_until_idle(tmp_path: Path) -> None:
     ]
 
     def publish_later() -> None:  # one event every 0.5 s once the dump has (very likely) started following
-        bus = open_bus(Settings(bus="sql", database_url=env["ROUNDS_DATABASE_URL"]))
+        bus = bus_on(Settings(bus="sql", database_url=env["ROUNDS_DATABASE_URL"]))
         for event in late:
             time.sleep(0.5 if event is not late[0] else 2.0)
             topic, key = route(event)
@@ -201,7 +201,7 @@ def test_load_in_small_batches_keeps_order_and_skips_duplicates(tmp_path: Path) 
         for i in range(7)
     ]
     lines = [e.to_bytes() for e in events] + [events[0].to_bytes()]  # a duplicate inside the file
-    bus = open_bus(Settings(bus="sql", database_url=env["ROUNDS_DATABASE_URL"]), ensure_topics=True)
+    bus = bus_on(Settings(bus="sql", database_url=env["ROUNDS_DATABASE_URL"]), ensure_topics=True)
     report = load(bus, lines, batch=3)
     bus.close()
     assert (report.published, report.already_present, report.rejected) == (7, 1, [])
@@ -229,7 +229,7 @@ def blob_env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
 def test_dump_carries_the_blobs_its_events_name_and_load_stores_them(blob_env: dict[str, str],
                                                                       tmp_path: Path) -> None:
     from events.blobs import BlobStore, blob_ref
-    from rounds.db import make_engine
+    from foundation.db import make_engine
 
     session = f"sess-{uuid.uuid4().hex[:12]}"
     body = b'{"resourceType":"Bundle","entry":[' + b"0" * 300_000 + b"]}"
@@ -237,7 +237,7 @@ def test_dump_carries_the_blobs_its_events_name_and_load_stores_them(blob_env: d
     ref = BlobStore(source).put(body)
     source.dispose()
     inline = b'{"resourceType":"Patient"}'
-    bus = open_bus(Settings(bus=blob_env["ROUNDS_BUS"], database_url=blob_env["ROUNDS_DATABASE_URL"],
+    bus = bus_on(Settings(bus=blob_env["ROUNDS_BUS"], database_url=blob_env["ROUNDS_DATABASE_URL"],
                             kafka_bootstrap=blob_env.get("ROUNDS_KAFKA_BOOTSTRAP")))
     try:
         for n, data in enumerate([{"body_ref": ref, "body_size": len(body)},

@@ -10,19 +10,20 @@ import pytest
 from sqlalchemy import event
 
 from events.bus import TopicPartition, TopicSpec, UnknownTopic
-from events.factory import open_bus
 from events.kafka_bus import KafkaBus
 from events.sql_log import SqlLog
+from foundation.db import make_engine
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from tests.events.conftest import tool_call
 from tests.events.test_bus_behaviour import drain
+from tests.wiring import bus_on
 
 
 @pytest.fixture
 def log(database_url: str):
     upgrade(database_url)
-    instance = SqlLog(database_url, session_timeout_s=1.0, rebalance_interval_s=0.1)
+    instance = SqlLog(make_engine(database_url), session_timeout_s=1.0, rebalance_interval_s=0.1)
     instance.ensure_topics([TopicSpec("t.log", 3)])
     yield instance
     instance.close()
@@ -146,9 +147,9 @@ def test_topics_are_explicit_and_idempotent(log: SqlLog) -> None:
 
 def test_open_bus_follows_the_settings(sqlite_url: str) -> None:
     upgrade(sqlite_url)
-    bus = open_bus(Settings(bus="sql", database_url=sqlite_url, kafka_partitions=2), ensure_topics=True)
+    bus = bus_on(Settings(bus="sql", database_url=sqlite_url, kafka_partitions=2), ensure_topics=True)
     assert isinstance(bus, SqlLog) and len(bus.partitions("rounds.sessions")) == 2
     bus.close()
-    assert isinstance(open_bus(Settings(bus="kafka", kafka_bootstrap="127.0.0.1:1")), KafkaBus)
+    assert isinstance(bus_on(Settings(bus="kafka", kafka_bootstrap="127.0.0.1:1")), KafkaBus)
     with pytest.raises(ValueError, match="ROUNDS_KAFKA_BOOTSTRAP"):
-        open_bus(Settings(bus="kafka", kafka_bootstrap=None))
+        bus_on(Settings(bus="kafka", kafka_bootstrap=None))

@@ -13,14 +13,14 @@ from pathlib import Path
 
 from events.bus import TopicSpec
 from events.catalog import CATALOG
-from events.factory import open_bus
 from events.outbox import append
 from events.payloads import SessionStarted
 from events.relay_claim import lock_path
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from tests.events.projections.helpers import read_all
+from tests.wiring import bus_on
 
 REPO = Path(__file__).resolve().parents[2]
 ROWS = 240
@@ -39,7 +39,7 @@ def test_two_relay_processes_on_one_sqlite_file_publish_each_event_once(tmp_path
     upgrade(url)
     topic = f"t{uuid.uuid4().hex[:8]}.sessions"
     settings = Settings(database_url=url, bus="sql")
-    bus = open_bus(settings)
+    bus = bus_on(settings)
     bus.ensure_topics([TopicSpec(name=topic, partitions=3)])
     engine = make_engine(url)
     stop = tmp_path / "stop"

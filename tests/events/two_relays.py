@@ -8,10 +8,10 @@ import sys
 import time
 from pathlib import Path
 
-from events.factory import open_bus
 from events.relay import Relay
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.settings import Settings
+from tests.wiring import bus_on
 
 
 class SlowBus:
@@ -26,7 +26,7 @@ class SlowBus:
 
 
 def main(url: str, stop_file: str) -> None:
-    bus = open_bus(Settings(database_url=url, bus="sql"))
+    bus = bus_on(Settings(database_url=url, bus="sql"))
     relay = Relay(make_engine(url), SlowBus(bus), batch_size=7)
     stop = Path(stop_file)
     while True:

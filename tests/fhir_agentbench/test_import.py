@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 
 from rounds.settings import Settings
-from services.fhir_api.app import create_app
 from services.simulator.scenarios.fhir_agentbench.importer import import_questions
 from services.simulator.scenarios.fhir_agentbench.rows import BadRow, read_questions
+from tests.wiring import app_on
 
 SMALL = Path(__file__).parent / "fixtures" / "questions_small.csv"
 
 
 def _import(url: str):
-    return asyncio.run(import_questions(create_app(Settings(database_url=url)), read_questions(SMALL)))
+    return asyncio.run(import_questions(app_on(Settings(database_url=url)), read_questions(SMALL)))
 
 
 def test_the_import_counts_skips_by_reason_and_dropped_gold_by_type(record_url: str) -> None:

@@ -17,18 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from rounds.db import checkpoint
+from foundation.db import checkpoint
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.consumers.scoring.api import score_run
-from services.fhir_api.app import create_app
-from services.fhir_api.load import load_ndjson
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from services.simulator.orchestrator.jobs import plan, read_scenarios
 from services.simulator.scenarios import output
 from services.simulator.scenarios.fhir_agentbench.importer import import_questions
 from services.simulator.scenarios.fhir_agentbench.rows import read_questions
 from tests.shared_inputs import built_once, private_sqlite
+from tests.wiring import app_on, load_on, migrated, root_on
 
 FIGURES = ("answer_correctness", "retrieval_recall", "retrieval_precision")
 pytestmark = pytest.mark.slow  # the whole demo loaded, 2 × 51 sessions
@@ -47,7 +46,7 @@ def full_demo_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     def build(work: Path) -> None:
         url = f"sqlite:///{work / 'rounds.sqlite'}"
         upgrade(url)
-        assert load_ndjson(url, folder, workers=2).errors == 0
+        assert load_on(url, folder, workers=2).errors == 0
         checkpoint(work / "rounds.sqlite")
 
     loaded = built_once(tmp_path_factory, "fab-full-demo", build)
@@ -64,16 +63,16 @@ def shared_csv(shared_data: Path) -> Path:
 
 def _figures(settings: Settings, path: Path, spec: str, run_id: str) -> dict:
     jobs = plan(read_scenarios(path), 1, ("en",), "implicit")
-    summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(run_id), settings))
+    summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(run_id), migrated(settings)))
     assert set(summary.by_reason) == {"completed"}
-    metrics = score_run(settings, run_id, timeout_s=600).model_dump()["metrics"]
+    metrics = score_run(root_on(settings), run_id, timeout_s=600).model_dump()["metrics"]
     return {k: round(metrics[k], 3) for k in FIGURES}
 
 
 def test_the_shared_file_imports_and_the_reference_assistants_score(full_demo_url: str, shared_csv: Path,
                                                                      tmp_path: Path) -> None:
     settings = Settings(database_url=full_demo_url)
-    imported = asyncio.run(import_questions(create_app(settings), read_questions(shared_csv)))
+    imported = asyncio.run(import_questions(app_on(settings), read_questions(shared_csv)))
     s = imported.summary
     assert (s["questions"], s["sessions"]) == (347, 347)
     assert s["skipped"] == {"patient_absent": 0, "not_mappable": 0, "no_clock": 0}

@@ -14,17 +14,16 @@ from pathlib import Path
 import pytest
 
 from events.archive import read_log
-from events.factory import open_bus
 from rounds.settings import Settings
 from services.consumers.scoring.api import score_run
 from services.consumers.scoring.judge import LlmJudge
-from services.fhir_api.app import create_app
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from services.simulator.orchestrator.jobs import plan, read_scenarios
 from services.simulator.scenarios import output
 from services.simulator.scenarios.fhir_agentbench.importer import import_questions
 from services.simulator.scenarios.fhir_agentbench.rows import read_questions
 from tests.scoring.test_judge import CALLS, fake_openai  # noqa: F401 - the fake judge's server (fixture)
+from tests.wiring import app_on, bus_on, migrated, root_on
 
 SMALL = Path(__file__).parent / "fixtures" / "questions_small.csv"
 
@@ -32,7 +31,7 @@ SMALL = Path(__file__).parent / "fixtures" / "questions_small.csv"
 @pytest.fixture
 def suite(record_url: str, tmp_path: Path) -> tuple[Settings, Path]:
     settings = Settings(database_url=record_url)
-    imported = asyncio.run(import_questions(create_app(settings), read_questions(SMALL)))
+    imported = asyncio.run(import_questions(app_on(settings), read_questions(SMALL)))
     path = tmp_path / "fab.jsonl"
     output.write(path, imported.scenarios, imported.summary)
     return settings, path
@@ -40,9 +39,9 @@ def suite(record_url: str, tmp_path: Path) -> tuple[Settings, Path]:
 
 def _run(settings: Settings, path: Path, spec: str, run_id: str):
     jobs = plan(read_scenarios(path), 1, ("en",), "implicit")
-    summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(run_id), settings))
+    summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(run_id), migrated(settings)))
     assert set(summary.by_reason) == {"completed"}
-    return score_run(settings, run_id, timeout_s=120)
+    return score_run(root_on(settings), run_id, timeout_s=120)
 
 
 def _answers(report) -> dict[str, bool]:
@@ -101,7 +100,7 @@ def test_the_peer_s_judge_scores_beside_the_deterministic_check(suite: tuple[Set
     url = request.getfixturevalue("fake_openai")
     _run(settings, path, "oracle", "fab-judged")
     before = len(CALLS)
-    report = score_run(settings, "fab-judged", judge=LlmJudge.from_spec(f"openai:fake-judge@{url}"),
+    report = score_run(root_on(settings), "fab-judged", judge=LlmJudge.from_spec(f"openai:fake-judge@{url}"),
                        timeout_s=120)
     asked = CALLS[before:]
     assert len(asked) == 12  # one call per question, each with the peer's criterion and the gold
@@ -111,7 +110,7 @@ def test_the_peer_s_judge_scores_beside_the_deterministic_check(suite: tuple[Set
     metrics = report.model_dump()["metrics"]
     assert metrics["judge_correctness"] == pytest.approx(sum(verdicts) / len(verdicts))
     assert metrics["answer_correctness"] == 1.0  # the deterministic check is not the judge's
-    bus = open_bus(settings)
+    bus = bus_on(settings)
     try:
         # this test's own store: its only judged run
         records = list(read_log(bus, ["rounds.scores"]))

@@ -22,8 +22,8 @@ from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.fhir_api.app import create_app
 from services.fhir_api.http.protocol import uvicorn_options
-from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import ResourceStore
+from tests.wiring import store_on
 
 
 @dataclass
@@ -61,7 +61,7 @@ def start_live(app: FastAPI, store: ResourceStore) -> tuple[LiveApi, uvicorn.Ser
 
 def live_api(database_url: str, **app_kwargs) -> Iterator[LiveApi]:
     upgrade(database_url)
-    store = open_store(database_url)
+    store = store_on(database_url)
     app = create_app(Settings(database_url=database_url), store, **app_kwargs)
     api, server, thread = start_live(app, store)
     yield api
@@ -73,7 +73,7 @@ def live_api(database_url: str, **app_kwargs) -> Iterator[LiveApi]:
 def secured_api(url: str, **settings: Any) -> Iterator[LiveApi]:
     """The FHIR API with access control on, over real HTTP on `url` (SQLite or PostgreSQL)."""
     upgrade(url)
-    store = open_store(url)
+    store = store_on(url)
     app = create_app(Settings(database_url=url, auth=True, **settings), store)
     api, server, thread = start_live(app, store)
     try:

@@ -10,11 +10,11 @@ import pytest
 from starlette.middleware.cors import CORSMiddleware
 
 from rounds.settings import Settings
-from services.fhir_api.app import create_app
 from services.fhir_api.http.admission import Admission
 from services.fhir_api.http.errors import CatchAll
 from services.fhir_api.http.interactions import InteractionMiddleware
 from services.fhir_api.http.request_limits import RequestLimits
+from tests.wiring import app_on
 
 
 class Recorder:
@@ -67,7 +67,7 @@ def test_the_app_serves_through_the_gate(sqlite_url) -> None:
     from rounds.migrate import upgrade
 
     upgrade(sqlite_url)
-    app = create_app(Settings(database_url=sqlite_url, api_concurrency=1))
+    app = app_on(Settings(database_url=sqlite_url, api_concurrency=1))
     gates = [m for m in app.user_middleware if m.cls is Admission]
     assert len(gates) == 1 and gates[0].kwargs["limit"] == 1
     # the interaction hook outside, admission right inside it: queued requests hold nothing else (only the
@@ -107,7 +107,7 @@ def test_a_response_held_for_recording_does_not_hold_an_admission_slot(sqlite_ur
     from rounds.migrate import upgrade
 
     upgrade(sqlite_url)
-    app = create_app(Settings(database_url=sqlite_url, api_concurrency=1))  # one request at a time
+    app = app_on(Settings(database_url=sqlite_url, api_concurrency=1))  # one request at a time
     gate = BlockingGate()
     app.state.interaction_listeners.append(gate)
 

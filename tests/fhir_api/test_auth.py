@@ -19,15 +19,15 @@ from services.fhir_api.app import create_app
 from services.fhir_api.auth.clients import register_client
 from services.fhir_api.auth.scopes import parse_scopes
 from services.fhir_api.auth.tokens import issue
-from services.fhir_api.store import open_store
 from tests.fhir_api.conftest import LiveApi, assert_outcome, observation, patient, start_live, token_claims
+from tests.wiring import store_on
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApi]:
     url = f"sqlite:///{tmp_path_factory.mktemp('auth') / 'auth.sqlite'}"
     upgrade(url)
-    store = open_store(url)
+    store = store_on(url)
     app = create_app(Settings(database_url=url, auth=True), store)
     api, server, thread = start_live(app, store)
     yield api
@@ -279,7 +279,7 @@ def test_the_key_is_generated_once_and_shared_by_server_and_cli(database_url):
     printed = CliRunner().invoke(cli, ["token", "issue", "--scope", "system/*.rs", "--database-url",
                                        database_url, "--expires-in", "60"])
     assert printed.exit_code == 0, printed.output
-    store = open_store(database_url)
+    store = store_on(database_url)
     try:
         app = create_app(Settings(database_url=database_url, auth=True), store)
         assert verify(app.state.auth.key, printed.output.strip()).scopes == parse_scopes("system/*.rs")
@@ -309,7 +309,7 @@ def test_compose_turns_auth_on_for_the_api_and_its_clients():
 @pytest.mark.postgres
 def test_session_and_patient_confinement_on_postgres(postgres_url):
     upgrade(postgres_url)
-    store = open_store(postgres_url)
+    store = store_on(postgres_url)
     app = create_app(Settings(database_url=postgres_url, auth=True), store)
     api, server, thread = start_live(app, store)
     try:

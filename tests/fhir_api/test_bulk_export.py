@@ -17,9 +17,9 @@ from services.fhir_api.app import create_app
 from services.fhir_api.bulk import export
 from services.fhir_api.bulk.jobs import ExportJob, JobStore
 from services.fhir_api.http.validation import served_types
-from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context
 from tests.fhir_api.conftest import LiveApi, assert_outcome, observation, patient, start_live
+from tests.wiring import store_on
 
 ASYNC = {"Prefer": "respond-async", "Accept": "application/fhir+json"}
 
@@ -29,7 +29,7 @@ def bulk_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApi]:
     work = tmp_path_factory.mktemp("bulk")
     url = f"sqlite:///{work / 'bulk.sqlite'}"
     upgrade(url)
-    store = open_store(url)
+    store = store_on(url)
     settings = Settings(database_url=url, bulk_dir=str(work / "jobs"))
     api, server, thread = start_live(create_app(settings, store), store)
     yield api

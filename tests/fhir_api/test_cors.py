@@ -8,15 +8,15 @@ from fastapi.testclient import TestClient
 
 from rounds.migrate import upgrade
 from rounds.settings import Settings
-from services.fhir_api.app import create_app
 from services.fhir_api.http.cors import LOOPBACK, origins
+from tests.wiring import app_on
 
 
 def app_with(tmp_path, cors: str) -> TestClient:
     url = f"sqlite:///{tmp_path / 'cors.sqlite'}"
     upgrade(url)
     settings = Settings(database_url=url, auth=True, bulk_dir=str(tmp_path), cors_origins=cors)
-    return TestClient(create_app(settings))
+    return TestClient(app_on(settings))
 
 
 def preflight(client: TestClient, path: str, origin: str, method: str = "GET"):

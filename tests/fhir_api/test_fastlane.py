@@ -10,8 +10,8 @@ import pytest
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.fhir_api.app import create_app
-from services.fhir_api.store import open_store
 from tests.fhir_api.conftest import observation, patient, start_live
+from tests.wiring import store_on
 
 BASE = "https://ehr.example/fhir-root"  # configured base: both servers build the same links
 
@@ -20,7 +20,7 @@ BASE = "https://ehr.example/fhir-root"  # configured base: both servers build th
 def servers(tmp_path_factory: pytest.TempPathFactory):
     url = f"sqlite:///{tmp_path_factory.mktemp('fastlane') / 'lane.sqlite'}"
     upgrade(url)
-    store = open_store(url)
+    store = store_on(url)
     started = [
         start_live(create_app(Settings(database_url=url, base_url=BASE), store, fast_lane=lane), store)
         for lane in (True, False)

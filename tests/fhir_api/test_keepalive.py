@@ -13,8 +13,8 @@ import pytest
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.fhir_api.app import create_app
-from services.fhir_api.store import open_store
 from tests.fhir_api.conftest import LiveApi, assert_outcome, patient, start_live
+from tests.wiring import store_on
 
 BOOM = "boom-0001"
 
@@ -25,7 +25,7 @@ def failing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApi]:
     Boom and on opening any transaction: bugs, not client errors."""
     url = f"sqlite:///{tmp_path_factory.mktemp('keepalive') / 'api.sqlite'}"
     upgrade(url)
-    store = open_store(url)
+    store = store_on(url)
     read_async, create = store.read_async, store.create
 
     async def broken_read(ctx, resource_type, id):

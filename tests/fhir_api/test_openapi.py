@@ -17,6 +17,7 @@ from rounds.settings import Settings
 from services.fhir_api.app import create_app
 from services.fhir_api.http import urls
 from services.fhir_api.http.validation import served_types
+from tests.wiring import app_on
 
 METHODS = ("get", "put", "post", "delete", "patch")
 
@@ -25,7 +26,7 @@ METHODS = ("get", "put", "post", "delete", "patch")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Any:
     url = f"sqlite:///{tmp_path_factory.mktemp('openapi') / 'rounds.sqlite'}"
     upgrade(url)
-    return create_app(Settings(database_url=url))
+    return app_on(Settings(database_url=url))
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,9 @@ import pytest
 
 from rounds.migrate import upgrade
 from rounds.settings import Settings
-from services.fhir_api.app import create_app
-from services.fhir_api.load import load_ndjson
-from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context, QueryTimeout
 from tests.fhir_api.conftest import LiveApi, assert_outcome, start_live
+from tests.wiring import app_on, load_on, store_on
 
 # Statements that run for many seconds when nothing stops them.
 RUNAWAY = {
@@ -44,12 +42,12 @@ def loaded(database_url: str, tmp_path) -> str:
         for i in range(6000)
     ]
     (tmp_path / "Observation.ndjson").write_text("\n".join(json.dumps(r) for r in rows))
-    assert load_ndjson(database_url, tmp_path, workers=1).errors == 0
+    assert load_on(database_url, tmp_path, workers=1).errors == 0
     return database_url
 
 
 def _serve(database_url: str, timeout_ms: int) -> Iterator[LiveApi]:
-    app = create_app(Settings(database_url=database_url, query_timeout_ms=timeout_ms))
+    app = app_on(Settings(database_url=database_url, query_timeout_ms=timeout_ms))
     api, server, thread = start_live(app, app.state.store)
     yield api
     server.should_exit = True
@@ -58,7 +56,7 @@ def _serve(database_url: str, timeout_ms: int) -> Iterator[LiveApi]:
 
 
 def test_a_runaway_statement_is_stopped_and_the_store_keeps_serving(loaded: str) -> None:
-    store = open_store(loaded, query_timeout_ms=300)
+    store = store_on(loaded, query_timeout_ms=300)
     try:
         runaway = RUNAWAY[store.engine.dialect.name]
         with pytest.raises(QueryTimeout) as stopped:
@@ -69,7 +67,7 @@ def test_a_runaway_statement_is_stopped_and_the_store_keeps_serving(loaded: str)
         assert store.read(Context(), "Observation", "o7").id == "o7"  # the same connections serve on
     finally:
         store.engine.dispose()
-    unbounded = open_store(loaded)  # the bound is the store's: without one, statements run to the end
+    unbounded = store_on(loaded)  # the bound is the store's: without one, statements run to the end
     try:
         assert unbounded._reading(lambda conn: conn.exec_driver_sql("SELECT 1").scalar()) == 1
     finally:
@@ -77,7 +75,7 @@ def test_a_runaway_statement_is_stopped_and_the_store_keeps_serving(loaded: str)
 
 
 def test_a_search_past_the_timeout_answers_503_and_the_server_serves_on(loaded: str) -> None:
-    sessions = open_store(loaded)
+    sessions = store_on(loaded)
     sid = sessions.create_session(None)
     sessions.engine.dispose()
     served = _serve(loaded, timeout_ms=1)  # deliberately tiny: a search over every Observation exceeds it

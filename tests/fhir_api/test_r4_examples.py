@@ -28,8 +28,8 @@ from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.fhir_api.app import create_app
 from services.fhir_api.http.validation import served_types
-from services.fhir_api.store import open_store
 from tests.fhir_api.conftest import LiveApi, start_live
+from tests.wiring import store_on
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
@@ -123,7 +123,7 @@ def _write(report: Report, backend: str) -> Path:
 def live(url: str) -> Iterator[LiveApi]:
     """The API with its default limits (10 MiB bodies) on a fresh database, over uvicorn."""
     upgrade(url)
-    store = open_store(url)
+    store = store_on(url)
     api, server, thread = start_live(create_app(Settings(database_url=url), store), store)
     try:
         yield api

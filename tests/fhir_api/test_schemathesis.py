@@ -36,8 +36,8 @@ from rounds.settings import Settings
 from services.fhir_api.app import create_app
 from services.fhir_api.auth.scopes import parse_scopes
 from services.fhir_api.backbone.wiring import BackboneSettings, install_event_backbone
-from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context
+from tests.wiring import bus_on, store_on
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
@@ -111,12 +111,13 @@ def run_schemathesis(database_url: str, examples: int = EXAMPLES,
     """Run every operation of the document (or those whose path ends with `only`) against a fresh app on
     `database_url`, with access control on when `auth`, and with what `mount(app)` adds to it."""
     upgrade(database_url)
-    store = open_store(database_url)
+    store = store_on(database_url)
     key = "k" * 32 if auth else None
     config = Settings(database_url=database_url, auth=auth, auth_key=key)
     app = create_app(config, store)
     # as `rounds serve` runs it: session exchanges recorded on the event log before they are answered
-    backbone = install_event_backbone(app, config, backbone=BackboneSettings(outbox_relay="off"))
+    backbone = install_event_backbone(app, config, bus=bus_on(config),
+                                      backbone=BackboneSettings(outbox_relay="off"))
     if mount is not None:
         mount(app)
     figures = Figures()

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from rounds.migrate import upgrade
-from services.fhir_api.store import engine, open_store
+from services.fhir_api.store import engine
 from services.fhir_api.store import query as q
 from tests.fhir_api.test_search_templates import SHARED, families, make_record, run
+from tests.wiring import store_on
 
 ODD_SUBJECTS = ("Group/g1", "g1", "urn:uuid:0b0f5bb6-7c5e-4a5e-9d43-5a2f0b2d4c11", "Patient/p-odd")
 
@@ -16,7 +17,7 @@ ODD_SUBJECTS = ("Group/g1", "g1", "urn:uuid:0b0f5bb6-7c5e-4a5e-9d43-5a2f0b2d4c11
 @pytest.mark.postgres
 def test_rid_array_answers_like_rid_in(postgres_url, monkeypatch) -> None:
     upgrade(postgres_url)
-    store = open_store(postgres_url)
+    store = store_on(postgres_url)
     pids, session = make_record(store)
     for subject in ODD_SUBJECTS:
         store.create(

@@ -9,9 +9,10 @@ from datetime import UTC, datetime
 import pytest
 
 from rounds.migrate import upgrade
-from services.fhir_api.store import connections, engine, open_store
+from services.fhir_api.store import connections, engine
 from services.fhir_api.store import query as q
 from services.fhir_api.store.interface import Context, SearchRequest
+from tests.wiring import store_on
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
@@ -22,7 +23,7 @@ UCUM = "http://unitsofmeasure.org"
 @pytest.fixture
 def store(database_url: str):
     upgrade(database_url)
-    s = open_store(database_url)
+    s = store_on(database_url)
     yield s
     s.engine.dispose()
 
@@ -173,7 +174,7 @@ def test_driver_rows_equal_sqlalchemy_rows(postgres_url, monkeypatch) -> None:
     from services.fhir_api.store import sql_store
 
     upgrade(postgres_url)
-    store = open_store(postgres_url)
+    store = store_on(postgres_url)
     pids, session = make_record(store)
 
     def answers() -> list:

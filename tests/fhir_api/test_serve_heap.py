@@ -1,4 +1,4 @@
-"""The served app's startup heap is frozen, so full collections no longer walk it (rounds.gcpause)."""
+"""The served app's startup heap is frozen, so full collections no longer walk it (foundation.gcpause)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 PROBE = """
 import gc, os
 from rounds.migrate import upgrade
-from services.fhir_api.serve import app_from_env
+from rounds.root import served_app as app_from_env
 upgrade(os.environ["ROUNDS_DATABASE_URL"])
 app = app_from_env()
 print(gc.get_freeze_count(), gc.get_threshold()[0], len(gc.get_objects()))

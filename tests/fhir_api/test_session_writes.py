@@ -10,8 +10,8 @@ from starlette.testclient import TestClient
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.fhir_api.app import create_app
-from services.fhir_api.store import open_store
 from tests.fhir_api.conftest import assert_outcome, observation, patient
+from tests.wiring import store_on
 
 FHIR_JSON = {"Content-Type": "application/fhir+json"}
 
@@ -19,7 +19,7 @@ FHIR_JSON = {"Content-Type": "application/fhir+json"}
 @pytest.fixture
 def client(database_url: str) -> Iterator[TestClient]:
     upgrade(database_url)
-    store = open_store(database_url)
+    store = store_on(database_url)
     with TestClient(create_app(Settings(database_url=database_url), store)) as c:
         yield c
     store.engine.dispose()

@@ -25,8 +25,8 @@ from services.fhir_api.app import create_app
 from services.fhir_api.auth.clients import register_client
 from services.fhir_api.auth.scopes import parse_scopes
 from services.fhir_api.auth.tokens import issue
-from services.fhir_api.store import open_store
 from tests.fhir_api.conftest import LiveApi, observation, patient, start_live
+from tests.wiring import store_on
 
 smart_fetch = pytest.importorskip("smart_fetch", reason="smart-fetch is in the test extra (pyproject.toml)")
 CATEGORY = "http://terminology.hl7.org/CodeSystem/observation-category"
@@ -45,7 +45,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveApi, 
     folder = tmp_path_factory.mktemp("smart-fetch")
     url = f"sqlite:///{folder / 'bulk.sqlite'}"
     upgrade(url)
-    store = open_store(url)
+    store = store_on(url)
     api, server, thread = start_live(create_app(Settings(database_url=url, auth=True,
                                                          bulk_dir=str(folder / "bulk")), store), store)
     admin = {"Authorization": "Bearer " + issue(api.app.state.auth.key, parse_scopes("system/*.cruds"),

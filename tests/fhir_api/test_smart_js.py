@@ -30,10 +30,10 @@ from services.fhir_api.auth.clients import register_client
 from services.fhir_api.auth.scopes import parse_scopes
 from services.fhir_api.auth.tokens import issue
 from services.fhir_api.auth.users import add_user
-from services.fhir_api.store import open_store
 from tests.fhir_api.cdp import Chromium
 from tests.fhir_api.conftest import observation, patient, start_live
 from tests.report.conftest import IN_CI, chromium  # noqa: F401 - the headless browser fixture
+from tests.wiring import store_on
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = "2.6.3"
@@ -76,7 +76,7 @@ def record(app_origin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     lab and an encounter each; a session; the app registered for that session's base."""
     url = f"sqlite:///{tmp_path_factory.mktemp('smart-js') / 'smart.sqlite'}"
     upgrade(url)
-    store = open_store(url)
+    store = store_on(url)
     settings = Settings(database_url=url, auth=True, bulk_dir=str(tmp_path_factory.mktemp("bulk")),
                         auth_auto_approve=True, auth_auto_approve_user="ana")
     api, server, thread = start_live(create_app(settings, store), store)

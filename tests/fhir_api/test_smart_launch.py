@@ -26,9 +26,9 @@ from services.fhir_api.auth.launch import s256
 from services.fhir_api.auth.scopes import parse_scopes
 from services.fhir_api.auth.tokens import issue
 from services.fhir_api.auth.users import add_user
-from services.fhir_api.store import open_store
 from tests.fhir_api.conftest import LiveApi, assert_outcome, observation, patient, start_live
 from tests.fhir_api.smart_browser import PASSWORD, Browser, hidden_fields
+from tests.wiring import store_on
 
 APP = "http://127.0.0.1:9/app"  # the app's launch URL; nothing listens there: the test follows no redirect
 CALLBACK = f"{APP}/callback"
@@ -38,7 +38,7 @@ CALLBACK = f"{APP}/callback"
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveApi, str]]:
     url = f"sqlite:///{tmp_path_factory.mktemp('smart') / 'smart.sqlite'}"
     upgrade(url)
-    store = open_store(url)
+    store = store_on(url)
     bulk = str(tmp_path_factory.mktemp("smart-bulk"))
     app = create_app(Settings(database_url=url, auth=True, bulk_dir=bulk), store)
     api, server, thread = start_live(app, store)

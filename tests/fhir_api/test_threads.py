@@ -6,13 +6,13 @@ import pytest
 
 from rounds.migrate import upgrade
 from services.fhir_api.app import worker_threads
-from services.fhir_api.store import open_store
+from tests.wiring import store_on
 
 
 @pytest.mark.postgres
 def test_threads_default_to_the_pool_and_never_exceed_it(postgres_url) -> None:
     upgrade(postgres_url)
-    store = open_store(postgres_url)
+    store = store_on(postgres_url)
     try:
         steady = store.engine.pool.size()
         assert worker_threads(store) == steady
@@ -26,6 +26,6 @@ def test_threads_default_to_the_pool_and_never_exceed_it(postgres_url) -> None:
 
 def test_threads_on_sqlite_are_what_is_configured(sqlite_url) -> None:
     upgrade(sqlite_url)
-    store = open_store(sqlite_url)
+    store = store_on(sqlite_url)
     assert worker_threads(store) is None  # anyio's default
     assert worker_threads(store, 4) == 4

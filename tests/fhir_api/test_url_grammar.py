@@ -13,8 +13,8 @@ from starlette.routing import Match
 
 from rounds.migrate import upgrade
 from rounds.settings import Settings
-from services.fhir_api.app import create_app
 from services.fhir_api.http import routes, urls
+from tests.wiring import app_on
 
 SAMPLES = ["", "/", "/metadata", "/_history", "/Patient", "/Patient/", "/Patient/_search",
            "/Patient/_history", "/Patient/p1", "/Patient/p1/$everything", "/Patient/p1/_history",
@@ -64,7 +64,7 @@ def test_the_table_picks_the_route_the_router_picks() -> None:
 @pytest.fixture
 def sqlite_app(sqlite_url: str):
     upgrade(sqlite_url)
-    return lambda: create_app(Settings(database_url=sqlite_url))
+    return lambda: app_on(Settings(database_url=sqlite_url))
 
 
 def test_an_operation_added_to_the_table_is_not_swallowed_by_the_fast_lane(sqlite_app, monkeypatch) -> None:

@@ -9,19 +9,18 @@ from pathlib import Path
 import orjson
 import pytest
 
-from rounds.db import checkpoint
+from foundation.db import checkpoint
 from rounds.migrate import upgrade
-from services.fhir_api.load import load_ndjson
 from services.fhir_api.search.values import date_range
-from services.fhir_api.store import open_store
 from services.fhir_api.store.sql_store import SqlResourceStore
 from tests.shared_inputs import built_once, private_sqlite
+from tests.wiring import load_on, store_on
 
 
 @pytest.fixture
 def store(database_url: str) -> SqlResourceStore:
     upgrade(database_url)
-    s = open_store(database_url)
+    s = store_on(database_url)
     yield s
     s.engine.dispose()
 
@@ -69,7 +68,7 @@ def loaded_url(request, tmp_path_factory, folder: Path, name: str, resources: in
 
     def load(url: str) -> None:
         upgrade(url)
-        report = load_ndjson(url, folder, workers=2)
+        report = load_on(url, folder, workers=2)
         assert report.errors == 0 and report.resources == resources
 
     if request.param == "sqlite":
@@ -103,6 +102,6 @@ def demo_store(request, demo_ndjson, tmp_path_factory):
             low = date_range(when)[0]
             span = spans.setdefault(pid, [low, low])
             span[0], span[1] = min(span[0], low), max(span[1], low)
-    store = open_store(url)
+    store = store_on(url)
     yield store, spans
     store.engine.dispose()

@@ -82,11 +82,11 @@ def test_postgres_reads_and_searches_run_on_the_loop(postgres_url, monkeypatch) 
     from anyio import to_thread
 
     from rounds.migrate import upgrade
-    from services.fhir_api.store import open_store
     from services.fhir_api.store.interface import SearchRequest
+    from tests.wiring import store_on
 
     upgrade(postgres_url)
-    store = open_store(postgres_url)
+    store = store_on(postgres_url)
     patient = store.create(SHARED, {"resourceType": "Patient"})
     labs = SearchRequest("Observation", [("patient", patient.id), ("code", "k"), ("_sort", "-date")])
     store.search(SHARED, labs)  # the shape's statements are built and cached on first use

@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 
 from rounds.migrate import upgrade
 from rounds.settings import get_settings
-from services.fhir_api.app import create_app
 from services.fhir_api.search.registry import params_for
+from tests.wiring import app_on
 
 STRICT = {"Prefer": "handling=strict"}
 SAMPLE = {
@@ -31,7 +31,7 @@ SAMPLE = {
 @pytest.fixture
 def client(sqlite_url: str):
     upgrade(sqlite_url)
-    app = create_app(get_settings().model_copy(update={"database_url": sqlite_url}))
+    app = app_on(get_settings().model_copy(update={"database_url": sqlite_url}))
     with TestClient(app, base_url="http://rounds") as c:
         yield c
     app.state.store.engine.dispose()

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import orjson
 
-import services.fhir_api.load as loader
 from services.fhir_api.store.interface import Context, SearchRequest
+from tests.wiring import load_on
 
 LOINC = "http://loinc.org"
 SHARED = Context()
@@ -32,7 +32,7 @@ def test_loaded_and_written_components_pair_within_one_component(store, tmp_path
     folder.mkdir()
     lines = [orjson.dumps(_bp("high", 162, 95)), orjson.dumps(_bp("normal", 118, 76))]
     (folder / "MimicObservationVitals.ndjson").write_bytes(b"\n".join(lines) + b"\n")
-    report = loader.load_ndjson(database_url, folder, workers=1)
+    report = load_on(database_url, folder, workers=1)
     assert (report.resources, report.errors) == (2, 0)
     assert _found(store, "8480-6$gt140") == {"high"}
     assert _found(store, "8462-4$gt100") == set()  # 162 is a systolic: not this pair

@@ -20,10 +20,9 @@ from fhirpathpy import compile as fhirpath_compile
 from fhirpathpy.models import models
 
 from rounds.migrate import upgrade
-from services.fhir_api.load import load_ndjson
 from services.fhir_api.search.registry import resource_types, supported_search_params
-from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context, SearchRequest
+from tests.wiring import load_on, store_on
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
@@ -204,9 +203,9 @@ def oracle_store(shared_data, tmp_path_factory):
         (folder / f"{rtype}.ndjson").write_text("\n".join(json.dumps(r) for r in by_id.values()) + "\n")
     url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'oracle.sqlite'}"
     upgrade(url)
-    report = load_ndjson(url, folder, workers=1)
+    report = load_on(url, folder, workers=1)
     assert report.errors == 0 and report.resources == sum(len(v) for v in examples.values())
-    store = open_store(url)
+    store = store_on(url)
     yield store, examples, params
     store.engine.dispose()
 

@@ -18,8 +18,8 @@ from rounds.migrate import alembic_config, upgrade
 from services.fhir_api.search.keys import param_key
 from services.fhir_api.search.values import to_us
 from services.fhir_api.store import models as m
-from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context, SearchRequest
+from tests.wiring import store_on
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
@@ -171,7 +171,7 @@ EXPECTED = [found for _, _, found in SEARCHES]
 
 def _write(url: str) -> None:
     """Two patients and three observations through the store, with ids that sort differently by locale."""
-    store = open_store(url)
+    store = store_on(url)
     for pid, family, gender, born in (("p1", "Müller", "female", "1980"), ("P2", "Mull", "male", "1990")):
         body = {"resourceType": "Patient", "name": [{"family": family}], "gender": gender, "birthDate": born}
         store.create(SHARED, {**body, "meta": {"profile": ["http://example.org/fhir/p"]}}, id=pid)
@@ -196,7 +196,7 @@ def _write(url: str) -> None:
 def _answers(url: str) -> list[list[str]]:
     """The ids each of SEARCHES finds, in the order the store gives them (the store reads 0008's schema too:
     it differs from the head's only in index layouts, extra columns and `_lastUpdated` date rows)."""
-    store = open_store(url)
+    store = store_on(url)
     found = [
         [r.id for r in store.search(SHARED, SearchRequest(rtype, [param])).matches]
         for rtype, param, _ in SEARCHES

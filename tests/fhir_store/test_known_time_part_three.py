@@ -25,10 +25,11 @@ import pytest
 
 from fhir_mapper.ids import fhir_id
 from services.fhir_api.search.values import to_us
-from services.fhir_api.store import known_time, open_store
+from services.fhir_api.store import known_time
 from services.fhir_api.store.interface import Context, NotFound, SearchRequest
 from tests.fhir_store.conftest import loaded_url
 from tests.shared_inputs import built_once
+from tests.wiring import store_on
 
 BOSTON = ZoneInfo("America/New_York")  # MIMIC-IV times are the hospital's local times
 SECOND = timedelta(seconds=1)
@@ -113,7 +114,7 @@ def demo_cultures(demo_mapped, tmp_path_factory) -> Path:
 def culture_store(request, demo_cultures, tmp_path_factory):
     lines = (demo_cultures / "cultures.ndjson").read_bytes().count(b"\n")
     url = loaded_url(request, tmp_path_factory, demo_cultures, "known_part_three", lines)
-    store = open_store(url)
+    store = store_on(url)
     yield store
     store.engine.dispose()
 

@@ -11,6 +11,7 @@ import pytest
 
 import services.fhir_api.load as loader
 from services.fhir_api.store.interface import Context, SearchRequest
+from tests.wiring import load_on
 
 SHARED = Context()
 
@@ -55,7 +56,7 @@ def _write_folder(tmp_path, n: int = 25):
 
 def test_load_is_idempotent_and_indexed(store, tmp_path, database_url) -> None:
     folder, first_line = _write_folder(tmp_path)
-    report = loader.load_ndjson(database_url, folder, workers=2)
+    report = load_on(database_url, folder, workers=2)
     assert (report.resources, report.skipped, report.errors) == (100, 0, 2)
     assert [e.split(": ")[0] for e in report.error_samples] == [  # each bad line named by file and line
         "MimicObservationLabevents.ndjson.gz:76",
@@ -75,7 +76,7 @@ def test_load_is_idempotent_and_indexed(store, tmp_path, database_url) -> None:
     assert found.total == 3
     assert len(store.everything(SHARED, "p3").matches) == 4
 
-    again = loader.load_ndjson(database_url, folder, workers=1)
+    again = load_on(database_url, folder, workers=1)
     assert (again.resources, again.skipped) == (0, 100)
     assert store.search(SHARED, SearchRequest("Observation", [], total="accurate")).total == 75
 
@@ -93,11 +94,11 @@ def test_load_resumes_after_a_crash(store, tmp_path, database_url, monkeypatch) 
 
     monkeypatch.setattr(loader, "_write", crashing)
     with pytest.raises(RuntimeError):
-        loader.load_ndjson(database_url, folder, workers=1)
+        load_on(database_url, folder, workers=1)
     monkeypatch.setattr(loader, "_write", real_write)
     partial = store.search(SHARED, SearchRequest("Observation", [], total="accurate")).total
     assert partial == 30  # three whole batches committed, the fourth rolled back
-    report = loader.load_ndjson(database_url, folder, workers=1)
+    report = load_on(database_url, folder, workers=1)
     assert (report.resources, report.skipped) == (70, 30)
     assert store.search(SHARED, SearchRequest("Observation", [], total="accurate")).total == 75
     assert store.search(SHARED, SearchRequest("Patient", [], total="accurate")).total == 25
@@ -105,7 +106,7 @@ def test_load_resumes_after_a_crash(store, tmp_path, database_url, monkeypatch) 
 
 def test_loaded_rows_work_with_sessions_and_updates(store, tmp_path, database_url) -> None:
     folder, _ = _write_folder(tmp_path, n=3)
-    loader.load_ndjson(database_url, folder, workers=1)
+    load_on(database_url, folder, workers=1)
     ctx = store.get_session(store.create_session(None))
     body = orjson.loads(store.read(SHARED, "Patient", "p1").raw)
     updated, _ = store.update(ctx, "Patient", "p1", {**body, "gender": "male"})
@@ -143,7 +144,7 @@ def test_initial_postgres_load_rebuilds_every_index_and_reports_phases(tmp_path,
 
     upgrade(postgres_url)
     folder, _ = _write_folder(tmp_path)
-    report = loader.load_ndjson(postgres_url, folder, workers=2)
+    report = load_on(postgres_url, folder, workers=2)
     assert report.resources == 100 and set(report.phases) == set(loader.PHASES)
     assert all(report.phases[p] > 0 for p in ("parse+extract", "copy", "index build", "analyze"))
     engine = create_engine(postgres_url)
@@ -154,7 +155,7 @@ def test_initial_postgres_load_rebuilds_every_index_and_reports_phases(tmp_path,
     keys = {c["name"]: c["column_names"] for c in inspector.get_unique_constraints("fhir_resource")}
     assert keys == {"uq_fhir_resource_key": ["session", "res_type", "res_id"]}  # deferred, then built
     engine.dispose()
-    again = loader.load_ndjson(postgres_url, folder, workers=2)
+    again = load_on(postgres_url, folder, workers=2)
     assert again.phases["index build"] < report.phases["index build"] and again.phases["analyze"] == 0
 
 
@@ -164,10 +165,10 @@ def test_initial_postgres_load_yields_to_a_writer_that_came_first(
     """During an initial load the shared record's key is not there (built at the end): the version key is
     what stops the loader from writing a second Patient/p3 beside one the API created meanwhile."""
     from rounds.migrate import upgrade
-    from services.fhir_api.store import open_store
+    from tests.wiring import store_on
 
     upgrade(postgres_url)
-    api = open_store(postgres_url)
+    api = store_on(postgres_url)
     folder, _ = _write_folder(tmp_path)
     real_write = loader._write
 
@@ -177,7 +178,7 @@ def test_initial_postgres_load_yields_to_a_writer_that_came_first(
         return real_write(conn, items, when, **kw)
 
     monkeypatch.setattr(loader, "_write", api_first)
-    report = loader.load_ndjson(postgres_url, folder, workers=1)
+    report = load_on(postgres_url, folder, workers=1)
     assert (report.resources, report.skipped) == (99, 1)
     assert orjson.loads(api.read(SHARED, "Patient", "p3").raw)["gender"] == "other"
     found = api.search(SHARED, SearchRequest("Patient", [("_id", "p3")], total="accurate"))
@@ -204,7 +205,7 @@ def test_autovacuum_waits_for_the_end_of_an_initial_load(tmp_path, postgres_url,
         return real_write(conn, items, when, **kw)
 
     monkeypatch.setattr(loader, "_write", peek)
-    loader.load_ndjson(postgres_url, folder, workers=1)
+    load_on(postgres_url, folder, workers=1)
     assert seen and all(o == ["autovacuum_enabled=false"] for o in seen)
     with engine.connect() as conn:
         assert conn.execute(options).scalar_one() is None
@@ -221,7 +222,7 @@ def test_initial_load_with_a_line_repeated_in_a_later_batch(
     folder.mkdir()
     lines = [orjson.dumps({"resourceType": "Patient", "id": f"p{i}", "gender": "male"}) for i in range(15)]
     (folder / "MimicPatient.ndjson").write_bytes(b"\n".join([*lines, lines[3], lines[12]]) + b"\n")
-    report = loader.load_ndjson(database_url, folder, workers=1)
+    report = load_on(database_url, folder, workers=1)
     assert (report.resources, report.skipped, report.errors) == (15, 2, 0)
     found = store.search(SHARED, SearchRequest("Patient", [("gender", "male")], total="accurate"))
     assert found.total == 15

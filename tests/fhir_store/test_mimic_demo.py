@@ -18,8 +18,8 @@ import orjson
 import pytest
 
 from fhir_mapper.pipeline import run_map
-from services.fhir_api.load import load_ndjson
 from services.fhir_api.store.interface import Context, NotFound, SearchRequest
+from tests.wiring import load_on
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
@@ -62,7 +62,7 @@ def demo(shared_data, tmp_path_factory):
 @pytest.fixture
 def loaded(store, demo, database_url):
     out, subjects, labs = demo
-    report = load_ndjson(database_url, out, workers=2)
+    report = load_on(database_url, out, workers=2)
     assert report.errors == 0 and report.resources > len(labs)
     return store, subjects, labs
 

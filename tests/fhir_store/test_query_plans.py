@@ -15,10 +15,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
-from services.fhir_api.load import load_ndjson
 from services.fhir_api.store import engine as search_engine
 from services.fhir_api.store import query as q
 from services.fhir_api.store.interface import Context, SearchRequest
+from tests.wiring import load_on
 
 PATIENTS, PER_PATIENT = 40, 60
 START = datetime(2150, 1, 1, tzinfo=UTC)
@@ -41,7 +41,7 @@ def many(store, database_url, tmp_path):
     observations = [_observation(p, n) for p in range(PATIENTS) for n in range(PER_PATIENT)]
     (tmp_path / "Patient.ndjson").write_text("\n".join(json.dumps(x) for x in patients))
     (tmp_path / "Observation.ndjson").write_text("\n".join(json.dumps(x) for x in observations))
-    assert load_ndjson(database_url, tmp_path, workers=1).errors == 0
+    assert load_on(database_url, tmp_path, workers=1).errors == 0
     if store.engine.dialect.name == "postgresql":
         with store.engine.connect() as conn:
             conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("ANALYZE"))

@@ -9,16 +9,20 @@ stand side by side on the floor below and import nothing from each other.
 from __future__ import annotations
 
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    # what every component reads: configuration, the database engine and its migrations
-    ("ground", ("rounds", "rounds.settings", "rounds.db", "rounds.gcpause", "rounds.migrate",
-                "rounds.models", "rounds.options", "rounds.shards")),
+    # what knows nothing of the project: the declarative base, the engine factory, the cycle collector
+    ("foundation", ("foundation",)),
+    # what every component reads: configuration, installation-wide tables, shared CLI options, the wiring a
+    # command is handed (its type)
+    ("ground", ("rounds", "rounds.settings", "rounds.models", "rounds.options", "rounds.shards",
+                "rounds.wiring")),
     ("events", ("events",)),  # the event log, its payloads and projections
     ("contracts", ("contracts",)),  # what the simulator, the scorer and the report share
     ("fhir", ("services", "services.fhir_api", "fhir_mapper")),  # the FHIR server and the record mapper
     ("services", ("services.simulator", "services.consumers")),  # siblings: the run and what reads it
-    # the composition root: commands, the demo, the Inspect task, and the registries that name every module
+    # the composition root: commands, the demo, the Inspect task, the registries that name every module, the
+    # one process's wiring (settings read once, one engine, one bus) and the migrations it runs
     ("top", ("rounds.registry", "rounds.cli", "rounds.db_cli", "rounds.demo", "rounds.demo_view",
-             "rounds.inspect", "rounds.run_command")),
+             "rounds.inspect", "rounds.run_command", "rounds.root", "rounds.migrate")),
 )
 
 SIBLINGS: tuple[str, ...] = ("services.simulator", "services.consumers")

@@ -15,7 +15,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PACKAGES = ("rounds", "contracts", "events", "services", "fhir_mapper")
+PACKAGES = ("foundation", "rounds", "contracts", "events", "services", "fhir_mapper")
 
 
 @dataclass

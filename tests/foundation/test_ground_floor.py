@@ -1,7 +1,8 @@
-"""rounds/ is two floors: the ground floor (settings, database, migrations runner, shared CLI options, the
-cycle-collector helpers) imports nothing of the project but itself, counting imports inside functions; the
-composition root (registry, CLI, demo, Inspect task) sits on top and nothing below imports it. Both floors are
-read from tests/foundation/floors.py, where every floor is listed once."""
+"""rounds/ is two floors: the ground floor (settings, the wiring a command is handed, shared options), with
+foundation/ (database base, engine factory, cycle-collector helpers) under it, imports nothing of the project
+but those, counting imports inside functions; the composition root (the process's root, migrations, registry,
+CLI, demo, Inspect task) sits on top and nothing below imports it. Both floors are read from
+tests/foundation/floors.py, where every floor is listed once."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.migrate import REPO_ROOT, alembic_config
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane

@@ -7,10 +7,9 @@ from alembic.migration import MigrationContext
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from rounds.db import make_engine
-from rounds.migrate import upgrade
+from foundation.db import make_engine
+from rounds.migrate import load_all_models, upgrade
 from rounds.models import InstallationInfo
-from rounds.registry import load_all_models
 
 
 def test_migrations_match_models(database_url: str) -> None:

@@ -17,7 +17,7 @@ from rounds.settings import Settings
 from services.fhir_api.backbone.wiring import BackboneSettings
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("rounds", "contracts", "events", "services", "fhir_mapper")
+PACKAGES = ("foundation", "rounds", "contracts", "events", "services", "fhir_mapper")
 
 
 def documented() -> set[str]:

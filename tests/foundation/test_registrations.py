@@ -3,8 +3,8 @@ projection but is missing from its list fails here (read from the source, nothin
 
 - rounds/registry.py COMMAND_MODULES: every module with a module-level `register(app)`;
 - events/cli.py SUBCOMMAND_MODULES: every module with `register_subcommands(events_app)`;
-- rounds/registry.py MODEL_MODULES: every module declaring a table on `rounds.db.Base`'s metadata (a mapped
-  class with `__tablename__`, or a Core `Table(...)` given `Base.metadata`);
+- rounds/migrate.py MODEL_MODULES: every module declaring a table on `foundation.db.Base`'s metadata (a
+  mapped class with `__tablename__`, or a Core `Table(...)` given `Base.metadata`);
 - events/projections/replay.py PROJECTIONS: every Projection subclass in events/ that sets its own `name`.
 """
 
@@ -16,10 +16,11 @@ from pathlib import Path
 
 from events.cli import SUBCOMMAND_MODULES
 from events.projections.replay import PROJECTIONS
-from rounds.registry import COMMAND_MODULES, MODEL_MODULES
+from rounds.migrate import MODEL_MODULES
+from rounds.registry import COMMAND_MODULES
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("rounds", "contracts", "events", "services", "fhir_mapper")
+PACKAGES = ("foundation", "rounds", "contracts", "events", "services", "fhir_mapper")
 
 
 @lru_cache(maxsize=1)
@@ -78,7 +79,7 @@ def _declares_tables(tree: ast.Module) -> bool:
 def test_every_model_module_is_listed() -> None:
     declaring = {module for module, tree in modules().items() if _declares_tables(tree)}
     assert "events.blobs" in declaring and "services.fhir_api.store.models" in declaring  # the scan works
-    assert set(MODEL_MODULES) == declaring, "add the module to rounds/registry.py MODEL_MODULES"
+    assert set(MODEL_MODULES) == declaring, "add the module to rounds/migrate.py MODEL_MODULES"
 
 
 def test_every_projection_in_events_is_replayable_by_name() -> None:

@@ -16,9 +16,8 @@ import pytest
 from hl7.mllp import start_hl7_server
 
 from rounds.migrate import upgrade
-from services.fhir_api.load import load_ndjson
-from services.fhir_api.store import open_store
 from tests.subscriptions.conftest import admission_ndjson  # noqa: F401 - the fixture, shared
+from tests.wiring import load_on, store_on
 
 PATIENT_OF_ADMISSION = "cb70e6ae-90b1-562b-8ab0-467c65d18d5e"  # HADM 29600294's patient (subject 10014354)
 
@@ -27,8 +26,8 @@ PATIENT_OF_ADMISSION = "cb70e6ae-90b1-562b-8ab0-467c65d18d5e"  # HADM 29600294's
 def admission_store(admission_ndjson: Path, tmp_path_factory):  # noqa: F811 - pytest's fixture injection
     url = f"sqlite:///{tmp_path_factory.mktemp('hl7') / 'rounds.sqlite'}"
     upgrade(url)
-    assert load_ndjson(url, admission_ndjson, workers=1).errors == 0
-    store = open_store(url)
+    assert load_on(url, admission_ndjson, workers=1).errors == 0
+    store = store_on(url)
     with (admission_ndjson / "MimicObservationLabevents.ndjson").open("rb") as labs:
         assert orjson.loads(labs.readline())["subject"]["reference"] == f"Patient/{PATIENT_OF_ADMISSION}"
     yield url, store

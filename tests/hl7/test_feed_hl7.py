@@ -14,7 +14,6 @@ from hl7apy.consts import VALIDATION_LEVEL
 from hl7apy.parser import parse_message
 from typer.testing import CliRunner
 
-from events.factory import open_bus
 from rounds.settings import settings_for
 from services.fhir_api.hl7.er7 import from_ts
 from services.fhir_api.hl7.mllp import DeliveryFailed, MllpSender
@@ -25,6 +24,7 @@ from services.fhir_api.store.interface import Context
 from services.fhir_api.store.known_time import clinical_time
 from services.fhir_api.subscriptions.feed import feed
 from tests.hl7.conftest import PATIENT_OF_ADMISSION
+from tests.wiring import bus_on
 
 T0, T1 = "2148-08-14T12:00:00Z", "2148-08-19T12:00:00Z"
 SPEED = 3 * 3600 / 0.01  # three clinical hours per clock move
@@ -75,7 +75,7 @@ def test_a_whole_admission_arrives_once_in_order_never_early(admission_store, hl
     receiver = hl7_receiver(clock_of=clock, misbehave=faults.get)
     sender = MllpSender("127.0.0.1", receiver.port, timeout_s=5, retry_s=30)
     tap = Hl7Tap(StayReader(store, PATIENT_OF_ADMISSION), session, sender.send)
-    bus = open_bus(settings_for(url), ensure_topics=True)
+    bus = bus_on(settings_for(url), ensure_topics=True)
     try:
         feed(store, bus, session, when(T0), when(T1), SPEED, tick_s=0.01, sleep=lambda s: None, taps=[tap])
     finally:
@@ -131,7 +131,7 @@ def test_a_receiver_that_never_accepts_stops_the_feed_naming_the_message(admissi
     receiver = hl7_receiver(clock_of=lambda: None, misbehave=lambda n: "AE")
     sender = MllpSender("127.0.0.1", receiver.port, timeout_s=2, retry_s=1)
     tap = Hl7Tap(StayReader(store, PATIENT_OF_ADMISSION), session, sender.send)
-    bus = open_bus(settings_for(url), ensure_topics=True)
+    bus = bus_on(settings_for(url), ensure_topics=True)
     with pytest.raises(DeliveryFailed, match="not accepted.*AE"):
         feed(store, bus, session, when(T0), when(T1), SPEED, tick_s=0.01, sleep=lambda s: None, taps=[tap])
     bus.close()

@@ -66,13 +66,13 @@ def msa(ack: hl7.Message) -> tuple[str, str, str]:
 @pytest.fixture(scope="module")
 def listening(admission_store) -> Iterator[tuple[str, int]]:
     """(session FHIR base, MLLP port) of `rounds hl7 listen` on a live API over the admission."""
-    from events.factory import open_bus
     from rounds.settings import settings_for
+    from tests.wiring import bus_on
 
     url, _ = admission_store
     from events.bus import TopicSpec
 
-    bus = open_bus(settings_for(url), ensure_topics=True)
+    bus = bus_on(settings_for(url), ensure_topics=True)
     topic = f"test.hl7.{uuid.uuid4().hex[:6]}"
     bus.ensure_topics([TopicSpec(topic, 1)])
     with live_with_changes(url, bus, topic) as (api, _store):

@@ -44,17 +44,16 @@ def demo_scenarios(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]
     from fhir_mapper.pipeline import run_map
     from fhir_mapper.synth.generate import generate
     from rounds.migrate import upgrade
-    from services.fhir_api.app import create_app
-    from services.fhir_api.load import load_ndjson
     from services.simulator.scenarios import build_async, output
+    from tests.wiring import app_on, load_on
 
     work = tmp_path_factory.mktemp("inspect-demo")
     url = f"sqlite:///{work / 'rounds.sqlite'}"
     generate(work / "mimic", 3, 7)
     run_map(work / "mimic", work / "fhir")
     upgrade(url)
-    load_ndjson(url, work / "fhir", workers=1)
-    app = create_app(Settings(database_url=url))
+    load_on(url, work / "fhir", workers=1)
+    app = app_on(Settings(database_url=url))
     try:
         build = asyncio.run(build_async(app, 7, 4, None, 1))
     finally:

@@ -9,19 +9,19 @@ import pytest
 
 from contracts.end_reasons import NOT_ASSISTANT_FAULT
 from events.archive import read_log
-from events.factory import open_bus
 from events.topics import SESSIONS
+from foundation.db import make_engine
 from rounds.inspect.limits import cut_reason, end_reason
 from services.consumers.scoring.api import load_report
-from services.consumers.scoring.api import open_engine as scores_engine
 from tests.inspect.policy import scripted
 from tests.inspect.test_task import run
+from tests.wiring import bus_on
 
 pytestmark = pytest.mark.slow  # each runs an Inspect eval (a few seconds)
 
 
 def endings(settings, session_id: str) -> list[dict]:
-    bus = open_bus(settings)
+    bus = bus_on(settings)
     try:
         return [r.event.data for r in read_log(bus, [SESSIONS], session=session_id)
                 if r.event is not None and r.event.type == "rounds.session.ended"]
@@ -97,7 +97,7 @@ def test_a_model_endpoint_failure_is_an_inspect_error_never_a_zero(rounds_db, sc
     assert not sample.scores
     meta = sample.metadata["rounds"]
     assert ended(rounds_db, meta["session"])["reason"] == "infrastructure_error"
-    engine = scores_engine(rounds_db)
+    engine = make_engine(rounds_db.database_url)
     try:
         report = load_report(engine, log.eval.eval_id)
     finally:
@@ -113,7 +113,7 @@ def test_with_retry_on_error_inspect_runs_the_sample_again_in_a_fresh_sandbox(ro
     assert sample.error_retries and "infrastructure_error" in sample.error_retries[0].message
     score = sample.scores["rounds_scorer"]
     assert score.value == 1.0
-    engine = scores_engine(rounds_db)
+    engine = make_engine(rounds_db.database_url)
     try:
         report = load_report(engine, log.eval.eval_id)
     finally:

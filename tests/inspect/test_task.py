@@ -12,13 +12,13 @@ from typer.testing import CliRunner
 
 from contracts.score import RunReport
 from events.archive import read_log
-from events.factory import open_bus
 from events.topics import SCORES, SESSIONS
 from rounds.cli import app
 from rounds.inspect.task import physassist
 from rounds.settings import get_settings
 from services.consumers.statistics.intervals import standard_errors
 from tests.inspect.policy import scripted
+from tests.wiring import bus_on
 
 runner = CliRunner()
 pytestmark = pytest.mark.slow  # each runs an Inspect eval (a few seconds)
@@ -34,7 +34,7 @@ def run(scenario_file, models, **task_args):
 
 
 def logged_scores(settings, run_id: str) -> dict[str, float | None]:
-    bus = open_bus(settings)
+    bus = bus_on(settings)
     try:
         return {r.event.subject: r.event.data.get("score") for r in read_log(bus, [SCORES])
                 if r.event is not None and r.event.type == "rounds.score.session"
@@ -95,7 +95,7 @@ def test_inspect_log_rounds_log_and_report_agree(rounds_db, scenario_file, scena
     again = json.loads(replayed.read_text())["sessions"]
     assert len(again) == len(inspect_scores) and {s["assistant"] for s in again} == {"weak"}
     # every tool call the model made is on the session's log, as the openai: adapter records them
-    bus = open_bus(rounds_db)
+    bus = bus_on(rounds_db)
     try:
         session = next(iter(inspect_scores))
         types = [r.event.type for r in read_log(bus, [SESSIONS], session=session)]
@@ -134,12 +134,12 @@ def test_against_a_separate_fhir_server(rounds_db, scenario_file, scenario_model
     """`-T fhir_base=`: sandboxes opened on a separate FHIR server wired as `rounds serve` wires it (its
     recorder writes the EHR calls into the same log), the patient endpoint served beside the task, the scorer
     reading sandboxes from there."""
-    from services.fhir_api.app import create_app
-    from services.fhir_api.backbone.wiring import install_event_backbone
+    from services.fhir_api.backbone.wiring import BackboneSettings, install_event_backbone
     from tests.simulator.adapters.conftest import Served
+    from tests.wiring import app_on
 
-    app = create_app(rounds_db)
-    backbone = install_event_backbone(app, rounds_db)
+    app = app_on(rounds_db)
+    backbone = install_event_backbone(app, rounds_db, bus=bus_on(rounds_db), backbone=BackboneSettings())
     served = Served(app)
     try:
         log = run(scenario_file, scenario_models, fhir_base=f"{served.root}/fhir")
@@ -151,7 +151,7 @@ def test_against_a_separate_fhir_server(rounds_db, scenario_file, scenario_model
     meta = sample.metadata["rounds"]
     assert meta["reason"] == "completed" and sample.scores["rounds_scorer"].value == 1.0
     assert_agreement(log, meta["run"], {meta["session"]: 1.0}, rounds_db, tmp_path)
-    bus = open_bus(rounds_db)
+    bus = bus_on(rounds_db)
     try:
         events = [r.event for r in read_log(bus, [SESSIONS], session=meta["session"])]
     finally:
@@ -167,9 +167,10 @@ def test_epochs_are_trials_and_every_trial_counts_in_the_metrics(rounds_db, scen
     assert sorted((s.epoch, s.metadata["rounds"]["trial"]) for s in log.samples) == [(1, 0), (2, 1)]
     [reduced] = log.reductions[0].samples
     assert sorted(t["trial"] for t in reduced.metadata["trials"]) == [0, 1]
-    from services.consumers.scoring.api import load_report, open_engine
+    from foundation.db import make_engine
+    from services.consumers.scoring.api import load_report
 
-    engine = open_engine(rounds_db)
+    engine = make_engine(rounds_db.database_url)
     try:
         report = load_report(engine, log.eval.eval_id)
     finally:

@@ -8,12 +8,13 @@ import pytest
 from bs4 import BeautifulSoup
 from typer.testing import CliRunner
 
+from foundation.db import make_engine
 from rounds.cli import app
-from rounds.db import make_engine
 from services.consumers.report.json_io import to_json
 from services.consumers.scoring.api import load_report, score_run
 from tests.scoring import world
 from tests.scoring.conftest import World, make_world
+from tests.wiring import root_on
 
 STYLES = ["oracle", "nothing", "wrong_dose"]  # the original run's trials 0..2; trial 3: infrastructure
 
@@ -29,7 +30,7 @@ def scored(sqlite_url: str):
             session.end("completed", run=run)
         w.session().start(w.scenario, run, trial=len(styles)).end("infrastructure_error", run=run)
         score_run(
-            w.settings,
+            root_on(w.settings),
             run,
             bus=w.bus,
             topics=(w.sessions,),

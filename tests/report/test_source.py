@@ -14,6 +14,7 @@ from contracts.score import RunReport
 from rounds.cli import app
 from rounds.settings import Settings
 from services.consumers.report.source import SCORING_API, ReportUnavailable, load_report
+from tests.wiring import root_on
 
 
 @pytest.fixture()
@@ -39,19 +40,19 @@ def fake_scorer(monkeypatch, baseline, replay):
 
 def test_the_scorers_document_is_returned(fake_scorer, baseline, tmp_path):
     url = f"sqlite:///{tmp_path}/r.sqlite"
-    assert load_report(Settings(database_url=url), "run-baseline") == baseline
+    assert load_report(root_on(Settings(database_url=url)), "run-baseline") == baseline
     assert fake_scorer == [(url, "run-baseline", None)]
-    assert load_report(Settings(database_url=url), "run-baseline", "v2") == baseline
+    assert load_report(root_on(Settings(database_url=url)), "run-baseline", "v2") == baseline
 
 
 def test_a_run_without_scores_is_an_error(fake_scorer, tmp_path):
     settings = Settings(database_url=f"sqlite:///{tmp_path}/r.sqlite")
     with pytest.raises(ReportUnavailable, match="no scores for run 'nope': .* it never started"):
-        load_report(settings, "nope")
+        load_report(root_on(settings), "nope")
     with pytest.raises(ReportUnavailable, match="at scorer version 'v7'.*--from-json"):
-        load_report(settings, "run-baseline", "v7")
+        load_report(root_on(settings), "run-baseline", "v7")
     with pytest.raises(ReportUnavailable, match="OperationalError"):
-        load_report(settings, "broken")
+        load_report(root_on(settings), "broken")
 
 
 def test_cli_run_and_compare_come_from_the_scorer(fake_scorer, tmp_path):
@@ -78,4 +79,4 @@ def test_cli_run_and_compare_come_from_the_scorer(fake_scorer, tmp_path):
 def test_without_the_scorer_installed(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, SCORING_API, None)  # import of it raises ModuleNotFoundError
     with pytest.raises(ReportUnavailable, match="no scorer"):
-        load_report(Settings(database_url=f"sqlite:///{tmp_path}/r.sqlite"), "r1")
+        load_report(root_on(Settings(database_url=f"sqlite:///{tmp_path}/r.sqlite")), "r1")

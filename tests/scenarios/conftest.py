@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from rounds.db import checkpoint
+from foundation.db import checkpoint
 from services.simulator.scenarios import Build, build_async, output
 from services.simulator.scenarios.vocabulary import vocabulary
 from tests.shared_inputs import built_once, private_sqlite
@@ -57,7 +57,7 @@ def load_mimic(mimic: Path, work: Path) -> str:
     """Map a MIMIC-IV folder with the project's mapper and bulk-load it into a fresh SQLite store."""
     from fhir_mapper.pipeline import run_map
     from rounds.migrate import upgrade
-    from services.fhir_api.load import load_ndjson
+    from tests.wiring import load_on
 
     out = work / "fhir"
     run_map(mimic, out, workers=2)
@@ -65,7 +65,7 @@ def load_mimic(mimic: Path, work: Path) -> str:
         (out / name).unlink(missing_ok=True)
     url = f"sqlite:///{work / 'rounds.sqlite'}"
     upgrade(url)
-    report = load_ndjson(url, out, workers=2)
+    report = load_on(url, out, workers=2)
     assert report.errors == 0
     return url
 
@@ -112,9 +112,9 @@ def demo_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 def app_for(url: str):
     from rounds.settings import get_settings
-    from services.fhir_api.app import create_app
+    from tests.wiring import app_on
 
-    return create_app(get_settings().model_copy(update={"database_url": url}))
+    return app_on(get_settings().model_copy(update={"database_url": url}))
 
 
 def served(url: str):

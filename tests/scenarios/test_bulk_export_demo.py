@@ -15,8 +15,8 @@ from rounds.migrate import upgrade
 from services.fhir_api.bulk import export
 from services.fhir_api.bulk.jobs import ExportJob, JobStore
 from services.fhir_api.http.validation import served_types
-from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context
+from tests.wiring import store_on
 
 
 def content(resource: dict) -> dict:
@@ -37,7 +37,7 @@ def by_type(folder: Path) -> dict[str, dict[str, dict]]:
 
 
 def export_all(url: str, folder: Path, types: list[str] | None = None) -> Path:
-    store = open_store(url)
+    store = store_on(url)
     jobs = JobStore(folder)
     job = ExportJob("system", "test", "2020-01-01T00:00:00Z", types=types)
     jobs.create(job)

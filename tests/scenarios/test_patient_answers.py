@@ -19,10 +19,10 @@ import pytest
 from contracts.scenario import MemoryFact, Scenario
 from contracts.vocabulary import vocabulary
 from services.fhir_api.search.values import date_range
-from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context, SearchRequest
 from services.simulator.agents.patient import PatientAgent, generic_topics
 from services.simulator.scenarios import vocabulary as vocab
+from tests.wiring import store_on
 
 DOSE = {"en": "What dose of {en} do you take?", "zh": "{zh}你一次吃多少剂量？"}
 SINCE = {"en": "How long have you had {en}?", "zh": "你的{zh}是从什么时候开始的？"}
@@ -116,7 +116,7 @@ def _questions(record: Record, scenario: Scenario) -> list[tuple[str, str, bool,
 
 @pytest.mark.timeout(1800)
 def test_the_patient_answers_what_the_record_holds_and_declines_the_rest(demo_build, demo_url) -> None:
-    store = open_store(demo_url)
+    store = store_on(demo_url)
     patients: dict[str, Scenario] = {}
     for scenario in demo_build.scenarios:  # one scenario per patient: its memory, persona and clock
         if scenario.patient_memory and scenario.patient not in patients:

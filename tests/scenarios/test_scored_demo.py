@@ -15,6 +15,7 @@ from services.consumers.scoring.api import score_run
 from services.simulator.assistants.baseline import intents
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from services.simulator.orchestrator.jobs import plan
+from tests.wiring import migrated, root_on
 
 PER_FAMILY = 4
 
@@ -33,9 +34,10 @@ def reports(demo_url, demo_build):
     # implicit requests only: what each assistant scores on explicit ones is the red-team benchmark's
     for spec in ("oracle", "baseline", "weak"):
         jobs = plan(chosen, 1, ("en", "zh"), "implicit")
-        summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(f"built-{spec}", concurrency=8), settings))
+        summary = asyncio.run(run_scenarios(jobs, spec, RunOptions(f"built-{spec}", concurrency=8),
+                                            migrated(settings)))
         assert summary.by_reason == {"completed": len(jobs)}, [o.error for o in summary.outcomes][:3]
-        out[spec] = score_run(settings, f"built-{spec}", timeout_s=600)
+        out[spec] = score_run(root_on(settings), f"built-{spec}", timeout_s=600)
         assert out[spec].metrics.sessions == len(jobs) == 2 * len(chosen)
     for spec, report in out.items():
         by_type = {k: round(v.avg, 3) for k, v in report.by["task_type"].items()}

@@ -11,11 +11,10 @@ import pytest
 
 from contracts.scenario import Scenario
 from events.bus import Bus
-from events.factory import open_bus
 from rounds.migrate import upgrade
 from rounds.settings import Settings
-from services.consumers.scoring.fhir_state import fhir_client
 from tests.scoring import world
+from tests.wiring import bus_on, client_on
 
 
 @dataclass
@@ -36,11 +35,11 @@ def make_world(database_url: str, kafka_bootstrap: str | None = None) -> Iterato
     upgrade(database_url)
     settings = Settings(database_url=database_url, bus="kafka" if kafka_bootstrap else "sql",
                         kafka_bootstrap=kafka_bootstrap)
-    bus = open_bus(settings)
+    bus = bus_on(settings)
     tag = uuid.uuid4().hex[:8]
     sessions, scores = f"t{tag}.sessions", f"t{tag}.scores"
     world.ensure(bus, sessions, scores)
-    client = fhir_client(settings)
+    client = client_on(settings)
     try:
         ids = world.load_record(client)
         yield World(settings, bus, client, ids, world.scenario(ids), sessions, scores)

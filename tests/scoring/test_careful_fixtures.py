@@ -26,6 +26,7 @@ from services.consumers.scoring import replay
 from services.consumers.scoring.check_inputs import FinalState
 from services.consumers.scoring.scenarios import scenario_of
 from services.consumers.scoring.scorer import score_session
+from tests.wiring import client_on, migrated, root_on
 
 CAREFUL = Path(__file__).resolve().parents[1] / "fixtures" / "careful"
 VERDICTS = CAREFUL / "verdicts.json"
@@ -68,9 +69,9 @@ def reader():
     if not STORE:
         return None
     from rounds.settings import Settings
-    from services.consumers.scoring.fhir_state import StateReader, fhir_client
+    from services.consumers.scoring.fhir_state import StateReader
 
-    return StateReader(fhir_client(Settings(database_url=STORE)))
+    return StateReader(client_on(Settings(database_url=STORE)))
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +137,6 @@ def test_careful_answers_score_high_and_beat_the_baseline(scored) -> None:
                 for job in plan([(s, s.model_dump(mode="json"))], 1, (language,), variant)]
         run_id = f"careful-baseline-{language}"
         settings = Settings(database_url=STORE)
-        asyncio.run(run_scenarios(jobs, "baseline", RunOptions(run_id), settings))
-        baseline = score_run(settings, run_id, timeout_s=600).metrics.avg or 0.0
+        asyncio.run(run_scenarios(jobs, "baseline", RunOptions(run_id), migrated(settings)))
+        baseline = score_run(root_on(settings), run_id, timeout_s=600).metrics.avg or 0.0
         assert sum(scores) / len(scores) >= baseline + 0.25, (language, sum(scores) / len(scores), baseline)

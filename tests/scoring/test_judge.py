@@ -22,20 +22,18 @@ from starlette.routing import Route
 
 from contracts.scenario import Scenario
 from events.archive import dump, load
-from events.factory import open_bus
 from events.projections.retry import RetryLater
 from events.projections.runner import ProjectionRunner
 from events.topics import topic_specs
-from rounds.db import make_engine
 from rounds.migrate import upgrade
 from rounds.settings import Settings
-from services.consumers.scoring import api, members
+from services.consumers.scoring import members
 from services.consumers.scoring.api import score_run
-from services.consumers.scoring.fhir_state import fhir_client
 from services.consumers.scoring.judge import PROMPT_VERSION, LlmJudge
 from services.consumers.scoring.projection import ScorerProjection
 from tests.scoring import world
 from tests.scoring.conftest import World
+from tests.wiring import bus_on, client_on, root_on
 
 CALLS: list[dict] = []
 
@@ -96,7 +94,7 @@ def test_judge_items_and_agreement_in_the_report(scoring_world: World, fake_open
     w = scoring_world
     play_judged(w, "judged", ["oracle", "nothing"])
     judge = LlmJudge.from_spec(f"fake-model@{fake_openai}")
-    report = score_run(w.settings, "judged", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
+    report = score_run(root_on(w.settings), "judged", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
                        client=w.client, judge=judge, timeout_s=120)
     by_trial = {s.trial: s for s in report.sessions}
     check = next(c for c in by_trial[0].turns[0].checks if c.id == "t0-judge")
@@ -108,7 +106,8 @@ def test_judge_items_and_agreement_in_the_report(scoring_world: World, fake_open
     assert report.judge["compared"] == 4 and report.judge["agreement"] == 1.0
     assert all(call["model"] == "fake-model" and call["temperature"] == 0 for call in CALLS)
     # without a judge the same scenario scores without its llm_judge item and reports no judge
-    plain = score_run(w.settings, "judged", scorer_version="nojudge", bus=w.bus, topics=(w.sessions,),
+    plain = score_run(root_on(w.settings), "judged", scorer_version="nojudge", bus=w.bus,
+                      topics=(w.sessions,),
                       scores_topic=w.scores, client=w.client, timeout_s=120)
     assert plain.judge is None
     assert all(c.kind != "llm_judge" for s in plain.sessions for t in s.turns for c in t.checks)
@@ -175,8 +174,9 @@ def test_the_judge_is_asked_before_the_transaction_once_per_item(scoring_world: 
     w = scoring_world
     play_judged(w, "ahead", ["oracle", "nothing", "leaky"])
     spy = OutsideTransactions(LlmJudge.from_spec(f"fake-model@{fake_openai}"), fail_first=1)
-    monkeypatch.setattr(api, "make_engine", lambda url: spy.watch(make_engine(url)))
-    report = score_run(w.settings, "ahead", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
+    root = root_on(w.settings)
+    spy.watch(root.engine())  # the engine the re-score runs on: the process's
+    report = score_run(root, "ahead", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
                        client=w.client, judge=spy, timeout_s=120)
     assert spy.open_transactions and set(spy.open_transactions) == {0}  # never inside a transaction
     # the failed call rolled the batch back and it was judged again: 3 items per session, all judged
@@ -186,7 +186,7 @@ def test_the_judge_is_asked_before_the_transaction_once_per_item(scoring_world: 
     assert next(c for c in by_trial[2].turns[0].checks if c.id == "t0-judge").passed
     # a judge that never fails is asked once per item; its verdicts are the same
     steady = OutsideTransactions(LlmJudge.from_spec(f"fake-model@{fake_openai}"))
-    plain = score_run(w.settings, "ahead", scorer_version="plain", bus=w.bus, topics=(w.sessions,),
+    plain = score_run(root_on(w.settings), "ahead", scorer_version="plain", bus=w.bus, topics=(w.sessions,),
                       scores_topic=w.scores, client=w.client, judge=steady, timeout_s=120)
     assert len(steady.asked) == len(set(steady.asked)) == 3 * 3
     verdicts = lambda r: {(s.trial, t.index, c.id): (c.passed, c.evidence)  # noqa: E731
@@ -208,22 +208,23 @@ def test_a_loaded_log_is_judged_ahead_when_its_recorded_state_arrives(
     w = scoring_world
     play_judged(w, "moved", ["oracle", "nothing"])
     judge = LlmJudge.from_spec(f"fake-model@{fake_openai}")
-    here = score_run(w.settings, "moved", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
+    here = score_run(root_on(w.settings), "moved", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
                      client=w.client, judge=judge, timeout_s=120)
     archive = io.BytesIO()
     dump(w.bus, [w.sessions], archive)
     elsewhere = Settings(database_url=f"sqlite:///{tmp_path / 'elsewhere.sqlite'}")
     upgrade(elsewhere.database_url)
-    bus = open_bus(elsewhere)
+    bus = bus_on(elsewhere)
     bus.ensure_topics(topic_specs(3))
     spy = OutsideTransactions(judge)
-    monkeypatch.setattr(api, "make_engine", lambda url: spy.watch(make_engine(url)))
+    root = root_on(elsewhere)
+    spy.watch(root.engine())  # the engine the re-score runs on: the process's
     monkeypatch.setattr(members, "ProjectionRunner",
                         lambda *a, **kw: ProjectionRunner(*a, **{**kw, "batch_size": batch_size}))
     try:
         load(bus, archive.getvalue().splitlines())
-        with fhir_client(elsewhere) as empty:
-            there = score_run(elsewhere, "moved", bus=bus, client=empty, judge=spy, timeout_s=120)
+        with client_on(elsewhere) as empty:
+            there = score_run(root, "moved", bus=bus, client=empty, judge=spy, timeout_s=120)
     finally:
         bus.close()
     assert set(spy.open_transactions) == {0}

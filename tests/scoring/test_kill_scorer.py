@@ -13,12 +13,13 @@ import time
 import pytest
 from sqlalchemy import func, select
 
-from rounds.db import make_engine
+from foundation.db import make_engine
 from services.consumers.scoring.api import score_run
 from services.consumers.scoring.projection import ScorerProjection
 from tests.events.projections.helpers import read_all
 from tests.scoring import world
 from tests.scoring.conftest import World, make_world
+from tests.wiring import root_on
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
@@ -33,7 +34,7 @@ def _service(w: World, *extra: str) -> subprocess.Popen:
            "ROUNDS_KAFKA_BOOTSTRAP": s.kafka_bootstrap or ""}
     env.pop("ROUNDS_FHIR_BASE", None)
     return subprocess.Popen(
-        [sys.executable, "-m", "services.consumers.scoring.cli", "consume", "scorer", "--group", GROUP,
+        [sys.executable, "-m", "rounds.cli", "consume", "scorer", "--group", GROUP,
          "--topic", w.sessions, "--scores-topic", w.scores, "--deadletter-topic", f"{w.sessions}.dead",
          "--scorer-version", "live", *extra],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -112,7 +113,7 @@ def test_sigkill_mid_log_then_restart_equals_clean_scores(backend: str,
         assert restarted.returncode == 0, out.decode()
 
         live = _scored(w, "live")
-        clean = score_run(w.settings, RUN, scorer_version="clean", bus=w.bus, topics=(w.sessions,),
+        clean = score_run(root_on(w.settings), RUN, scorer_version="clean", bus=w.bus, topics=(w.sessions,),
                           scores_topic=f"{w.scores}", client=w.client, timeout_s=240)
         assert len(live) == sessions and live == _scored(w, "clean")  # nothing lost, nothing doubled
         assert clean.metrics.excluded_sessions == 4 and clean.metrics.sessions == sessions - 4

@@ -17,17 +17,16 @@ import pytest
 from contracts.trajectory_log import LoggedEvent
 from events.archive import BLOB_KEY, dump, load
 from events.blobs import read
-from events.factory import open_bus
 from events.topics import topic_specs
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.consumers.scoring import snapshot
 from services.consumers.scoring.api import score_run
-from services.consumers.scoring.fhir_state import fhir_client
 from services.consumers.scoring.replay import body_refs, disagreements, replay_writes
 from tests.scoring import world
 from tests.scoring.conftest import World, make_world
+from tests.wiring import bus_on, client_on, root_on
 
 RUN = "anywhere"
 STATE = b'"rounds.sandbox.state"'
@@ -67,14 +66,14 @@ def _strip(report) -> list:
 
 def _rescore_elsewhere(w: World, settings: Settings, lines: list[bytes]):
     engine = make_engine(settings.database_url)
-    bus = open_bus(settings)
+    bus = bus_on(settings)
     bus.ensure_topics(topic_specs(3))
     try:
         loaded = load(bus, lines, blobs=engine)
         assert loaded.rejected == []
-        with fhir_client(settings) as there:
+        with client_on(settings) as there:
             world.copy_record(w.client, there, w.ids)
-            return score_run(settings, RUN, bus=bus, client=there, timeout_s=120)
+            return score_run(root_on(settings), RUN, bus=bus, client=there, timeout_s=120)
     finally:
         bus.close()
         engine.dispose()
@@ -82,7 +81,8 @@ def _rescore_elsewhere(w: World, settings: Settings, lines: list[bytes]):
 
 def _scored_here(w: World):
     _play(w)
-    return score_run(w.settings, RUN, bus=w.bus, topics=(w.sessions,), scores_topic=w.scores, client=w.client,
+    return score_run(root_on(w.settings), RUN, bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
+                     client=w.client,
                      timeout_s=120)
 
 

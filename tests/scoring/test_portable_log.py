@@ -9,14 +9,13 @@ import io
 from pathlib import Path
 
 from events.archive import dump, load
-from events.factory import open_bus
 from events.topics import topic_specs
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.consumers.scoring.api import score_run
-from services.consumers.scoring.fhir_state import fhir_client
 from tests.scoring import world
 from tests.scoring.conftest import World
+from tests.wiring import bus_on, client_on, root_on
 
 
 def _strip(report) -> list:
@@ -33,14 +32,15 @@ def test_a_dumped_and_loaded_log_rescored_elsewhere_gives_the_same_scores(scorin
         session = w.session().start(w.scenario, "portable", trial=trial, language=language)
         world.play(session, w.scenario, style, language)
         session.end(run="portable")
-    here = score_run(w.settings, "portable", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
+    here = score_run(root_on(w.settings), "portable", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
                      client=w.client, timeout_s=120)
     assert here.metrics.sessions == 4
 
     reads: list[str] = []  # a re-score where the log holds each state after its end: no sandbox read
     w.client.event_hooks["request"].append(lambda request: reads.append(request.url.path))
     try:
-        again = score_run(w.settings, "portable", scorer_version="4-again", bus=w.bus, topics=(w.sessions,),
+        again = score_run(root_on(w.settings), "portable", scorer_version="4-again", bus=w.bus,
+                          topics=(w.sessions,),
                           scores_topic=w.scores, client=w.client, timeout_s=120)
     finally:
         w.client.event_hooks["request"].pop()
@@ -55,14 +55,14 @@ def test_a_dumped_and_loaded_log_rescored_elsewhere_gives_the_same_scores(scorin
 
     elsewhere = Settings(database_url=f"sqlite:///{tmp_path / 'elsewhere.sqlite'}")
     upgrade(elsewhere.database_url)
-    bus = open_bus(elsewhere)
+    bus = bus_on(elsewhere)
     bus.ensure_topics(topic_specs(3))
     try:
         report = load(bus, lines)
         assert report.rejected == [] and report.published == written
-        with fhir_client(elsewhere) as empty:  # a FHIR API without the sandboxes or the record
+        with client_on(elsewhere) as empty:  # a FHIR API without the sandboxes or the record
             assert empty.get("/fhir/Patient").json().get("total", 0) == 0
-            there = score_run(elsewhere, "portable", bus=bus, client=empty, timeout_s=120)
+            there = score_run(root_on(elsewhere), "portable", bus=bus, client=empty, timeout_s=120)
     finally:
         bus.close()
     assert _strip(there) == _strip(here)
@@ -85,16 +85,16 @@ def test_without_a_recorded_state_a_session_is_scored_from_its_replayed_writes(s
     assert b'"rounds.sandbox.state"' not in archive.getvalue()
     elsewhere = Settings(database_url=f"sqlite:///{tmp_path / 'elsewhere.sqlite'}")
     upgrade(elsewhere.database_url)
-    bus = open_bus(elsewhere)
+    bus = bus_on(elsewhere)
     bus.ensure_topics(topic_specs(3))
     try:
         load(bus, archive.getvalue().splitlines())
-        with fhir_client(elsewhere) as there:  # the same record, no sandboxes
+        with client_on(elsewhere) as there:  # the same record, no sandboxes
             world.copy_record(w.client, there, w.ids)
-            report = score_run(elsewhere, "unscored", bus=bus, client=there, timeout_s=120)
+            report = score_run(root_on(elsewhere), "unscored", bus=bus, client=there, timeout_s=120)
     finally:
         bus.close()
-    here = score_run(w.settings, "unscored", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
+    here = score_run(root_on(w.settings), "unscored", bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
                      client=w.client, timeout_s=120)
     by_id = {s.session: s for s in report.sessions}
     replayed, unscorable = by_id[session.id], by_id[blind.id]

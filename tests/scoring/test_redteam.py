@@ -22,6 +22,7 @@ from tests.scoring.redteam.gamers import (
     swap_units,
 )
 from tests.simulator.conftest import SCENARIOS, jobs, read_scenarios
+from tests.wiring import migrated, root_on
 
 
 @pytest.fixture
@@ -31,9 +32,9 @@ def settings(record_url: str) -> Settings:
 
 def _score(settings: Settings, assistant, run_id: str):
     plan = jobs(read_scenarios(SCENARIOS), trials=1, languages=("en", "zh"))
-    summary = asyncio.run(run_scenarios(plan, assistant, RunOptions(run_id), settings))
+    summary = asyncio.run(run_scenarios(plan, assistant, RunOptions(run_id), migrated(settings)))
     assert set(summary.by_reason) == {"completed"}, summary.outcomes[0].error
-    return score_run(settings, run_id, timeout_s=120)
+    return score_run(root_on(settings), run_id, timeout_s=120)
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ from services.consumers.scoring.api import score_run
 from services.consumers.scoring.members import group_suffix
 from tests.scoring import world
 from tests.scoring.conftest import World
+from tests.wiring import root_on
 
 RUN = "run-group"
 REPO = Path(__file__).resolve().parents[2]
@@ -31,14 +32,15 @@ def test_a_member_joined_from_another_process_scores_like_one(scoring_world: Wor
         session = w.session().start(w.scenario, RUN, trial=trial)
         world.play(session, w.scenario, ("oracle", "wrong_dose", "nothing")[trial % 3])
         session.end("completed", run=RUN)
-    one = score_run(w.settings, RUN, scorer_version="one", topics=(w.sessions,), scores_topic=w.scores)
+    one = score_run(root_on(w.settings), RUN, scorer_version="one", topics=(w.sessions,),
+                    scores_topic=w.scores)
     joined = subprocess.Popen(
         [sys.executable, "-m", "rounds.cli", "score", "--run", RUN, "--group", "g43", "--join", "--topic",
          w.sessions, "--scores-topic", w.scores, "--scorer-version", "grouped", "--database-url",
          w.settings.database_url],
         env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        grouped = score_run(w.settings, RUN, scorer_version="grouped", topics=(w.sessions,),
+        grouped = score_run(root_on(w.settings), RUN, scorer_version="grouped", topics=(w.sessions,),
                             scores_topic=w.scores, group="g43")
         output = joined.communicate(timeout=300)[0].decode()
     finally:
@@ -64,10 +66,12 @@ def test_a_member_outlived_by_its_group_leaves_cleanly(scoring_world: World,
     from sqlalchemy.exc import DBAPIError
 
     from events.projections.runner import ProjectionRunner
+    from foundation.db import make_engine
     from services.consumers.scoring import members
 
     w = scoring_world
-    spec = members.MemberSpec(w.settings, RUN, "late", group_suffix("late43"), None, (w.sessions,), w.scores)
+    spec = members.MemberSpec(w.settings, RUN, "late", group_suffix("late43"), None, (w.sessions,), w.scores,
+                              engine_factory=make_engine)
 
     def finished_elsewhere(self: ProjectionRunner, **_: object) -> None:
         for base in ("scoring_events", "scoring_open"):  # what the reporting process does at its end

@@ -10,6 +10,7 @@ from services.consumers.scoring import members
 from services.consumers.scoring.api import score_run
 from tests.scoring import world
 from tests.scoring.conftest import make_world
+from tests.wiring import root_on
 
 RUN = "run-kafka-auto"
 pytestmark = pytest.mark.kafka
@@ -33,9 +34,11 @@ def test_rescore_on_kafka_without_workers_scores_like_one(sqlite_url: str, kafka
         reader.close()
         assert events > sessions  # the log holds the sessions' events
         assert members.auto_workers(w.bus, (w.sessions,)) == 1  # a small log is scored in process
-        auto = score_run(w.settings, RUN, scorer_version="auto", topics=(w.sessions,), scores_topic=w.scores,
+        auto = score_run(root_on(w.settings), RUN, scorer_version="auto", topics=(w.sessions,),
+                         scores_topic=w.scores,
                          workers=None, timeout_s=240)
-        one = score_run(w.settings, RUN, scorer_version="one", topics=(w.sessions,), scores_topic=w.scores,
+        one = score_run(root_on(w.settings), RUN, scorer_version="one", topics=(w.sessions,),
+                        scores_topic=w.scores,
                         workers=1, timeout_s=240)
         assert auto.metrics.sessions == sessions
         assert _documents(auto) == _documents(one)

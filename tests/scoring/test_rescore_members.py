@@ -10,16 +10,15 @@ from contextlib import ExitStack
 import pytest
 from sqlalchemy import func, select
 
-from events.factory import open_bus
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.settings import Settings
 from services.consumers.scoring import members
 from services.consumers.scoring.api import score_run
-from services.consumers.scoring.fhir_state import fhir_client
 from services.consumers.scoring.projection import ScorerProjection
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from tests.fixture_record import load_record
 from tests.simulator.conftest import SCENARIOS, jobs, read_scenarios
+from tests.wiring import bus_on, client_on, migrated, root_on
 
 RUN = "run-members"
 pytestmark = pytest.mark.slow  # child processes and a simulated run: the full suite's
@@ -31,7 +30,7 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     load_record(url)
     settings = Settings(database_url=url)
     plan = jobs(read_scenarios(SCENARIOS), trials=3, languages=("en", "zh"))
-    summary = asyncio.run(run_scenarios(plan, "baseline", RunOptions(RUN), settings))
+    summary = asyncio.run(run_scenarios(plan, "baseline", RunOptions(RUN), migrated(settings)))
     assert set(summary.by_reason) == {"completed"}
     return settings
 
@@ -53,8 +52,8 @@ def _stored(settings: Settings, version: str) -> tuple[int, int]:
 
 
 def test_three_members_score_like_one_and_each_session_once(settings: Settings) -> None:
-    one = score_run(settings, RUN, scorer_version="one", workers=1)
-    three = score_run(settings, RUN, scorer_version="three", workers=3)
+    one = score_run(root_on(settings), RUN, scorer_version="one", workers=1)
+    three = score_run(root_on(settings), RUN, scorer_version="three", workers=3)
     sessions = len(read_scenarios(SCENARIOS)) * 3 * 2
     assert sessions >= 6 and one.metrics.sessions == sessions and one.metrics.excluded_sessions == 0
     assert _documents(three) == _documents(one)
@@ -64,15 +63,15 @@ def test_three_members_score_like_one_and_each_session_once(settings: Settings) 
 
 def test_members_in_other_processes_apply_the_log_and_one_that_fails_loses_nothing(settings: Settings,
                                                                                    ) -> None:
-    spec = members.MemberSpec(settings, RUN, "split", uuid.uuid4().hex[:8])
+    spec = members.MemberSpec(settings, RUN, "split", uuid.uuid4().hex[:8], engine_factory=make_engine)
     broken = members.MemberSpec(settings.model_copy(update={"database_url": "sqlite:////no/such/dir/x.db"}),
-                                RUN, "split", spec.suffix)
+                                RUN, "split", spec.suffix, engine_factory=make_engine)
     with ExitStack() as stack:
         engine = make_engine(settings.database_url)
         stack.callback(engine.dispose)
-        bus = open_bus(settings)
+        bus = bus_on(settings)
         stack.callback(bus.close)
-        projection = members.projection_of(spec, stack.enter_context(fhir_client(settings)), engine)
+        projection = members.projection_of(spec, stack.enter_context(client_on(settings)), engine)
         projection.create_tables(engine)  # what score_run's own member does before the others start
         targets = bus.end_offsets([tp for topic in projection.topics for tp in bus.partitions(topic)])
         failures = members.reap(members.spawn(spec, 2) + members.spawn(broken, 1), timeout_s=300)
@@ -92,7 +91,7 @@ def test_the_checks_run_before_the_batch_transaction(settings: Settings, monkeyp
         raise AssertionError("a session was scored inside the batch's transaction")
 
     monkeypatch.setattr(ScorerProjection, "_score_now", in_transaction)
-    report = score_run(settings, RUN, scorer_version="ahead", workers=1)
+    report = score_run(root_on(settings), RUN, scorer_version="ahead", workers=1)
     assert report.metrics.sessions == len(read_scenarios(SCENARIOS)) * 3 * 2
     assert report.metrics.excluded_sessions == 0
 
@@ -104,7 +103,7 @@ def test_rounds_score_forks_its_members_and_scores_like_one(settings: Settings) 
     import subprocess
     import sys
 
-    one = score_run(settings, RUN, scorer_version="one-again", workers=1)
+    one = score_run(root_on(settings), RUN, scorer_version="one-again", workers=1)
     done = subprocess.run([sys.executable, "-m", "rounds.cli", "score", "--run", RUN, "--scorer-version",
                            "forked", "--workers", "3", "--database-url", settings.database_url],
                           capture_output=True, text=True, timeout=600)

@@ -16,6 +16,7 @@ from services.consumers.scoring.api import score_run
 from services.fhir_api.store import async_reads, rows, sessions, sql_store
 from tests.scoring import world
 from tests.scoring.conftest import World, make_world
+from tests.wiring import root_on
 
 RUN = "busy-db"
 
@@ -80,12 +81,12 @@ def test_the_scorer_retries_a_busy_database_and_scores_every_session(
     failing = FailingLookups(3)
     failing.install(monkeypatch)
     # first (no rounds.sandbox.state in the log yet: a parked session would have nothing to be scored from)
-    busy = score_run(w.settings, RUN, scorer_version="busy", bus=w.bus, topics=(w.sessions,),
+    busy = score_run(root_on(w.settings), RUN, scorer_version="busy", bus=w.bus, topics=(w.sessions,),
                      scores_topic=w.scores, client=w.client, timeout_s=120)
     assert failing.count == 0  # the lookups did fail
     assert [getattr(s, "excluded", None) for s in busy.sessions] == [None, None, None]
     assert all(s.score is not None for s in busy.sessions)
-    quiet = score_run(w.settings, RUN, scorer_version="quiet", bus=w.bus, topics=(w.sessions,),
+    quiet = score_run(root_on(w.settings), RUN, scorer_version="quiet", bus=w.bus, topics=(w.sessions,),
                       scores_topic=w.scores, client=w.client, timeout_s=120)
     scores = lambda report: sorted((s.trial, s.score, [(t.index, t.score) for t in s.turns])  # noqa: E731
                                    for s in report.sessions)
@@ -111,6 +112,6 @@ def test_a_server_error_reading_the_sandbox_is_a_retry_not_poison(busy_world: Wo
 
     monkeypatch.setattr(sql_store.SqlResourceStore, "session_writes", session_writes)
     assert w.client.get(f"/sessions/{session.id}/writes").status_code == 500
-    report = score_run(w.settings, RUN, scorer_version="flaky", bus=w.bus, topics=(w.sessions,),
+    report = score_run(root_on(w.settings), RUN, scorer_version="flaky", bus=w.bus, topics=(w.sessions,),
                        scores_topic=w.scores, client=w.client, timeout_s=120)
     assert failures == [0] and [s.score for s in report.sessions] == [1.0]

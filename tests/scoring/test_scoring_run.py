@@ -7,6 +7,7 @@ from services.consumers.scoring.metrics import build_report
 from services.consumers.scoring.scorer import SCORER_VERSION
 from tests.scoring import world
 from tests.scoring.conftest import World
+from tests.wiring import root_on
 
 
 def _play(w: World, run: str, style: str, language: str = "en", trial: int = 0,
@@ -19,7 +20,8 @@ def _play(w: World, run: str, style: str, language: str = "en", trial: int = 0,
 
 
 def _score(w: World, run: str, **kw):
-    return score_run(w.settings, run, bus=w.bus, topics=(w.sessions,), scores_topic=w.scores, client=w.client,
+    return score_run(root_on(w.settings), run, bus=w.bus, topics=(w.sessions,), scores_topic=w.scores,
+                     client=w.client,
                      timeout_s=120, **kw)
 
 
@@ -73,7 +75,7 @@ def test_rescoring_the_same_version_is_identical_and_versions_sit_side_by_side(s
     assert first.model_dump() == again.model_dump()
     other = _score(w, "run-b", scorer_version="4-test")
     assert other.scorer_version == "4-test" and other.metrics.avg == first.metrics.avg
-    from rounds.db import make_engine
+    from foundation.db import make_engine
     from services.consumers.scoring.api import load_report, versions
 
     engine = make_engine(w.settings.database_url)

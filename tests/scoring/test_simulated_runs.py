@@ -11,6 +11,7 @@ from rounds.settings import Settings
 from services.consumers.scoring.api import score_run
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from tests.simulator.conftest import SCENARIOS, jobs, read_scenarios
+from tests.wiring import migrated, root_on
 
 
 @pytest.fixture
@@ -20,7 +21,7 @@ def settings(record_url: str) -> Settings:
 
 def _run(settings: Settings, spec: str, run_id: str, languages=("en", "zh"), trials: int = 1):
     plan = jobs(read_scenarios(SCENARIOS), trials=trials, languages=languages)
-    return asyncio.run(run_scenarios(plan, spec, RunOptions(run_id), settings))
+    return asyncio.run(run_scenarios(plan, spec, RunOptions(run_id), migrated(settings)))
 
 
 def test_oracle_scores_full_marks_weak_scores_low_and_rescoring_is_identical(settings: Settings) -> None:
@@ -28,7 +29,7 @@ def test_oracle_scores_full_marks_weak_scores_low_and_rescoring_is_identical(set
     for spec in ("oracle", "baseline", "weak"):
         summary = _run(settings, spec, f"run-{spec}")
         assert set(summary.by_reason) == {"completed"}, summary.outcomes[0].error
-        reports[spec] = score_run(settings, f"run-{spec}", timeout_s=120)
+        reports[spec] = score_run(root_on(settings), f"run-{spec}", timeout_s=120)
     oracle = reports["oracle"]
     failed = [(s.language, t.index, c.id, c.evidence)
               for s in oracle.sessions for t in s.turns for c in t.checks if not c.passed]
@@ -38,5 +39,5 @@ def test_oracle_scores_full_marks_weak_scores_low_and_rescoring_is_identical(set
     # baseline answers from the record but does not write: full marks except on the write turn
     assert reports["baseline"].by["task_type"]["lookup"].avg == 1.0
     assert reports["baseline"].by["task_type"]["write"].avg < 1.0
-    again = score_run(settings, "run-oracle", timeout_s=120)
+    again = score_run(root_on(settings), "run-oracle", timeout_s=120)
     assert again.model_dump() == oracle.model_dump()

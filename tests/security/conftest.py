@@ -14,6 +14,7 @@ import pytest
 from events.bus import TopicSpec
 from events.projections.retry import Backoff
 from events.sql_log import SqlLog
+from foundation.db import make_engine
 from rounds.migrate import upgrade
 from services.fhir_api.subscriptions.delivery import Delivery
 from tests.subscriptions.conftest import Receiver, live_with_changes, serve_receiver
@@ -30,7 +31,7 @@ def receiver() -> Iterator[Receiver]:
 @pytest.fixture
 def world(sqlite_url: str) -> Iterator[tuple]:
     upgrade(sqlite_url)
-    bus = SqlLog(sqlite_url, rebalance_interval_s=0.1)
+    bus = SqlLog(make_engine(sqlite_url), rebalance_interval_s=0.1)
     topic = f"test.changes.{uuid.uuid4().hex[:8]}"
     bus.ensure_topics([TopicSpec(topic, 3)])
     with live_with_changes(sqlite_url, bus, topic) as (api, store):

@@ -20,8 +20,8 @@ from rounds.settings import Settings
 from services.fhir_api.app import create_app
 from services.fhir_api.bulk.jobs import ExportJob, JobStore
 from services.fhir_api.bulk.quota import ExportQuota, refusal, sweep, token_key
-from services.fhir_api.store import open_store
 from tests.fhir_api.conftest import LiveApi, observation, patient, start_live
+from tests.wiring import store_on
 
 ASYNC = {"Prefer": "respond-async", "Accept": "application/fhir+json"}
 ATTEMPTS: Counter[str] = Counter()
@@ -31,7 +31,7 @@ EXPIRY_H = 1.0
 @pytest.fixture
 def quota_api(database_url: str, tmp_path: Path) -> Iterator[tuple[LiveApi, JobStore]]:
     upgrade(database_url)
-    store = open_store(database_url)
+    store = store_on(database_url)
     settings = Settings(database_url=database_url, bulk_dir=str(tmp_path / "jobs"), export_jobs_per_token=1,
                         export_jobs_per_session=2, export_expiry_hours=EXPIRY_H, export_disk_bytes=64 * 1024)
     api, server, thread = start_live(create_app(settings, store), store)

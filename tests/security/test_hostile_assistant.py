@@ -14,13 +14,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from rounds.settings import Settings
-from services.fhir_api.app import create_app
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from services.simulator.orchestrator.jobs import plan, read_scenarios
 from services.simulator.orchestrator.patient_clocks import PatientClocks
 from tests.fhir_api.conftest import token_claims
 from tests.security import hostile_assistant
 from tests.simulator.conftest import SCENARIOS
+from tests.wiring import app_on, migrated
 
 pytestmark = pytest.mark.slow  # a whole run
 
@@ -30,7 +30,7 @@ STAY = "Encounter/sim-stay-1"  # sim-p1's stay: the launch context of its sessio
 
 def _second_patient(settings: Settings) -> None:
     """sim-p2 with a creatinine of its own in the shared record; sim-p1's stay."""
-    with TestClient(create_app(settings)) as client:
+    with TestClient(app_on(settings)) as client:
         stay = {"resourceType": "Encounter", "id": STAY.split("/")[1], "status": "in-progress",
                 "class": {"code": "IMP"}, "subject": {"reference": "Patient/sim-p1"},
                 "period": {"start": "2150-01-01T00:00:00Z"}}
@@ -61,14 +61,15 @@ def test_a_hostile_stateful_assistant_reads_nothing_beyond_its_session(record_ur
     # network: the app on a real port, so the assistant's own client reaches every surface of the server
     options = RunOptions("run-hostile", concurrency=2, max_steps=100_000, network=True)
     summary = asyncio.run(run_scenarios(plan(_lines(tmp_path), 1, ("en",), "implicit"),
-                                        "python:tests.security.hostile_assistant:hoard", options, settings))
+                                        "python:tests.security.hostile_assistant:hoard", options,
+                                        migrated(settings)))
     assert summary.by_reason == {"completed": 3}, {o.error for o in summary.outcomes}
     assert len(hostile_assistant.SEEN) == 3
     # each session was launched with its scenario's stay as context (sim-p2's scenario names none)
     stays = sorted(str(token_claims(kept["token"]).get("encounter"))
                    for kept in hostile_assistant.SEEN.values())
     assert stays == ["None", STAY.split("/")[1], STAY.split("/")[1]]
-    with TestClient(create_app(settings)) as http:  # the run is over: every token it kept is dead everywhere
+    with TestClient(app_on(settings)) as http:  # the run is over: every token it kept is dead everywhere
         for kept in hostile_assistant.SEEN.values():
             bearer = {"Authorization": f"Bearer {kept['token']}"}
             for place in hostile_assistant.SEEN.values():

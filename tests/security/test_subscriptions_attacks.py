@@ -17,7 +17,7 @@ import pytest
 
 from events.bus import TopicSpec
 from events.sql_log import SqlLog
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.migrate import upgrade
 from services.fhir_api.store.interface import StoredResource
 from services.fhir_api.subscriptions.delivery import FAILED, Delivery
@@ -309,7 +309,7 @@ def test_a_websocket_binds_only_with_a_token_of_the_subscriptions_base(sqlite_ur
     upgrade(sqlite_url)
     revocations = Revocations(make_engine(sqlite_url))
     base_of = token_base(key, revocations)
-    bus = SqlLog(sqlite_url, rebalance_interval_s=0.1)
+    bus = SqlLog(make_engine(sqlite_url), rebalance_interval_s=0.1)
     topic = f"test.changes.{uuid.uuid4().hex[:8]}"
     bus.ensure_topics([TopicSpec(topic, 3)])
     port = free_port()

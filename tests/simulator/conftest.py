@@ -34,9 +34,9 @@ def jobs(lines, trials: int = 1, languages=("en",), variant: str = "implicit"):
 def session_events(settings: Settings, session_id: str) -> list:
     """The session's events in log order (its partition of rounds.sessions)."""
     from events.archive import read_log
-    from events.factory import open_bus
+    from tests.wiring import bus_on
 
-    bus = open_bus(settings)
+    bus = bus_on(settings)
     try:
         return [record.event for record in read_log(bus, ["rounds.sessions"], session=session_id)]
     finally:

@@ -7,11 +7,11 @@ import asyncio
 
 from fastapi.testclient import TestClient
 
-from services.fhir_api.app import create_app
 from services.fhir_api.auth.tokens import verify
 from services.simulator.assistant_protocol import SessionTools, TurnRequest
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from tests.simulator.conftest import jobs, session_events
+from tests.wiring import app_on, migrated
 
 
 class TokenProbe:
@@ -36,9 +36,9 @@ def test_assistants_run_with_session_tokens_when_auth_is_on(settings, scenarios)
     secured = settings.model_copy(update={"auth": True})
     probe = TokenProbe()
     options = RunOptions("run-auth", concurrency=2)
-    summary = asyncio.run(run_scenarios(jobs(scenarios, trials=2), probe, options, secured))
+    summary = asyncio.run(run_scenarios(jobs(scenarios, trials=2), probe, options, migrated(secured)))
     assert summary.by_reason == {"completed": 2}, {o.error for o in summary.outcomes}
-    app = create_app(secured)
+    app = app_on(secured)
     for outcome in summary.outcomes:
         (token,) = probe.seen[outcome.session_id]  # the same token every turn
         grant = verify(app.state.auth.key, token)
@@ -64,7 +64,7 @@ def test_built_in_and_python_assistants_complete_with_auth_on(settings, scenario
     secured = settings.model_copy(update={"auth": True})
     for spec in ("baseline", "python:tests.simulator.sample_assistants:sync_lookup"):
         summary = asyncio.run(run_scenarios(jobs(scenarios[:1]), spec, RunOptions(f"run-auth-{spec[:8]}"),
-                                            secured))
+                                            migrated(secured)))
         assert summary.by_reason == {"completed": 1}, (spec, {o.error for o in summary.outcomes})
         events = session_events(secured, summary.outcomes[0].session_id)
         assert {e.data["status"] for e in events if e.type == "rounds.ehr.response"} <= {200, 201}

@@ -12,12 +12,14 @@ from services.simulator.assistant_protocol import SessionTools, TurnRequest
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from services.simulator.orchestrator.log import SessionRecorder
 from tests.simulator.conftest import jobs, session_events
+from tests.wiring import migrated
 
 SAMPLES = "python:tests.simulator.sample_assistants"
 
 
 def run(settings, scenarios, spec, run_id="bad-run", **options):
-    return asyncio.run(run_scenarios(jobs(scenarios), spec, RunOptions(run_id, **options), settings))
+    return asyncio.run(run_scenarios(jobs(scenarios), spec, RunOptions(run_id, **options),
+                                     migrated(settings)))
 
 
 class UnknownTool:

@@ -17,6 +17,7 @@ from tests.hl7.conftest import admission_store  # noqa: F401 - fixture: a real M
 from tests.simulator.cds_service import CdsService, serve
 from tests.simulator.conftest import jobs, session_events
 from tests.subscriptions.conftest import admission_ndjson  # noqa: F401 - the fixture admission_store reads
+from tests.wiring import migrated, root_on
 
 RUBRIC = {
     0: [{"id": "t0-greets", "kind": "cds_card", "params": {"hook": "patient-view", "indicator": "info",
@@ -55,7 +56,7 @@ def test_a_stay_through_a_cds_service_fires_the_hooks_and_its_cards_are_scored(s
     from services.consumers.scoring.api import score_run
 
     summary = asyncio.run(run_scenarios(apixaban_stay(scenarios), f"cds-hooks:{cds.url}",
-                                        RunOptions("run-cds"), settings))
+                                        RunOptions("run-cds"), migrated(settings)))
     assert summary.by_reason == {"completed": 1}, [o.error for o in summary.outcomes]
     (outcome,) = summary.outcomes
     assert [c["hook"] for c in cds.calls] == ["patient-view", "order-select", "order-sign"]
@@ -86,7 +87,7 @@ def test_a_stay_through_a_cds_service_fires_the_hooks_and_its_cards_are_scored(s
     (greeting,) = [f for f in cds.feedback if f["service"] == "patient-greeting"]
     assert greeting["feedback"][0]["outcome"] == "overridden"
 
-    report = score_run(settings, "run-cds")
+    report = score_run(root_on(settings), "run-cds")
     verdicts = checks_of(report)
     for item in ("t0-greets", "t0-quiet", "t3-warns", "t3-suggests"):
         assert verdicts[item][0], verdicts[item]
@@ -98,7 +99,7 @@ def test_a_stay_through_a_cds_service_fires_the_hooks_and_its_cards_are_scored(s
 def test_with_auth_on_the_service_gets_the_sessions_token_and_reads_with_it(settings, scenarios, cds):
     secured = settings.model_copy(update={"auth": True})
     summary = asyncio.run(run_scenarios(apixaban_stay(scenarios), f"cds-hooks:{cds.url}",
-                                        RunOptions("run-cds-auth"), secured))
+                                        RunOptions("run-cds-auth"), migrated(secured)))
     assert summary.by_reason == {"completed": 1}, [o.error for o in summary.outcomes]
     view = cds.calls[0]
     auth = view["fhirAuthorization"]
@@ -113,9 +114,9 @@ def test_a_noisy_service_with_the_wrong_suggestion_fails_those_checks(settings, 
 
     cds.mode = "noisy"
     summary = asyncio.run(run_scenarios(apixaban_stay(scenarios), f"cds-hooks:{cds.url}",
-                                        RunOptions("run-cds-noisy"), settings))
+                                        RunOptions("run-cds-noisy"), migrated(settings)))
     assert summary.by_reason == {"completed": 1}
-    verdicts = checks_of(score_run(settings, "run-cds-noisy"))
+    verdicts = checks_of(score_run(root_on(settings), "run-cds-noisy"))
     assert verdicts["t0-greets"][0] and verdicts["t3-warns"][0]
     assert not verdicts["t0-quiet"][0] and "Review all medications" in verdicts["t0-quiet"][1]
     assert not verdicts["t3-suggests"][0] and "fails dosageInstruction.text contains '2.5 mg'" in \
@@ -129,7 +130,7 @@ def test_a_failing_or_slow_service_is_charged_like_any_assistant(settings, scena
     cds.mode = mode
     options = RunOptions(f"run-cds-{mode}", turn_timeout_s=2)
     (outcome,) = asyncio.run(run_scenarios(apixaban_stay(scenarios), f"cds-hooks:{cds.url}", options,
-                                           settings)).outcomes
+                                           migrated(settings))).outcomes
     assert outcome.reason == reason and said in outcome.error
     if mode == "broken":
         (exchange,) = [e.data for e in session_events(settings, outcome.session_id)
@@ -142,7 +143,7 @@ def test_a_url_that_is_no_discovery_document_stops_the_run(settings, scenarios, 
 
     with pytest.raises(EndpointUnavailable, match="not a CDS Hooks discovery document"):
         asyncio.run(run_scenarios(apixaban_stay(scenarios), f"cds-hooks:{cds.url}/renal-dosing",
-                                  RunOptions("run-cds-nothing"), settings))
+                                  RunOptions("run-cds-nothing"), migrated(settings)))
 
 
 DEMO_PATIENT, DEMO_STAY = "cb70e6ae-90b1-562b-8ab0-467c65d18d5e", "cf839c93-8b18-58e1-be0d-61e0581ccde7"
@@ -185,9 +186,9 @@ def test_a_demo_stay_at_three_clocks_warns_only_when_something_is_wrong(admissio
     url, _ = admission_store
     settings = Settings(database_url=url)
     summary = asyncio.run(run_scenarios(demo_stay(scenarios), f"cds-hooks:{cds.url}",
-                                        RunOptions("run-cds-demo"), settings))
+                                        RunOptions("run-cds-demo"), migrated(settings)))
     assert summary.by_reason == {"completed": 3}, [o.error for o in summary.outcomes]
-    report = score_run(settings, "run-cds-demo")
+    report = score_run(root_on(settings), "run-cds-demo")
     verdicts = {s.scenario: {c.id: (c.passed, c.evidence) for t in s.turns for c in t.checks}
                 for s in report.sessions}
     assert verdicts["demo-apixaban-before-aki"]["sign-quiet"][0]  # creatinine 1.0: nothing to say

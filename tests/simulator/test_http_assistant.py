@@ -17,6 +17,7 @@ from contracts.scenario import Scenario
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from services.simulator.orchestrator.environment import free_port
 from tests.simulator.conftest import assert_session_order, jobs, session_events
+from tests.wiring import migrated
 
 HERE = Path(__file__).parent
 
@@ -44,7 +45,7 @@ def webhook() -> Iterator[str]:
 
 def test_a_webhook_assistant_in_another_process_runs_the_session_end_to_end(settings, scenarios, webhook):
     summary = asyncio.run(run_scenarios(jobs(scenarios, languages=("en", "zh")), f"http:{webhook[5:]}",
-                                        RunOptions("run-webhook"), settings))
+                                        RunOptions("run-webhook"), migrated(settings)))
     assert summary.by_reason == {"completed": 2}, [o.error for o in summary.outcomes]
     for outcome in summary.outcomes:
         events = session_events(settings, outcome.session_id)
@@ -69,14 +70,15 @@ def test_a_webhook_answer_without_text_is_the_assistants_fault_and_an_unreachabl
         return jobs([(Scenario.model_validate(line), line)])
 
     (bad,) = asyncio.run(run_scenarios(saying("garbage"), f"http:{webhook[5:]}",
-                                       RunOptions("run-bad-hook"), settings)).outcomes
+                                       RunOptions("run-bad-hook"), migrated(settings))).outcomes
     assert bad.reason == "assistant_error" and "no text" in bad.error
     (looped,) = asyncio.run(run_scenarios(saying("loop"), f"http:{webhook[5:]}",
-                                          RunOptions("run-loop-hook"), settings)).outcomes
+                                          RunOptions("run-loop-hook"), migrated(settings))).outcomes
     assert looped.reason == "max_steps" and "past the limit of 8" in looped.error
     closed = f"http://127.0.0.1:{free_port()}/answer"  # a webhook that went away after the pre-flight
     (down,) = asyncio.run(run_scenarios(jobs(scenarios), f"http:{closed[5:]}",
-                                        RunOptions("run-down-hook", preflight=False), settings)).outcomes
+                                        RunOptions("run-down-hook",
+                                                   preflight=False), migrated(settings))).outcomes
     assert down.reason == "infrastructure_error" and "unreachable" in down.error
 
 
@@ -86,7 +88,8 @@ def test_the_preflight_stops_a_run_on_a_webhook_nobody_serves_before_any_session
 
     closed = f"http://127.0.0.1:{free_port()}/answer"
     with pytest.raises(EndpointUnavailable, match=rf"cannot reach the assistant webhook {closed}"):
-        asyncio.run(run_scenarios(jobs(scenarios), f"http:{closed[5:]}", RunOptions("run-no-hook"), settings))
+        asyncio.run(run_scenarios(jobs(scenarios), f"http:{closed[5:]}", RunOptions("run-no-hook"),
+                                  migrated(settings)))
     from events.bus import UnknownTopic
 
     try:
@@ -95,11 +98,11 @@ def test_the_preflight_stops_a_run_on_a_webhook_nobody_serves_before_any_session
         logged = []
     assert not [e for e in logged if (e.data or {}).get("runId") == "run-no-hook"]
     summary = asyncio.run(run_scenarios(jobs(scenarios), f"http:{webhook[5:]}", RunOptions("run-hook-up"),
-                                        settings))
+                                        migrated(settings)))
     assert summary.endpoint.startswith(f"{webhook} answers (HTTP ") and summary.by_reason == {"completed": 1}
     for bad in ("http:", "http:not a url", "https://"):
         with pytest.raises(ValueError, match="expected http:<an http"):
-            asyncio.run(run_scenarios(jobs(scenarios), bad, RunOptions("run-bad-spec"), settings))
+            asyncio.run(run_scenarios(jobs(scenarios), bad, RunOptions("run-bad-spec"), migrated(settings)))
 
 
 @pytest.mark.parametrize("separate", [False, True], ids=["embedded", "separate-server"])
@@ -107,15 +110,16 @@ def test_a_webhook_assistant_completes_with_auth_on(settings, scenarios, webhook
     """Auth on: the webhook gets the session's token (`accessToken`) and sends it on its FHIR and patientUrl
     calls, which both demand it — on the in-process FHIR app, and on the simulator's own patient endpoint next
     to a separate server."""
-    from services.fhir_api.app import create_app
     from tests.simulator.adapters.conftest import Served
+    from tests.wiring import app_on
 
     secured = settings.model_copy(update={"auth": True})
-    served = Served(create_app(secured)) if separate else None
+    served = Served(app_on(secured)) if separate else None
     try:
         base = f"{served.root}/fhir" if served else None
         options = RunOptions(f"run-webhook-auth-{separate}", fhir_base=base)
-        summary = asyncio.run(run_scenarios(jobs(scenarios), f"http:{webhook[5:]}", options, secured))
+        summary = asyncio.run(run_scenarios(jobs(scenarios), f"http:{webhook[5:]}", options,
+                                            migrated(secured)))
     finally:
         if served is not None:
             served.stop()

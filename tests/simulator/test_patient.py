@@ -14,6 +14,7 @@ from services.simulator.agents.patient import PatientAgent, style
 from services.simulator.assistant_protocol import SessionTools, TurnRequest
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from tests.simulator.conftest import jobs, session_events
+from tests.wiring import migrated
 
 QUESTIONS = {
     "en": {"unknown": "Have you ever had your gallbladder removed?", "general": "What medicines do you take?",
@@ -92,7 +93,7 @@ class AsksOverHttp:
 
 def test_the_patient_endpoint_over_http_is_recorded_like_an_in_process_question(settings, scenarios):
     options = RunOptions("run-http-patient", network=True)
-    summary = asyncio.run(run_scenarios(jobs(scenarios), AsksOverHttp(), options, settings))
+    summary = asyncio.run(run_scenarios(jobs(scenarios), AsksOverHttp(), options, migrated(settings)))
     (outcome,) = summary.outcomes
     assert outcome.reason == "completed", outcome.error
     events = session_events(settings, outcome.session_id)

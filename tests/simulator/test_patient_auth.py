@@ -16,8 +16,8 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from foundation.db import make_engine
 from rounds.settings import Settings
-from services.fhir_api.app import create_app
 from services.fhir_api.auth import deployment_key, endpoint_auth, service_headers
 from services.fhir_api.auth.scopes import parse_scopes
 from services.fhir_api.auth.tokens import issue
@@ -26,6 +26,7 @@ from services.simulator.orchestrator import environment
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from tests.simulator.adapters.conftest import Served
 from tests.simulator.conftest import jobs, session_events
+from tests.wiring import app_on, migrated
 
 QUESTION = {"text": "Do you take any painkillers, ibuprofen?"}
 
@@ -70,7 +71,7 @@ def secured(settings: Settings) -> Settings:
 @pytest.fixture
 def fhir_server(secured: Settings) -> Iterator[str]:
     """A separate FHIR server (auth on) on a real port, on the simulator's database."""
-    served = Served(create_app(secured))
+    served = Served(app_on(secured))
     try:
         yield served.root
     finally:
@@ -80,12 +81,13 @@ def fhir_server(secured: Settings) -> Iterator[str]:
 def run_probe(settings: Settings, scenarios, root: str, probe: PatientEndpointProbe, run_id: str):
     """One session run against the FHIR server at `root`, the patient endpoint served on its own port."""
     options = RunOptions(run_id, fhir_base=f"{root}/fhir", network=True)
-    return asyncio.run(run_scenarios(jobs(scenarios[:1]), probe, options, settings))
+    return asyncio.run(run_scenarios(jobs(scenarios[:1]), probe, options, migrated(settings)))
 
 
 def test_the_simulators_patient_endpoint_demands_the_sessions_token(secured, scenarios, fhir_server) -> None:
-    key = deployment_key(secured)  # the key `rounds serve` signs with (kept in the database)
-    opened = httpx.post(f"{fhir_server}/sessions", json={}, headers=service_headers(secured))
+    engine = make_engine(secured.database_url)
+    key = deployment_key(secured, engine)  # the key `rounds serve` signs with (kept in the database)
+    opened = httpx.post(f"{fhir_server}/sessions", json={}, headers=service_headers(secured, engine))
     assert opened.status_code == 201, opened.text
     other = opened.json()["accessToken"]
     unscoped = issue(key, parse_scopes("user/*.rs"), expires_in=600)  # unbound, but no `c`
@@ -118,8 +120,8 @@ def test_the_simulators_patient_endpoint_demands_the_sessions_token(secured, sce
 
 
 def test_with_auth_off_the_patient_endpoint_stays_open(settings, scenarios) -> None:
-    assert endpoint_auth(settings) is None
-    served = Served(create_app(settings))
+    assert endpoint_auth(settings, make_engine(settings.database_url)) is None
+    served = Served(app_on(settings))
     try:
         probe = PatientEndpointProbe(lambda request: {"none": None})
         summary = run_probe(settings, scenarios, served.root, probe, "run-patient-open")
@@ -139,8 +141,10 @@ async def list_tools(url: str, token: str) -> list[str]:
 
 def test_the_simulators_mcp_endpoint_demands_the_sessions_token(secured, fhir_server) -> None:
     async def probe() -> tuple[list[int], list[str]]:
-        env = await environment.remote(fhir_server, network=True, mcp=True, headers=service_headers(secured),
-                                       auth=endpoint_auth(secured))
+        engine = make_engine(secured.database_url)
+        env = await environment.remote(fhir_server, secured, network=True, mcp=True,
+                                       headers=service_headers(secured, engine),
+                                       auth=endpoint_auth(secured, engine))
         try:
             mine, _ = await env.open_session(datetime(2300, 1, 1, tzinfo=UTC))
             other, _ = await env.open_session(datetime(2300, 1, 1, tzinfo=UTC))

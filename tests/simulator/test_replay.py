@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from events.factory import open_bus
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from services.simulator.orchestrator.jobs import recorded_sessions
 from services.simulator.orchestrator.replay import replay_jobs
 from tests.simulator.conftest import jobs, session_events
+from tests.wiring import bus_on, migrated
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
@@ -24,8 +24,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_a_run_replays_from_the_log_against_another_assistant(settings, scenarios):
     original = asyncio.run(run_scenarios(jobs(scenarios, trials=2, languages=("en", "zh")), "weak",
-                                         RunOptions("run-original"), settings))
-    bus = open_bus(settings)
+                                         RunOptions("run-original"), migrated(settings)))
+    bus = bus_on(settings)
     try:
         replayed, causation = replay_jobs(bus, "run-original")
         one, _ = replay_jobs(bus, "run-original", original.outcomes[0].session_id)
@@ -40,14 +40,14 @@ def test_a_run_replays_from_the_log_against_another_assistant(settings, scenario
                           env=env, cwd=REPO, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "replaying 4 sessions of run-original" in done.stdout
-    bus = open_bus(settings)
+    bus = bus_on(settings)
     try:
         new, _ = replay_jobs(bus, "run-replayed")
     finally:
         bus.close()
     assert sorted(j.key for j in new) == sorted(j.key for j in replayed)
     started_by_key = {o.job.key: session_events(settings, o.session_id)[0].id for o in original.outcomes}
-    bus = open_bus(settings)
+    bus = bus_on(settings)
     try:
         sessions = recorded_sessions(bus, "run-replayed")
     finally:

@@ -8,9 +8,9 @@ import asyncio
 from fastapi.testclient import TestClient
 
 from events.payloads import Communication
-from services.fhir_api.app import create_app
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from tests.simulator.conftest import assert_session_order, jobs, session_events
+from tests.wiring import app_on, migrated
 
 SAMPLES = "python:tests.simulator.sample_assistants"
 
@@ -18,7 +18,7 @@ SAMPLES = "python:tests.simulator.sample_assistants"
 def run(settings, scenarios, spec, run_id="run-1", **kwargs):
     options = RunOptions(run_id, **{k: v for k, v in kwargs.items() if k != "languages" and k != "trials"})
     plan = jobs(scenarios, trials=kwargs.get("trials", 1), languages=kwargs.get("languages", ("en",)))
-    return asyncio.run(run_scenarios(plan, spec, options, settings))
+    return asyncio.run(run_scenarios(plan, spec, options, migrated(settings)))
 
 
 def messages(events, type_: str) -> list[Communication]:
@@ -54,7 +54,7 @@ def test_a_sync_python_assistant_works_the_chart_and_the_log_holds_the_session_i
 def test_the_sandbox_keeps_the_sessions_write_and_the_shared_record_does_not_see_it(settings, scenarios):
     summary = run(settings, scenarios, f"{SAMPLES}:sync_lookup")
     session_id = summary.outcomes[0].session_id
-    with TestClient(create_app(settings)) as client:
+    with TestClient(app_on(settings)) as client:
         ended = client.get(f"/sessions/{session_id}/fhir/MedicationRequest/sim-apix-1")
         writes = client.get(f"/sessions/{session_id}/writes").json()
         shared = client.get("/fhir/MedicationRequest/sim-apix-1").json()
@@ -122,7 +122,7 @@ class AsksThePhysician:
 
 def test_clarifying_questions_get_the_explicit_phrasing_bounded_and_counted(settings, scenarios):
     (outcome,) = asyncio.run(run_scenarios(jobs(scenarios), AsksThePhysician(), RunOptions("run-clarify"),
-                                           settings)).outcomes
+                                           migrated(settings))).outcomes
     assert outcome.reason == "completed" and outcome.clarifications == 6
     events = session_events(settings, outcome.session_id)
     assert_session_order(events, turns=4)
@@ -136,7 +136,8 @@ def test_clarifying_questions_get_the_explicit_phrasing_bounded_and_counted(sett
 
 def test_the_explicit_variant_speaks_the_explicit_phrasing(settings, scenarios):
     plan = jobs(scenarios, variant="explicit")
-    (outcome,) = asyncio.run(run_scenarios(plan, "weak", RunOptions("run-explicit"), settings)).outcomes
+    (outcome,) = asyncio.run(run_scenarios(plan, "weak", RunOptions("run-explicit"),
+                                           migrated(settings))).outcomes
     events = session_events(settings, outcome.session_id)
     said = [m.text for m in messages(events, "rounds.message.doctor")]
     assert said == [t.text.en.explicit for t in scenarios[0][0].turns]

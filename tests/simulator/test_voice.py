@@ -13,6 +13,7 @@ from services.simulator.agents.voice import create_voice, verify
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from tests.simulator.adapters.fake_openai import FakeOpenAI, error, text
 from tests.simulator.conftest import jobs, session_events
+from tests.wiring import migrated
 
 
 @pytest.fixture
@@ -73,7 +74,7 @@ def test_a_session_with_a_voice_records_its_words_and_the_same_disclosed_facts(s
     fake.reset(text(fake, "Yeah, ibuprofen, most days, for the knee."))
     options = RunOptions("run-voice", voice=voice_for(fake))
     spec = "python:tests.simulator.sample_assistants:sync_lookup"
-    summary = asyncio.run(run_scenarios(jobs(scenarios), spec, options, settings))
+    summary = asyncio.run(run_scenarios(jobs(scenarios), spec, options, migrated(settings)))
     (outcome,) = summary.outcomes
     assert outcome.reason == "completed", outcome.error
     (patient,) = [e.data for e in session_events(settings, outcome.session_id)

@@ -128,11 +128,11 @@ def live_with_changes(url: str, bus, topic: str) -> Iterator[tuple]:
     from rounds.settings import Settings
     from services.fhir_api.app import create_app
     from services.fhir_api.backbone.wiring import BackboneSettings, install_event_backbone
-    from services.fhir_api.store import open_store
     from tests.fhir_api.conftest import start_live
+    from tests.wiring import store_on
 
     settings = Settings(database_url=url)
-    store = open_store(url)
+    store = store_on(url)
     app = create_app(settings, store)
     install_event_backbone(app, settings, bus=bus, backbone=BackboneSettings(record_interactions=False),
                            changes_topic=topic)

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from events.bus import TopicSpec
 from events.projections.retry import Backoff
 from events.sql_log import SqlLog
+from foundation.db import make_engine
 from rounds.cli import app as cli
 from rounds.migrate import upgrade
 from services.fhir_api.subscriptions.delivery import FAILED, Delivery
@@ -29,7 +30,7 @@ from tests.subscriptions.conftest import HEARTBEAT_URL, Receiver, live_with_chan
 def world(sqlite_url: str) -> Iterator[tuple[LiveApi, Delivery]]:
     """A live API with the event backbone on SQLite + the SQL log, and a delivering consumer in a thread."""
     upgrade(sqlite_url)
-    bus = SqlLog(sqlite_url, rebalance_interval_s=0.1)
+    bus = SqlLog(make_engine(sqlite_url), rebalance_interval_s=0.1)
     topic = f"test.changes.{uuid.uuid4().hex[:8]}"
     bus.ensure_topics([TopicSpec(topic, 3)])
     with live_with_changes(sqlite_url, bus, topic) as (api, store):
@@ -141,7 +142,7 @@ def test_websocket_clients_bound_to_a_subscription_get_ping_and_bundle(sqlite_ur
     from tests.fhir_api.conftest import free_port
 
     upgrade(sqlite_url)
-    bus = SqlLog(sqlite_url, rebalance_interval_s=0.1)
+    bus = SqlLog(make_engine(sqlite_url), rebalance_interval_s=0.1)
     topic = f"test.changes.{uuid.uuid4().hex[:8]}"
     bus.ensure_topics([TopicSpec(topic, 3)])
     hub, port = WebSocketHub(), free_port()

@@ -23,13 +23,14 @@ import orjson
 import pytest
 
 from events.bus import TopicSpec
+from foundation.db import make_engine
 from rounds.migrate import upgrade
-from services.fhir_api.load import load_ndjson
 from services.fhir_api.store.cursor import pages
 from services.fhir_api.store.interface import Context
 from services.fhir_api.store.known_time import clinical_time
 from services.fhir_api.subscriptions.feed import feed
 from tests.subscriptions.conftest import live_with_changes, subscription
+from tests.wiring import load_on
 
 T0, T1 = "2148-08-14T12:00:00Z", "2148-08-16T18:00:00Z"
 
@@ -64,7 +65,7 @@ def unique(receiver) -> set[str]:
 
 def replay_across_a_kill(url: str, bus, extra_env: dict, admission_ndjson, receiver) -> None:
     upgrade(url)
-    assert load_ndjson(url, admission_ndjson, workers=1).errors == 0
+    assert load_on(url, admission_ndjson, workers=1).errors == 0
     topic = f"test.changes.{uuid.uuid4().hex[:8]}"
     bus.ensure_topics([TopicSpec(topic, 3)])
     with live_with_changes(url, bus, topic) as (api, store):
@@ -134,7 +135,7 @@ def test_replayed_admission_reaches_the_receiver_across_a_kill_on_sqlite(sqlite_
     from events.sql_log import SqlLog
 
     upgrade(sqlite_url)
-    bus = SqlLog(sqlite_url)
+    bus = SqlLog(make_engine(sqlite_url))
     try:
         replay_across_a_kill(sqlite_url, bus, {"ROUNDS_BUS": "sql"}, admission_ndjson, receiver)
     finally:

@@ -14,9 +14,9 @@ import typer
 from rich.console import Console
 
 from contracts.score import RunReport
-from rounds.gcpause import gc_paused
+from foundation.gcpause import gc_paused
 from rounds.options import DatabaseUrl
-from rounds.settings import Settings, settings_for
+from rounds.wiring import Wiring, wiring
 from services.consumers.report.compare import compare_runs
 from services.consumers.report.html_page import render_html
 from services.consumers.report.json_io import ReportFileError, read_json, to_json
@@ -44,9 +44,9 @@ def _from_file(path: Path, version: str | None, hint: str) -> RunReport:
     return report
 
 
-def _from_scorer(settings: Settings, run: str, version: str | None) -> RunReport:
+def _from_scorer(wired: Wiring, run: str, version: str | None) -> RunReport:
     try:
-        return load_report(settings, run, version)
+        return load_report(wired, run, version)
     except ReportUnavailable as exc:
         typer.echo(f"rounds report: {exc}", err=True)
         raise typer.Exit(1) from None
@@ -68,6 +68,7 @@ def _write(path: Path, text: str) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("report")
     def report_cmd(
+        ctx: typer.Context,
         run: str | None = typer.Option(
             None, "--run", help="the run to report (from the scorer's projections)"
         ),
@@ -105,17 +106,17 @@ def register(app: typer.Typer) -> None:
                 "give at most one of --compare and --compare-json", param_hint="--compare"
             )
         with gc_paused():  # a batch job: every session's objects stay alive until the views are written
-            settings = settings_for(database_url)
+            wired = wiring(ctx, database_url)
             if from_json is not None:
                 report = _from_file(from_json, scorer_version, "--from-json")
             else:
                 assert run is not None
-                report = _from_scorer(settings, run, scorer_version)
+                report = _from_scorer(wired, run, scorer_version)
             other = None
             if compare_json is not None:
                 other = _from_file(compare_json, None, "--compare-json")
             elif compare is not None:
-                other = _from_scorer(settings, compare, scorer_version)
+                other = _from_scorer(wired, compare, scorer_version)
             report = _with_intervals(report)
             other = _with_intervals(other) if other is not None else None
             comparison = compare_runs(report, other) if other is not None else None
@@ -123,7 +124,7 @@ def register(app: typer.Typer) -> None:
             plan = plan_report(report, power_d, other) if power else None
             print_summary(Console(), report, other, comparison, paired, plan)
             if run is not None:  # the model's latency, tokens and cost, from the run's log
-                usage = load_model_usage(settings, run, prompt_price, completion_price)
+                usage = load_model_usage(wired.bus(), run, prompt_price, completion_price)
                 if usage.calls:
                     report.model_usage = usage.model_dump()
             if report.model_usage:  # from the log, or kept in a --from-json document

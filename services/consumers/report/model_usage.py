@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 from rich.table import Table
 
+from events.bus import Bus
 from events.payloads import ModelCall, SessionStarted, ToolResult
 from services.consumers.report.stats import percentile
 
@@ -120,25 +121,21 @@ def calls_of_run(events: Iterable, run_id: str) -> list[Call]:
             for subject, data, outcome in found if subject in sessions]
 
 
-def load_model_usage(settings, run_id: str, prompt_price: float | None = None,
+def load_model_usage(bus: Bus, run_id: str, prompt_price: float | None = None,
                      completion_price: float | None = None) -> ModelUsage:
-    """The run's model usage from the log (ROUNDS_BUS) of `settings`."""
+    """The run's model usage from the process's log (`bus`, ROUNDS_BUS)."""
     from sqlalchemy.exc import OperationalError, ProgrammingError
 
     from events.archive import read_log
     from events.bus import UnknownTopic
-    from events.factory import open_bus
     from events.topics import SESSIONS
 
-    bus = open_bus(settings)
     try:
         calls = calls_of_run((r.event for r in read_log(bus, [SESSIONS])), run_id)
     except (UnknownTopic, OperationalError, ProgrammingError):
         # no log beside the scores (a database holding scores only, its log tables never made): no model
         # usage to show, which is not an error of the report
         calls = []
-    finally:
-        bus.close()
     return summarise(calls, prompt_price, completion_price)
 
 

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from events.bus import Bus
 from events.payloads import SessionEnded, SessionStarted
 
 
@@ -63,19 +64,15 @@ def next_step(state: RunState, run_id: str) -> str:
             f"`rounds score --run {run_id}`")
 
 
-def load_run_state(settings, run_id: str) -> RunState:
-    """The run's sessions from the log (ROUNDS_BUS) of `settings`; an empty state when there is no log."""
+def load_run_state(bus: Bus, run_id: str) -> RunState:
+    """The run's sessions from the process's log (`bus`, ROUNDS_BUS); an empty state when there is none."""
     from sqlalchemy.exc import OperationalError, ProgrammingError
 
     from events.archive import read_log
     from events.bus import UnknownTopic
-    from events.factory import open_bus
     from events.topics import SESSIONS
 
-    bus = open_bus(settings)
     try:
         return run_state((r.event for r in read_log(bus, [SESSIONS])), run_id)
     except (UnknownTopic, OperationalError, ProgrammingError):
         return RunState()
-    finally:
-        bus.close()

@@ -11,8 +11,7 @@ from __future__ import annotations
 from sqlalchemy.exc import SQLAlchemyError
 
 from contracts.score import RunReport
-from rounds.db import make_engine
-from rounds.settings import Settings
+from rounds.wiring import Wiring
 
 SCORING_API = "services.consumers.scoring.api"
 
@@ -21,8 +20,9 @@ class ReportUnavailable(LookupError):
     """No scored-run document for the run (not scored, unknown run or version, or no scorer installed)."""
 
 
-def load_report(settings: Settings, run: str, version: str | None = None) -> RunReport:
-    """The scored-run document of `run` at scorer `version` (None: the latest version that scored the run)."""
+def load_report(wiring: Wiring, run: str, version: str | None = None) -> RunReport:
+    """The scored-run document of `run` at scorer `version` (None: the latest version that scored the run),
+    read on the process's engine (and, for what to say when there is none, its log)."""
     hint = "score it with `rounds score --run RUN` or render a document with --from-json FILE"
     try:
         from services.consumers.scoring.api import load_report as scored_report
@@ -33,21 +33,19 @@ def load_report(settings: Settings, run: str, version: str | None = None) -> Run
             f"cannot read the scores of run {run!r}: this installation has no scorer ({SCORING_API}); "
             "render a document with --from-json FILE"
         ) from None
-    engine = make_engine(settings.database_url)
     try:
-        report: RunReport = scored_report(engine, run, version)
+        report: RunReport = scored_report(wiring.engine(), run, version)
     except SQLAlchemyError as exc:
         message = f"cannot read the scores of run {run!r}: {type(exc).__name__}: {exc}"
         raise ReportUnavailable(message) from None
-    finally:
-        engine.dispose()
     if not report.sessions:
         from services.consumers.report.run_state import load_run_state, next_step
 
         at = f"scorer version {version!r}" if version else "any scorer version"
-        state = load_run_state(settings, run)
+        state = load_run_state(wiring.bus(), run)
         if version is None and (state.started == 0 or state.open or state.ended.get("interrupted")):
             raise ReportUnavailable(f"no scores for run {run!r}: {next_step(state, run)}; or render a "
                                     "document with --from-json FILE")
-        raise ReportUnavailable(f"no scores for run {run!r} at {at} in {settings.database_url}; {hint}")
+        where = wiring.settings.database_url
+        raise ReportUnavailable(f"no scores for run {run!r} at {at} in {where}; {hint}")
     return report

@@ -1,5 +1,5 @@
 """Scoring: deterministic rubric checks, the scorer consumer group on rounds.sessions, metrics → RunReport.
 
-Entry points: `score_run(settings, run_id) -> RunReport` (services/consumers/scoring/api.py), `rounds score`,
+Entry points: `score_run(wiring, run_id) -> RunReport` (services/consumers/scoring/api.py), `rounds score`,
 `rounds consume scorer`. See README.md.
 """

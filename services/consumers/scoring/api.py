@@ -1,6 +1,6 @@
 """In-process entry points (the CLI and `rounds run` call these; the same code as the long-lived service).
 
-- `score_run(settings, run_id, ...) -> RunReport`: re-score one run from the log with a fresh consumer group
+- `score_run(wiring, run_id, ...) -> RunReport`: re-score one run from the log with a fresh consumer group
   (a new buffer suffix), write its scores under `scorer_version` beside other versions, publish them, and
   return the report. The same version twice gives identical score rows.
 - `load_report(engine, run_id, scorer_version=None) -> RunReport`: the stored scores (latest version by
@@ -23,9 +23,8 @@ from events.blobs import read
 from events.bus import Bus
 from events.projections.replay import new_suffix
 from events.topics import SCORES
-from rounds.db import make_engine
-from rounds.gcpause import gc_paused
-from rounds.settings import Settings
+from foundation.gcpause import gc_paused
+from rounds.wiring import Wiring
 from services.consumers.scoring import members
 from services.consumers.scoring.fhir_state import Client, LazyClient, StateReader
 from services.consumers.scoring.members import make_projection  # noqa: F401  (an entry point of this module)
@@ -40,7 +39,7 @@ LIVE_GROUP = "scorer"
 
 
 def score_run(
-    settings: Settings,
+    wiring: Wiring,
     run_id: str,
     *,
     scorer_version: str | None = None,
@@ -55,24 +54,22 @@ def score_run(
     group: str | None = None,
 ) -> RunReport:
     """`workers` members of the re-score's group (None: `auto_workers`); those past the first run in child
-    processes, which need the settings' own bus, FHIR API and no judge object (they make their own).
-    `group`: the group's name instead of a fresh one, so members on other machines join it
-    (`rounds score --group NAME --join`, `members.join`); this process reports when the group is done."""
+    processes, which need the settings' own bus, FHIR API and no judge object (they make their own engine
+    with the root's factory). `group`: the group's name instead of a fresh one, so members on other machines
+    join it (`rounds score --group NAME --join`, `members.join`); this process reports when the group is
+    done. The bus and the engine are the process's (`wiring`): the re-score does not close them."""
+    settings = wiring.settings
     spec = members.MemberSpec(settings, run_id, scorer_version or SCORER_VERSION,
                               members.group_suffix(group) if group else new_suffix(),
-                              Path(scenarios) if scenarios else None, topics, scores_topic, timeout_s)
+                              Path(scenarios) if scenarios else None, topics, scores_topic, timeout_s,
+                              engine_factory=wiring.engine_factory)
     fresh = load_scenarios(scenarios) if scenarios else None
     with ExitStack() as stack:
         own = bus is None and client is None and judge is None  # what a member elsewhere can rebuild
-        if bus is None:
-            from events.factory import open_bus
-
-            bus = open_bus(settings)
-            stack.callback(bus.close)
-        engine = make_engine(settings.database_url)
-        stack.callback(engine.dispose)
+        bus = bus or wiring.bus()
+        engine = wiring.engine()
         if client is None:  # made on the first sandbox read (none when the log recorded every state)
-            client = stack.enter_context(LazyClient(settings))
+            client = stack.enter_context(LazyClient(settings, engine))
         projection = members.projection_of(spec, client, engine, judge=judge, scenarios=fresh)
         runner = members.runner_of(spec, bus, engine, projection)
         if workers is None:
@@ -165,7 +162,3 @@ def load_report(engine: Engine, run_id: str, scorer_version: str | None = None, 
             sessions = [(known or {}).get(document_digest(doc)) or SessionScore.model_validate_json(doc)
                         for doc in rows]
     return build_report(run_id, version, sessions)
-
-
-def open_engine(settings: Settings) -> Engine:
-    return make_engine(settings.database_url)

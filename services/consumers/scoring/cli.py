@@ -13,24 +13,25 @@ import typer
 
 from events.topics import DEADLETTER, SCORES
 from rounds.options import DatabaseUrl
-from rounds.settings import settings_for
+from rounds.wiring import Wiring, wiring
 
 JUDGE = typer.Option(None, "--judge", help="optional LLM judge MODEL@BASE_URL (OpenAI-compatible; key in "
                      "ROUNDS_JUDGE_API_KEY); off by default")
 
 
-def _judge(spec: str | None):
+def _judge(spec: str | None, api_key: str | None):
     if spec is None:
         return None
     from services.consumers.scoring.judge import LlmJudge
 
     try:
-        return LlmJudge.from_spec(spec)
+        return LlmJudge.from_spec(spec, api_key)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--judge") from None
 
 
 def score_command(
+    ctx: typer.Context,
     run: str = typer.Option(..., "--run", help="the run to score (rounds.session.started runId)"),
     scorer_version: str | None = typer.Option(None, "--scorer-version", help="label of these scores "
                                               "(default: the code's SCORER_VERSION); replaces that version"),
@@ -54,15 +55,16 @@ def score_command(
     from services.consumers.scoring.api import score_run
     from services.consumers.scoring.scenarios import ScenarioFileError
 
-    settings = settings_for(database_url)
+    wired = wiring(ctx, database_url)
     if join:
-        _join(settings, run, group, scorer_version, scenarios, topic, scores_topic)
+        _join(wired, run, group, scorer_version, scenarios, topic, scores_topic)
         return
     try:
         _check_group(group)
-        report = score_run(settings, run, scorer_version=scorer_version,
+        report = score_run(wired, run, scorer_version=scorer_version,
                            scenarios=scenarios, topics=(topic,) if topic else None, scores_topic=scores_topic,
-                           judge=_judge(judge), workers=1 if judge else workers, group=group)
+                           judge=_judge(judge, wired.settings.judge_api_key), workers=1 if judge else workers,
+                           group=group)
     except ScenarioFileError as exc:
         raise typer.BadParameter(str(exc), param_hint="--scenarios") from None
     if json_out is not None:
@@ -85,7 +87,7 @@ def _check_group(group: str | None) -> str | None:
         raise typer.BadParameter(str(exc), param_hint="--group") from None
 
 
-def _join(settings, run: str, group: str | None, scorer_version: str | None, scenarios: Path | None,
+def _join(wired: Wiring, run: str, group: str | None, scorer_version: str | None, scenarios: Path | None,
           topic: str | None, scores_topic: str) -> None:
     """A member of the named re-score group, until the group has applied the log."""
     from services.consumers.scoring import members
@@ -93,13 +95,15 @@ def _join(settings, run: str, group: str | None, scorer_version: str | None, sce
 
     if not group:
         raise typer.BadParameter("--join needs the --group to join", param_hint="--join")
-    spec = members.MemberSpec(settings, run, scorer_version or SCORER_VERSION, _check_group(group), scenarios,
-                              (topic,) if topic else None, scores_topic)
+    spec = members.MemberSpec(wired.settings, run, scorer_version or SCORER_VERSION, _check_group(group),
+                              scenarios, (topic,) if topic else None, scores_topic,
+                              engine_factory=wired.engine_factory)
     members.run_member(spec)
     typer.echo(json.dumps({"run": run, "group": group, "member": "done"}))
 
 
 def consume_scorer(
+    ctx: typer.Context,
     group: str = typer.Option("scorer", help="consumer group (its positions live in the database)"),
     scorer_version: str | None = typer.Option(None, "--scorer-version"),
     batch_size: int = typer.Option(200, min=1, max=100_000),
@@ -112,20 +116,18 @@ def consume_scorer(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Run the scorer as a long-lived consumer group (scales by partitions); SIGTERM finishes the batch."""
-    from events.factory import open_bus
     from events.projections.cli import serve
     from events.projections.runner import ProjectionRunner
-    from rounds.db import make_engine
     from services.consumers.scoring.api import make_projection
     from services.consumers.scoring.fhir_state import fhir_client
     from services.consumers.scoring.scorer import SCORER_VERSION
 
-    settings = settings_for(database_url)
-    bus, engine = open_bus(settings), make_engine(settings.database_url)
-    client = fhir_client(settings)
+    wired = wiring(ctx, database_url)
+    bus, engine = wired.bus(), wired.engine()
+    client = fhir_client(wired.settings, engine)
     projection = make_projection(client, engine, topics=tuple(topic) if topic else None,
                                  scorer_version=scorer_version or SCORER_VERSION, scores_topic=scores_topic,
-                                 judge=_judge(judge))
+                                 judge=_judge(judge, wired.settings.judge_api_key))
     runner = ProjectionRunner(bus, engine, projection, group_id=group, batch_size=batch_size,
                               deadletter_topic=deadletter_topic)
     try:
@@ -133,8 +135,6 @@ def consume_scorer(
     finally:
         runner.close()
         client.close()
-        bus.close()
-        engine.dispose()
     typer.echo(json.dumps({"group": runner.group_id, "scored": len(projection.scored), **vars(runner.stats)}))
 
 
@@ -144,9 +144,3 @@ def register(app: typer.Typer) -> None:
                           no_args_is_help=True)
     consume.command("scorer")(consume_scorer)
     app.add_typer(consume, name="consume")
-
-
-if __name__ == "__main__":  # pragma: no cover - exercised by the fault tests in a subprocess
-    standalone = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    register(standalone)
-    standalone()

@@ -3,8 +3,8 @@
 scenario's facts name (`GET /fhir/Observation?patient=&code=`, no clock).
 
 Nothing here goes through the session's FHIR base, so the scorer's reads are never recorded as the
-assistant's EHR calls. `fhir_client(settings)` talks to `ROUNDS_FHIR_BASE` when set (a separate server), else
-to an in-process app on the configured database (the embedded default).
+assistant's EHR calls. `fhir_client(settings, engine)` talks to `ROUNDS_FHIR_BASE` when set (a separate
+server), else to an in-process app on the process's engine (the embedded default).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio.from_thread
 import httpx
+from sqlalchemy import Engine
 
 from contracts.scenario import Scenario
 from services.consumers.scoring.check_inputs import FinalState, RecordValue, Written
@@ -57,28 +58,30 @@ class PortalTransport(httpx.BaseTransport):
             self._portal_cm.__exit__(None, None, None)
 
 
-def fhir_client(settings: Any) -> httpx.Client:
-    """An HTTP client on the FHIR API root (the scorer's only way to the record)."""
+def fhir_client(settings: Any, engine: Engine) -> httpx.Client:
+    """An HTTP client on the FHIR API root (the scorer's only way to the record); the in-process API, when
+    no separate server is configured, on the process's `engine`."""
     from services.fhir_api.auth import service_headers
 
-    headers = service_headers(settings, "system/*.rs")  # auth on: a read-only token of this deployment
+    headers = service_headers(settings, engine, "system/*.rs")  # auth on: a read-only token of the deployment
     base = getattr(settings, "fhir_base", None)
     if base:
         return httpx.Client(base_url=base.rstrip("/"), timeout=60, headers=headers)
-    from services.fhir_api.app import create_app
+    from services.fhir_api.app import app_on_engine
 
-    app = create_app(settings.model_copy(update={"api_concurrency": 0}))  # the scorer's own app: no queue
+    app = app_on_engine(settings.model_copy(update={"api_concurrency": 0}), engine)  # the scorer's: no queue
     return httpx.Client(transport=PortalTransport(app), base_url="http://rounds.local", timeout=60,
                         headers=headers)
 
 
 class LazyClient:
-    """`fhir_client(settings)`, made on its first use: a re-score of a log that recorded its sessions' states
-    reads few sandboxes or none, and the in-process FHIR app costs ~1 s to import and start (and a thread,
-    which members forked from this process must not inherit). Closing it closes the client if one was made."""
+    """`fhir_client(settings, engine)`, made on its first use: a re-score of a log that recorded its sessions'
+    states reads few sandboxes or none, and the in-process FHIR app costs ~1 s to import and start (and a
+    thread, which members forked from this process must not inherit). Closing it closes the client if one
+    was made."""
 
-    def __init__(self, settings: Any) -> None:
-        self.settings = settings
+    def __init__(self, settings: Any, engine: Engine) -> None:
+        self.settings, self.engine = settings, engine
         self._client: httpx.Client | None = None
         self._lock = threading.Lock()
 
@@ -89,7 +92,7 @@ class LazyClient:
     def client(self) -> httpx.Client:
         with self._lock:  # a batch's prefetch reads in threads
             if self._client is None:
-                self._client = fhir_client(self.settings)
+                self._client = fhir_client(self.settings, self.engine)
             return self._client
 
     def close(self) -> None:

@@ -17,7 +17,6 @@ import orjson
 
 from contracts.scenario import RubricItem
 from events.projections.retry import RetryLater
-from rounds.settings import Settings
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult
 
 PROMPT_VERSION = "judge-v1"
@@ -41,18 +40,18 @@ class LlmJudge:
     def __init__(self, model: str, base_url: str, *, api_key: str | None = None, timeout_s: float = 60,
                  client: httpx.Client | None = None) -> None:
         self.model, self.prompt_version = model, PROMPT_VERSION
-        key = api_key or Settings().judge_api_key or "unused"  # the environment now, not the cached settings
+        key = api_key or "unused"  # ROUNDS_JUDGE_API_KEY, handed by the command (a local server checks none)
         self.client = client or httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout_s,
                                              headers={"Authorization": f"Bearer {key}"})
 
     @classmethod
-    def from_spec(cls, spec: str) -> LlmJudge:
+    def from_spec(cls, spec: str, api_key: str | None = None) -> LlmJudge:
         """`MODEL@BASE_URL`, e.g. `gpt-4o-mini@https://api.openai.com/v1`; `openai:MODEL@BASE_URL` (the
         assistants' spelling) names the same judge."""
         model, sep, base = spec.removeprefix("openai:").partition("@")
         if not sep or not model or not base.startswith(("http://", "https://")):
             raise ValueError(f"judge spec must be MODEL@http(s)://BASE_URL, got {spec!r}")
-        return cls(model, base)
+        return cls(model, base, api_key=api_key)
 
     def describe(self) -> dict[str, Any]:
         return {"model": self.model, "prompt_version": self.prompt_version}

@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,6 @@ from sqlalchemy.exc import DBAPIError
 
 from events.bus import Bus
 from events.projections.runner import ProjectionRunner
-from rounds.db import make_engine
 from rounds.settings import Settings
 from services.consumers.scoring.fhir_state import Client, LazyClient, StateReader
 from services.consumers.scoring.projection import ScorerProjection
@@ -62,6 +62,7 @@ class MemberSpec:
     topics: tuple[str, ...] | None = None
     scores_topic: str | None = None
     timeout_s: float | None = 600
+    engine_factory: Callable[[str], Engine] | None = None  # the root's (foundation.db.make_engine)
 
     @property
     def group_id(self) -> str:
@@ -224,11 +225,13 @@ def run_member(spec: MemberSpec) -> None:
     from events.factory import open_bus
 
     with ExitStack() as stack:
-        bus = open_bus(spec.settings)
-        stack.callback(bus.close)
-        engine = make_engine(spec.settings.database_url)
+        if spec.engine_factory is None:
+            raise ValueError("a member in another process needs the root's engine factory in its spec")
+        engine = spec.engine_factory(spec.settings.database_url)  # a child process: its own engine
         stack.callback(engine.dispose)
-        client = stack.enter_context(LazyClient(spec.settings))
+        bus = open_bus(spec.settings, engine)
+        stack.callback(bus.close)
+        client = stack.enter_context(LazyClient(spec.settings, engine))
         projection = projection_of(spec, client, engine)
         runner = runner_of(spec, bus, engine, projection)
         try:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from joserfc.jwk import OctKey, RSAKey
+from sqlalchemy import Engine
 
 from rounds.settings import Settings
 from services.fhir_api.auth.launch import CodeLedger
@@ -52,16 +53,6 @@ class Auth:
                      subject=subject, session=session, patient=patient)
 
 
-def engine_of(store: Any, settings: Settings):
-    """The store's engine when it has one (the key lives beside the record), else one on database_url."""
-    engine = getattr(store, "engine", None)
-    if engine is not None:
-        return engine
-    from rounds.db import make_engine
-
-    return make_engine(settings.database_url)
-
-
 def install_auth(app: Any, settings: Settings, store: Any, max_body_bytes: int) -> Auth | None:
     """Hook access control into `app` when settings.auth is on (the only place it is wired)."""
     from services.fhir_api.auth import authorize, introspection, login, smart
@@ -74,7 +65,7 @@ def install_auth(app: Any, settings: Settings, store: Any, max_body_bytes: int) 
     if not settings.auth:
         app.state.auth = None
         return None
-    engine = engine_of(store, settings)
+    engine = store.engine  # the key lives beside the record
     auth = Auth(settings, signing_key(engine, settings.auth_key), store, max_body_bytes,
                 id_key=id_token_key(engine), revocations=Revocations(engine))
     app.state.auth = auth
@@ -82,36 +73,28 @@ def install_auth(app: Any, settings: Settings, store: Any, max_body_bytes: int) 
     return auth
 
 
-def deployment_key(settings: Any) -> OctKey:
+def deployment_key(settings: Any, engine: Engine) -> OctKey:
     """The deployment's signing key for a process without a FHIR app of its own (simulator, scorer):
-    ROUNDS_AUTH_KEY, or the key kept in the database `settings.database_url` names (the one `rounds serve`
+    ROUNDS_AUTH_KEY, or the key kept in the database of the process's `engine` (the one `rounds serve`
     uses), so what they sign and verify agrees with the server."""
-    from rounds.db import make_engine
-
-    configured = getattr(settings, "auth_key", None)
-    engine = None if configured else make_engine(settings.database_url)
-    try:
-        return signing_key(engine, configured)
-    finally:
-        if engine is not None:
-            engine.dispose()
+    return signing_key(engine, getattr(settings, "auth_key", None))
 
 
-def service_headers(settings: Any, scope: str = "system/*.cruds") -> dict[str, str]:
+def service_headers(settings: Any, engine: Engine, scope: str = "system/*.cruds") -> dict[str, str]:
     """Authorization for Rounds' own services (simulator, scorer) calling the API on the same database:
     they sign their token with the deployment's key. Empty when auth is off."""
     if not getattr(settings, "auth", False):
         return {}
-    token = issue(deployment_key(settings), parse_scopes(scope),
+    token = issue(deployment_key(settings, engine), parse_scopes(scope),
                   expires_in=settings.auth_session_token_seconds, subject="rounds-service")
     return {"Authorization": f"Bearer {token}"}
 
 
-def endpoint_auth(settings: Any) -> Auth | None:
+def endpoint_auth(settings: Any, engine: Engine) -> Auth | None:
     """Access control for session endpoints served apart from the FHIR app (the simulator's patient and MCP
     endpoints next to a separate `rounds serve`): the deployment's key and the middleware's rules, so a token
     is judged there exactly as on the server. No store: those endpoints have no FHIR base, so no compartment
     check ever reads one. None when auth is off."""
     if not getattr(settings, "auth", False):
         return None
-    return Auth(settings, deployment_key(settings), store=None, max_body_bytes=0)
+    return Auth(settings, deployment_key(settings, engine), store=None, max_body_bytes=0)

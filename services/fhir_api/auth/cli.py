@@ -1,7 +1,8 @@
 """`rounds token issue` (print a bearer token) and `rounds token client` (register a backend client).
 
 Both sign / store with the same key and tables `rounds serve` uses on that database, so what they print works
-against the server with no further set-up (the schema is upgraded first, as `rounds serve` does).
+against the server with no further set-up (the schema is upgraded first, as `rounds serve` does, by the
+process's root, which also makes the engine: rounds/wiring.py).
 """
 
 from __future__ import annotations
@@ -16,20 +17,19 @@ from rounds.options import DatabaseUrl
 token_app = typer.Typer(help="Bearer tokens for the FHIR API (access control: ROUNDS_AUTH=on).",
                         no_args_is_help=True)
 
-def _engine(database_url: str | None):
-    from rounds.db import make_engine
-    from rounds.migrate import upgrade
-    from rounds.settings import settings_for
+def _engine(command: typer.Context, database_url: str | None):
+    """The settings, and the engine of the database that keeps the key (None when ROUNDS_AUTH_KEY is set)."""
+    from rounds.wiring import wiring
 
-    settings = settings_for(database_url)
-    if settings.auth_key is None:
-        upgrade(settings.database_url)
-        return settings, make_engine(settings.database_url)
-    return settings, None
+    wired = wiring(command, database_url)
+    if wired.settings.auth_key is None:
+        return wired.settings, wired.upgrade().engine()
+    return wired.settings, None
 
 
 @token_app.command("issue")
 def issue_token(
+    command: typer.Context,
     scope: Annotated[str, typer.Option(help='SMART scopes, space-separated, e.g. "system/*.cruds"')],
     session: Annotated[str | None, typer.Option(help="valid only on this session's FHIR base")] = None,
     patient: Annotated[str | None, typer.Option(help="the patient `patient/` scopes are confined to")] = None,
@@ -47,7 +47,7 @@ def issue_token(
         raise typer.BadParameter(str(exc), param_hint="--scope") from exc
     if not scopes:
         raise typer.BadParameter("no resource scope given", param_hint="--scope")
-    settings, engine = _engine(database_url)
+    settings, engine = _engine(command, database_url)
     key = signing_key(engine, settings.auth_key)
     typer.echo(issue(key, scopes, expires_in=expires_in, subject=subject, session=session,
                      patient=patient.removeprefix("Patient/") if patient else None))
@@ -55,6 +55,7 @@ def issue_token(
 
 @token_app.command("client")
 def add_client(
+    command: typer.Context,
     client_id: Annotated[str, typer.Option("--id", help="the client id")],
     scope: Annotated[str, typer.Option(help="the scopes the client may be granted")],
     secret: Annotated[str | None, typer.Option(help="its shared secret (default: generated)")] = None,
@@ -70,18 +71,15 @@ def add_client(
 ) -> None:
     """Register a client: a backend service for POST /auth/token (client_credentials), or with
     --redirect-uri an app of SMART App Launch (confidential unless --public); prints its secret."""
-    from rounds.db import make_engine
-    from rounds.migrate import upgrade
-    from rounds.settings import settings_for
+    from rounds.wiring import wiring
     from services.fhir_api.auth.clients import register_client
     from services.fhir_api.auth.scopes import ScopeError
 
-    settings = settings_for(database_url)
-    upgrade(settings.database_url)
+    engine = wiring(command, database_url).upgrade().engine()
     if jwks is not None and not jwks.startswith(("https://", "http://")):
         jwks = Path(jwks).read_text(encoding="utf-8")
     try:
-        typer.echo(register_client(make_engine(settings.database_url), client_id, scope, secret,
+        typer.echo(register_client(engine, client_id, scope, secret,
                                    redirect_uris=tuple(redirect_uri or ()), fhir_base=fhir_base,
                                    public=public, jwks=jwks))
     except ScopeError as exc:

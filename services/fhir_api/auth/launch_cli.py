@@ -23,6 +23,7 @@ def _fail(message: str) -> None:
 
 
 def launch(
+    command: typer.Context,
     session: Annotated[str | None, typer.Option(help="the session (default: the shared record)")] = None,
     app_url: Annotated[str, typer.Option("--app", help="the app's launch URL")] = "",
     patient: Annotated[str | None, typer.Option(help="the patient in context (Patient/<id> or <id>)")] = None,
@@ -33,8 +34,7 @@ def launch(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Print the EHR-launch URL of APP into SESSION (open it in a browser, or hand it to the app)."""
-    from rounds.migrate import upgrade
-    from rounds.settings import settings_for
+    from rounds.wiring import wiring
     from services.fhir_api.auth import deployment_key
     from services.fhir_api.auth.launch import LaunchContext, issue_launch
     from services.fhir_api.store import open_store
@@ -43,9 +43,9 @@ def launch(
     parts = urlsplit(app_url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         _fail("--app must be an absolute http(s) URL")
-    settings = settings_for(database_url)
-    upgrade(settings.database_url)
-    store = open_store(settings.database_url)
+    wired = wiring(command, database_url).upgrade()
+    settings, engine = wired.settings, wired.engine()
+    store = open_store(engine)
     ctx = Context()
     if session is not None:
         found = store.get_session(session)
@@ -65,7 +65,7 @@ def launch(
     except StoreError as exc:
         _fail(f"not in the {'session' if session else 'record'}: {exc}")
     context = LaunchContext(session, patient, encounter, app_url)
-    token = issue_launch(deployment_key(settings), context, expires_in)
+    token = issue_launch(deployment_key(settings, engine), context, expires_in)
     root = (base_url or settings.base_url or "http://127.0.0.1:8080").rstrip("/")
     iss = f"{root}/sessions/{session}/fhir" if session else f"{root}/fhir"
     sep = "&" if parts.query else "?"

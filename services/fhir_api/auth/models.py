@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import DateTime, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from rounds.db import Base
+from foundation.db import Base
 
 
 class AuthKey(Base):

@@ -19,6 +19,7 @@ users_app = typer.Typer(help="Users who may log in at /auth/login and approve an
 
 @users_app.command("add")
 def add(
+    command: typer.Context,
     name: Annotated[str, typer.Argument(help="the user's login name")],
     patient: Annotated[list[str] | None, typer.Option(
         help="a patient the user may see (Patient/<id> or <id>; repeat the option)")] = None,
@@ -28,23 +29,17 @@ def add(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Add (or replace) a user: a scrypt hash of their password, their patients and scope ceiling."""
-    from rounds.db import make_engine
-    from rounds.migrate import upgrade
-    from rounds.settings import settings_for
+    from rounds.wiring import wiring
     from services.fhir_api.auth.users import add_user
 
     if all_patients == bool(patient):
         raise typer.BadParameter("give --patient (one or more) or --all-patients", param_hint="--patient")
     password = sys.stdin.readline().rstrip("\n") if password_stdin else \
         typer.prompt("password", hide_input=True, confirmation_prompt=True)
-    settings = settings_for(database_url)
-    upgrade(settings.database_url)
-    engine = make_engine(settings.database_url)
+    engine = wiring(command, database_url).upgrade().engine()
     try:
         user = add_user(engine, name, password, None if all_patients else list(patient or ()), scope)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    finally:
-        engine.dispose()
     seen = "every patient" if user.patients is None else ", ".join(sorted(user.patients))
     typer.echo(f"user {user.name}: {seen}; at most {user.scope}")

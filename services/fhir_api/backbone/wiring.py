@@ -1,8 +1,10 @@
-"""`install_event_backbone(app)`: the one call that wires the event backbone into the FHIR app.
+"""`install_event_backbone(app, settings, bus)`: the one call that wires the event backbone into the FHIR app.
 
 It registers the outbox listener on the store (FHIR writes → `rounds.fhir-changes`), the interaction recorder
 on `app.state.interaction_listeners` (session interactions → `rounds.sessions`), starts the in-process relay
 when configured, and closes all of it when the app's lifespan ends. `rounds serve` and `rounds demo` call it.
+Everything it starts runs on the store's engine: one FHIR process, one connection pool (the composition root
+made the engine, and disposes of it).
 """
 
 from __future__ import annotations
@@ -20,8 +22,7 @@ from events.bus import Bus
 from events.relay import Relay, RelayThread
 from events.sequences import SessionSequences
 from events.topics import FHIR_CHANGES, SESSIONS, topic_specs
-from rounds.db import make_engine
-from rounds.settings import Settings, get_settings
+from rounds.settings import Settings
 from services.fhir_api.backbone.changes import OutboxListener
 from services.fhir_api.backbone.recorder import InteractionRecorder
 
@@ -54,28 +55,22 @@ class EventBackbone:
             self.recorder.close()
         if self.relay_thread is not None:
             self.relay_thread.stop()
-        self.engine.dispose()
 
 
 def install_event_backbone(
     app: FastAPI,
-    settings: Settings | None = None,
+    settings: Settings,
     *,
-    bus: Bus | None = None,
-    backbone: BackboneSettings | None = None,
+    bus: Bus,
+    backbone: BackboneSettings,
     sessions_topic: str = SESSIONS,
     changes_topic: str = FHIR_CHANGES,
 ) -> EventBackbone:
     """Register the outbox listener on `app.state.store`, the interaction recorder on
-    `app.state.interaction_listeners`, and start the in-process relay when configured."""
-    settings = settings or get_settings()
-    backbone = backbone or BackboneSettings()
-    if bus is None:
-        from events.factory import open_bus
-
-        bus = open_bus(settings)
+    `app.state.interaction_listeners`, and start the in-process relay when `backbone` (read by the composition
+    root with the settings) says so."""
     bus.ensure_topics(topic_specs(settings.kafka_partitions))
-    engine = make_engine(settings.database_url)
+    engine = app.state.store.engine
     app.state.store.add_change_listener(OutboxListener(changes_topic))
     recorder = None
     if backbone.record_interactions:

@@ -14,6 +14,7 @@ hl7_app = typer.Typer(help="HL7 v2 over MLLP: a connector's ORU/ADT into a sessi
 
 @hl7_app.command("listen")
 def listen(
+    ctx: typer.Context,
     session: Annotated[str, typer.Option(help="the session the connector's messages are written into")],
     port: Annotated[int, typer.Option(help="the MLLP port")] = 2575,
     host: Annotated[str, typer.Option(help="the interface to listen on")] = "127.0.0.1",
@@ -23,10 +24,10 @@ def listen(
 ) -> None:
     """Accept ORU^R01 and ADT^A01/A02/A03/A04 on mllp://HOST:PORT into SESSION as FHIR writes through the
     session's base, and ACK each (AA, AE or AR with the reason). Runs until stopped."""
-    from rounds.settings import settings_for
+    from rounds.wiring import wiring
     from services.fhir_api.hl7.listener import Listener
 
-    root = (base_url or settings_for(None).base_url or "http://127.0.0.1:8080").rstrip("/")
+    root = (base_url or wiring(ctx).settings.base_url or "http://127.0.0.1:8080").rstrip("/")
     listener = Listener(f"{root}/sessions/{session}/fhir", token=token)
 
     async def main() -> None:

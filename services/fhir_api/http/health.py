@@ -19,7 +19,7 @@ router = APIRouter(tags=["operations"])
 
 
 def collector_check() -> tuple[bool, dict[str, Any]]:
-    """A served process keeps Python's cycle collector on (rounds/gcpause.py): off, garbage in cycles
+    """A served process keeps Python's cycle collector on (foundation/gcpause.py): off, garbage in cycles
     would pile up for as long as it stays off."""
     return gc.isenabled(), {"gcEnabled": gc.isenabled(), "gcFrozen": gc.get_freeze_count(),
                             "gcCollections": [generation["collections"] for generation in gc.get_stats()]}

@@ -19,7 +19,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from services.fhir_api.store.interface import QueryTimeout, StoreUnavailable
 
-_SQLITE_READY: weakref.WeakSet = weakref.WeakSet()
+_SQLITE_BOUNDED: weakref.WeakSet = weakref.WeakSet()  # ... and whose statements a progress handler bounds
 _PG_TUNED: weakref.WeakSet = weakref.WeakSet()
 # The store's working set is cached and it serves many small concurrent requests: random reads cost about
 # what sequential ones do (index probes by rid over hashing whole index ranges), and parallel workers only
@@ -132,27 +132,13 @@ def connection_lost(exc: Exception) -> bool:
     return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
 
 
-def sqlite_transactions(engine) -> None:
-    """Let SQLAlchemy own SQLite transactions (pysqlite's own handling breaks SAVEPOINTs and so nested
-    transactions); writers start with BEGIN IMMEDIATE so concurrent writers queue instead of deadlocking."""
-    @event.listens_for(engine, "connect")
-    def _autocommit(dbapi_conn, _record) -> None:
-        dbapi_conn.isolation_level = None
-
-    @event.listens_for(engine, "begin")
-    def _begin(conn) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.pop("immediate", False) else "BEGIN")
-
-
 def prepare_engine(engine: Engine, timeout_ms: int | None = None) -> Engine | None:
     """Set the engine up once for the store; returns the reader engine on PostgreSQL (None on SQLite).
     `timeout_ms` (> 0) bounds every statement: PostgreSQL `statement_timeout`, a SQLite progress handler."""
-    if engine.dialect.name == "sqlite":
-        if engine not in _SQLITE_READY:
-            sqlite_transactions(engine)
-            if timeout_ms:
-                _bound_sqlite(engine, timeout_ms)
-            _SQLITE_READY.add(engine)
+    if engine.dialect.name == "sqlite":  # its transactions SQLAlchemy's already (foundation/db.py)
+        if timeout_ms and engine not in _SQLITE_BOUNDED:
+            _bound_sqlite(engine, timeout_ms)
+            _SQLITE_BOUNDED.add(engine)
         return None
     if engine.dialect.name != "postgresql":
         return None

@@ -1,4 +1,4 @@
-"""Tables of the FHIR store (Core tables on rounds.db.Base.metadata; one alembic revision: 0002_fhir_store).
+"""Tables of the FHIR store (Core tables on foundation.db.Base.metadata; alembic revision: 0002_fhir_store).
 
 - fhir_version: every version ever written (raw JSON once, byte-for-byte); its `seq` is the global,
   monotonically increasing change sequence used for _history and paging snapshots.
@@ -27,7 +27,7 @@ from sqlalchemy import (
 )
 
 from events.payloads.outcome import SHARED_RECORD
-from rounds.db import Base
+from foundation.db import Base
 
 
 def _bytewise(length: int) -> String:

@@ -26,6 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from foundation.db import SQLITE_BEGIN
 from services.fhir_api import json_numbers
 from services.fhir_api.search import registry
 from services.fhir_api.store import engine as search_engine
@@ -103,7 +104,8 @@ class SqlResourceStore(SessionRows, LoopReads):
                 yield conn
             return
         with bounded(self.timeout_ms), self.engine.connect() as conn:
-            conn.info["immediate"] = write
+            if conn.dialect.name == "sqlite":  # SQLAlchemy begins it: SAVEPOINTs (foundation/db.py)
+                conn.info[SQLITE_BEGIN] = "BEGIN IMMEDIATE" if write else "BEGIN"
             with conn.begin():
                 yield conn
 

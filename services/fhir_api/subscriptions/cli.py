@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from rounds.options import DatabaseUrl, ServerRoot
-from rounds.settings import settings_for
+from rounds.wiring import wiring
 
 subscriptions_app = typer.Typer(help="FHIR Subscriptions fed by rounds.fhir-changes.", no_args_is_help=True)
 Topic = Annotated[str, typer.Option(help="the change topic")]
@@ -15,6 +15,7 @@ Topic = Annotated[str, typer.Option(help="the change topic")]
 
 @subscriptions_app.command("deliver")
 def deliver(
+    ctx: typer.Context,
     base_url: ServerRoot = None,
     group: Annotated[str, typer.Option(help="the consumer group")] = "rounds-subscriptions",
     idle_exit: Annotated[float | None, typer.Option(help="stop after this many idle seconds")] = None,
@@ -25,17 +26,15 @@ def deliver(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Notify Subscriptions of the changes on rounds.fhir-changes (runs until stopped)."""
-    from events.factory import open_bus
-    from rounds.migrate import upgrade
     from services.fhir_api.store import open_store
     from services.fhir_api.subscriptions.delivery import Delivery
     from services.fhir_api.subscriptions.websocket import WebSocketHub
 
-    settings = settings_for(database_url)
-    upgrade(settings.database_url)
-    bus = open_bus(settings, ensure_topics=True)
+    wired = wiring(ctx, database_url).upgrade()
+    settings = wired.settings
+    bus = wired.bus(ensure_topics=True)
     root = base_url or settings.base_url or "http://127.0.0.1:8080"
-    store = open_store(settings.database_url)
+    store = open_store(wired.engine())
     hub = WebSocketHub(_binder(settings, store)) if ws_port is not None else None
     if hub is not None:
         hub.serve(ws_host, ws_port)
@@ -49,7 +48,6 @@ def deliver(
                  client=httpx.Client(timeout=settings.subscription_timeout_s), policy=policy,
                  retry_s=settings.subscription_retry_s).run(idle_exit_s=idle_exit)
     finally:
-        bus.close()
         if hub is not None:
             hub.stop()
 
@@ -59,17 +57,17 @@ def _binder(settings, store):
     unexpired, not revoked: the revocation list the FHIR server's `/auth/revoke` writes)."""
     if not settings.auth:
         return None
-    from services.fhir_api.auth import engine_of
     from services.fhir_api.auth.revocation import Revocations
     from services.fhir_api.auth.tokens import signing_key
     from services.fhir_api.subscriptions.endpoints import session_binder, token_base
 
-    engine = engine_of(store, settings)
+    engine = store.engine
     base_of = token_base(signing_key(engine, settings.auth_key), Revocations(engine))
     return session_binder(store, base_of)
 
 
 def feed(
+    ctx: typer.Context,
     session: Annotated[str, typer.Option(help="the session whose clock moves")],
     start: Annotated[str, typer.Option("--from", help="the clock to start from (FHIR dateTime)")],
     end: Annotated[str, typer.Option("--to", help="the clock to stop at (FHIR dateTime)")],
@@ -86,27 +84,24 @@ def feed(
 ) -> None:
     """Advance SESSION's clock from --from to --to so what became known appears, in order, and is
     announced to the session's Subscriptions (through rounds.fhir-changes)."""
-    from events.factory import open_bus
-    from rounds.migrate import upgrade
     from services.fhir_api.http.params import parse_instant
     from services.fhir_api.store import open_store
     from services.fhir_api.subscriptions.feed import FeedError, parse_speed
     from services.fhir_api.subscriptions.feed import feed as run_feed
 
-    settings = settings_for(database_url)
+    wired = wiring(ctx, database_url)
     try:
         window = parse_instant(start, "--from"), parse_instant(end, "--to")
         rate = parse_speed(speed)
     except Exception as exc:  # noqa: BLE001 - any bad value is the user's: say which
         raise typer.BadParameter(str(exc)) from exc
-    upgrade(settings.database_url)
-    store = open_store(settings.database_url)
+    store = open_store(wired.upgrade().engine())
     who = patient.removeprefix("Patient/") if patient else None
     try:
         taps = hl7_taps(store, session, who, hl7, hl7_file)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    bus = open_bus(settings, ensure_topics=True)
+    bus = wired.bus(ensure_topics=True)
     try:
         report = run_feed(store, bus, session, *window, rate, tick_s=tick, types=type_ or [], patient=who,
                           topic=topic, taps=[tap for tap, _ in taps])
@@ -114,7 +109,6 @@ def feed(
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from exc
     finally:
-        bus.close()
         for _, sink in taps:
             sink.close()
     typer.echo(f"{report.announced} resources became known over {report.ticks} clock moves")

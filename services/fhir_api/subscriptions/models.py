@@ -7,7 +7,7 @@ from __future__ import annotations
 from sqlalchemy import BigInteger, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from rounds.db import Base
+from foundation.db import Base
 
 
 class SubscriptionEvent(Base):

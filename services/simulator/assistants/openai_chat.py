@@ -44,7 +44,6 @@ import openai
 from openai import AsyncOpenAI
 from openai.lib.streaming.chat import ChatCompletionStreamState
 
-from rounds.settings import Settings
 from services.simulator.assistant_protocol import (
     AssistantFailure,
     AssistantTimeout,
@@ -330,8 +329,10 @@ def _usage(completion: Any, latency_ms: int, retries: int) -> dict[str, int]:
     return out
 
 
-def api_key(base_url: str | None) -> str:
-    key = Settings().openai_api_key or os.environ.get("OPENAI_API_KEY")  # the environment now, not cached
+def api_key(base_url: str | None, configured: str | None = None) -> str:
+    """`configured` (ROUNDS_OPENAI_API_KEY, handed by the command), else OPENAI_API_KEY, the client library's
+    own variable; "unused" for a local server, which checks none."""
+    key = configured or os.environ.get("OPENAI_API_KEY")
     if key:
         return key
     if base_url:
@@ -339,11 +340,12 @@ def api_key(base_url: str | None) -> str:
     raise ValueError("openai: set OPENAI_API_KEY (or ROUNDS_OPENAI_API_KEY), or give a local @<base_url>")
 
 
-def create(arg: str) -> OpenAIChatAssistant:
-    """`openai:<model>[@<base_url>]` → the assistant (the registry calls this with what follows `openai:`)."""
+def create(arg: str, api_key_configured: str | None = None) -> OpenAIChatAssistant:
+    """`openai:<model>[@<base_url>]` → the assistant (the registry calls this with what follows `openai:`,
+    and the configured key: registry.MODEL_KEYED)."""
     endpoint = parse_spec(arg)
     client = AsyncOpenAI(
-        api_key=api_key(endpoint.base_url),
+        api_key=api_key(endpoint.base_url, api_key_configured),
         base_url=endpoint.base_url,
         max_retries=0,
         timeout=float(profiles()[endpoint.profile]["model_timeout_s"]),  # each call sets the run's own

@@ -30,8 +30,13 @@ class UnknownAssistant(ValueError):
     """The spec names no known kind of assistant."""
 
 
-def create_assistant(spec: str) -> Assistant:
-    """The assistant a command-line spec names (its `spec` attribute is the spec as given)."""
+# Kinds whose factory takes the configured model key (ROUNDS_OPENAI_API_KEY) after its argument.
+MODEL_KEYED: frozenset[str] = frozenset({"openai"})
+
+
+def create_assistant(spec: str, api_key: str | None = None) -> Assistant:
+    """The assistant a command-line spec names (its `spec` attribute is the spec as given); `api_key`: the
+    configured model key, handed to the kinds that call a model endpoint (MODEL_KEYED)."""
     kind, _, arg = spec.partition(":")
     target = FACTORIES.get(kind)
     if target is None:
@@ -43,7 +48,8 @@ def create_assistant(spec: str) -> Assistant:
         if exc.name == module_name:
             raise UnknownAssistant(f"assistant kind {kind!r} is not available yet ({module_name})") from None
         raise
-    assistant = getattr(module, factory)(arg)
+    make = getattr(module, factory)
+    assistant = make(arg, api_key) if kind in MODEL_KEYED else make(arg)
     assistant.spec = spec
     return assistant
 

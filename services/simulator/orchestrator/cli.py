@@ -72,6 +72,7 @@ def register_run(app: typer.Typer, after_run: AfterRun | None = None) -> None:
 
     @app.command("run")
     def run_cmd(
+        ctx: typer.Context,
         scenarios: Annotated[Path, typer.Option(exists=True, dir_okay=False, help="scenario JSONL file")],
         assistant: Annotated[str, typer.Option(help="baseline | oracle | weak | python:mod:fn | http:URL | "
                                                     "openai:MODEL[@BASE] | mcp:...")],
@@ -112,6 +113,7 @@ def register_run(app: typer.Typer, after_run: AfterRun | None = None) -> None:
                  "deterministic words)")] = None,
     ) -> None:
         """Run sessions between the physician and patient agents and an assistant; every message an event."""
+        from rounds.wiring import wiring
         from services.simulator.assistant_protocol import EndpointUnavailable
         from services.simulator.assistants.registry import create_assistant
         from services.simulator.orchestrator.entry import RunOptions, run_scenarios
@@ -122,7 +124,7 @@ def register_run(app: typer.Typer, after_run: AfterRun | None = None) -> None:
             raise typer.BadParameter("--language en|zh|both, --variant implicit|explicit")
         try:
             lines = read_scenarios(scenarios, limit)
-            chosen = create_assistant(assistant)
+            chosen = create_assistant(assistant, wiring(ctx).settings.openai_api_key)
             voice = None
             if patient_voice:
                 from services.simulator.agents.voice import create_voice
@@ -131,6 +133,7 @@ def register_run(app: typer.Typer, after_run: AfterRun | None = None) -> None:
         except ValueError as exc:  # a bad line (file:line) or an unknown / malformed assistant spec
             typer.echo(f"rounds run: {exc}", err=True)
             raise typer.Exit(2) from None
+        wired = wiring(ctx).upgrade()  # the SQL log, the sequence counters: in its database
         jobs = plan(lines, trials, LANGUAGE_CHOICES[language], variant)
         resume = run_id is not None  # a fresh run id has nothing to resume: the log is not scanned
         run_id = run_id or new_run_id()
@@ -141,7 +144,8 @@ def register_run(app: typer.Typer, after_run: AfterRun | None = None) -> None:
                                  retry_failed=retry_failed, accept_changed_options=accept_changed_options,
                                  any_model_name=any_model_name, on_turn=progress.turn)
             try:
-                summary = run_interruptibly(run_scenarios(jobs, chosen, options, progress=progress.session))
+                summary = run_interruptibly(run_scenarios(jobs, chosen, options, wired,
+                                                          progress=progress.session))
             except EndpointUnavailable as exc:
                 progress.stop()
                 typer.echo(f"rounds run: {exc}", err=True)
@@ -151,7 +155,7 @@ def register_run(app: typer.Typer, after_run: AfterRun | None = None) -> None:
                 typer.echo(f"rounds run: {exc}", err=True)
                 raise typer.Exit(2) from None
         typer.echo(f"run id: {run_id}" + (f" ({summary.endpoint})" if summary.endpoint else ""))
-        print_summary(summary, after_run, score=score and not summary.interrupted, fhir_base=fhir_base)
+        print_summary(summary, after_run, wired, score=score and not summary.interrupted, fhir_base=fhir_base)
         status = exit_status(summary)
         if status:
             raise typer.Exit(status)

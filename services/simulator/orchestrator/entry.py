@@ -16,10 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from events.factory import open_bus
 from events.sequences import SessionSequences
-from rounds.db import make_engine
-from rounds.settings import Settings, get_settings
+from rounds.wiring import Wiring
 from services.fhir_api.auth import endpoint_auth, service_headers
 from services.simulator.assistant_protocol import Assistant
 from services.simulator.assistants.endpoint import profiles
@@ -77,30 +75,30 @@ def recorded_options(options: RunOptions, assistant: Assistant) -> dict:
 
 
 async def run_scenarios(jobs: list[SessionJob], assistant: Assistant | str, options: RunOptions,
-                        settings: Settings | None = None,
+                        wiring: Wiring,
                         progress: Callable[[SessionOutcome], None] | None = None) -> RunSummary:
-    settings = settings or get_settings()
-    from rounds.migrate import upgrade
-
-    upgrade(settings.database_url)  # the SQL log and the sequence counters live in the application database
+    """Run `jobs` on the process's `wiring` (its settings, its one engine and bus: the SQL log, the sequence
+    counters and the in-process FHIR store all on that engine; the root closes them, not the run)."""
+    settings = wiring.settings
     if isinstance(assistant, str):
-        assistant = create_assistant(assistant)
+        assistant = create_assistant(assistant, settings.openai_api_key)
     options = resolved(options, assistant)
-    bus = env = engine = None
+    env = None
     try:
         endpoint = None
         check = getattr(assistant, "preflight", None) if options.preflight else None
         if check is not None:
             endpoint = await check()  # EndpointUnavailable: nothing opened, nothing recorded
-        bus = open_bus(settings, ensure_topics=True)
-        engine = make_engine(settings.database_url)
+        bus, engine = wiring.bus(ensure_topics=True), wiring.engine()
         network = needs_network(assistant) if options.network is None else options.network
         mcp = str(getattr(assistant, "spec", "")).startswith("mcp")
         if options.fhir_base:
-            env = await environment.remote(options.fhir_base, network=network, mcp=mcp,
-                                           headers=service_headers(settings), auth=endpoint_auth(settings))
+            env = await environment.remote(options.fhir_base, settings, network=network, mcp=mcp,
+                                           headers=service_headers(settings, engine),
+                                           auth=endpoint_auth(settings, engine))
         else:
-            env = await environment.embedded(settings, bus, network=network, mcp=mcp)
+            env = await environment.embedded(settings, engine, bus, wiring.backbone(), network=network,
+                                             mcp=mcp)
         session_settings = SessionSettings(
             run_id=options.run_id, assistant_spec=getattr(assistant, "spec", type(assistant).__name__),
             seed=options.seed, max_steps=options.max_steps, turn_timeout_s=options.turn_timeout_s,
@@ -119,7 +117,3 @@ async def run_scenarios(jobs: list[SessionJob], assistant: Assistant | str, opti
         finally:
             if env is not None:
                 await env.close()
-            if bus is not None:
-                bus.close()
-            if engine is not None:
-                engine.dispose()

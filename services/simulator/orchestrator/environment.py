@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
+from sqlalchemy import Engine
 
 from events.bus import Bus
 from rounds.settings import Settings
@@ -124,17 +125,17 @@ class FhirEnvironment:
 
 
 async def embedded(
-    settings: Settings, bus: Bus, *, network: bool = False, mcp: bool = False
+    settings: Settings, engine: Engine, bus: Bus, backbone: Any, *, network: bool = False, mcp: bool = False
 ) -> FhirEnvironment:
-    """The FHIR app in this process on `settings.database_url`, recording into `bus`; with `mcp`, the
-    per-session MCP endpoint (`/sessions/<id>/mcp`, assistants/mcp_server.py) is mounted on it too."""
-    from rounds.migrate import upgrade
-    from services.fhir_api.app import create_app
+    """The FHIR app in this process on the process's `engine` (its schema at head), recording into `bus`;
+    `backbone`: the FHIR API's event wiring (BackboneSettings) the root read; with `mcp`, the per-session MCP
+    endpoint (`/sessions/<id>/mcp`, assistants/mcp_server.py) is mounted on
+    it too."""
+    from services.fhir_api.app import app_on_engine
     from services.fhir_api.backbone.wiring import install_event_backbone
 
-    await asyncio.to_thread(upgrade, settings.database_url)
-    app = create_app(settings)
-    backbone = install_event_backbone(app, settings, bus=bus)
+    app = app_on_engine(settings, engine)
+    wired = install_event_backbone(app, settings, bus=bus, backbone=backbone)
     app.include_router(patient_router)
     mount = None
     if mcp:
@@ -142,8 +143,8 @@ async def embedded(
 
         mount = mount_mcp(app)
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # a crash is a 500, as over TCP
-    env = FhirEnvironment(LOCAL_ROOT, transport, app, LOCAL_ROOT, headers=service_headers(settings))
-    env._closers += [backbone.close, app.state.store.close_async] + ([mount.aclose] if mount else [])
+    env = FhirEnvironment(LOCAL_ROOT, transport, app, LOCAL_ROOT, headers=service_headers(settings, engine))
+    env._closers += [wired.close, app.state.store.close_async] + ([mount.aclose] if mount else [])
     if network:
         # Assistants in another process: their requests are counted and their failures noted by a listener.
         app.state.interaction_listeners.append(StepWatch(env.sessions))
@@ -153,9 +154,10 @@ async def embedded(
     return env
 
 
-async def remote(fhir_root: str, *, network: bool = False, mcp: bool = False,
+async def remote(fhir_root: str, settings: Settings, *, network: bool = False, mcp: bool = False,
                  headers: dict[str, str] | None = None, auth: Any = None) -> FhirEnvironment:
-    """A separate FHIR server at `fhir_root` (its root, http://host:8080; a trailing /fhir is dropped); with
+    """A separate FHIR server at `fhir_root` (its root, http://host:8080; a trailing /fhir is dropped),
+    `settings` saying where the patient endpoint listens; with
     `mcp`, the per-session MCP endpoint is served beside the patient endpoint. `headers`: the simulator's
     credentials for opening sessions when the server has auth on; `auth` (auth.endpoint_auth, on the server's
     key) makes the patient and MCP endpoints served here demand the session's token as the server does."""
@@ -174,10 +176,9 @@ async def remote(fhir_root: str, *, network: bool = False, mcp: bool = False,
     if network:
         # In a container the webhook must reach the patient endpoint: ROUNDS_SIMULATOR_HOST/PORT say where to
         # listen, ROUNDS_SIMULATOR_URL how others reach it (default: the loopback address it listens on).
-        # Read now, as the run starts (a fresh Settings, not the process-wide cache).
-        listen = Settings()
-        patient_root, server, task = await serve_in_loop(app, listen.simulator_host, listen.simulator_port)
-        env.patient_root = (listen.simulator_url or patient_root).rstrip("/")
+        host, port = settings.simulator_host, settings.simulator_port
+        patient_root, server, task = await serve_in_loop(app, host, port)
+        env.patient_root = (settings.simulator_url or patient_root).rstrip("/")
         env._closers.append(lambda: _stop(server, task))
     return env
 

@@ -40,6 +40,7 @@ def replay_jobs(bus: Bus, run_id: str, session: str | None = None) -> tuple[list
 def register_replay(app: typer.Typer, after_run: AfterRun | None = None) -> None:
     @app.command("replay")
     def replay_cmd(
+        ctx: typer.Context,
         run: Annotated[str, typer.Option(help="the recorded run to replay")],
         assistant: Annotated[str, typer.Option(help="the assistant to replay it against")],
         session: Annotated[str | None, typer.Option(help="only this recorded session")] = None,
@@ -49,26 +50,19 @@ def register_replay(app: typer.Typer, after_run: AfterRun | None = None) -> None
         score: Annotated[bool, typer.Option("--score/--no-score", help="score the new run")] = True,
     ) -> None:
         """Replay a run's sessions (same scenarios, clocks, trials, languages) against another assistant."""
-        from events.factory import open_bus
-        from rounds.migrate import upgrade
-        from rounds.settings import get_settings
+        from rounds.wiring import wiring
         from services.simulator.orchestrator.entry import RunOptions, run_scenarios
         from services.simulator.orchestrator.jobs import new_run_id
 
-        settings = get_settings()
-        upgrade(settings.database_url)
-        bus = open_bus(settings, ensure_topics=True)
-        try:
-            jobs, causation = replay_jobs(bus, run, session)
-        finally:
-            bus.close()
+        wired = wiring(ctx).upgrade()
+        jobs, causation = replay_jobs(wired.bus(ensure_topics=True), run, session)
         if not jobs:
             typer.echo(f"run {run} has no recorded session" + (f" {session}" if session else ""), err=True)
             raise typer.Exit(1)
         new_id = run_id or new_run_id()
         typer.echo(f"run {new_id}: replaying {len(jobs)} sessions of {run}")
         options = RunOptions(new_id, concurrency, fhir_base, replay_of=run, causation=causation)
-        summary = asyncio.run(run_scenarios(jobs, assistant, options))
+        summary = asyncio.run(run_scenarios(jobs, assistant, options, wired))
         typer.echo(f"run id: {new_id}")
         # scored now, so `rounds report --compare` can read the scores
-        print_summary(summary, after_run, score=score, fhir_base=fhir_base)
+        print_summary(summary, after_run, wired, score=score, fhir_base=fhir_base)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Protocol
 
+from rounds.wiring import Wiring
 from services.simulator.orchestrator.jobs import RunSummary
 from services.simulator.orchestrator.session_loop import SessionOutcome
 
@@ -21,10 +22,11 @@ NO_TOOLS_HINT = ("with a local server this usually means its chat format drops t
 
 
 class AfterRun(Protocol):
-    """Reports an ended run beyond the simulator's own summary (`score`: the run should be scored now;
-    `fhir_base`: the separate FHIR server the sessions used, None when in-process)."""
+    """Reports an ended run beyond the simulator's own summary, on the process's `wiring` (`score`: the run
+    should be scored now; `fhir_base`: the separate FHIR server the sessions used, None when in-process)."""
 
-    def __call__(self, summary: RunSummary, *, score: bool, fhir_base: str | None) -> None: ...
+    def __call__(self, summary: RunSummary, wiring: Wiring, *, score: bool,
+                 fhir_base: str | None) -> None: ...
 
 
 def turn_line(summary: RunSummary) -> str:
@@ -61,8 +63,8 @@ def no_tools_warning(summary: RunSummary) -> str | None:
     return f"{said}; {NO_TOOLS_HINT}" if summary.assistant.startswith("openai:") else said
 
 
-def print_summary(summary: RunSummary, after_run: AfterRun | None = None, *, score: bool = False,
-                  fhir_base: str | None = None) -> None:
+def print_summary(summary: RunSummary, after_run: AfterRun | None = None, wiring: Wiring | None = None, *,
+                  score: bool = False, fhir_base: str | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -82,5 +84,5 @@ def print_summary(summary: RunSummary, after_run: AfterRun | None = None, *, sco
         console.print(line, highlight=False, markup=False)
     if (warning := no_tools_warning(summary)) is not None:
         console.print(warning, style="bold yellow", highlight=False, markup=False)
-    if after_run is not None:
-        after_run(summary, score=score, fhir_base=fhir_base)
+    if after_run is not None and wiring is not None:
+        after_run(summary, wiring, score=score, fhir_base=fhir_base)

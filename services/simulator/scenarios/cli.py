@@ -18,6 +18,7 @@ scenarios_app = typer.Typer(help="Record-grounded benchmark sessions built from 
 
 @scenarios_app.command("build")
 def build_cmd(
+    ctx: typer.Context,
     out: Path = typer.Option(..., "--out", help="FILE.jsonl (FILE.summary.json is written beside it); with "
                              "--shard, the part file of the shard's charts."),
     fhir_base: str | None = typer.Option(None, "--fhir-base", help="Any FHIR R4 server base URL."),
@@ -54,8 +55,8 @@ def build_cmd(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
     if part is None:
-        part = on_record(fhir_base, database_url, lambda source: read_part_async(source, part_of, timeout),
-                         (BuildError,))
+        part = on_record(ctx, fhir_base, database_url,
+                         lambda source: read_part_async(source, part_of, timeout), (BuildError,))
     if shard:
         write_part(out, part)
         typer.echo(f"shard {part_of}: {len(part.charts)} charts, {len(part.skipped)} skipped -> {out}")

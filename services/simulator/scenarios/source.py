@@ -10,33 +10,30 @@ from typing import Any, TypeVar
 
 import typer
 
+from rounds.wiring import Wiring, wiring
+
 T = TypeVar("T")
 
 
-def source_of(fhir_base: str | None, database_url: str | None) -> tuple[Any, Any]:
-    """(the FHIR server to read, the store to dispose of after or None): a base URL, or Rounds' own app over
-    a database (default: ROUNDS_DATABASE_URL)."""
+def source_of(fhir_base: str | None, wired: Wiring) -> Any:
+    """The FHIR server to read: a base URL, or Rounds' own app on the process's engine."""
     if fhir_base:
-        return fhir_base, None
-    from rounds.settings import settings_for
-    from services.fhir_api.app import create_app
+        return fhir_base
+    from services.fhir_api.app import app_on_engine
 
-    app = create_app(settings_for(database_url))
-    return app, app.state.store
+    return app_on_engine(wired.settings, wired.engine())
 
 
-def on_record(fhir_base: str | None, database_url: str | None, work: Callable[[Any], Awaitable[T]],
-              errors: tuple[type[Exception], ...], suffix: str = "") -> T:
-    """`work(source)` on the record, its store disposed of after; one of `errors` is printed (with `suffix`)
-    and exits 1."""
+def on_record(ctx: typer.Context, fhir_base: str | None, database_url: str | None,
+              work: Callable[[Any], Awaitable[T]], errors: tuple[type[Exception], ...],
+              suffix: str = "") -> T:
+    """`work(source)` on the record (the root disposes of its engine when the command ends); one of `errors`
+    is printed (with `suffix`) and exits 1."""
     if fhir_base and database_url:
         raise typer.BadParameter("give --fhir-base or --database-url, not both")
-    source, store = source_of(fhir_base, database_url)
+    source = source_of(fhir_base, wiring(ctx, database_url))
     try:
         return asyncio.run(work(source))
     except errors as exc:
         typer.echo(f"error: {exc}{suffix}", err=True)
         raise typer.Exit(1) from exc
-    finally:
-        if store is not None:
-            store.engine.dispose()

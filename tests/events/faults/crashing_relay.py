@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 import signal
 
-from events.factory import open_bus
 from events.relay import Relay
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.settings import Settings
+from tests.wiring import bus_on
 
 
 def _die(_ids: list[int]) -> None:
@@ -21,5 +21,5 @@ def _die(_ids: list[int]) -> None:
 
 if __name__ == "__main__":
     settings = Settings()
-    Relay(make_engine(settings.database_url), open_bus(settings), after_publish=_die).run_once()
+    Relay(make_engine(settings.database_url), bus_on(settings), after_publish=_die).run_once()
     raise SystemExit("unreachable: the relay should have been killed after publishing")

@@ -12,11 +12,11 @@ import os
 import signal
 import sys
 
-from events.factory import open_bus
 from events.projections.runner import ProjectionRunner
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.settings import Settings
 from tests.events.projections.emitting import ScoringProjection
+from tests.wiring import bus_on
 
 
 def _die(*_args: object) -> None:
@@ -26,7 +26,7 @@ def _die(*_args: object) -> None:
 if __name__ == "__main__":
     mode, sessions, scores, deadletter = sys.argv[1:5]
     settings = Settings()
-    runner = ProjectionRunner(open_bus(settings), make_engine(settings.database_url),
+    runner = ProjectionRunner(bus_on(settings), make_engine(settings.database_url),
                               ScoringProjection(scores, topics=(sessions,)), deadletter_topic=deadletter,
                               batch_size=1000, poll_timeout_s=0.2,
                               after_commit=_die if mode == "after-commit" else None)

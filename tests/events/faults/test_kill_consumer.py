@@ -30,7 +30,7 @@ def _consumer(env: Env, *extra: str) -> subprocess.Popen:
     environment = {**os.environ, "ROUNDS_DATABASE_URL": settings.database_url, "ROUNDS_BUS": settings.bus,
                    "ROUNDS_KAFKA_BOOTSTRAP": settings.kafka_bootstrap or ""}
     return subprocess.Popen(
-        [sys.executable, "-m", "events.projections.cli", "project", "transcript", "--group", GROUP,
+        [sys.executable, "-m", "rounds.cli", "events", "project", "transcript", "--group", GROUP,
          "--topic", env.sessions, "--deadletter-topic", env.deadletter, *extra],
         env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )

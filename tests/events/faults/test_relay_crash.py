@@ -14,9 +14,9 @@ from events.projections.fhir_changes import FhirChangesProjection
 from events.projections.runner import ProjectionRunner
 from events.relay import Relay
 from services.fhir_api.backbone.changes import OutboxListener
-from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context
 from tests.events.projections import helpers as h
+from tests.wiring import store_on
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
@@ -29,7 +29,7 @@ def test_relay_killed_between_publish_and_mark(backend: str, request: pytest.Fix
     url = request.getfixturevalue("postgres_url" if backend == "sql-postgres" else "sqlite_url")
     env = h.make_env(backend, url, bootstrap)
     try:
-        store = open_store(url)
+        store = store_on(url)
         store.add_change_listener(OutboxListener(env.fhir_changes))
         ids = [store.create(Context(), {"resourceType": "Patient", "gender": "female"}).id for _ in range(5)]
         crashed = subprocess.run(

@@ -11,12 +11,12 @@ from sqlalchemy import Engine, select
 from events.bus import Bus, TopicSpec
 from events.catalog import CATALOG
 from events.envelope import CloudEvent
-from events.factory import open_bus
 from events.payloads import EhrRequest, EhrResponse, SessionEnded, SessionStarted, communication
 from events.projections.projection import Projection
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.migrate import upgrade
 from rounds.settings import Settings
+from tests.wiring import bus_on
 
 SOURCE = "/tests/consumers"
 BACKENDS = ["sql-sqlite", "sql-postgres", "kafka"]
@@ -43,7 +43,7 @@ def make_env(backend: str, database_url: str, kafka_bootstrap: str | None = None
     upgrade(database_url)
     settings = Settings(database_url=database_url, bus="kafka" if backend == "kafka" else "sql",
                         kafka_bootstrap=kafka_bootstrap, kafka_partitions=partitions)
-    bus = open_bus(settings)
+    bus = bus_on(settings)
     tag = uuid.uuid4().hex[:10]
     names = {kind: f"t{tag}.{kind}" for kind in ("sessions", "deadletter", "fhir-changes")}
     bus.ensure_topics([TopicSpec(name=n, partitions=partitions) for n in names.values()])

@@ -6,21 +6,20 @@ import json
 
 from typer.testing import CliRunner
 
-from events.factory import open_bus
 from events.projections.transcript import TranscriptProjection
 from events.topics import SESSIONS
 from rounds.cli import app
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.fhir_api.backbone.changes import outbox_listener
-from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context
 from tests.events.projections.helpers import interleave, session_events, session_id, snapshot
+from tests.wiring import bus_on, store_on
 
 
 def test_project_replay_relay_commands(sqlite_url: str) -> None:
     upgrade(sqlite_url)
-    bus = open_bus(Settings(database_url=sqlite_url), ensure_topics=True)
+    bus = bus_on(Settings(database_url=sqlite_url), ensure_topics=True)
     streams = [session_events(session_id(), turns=1) for _ in range(3)]
     bus.publish_many(SESSIONS, list(interleave(streams)))
     cli = CliRunner(env={"ROUNDS_DATABASE_URL": sqlite_url, "ROUNDS_BUS": "sql"})
@@ -33,12 +32,12 @@ def test_project_replay_relay_commands(sqlite_url: str) -> None:
     assert replayed.exit_code == 0, replayed.output
     report = json.loads(replayed.output)
     assert report["tables"] == ["proj_transcript_sessions_check1", "proj_transcript_entries_check1"]
-    from rounds.db import make_engine
+    from foundation.db import make_engine
 
     engine = make_engine(sqlite_url)
     assert snapshot(engine, TranscriptProjection(suffix="check1")) == snapshot(engine, TranscriptProjection())
 
-    store = open_store(sqlite_url)
+    store = store_on(sqlite_url)
     store.add_change_listener(outbox_listener)
     store.create(Context(), {"resourceType": "Patient", "gender": "male"})
     relayed = cli.invoke(app, ["events", "relay", "--once"])

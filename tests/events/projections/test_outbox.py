@@ -11,15 +11,15 @@ from events.projections.fhir_changes import FhirChangesProjection
 from events.projections.runner import ProjectionRunner
 from events.relay import Relay
 from services.fhir_api.backbone.changes import OutboxListener
-from services.fhir_api.store import open_store
 from services.fhir_api.store.interface import Context
 from tests.events.projections.helpers import Env, read_all, snapshot
+from tests.wiring import store_on
 
 PATIENT = {"resourceType": "Patient", "name": [{"family": "Doe"}], "gender": "female"}
 
 
 def store_with_outbox(env: Env):
-    store = open_store(env.settings.database_url)
+    store = store_on(env.settings.database_url)
     store.add_change_listener(OutboxListener(env.fhir_changes))
     return store
 

@@ -10,18 +10,18 @@ import orjson
 from fastapi.testclient import TestClient
 
 from events.sequences import SessionSequences
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.migrate import upgrade
 from services.fhir_api.app import create_app
 from services.fhir_api.backbone.wiring import BackboneSettings, install_event_backbone
-from services.fhir_api.store import open_store
 from tests.events.projections.helpers import Env, read_all
+from tests.wiring import store_on
 
 PATIENT = {"resourceType": "Patient", "name": [{"family": "Doe"}], "gender": "female"}
 
 
 def app_for(env: Env, relay: str):
-    app = create_app(env.settings, store=open_store(env.settings.database_url))
+    app = create_app(env.settings, store=store_on(env.settings.database_url))
     wired = install_event_backbone(app, env.settings, bus=env.bus,
                                    backbone=BackboneSettings(outbox_relay=relay),
                                    sessions_topic=env.sessions, changes_topic=env.fhir_changes)

@@ -13,9 +13,9 @@ import time
 import httpx
 import pytest
 
-from events.factory import open_bus
 from events.topics import FHIR_CHANGES, SESSIONS
 from rounds.settings import Settings
+from tests.wiring import bus_on
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
@@ -67,7 +67,7 @@ def test_rounds_serve_records_on_the_configured_bus(backend: str, request: pytes
                              headers={"Content-Type": "application/fhir+json"})
         assert created.status_code == 201
         pid = created.json()["id"]
-        bus = open_bus(Settings(database_url=sqlite_url, bus=backend, kafka_bootstrap=bootstrap or None))
+        bus = bus_on(Settings(database_url=sqlite_url, bus=backend, kafka_bootstrap=bootstrap or None))
         session_events = _matching(bus, SESSIONS, lambda r: r.key == sid, expected=2)
         changes = _matching(bus, FHIR_CHANGES, lambda r: r.key == f"Patient/{pid}", expected=1)
         bus.close()

@@ -19,9 +19,9 @@ import pytest
 
 from services.fhir_api.app import create_app
 from services.fhir_api.backbone.wiring import BackboneSettings, install_event_backbone
-from services.fhir_api.store import open_store
 from tests.events.projections import helpers as h
 from tests.fhir_api.conftest import free_port, start_live
+from tests.wiring import store_on
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
@@ -90,7 +90,7 @@ def traffic(root: str, clients: int = 8, rounds: int = 12) -> list[int]:
 
 
 def test_the_app_under_load_never_turns_it_off(env: h.Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = open_store(env.settings.database_url)
+    store = store_on(env.settings.database_url)
     app = create_app(env.settings, store=store)
     wired = install_event_backbone(app, env.settings, bus=env.bus, backbone=BackboneSettings(),
                                    sessions_topic=env.sessions, changes_topic=env.fhir_changes)

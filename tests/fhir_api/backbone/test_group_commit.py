@@ -11,7 +11,7 @@ from concurrent.futures import wait
 import pytest
 
 from events.sequences import SessionSequences
-from rounds.db import make_engine
+from foundation.db import make_engine
 from rounds.migrate import upgrade
 from services.fhir_api.backbone.group_commit import GroupCommit
 

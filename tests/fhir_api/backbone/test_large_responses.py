@@ -17,9 +17,9 @@ from events.blobs import BlobStore
 from events.envelope import MAX_EVENT_BYTES
 from services.consumers.scoring import stored_text
 from services.fhir_api.backbone.recorder import returned_resources
-from services.fhir_api.load import load_ndjson
 from tests.events.projections import helpers as h
 from tests.fhir_api.backbone.test_recording import app_for
+from tests.wiring import load_on
 
 OBSERVATIONS = 3000  # ~75 bytes each as (type, id, version): ~320 KB of ids, over the 256 KiB event
 
@@ -50,7 +50,7 @@ def _record(folder: Path) -> None:
 def test_a_response_listing_thousands_of_resources_is_recorded_and_answers(env: h.Env,
                                                                           tmp_path: Path) -> None:
     _record(tmp_path / "record")
-    assert load_ndjson(env.settings.database_url, tmp_path / "record", workers=1).errors == 0
+    assert load_on(env.settings.database_url, tmp_path / "record", workers=1).errors == 0
     app, wired = app_for(env)
     with TestClient(app) as client:
         sid = client.post("/sessions", json={"now": "2151-01-01T00:00:00Z"}).json()["id"]

@@ -16,8 +16,8 @@ from events.envelope import MAX_EVENT_BYTES
 from services.fhir_api.app import create_app
 from services.fhir_api.backbone.recorder import returned_resources
 from services.fhir_api.backbone.wiring import BackboneSettings, install_event_backbone
-from services.fhir_api.store import open_store
 from tests.events.projections import helpers as h
+from tests.wiring import store_on
 
 FHIR_JSON = {"Content-Type": "application/fhir+json"}
 NARRATIVE = '<div xmlns="http://www.w3.org/1999/xhtml">{}</div>'
@@ -34,7 +34,7 @@ def env(request: pytest.FixtureRequest) -> Iterator[h.Env]:
 
 
 def app_for(env: h.Env, sessions_topic: str | None = None):
-    app = create_app(env.settings, store=open_store(env.settings.database_url))
+    app = create_app(env.settings, store=store_on(env.settings.database_url))
     wired = install_event_backbone(app, env.settings, bus=env.bus,
                                    backbone=BackboneSettings(outbox_relay="off"),
                                    sessions_topic=sessions_topic or env.sessions,

@@ -27,9 +27,8 @@ from fhir_mapper.synth.generate import generate
 from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.fhir_api.app import create_app
-from services.fhir_api.load import load_ndjson
-from services.fhir_api.store import open_store
 from services.simulator.assistant_protocol import SessionTools, TurnRequest
+from tests.wiring import load_on, store_on
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ def record(tmp_path_factory: pytest.TempPathFactory) -> Record:
     run_map(work / "mimic", work / "fhir")
     url = f"sqlite:///{work / 'rounds.sqlite'}"
     upgrade(url)
-    load_ndjson(url, work / "fhir", workers=1)
+    load_on(url, work / "fhir", workers=1)
     lab = _first_lab(work / "fhir")
     coding = lab["code"]["coding"][0]
     return Record(
@@ -72,7 +71,7 @@ def record(tmp_path_factory: pytest.TempPathFactory) -> Record:
 
 @pytest.fixture(scope="session")
 def fhir_app(record: Record):
-    return create_app(Settings(database_url=record.database_url), open_store(record.database_url))
+    return create_app(Settings(database_url=record.database_url), store_on(record.database_url))
 
 
 def free_port() -> int:

@@ -16,7 +16,6 @@ from mcp.client.streamable_http import streamable_http_client
 
 from rounds.settings import Settings
 from services.fhir_api.app import create_app
-from services.fhir_api.store import open_store
 from services.simulator.assistant_protocol import (
     TOOL_NAMES,
     AssistantFailure,
@@ -27,6 +26,7 @@ from services.simulator.assistants import mcp_agent
 from services.simulator.assistants.fhir_tools import toolset
 from services.simulator.assistants.mcp_server import TurnRegistry, mount_mcp
 from tests.simulator.adapters.conftest import Record, Recorder, Sandbox, Served, free_port
+from tests.wiring import store_on
 
 PATIENT_SAYS = "Only my blood pressure pills."
 
@@ -45,7 +45,7 @@ class Live:
 
 @pytest.fixture(scope="module")
 def live(record: Record) -> Iterator[Live]:
-    app = create_app(Settings(database_url=record.database_url), open_store(record.database_url))
+    app = create_app(Settings(database_url=record.database_url), store_on(record.database_url))
     registry = TurnRegistry()
     mount_mcp(app, registry)
 
@@ -235,7 +235,7 @@ def test_the_mount_starts_without_a_lifespan_and_stops(record: Record) -> None:
     import uvicorn
 
     async def scenario() -> None:
-        app = create_app(Settings(database_url=record.database_url), open_store(record.database_url))
+        app = create_app(Settings(database_url=record.database_url), store_on(record.database_url))
         mount = mount_mcp(app, TurnRegistry())
         port = free_port()
         config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")

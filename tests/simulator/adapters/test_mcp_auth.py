@@ -13,9 +13,9 @@ from rounds.settings import Settings
 from services.fhir_api.app import create_app
 from services.fhir_api.auth.scopes import parse_scopes
 from services.fhir_api.auth.tokens import issue
-from services.fhir_api.store import open_store
 from services.simulator.assistants.mcp_server import TurnRegistry, mount_mcp
 from tests.simulator.adapters.conftest import Record, Served
+from tests.wiring import store_on
 
 
 async def search_over_mcp(url: str, token: str, record: Record):
@@ -28,7 +28,7 @@ async def search_over_mcp(url: str, token: str, record: Record):
 
 
 def test_mcp_endpoint_takes_the_sessions_token_only(record: Record) -> None:
-    app = create_app(Settings(database_url=record.database_url, auth=True), open_store(record.database_url))
+    app = create_app(Settings(database_url=record.database_url, auth=True), store_on(record.database_url))
     mount_mcp(app, TurnRegistry())
     served = Served(app)
     try:

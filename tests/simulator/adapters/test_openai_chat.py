@@ -191,8 +191,11 @@ def test_spec_parsing_and_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     with pytest.raises(ValueError, match="OPENAI_API_KEY"):
         create("gpt-4o")
-    monkeypatch.setenv("ROUNDS_OPENAI_API_KEY", "sk-rounds")
-    assert create("gpt-4o").client.api_key == "sk-rounds"
+    assert create("gpt-4o", "sk-rounds").client.api_key == "sk-rounds"  # ROUNDS_OPENAI_API_KEY, as handed
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-library")
+    assert create("gpt-4o").client.api_key == "sk-library"
+    assert create("gpt-4o", "sk-rounds").client.api_key == "sk-rounds"  # the configured key first
+    monkeypatch.delenv("OPENAI_API_KEY")
     for bad in ["", "two words@http://x", "m@httpx"]:
         with pytest.raises(ValueError, match="expected <model>"):
             create(bad)

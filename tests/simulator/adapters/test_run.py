@@ -22,6 +22,7 @@ from tests.simulator.adapters.conftest import Served
 from tests.simulator.adapters.fake_openai import FakeOpenAI, text, tool_call
 from tests.simulator.adapters.test_mcp import mcp_calls
 from tests.simulator.conftest import SCENARIOS, assert_session_order, jobs, session_events
+from tests.wiring import migrated
 
 pytestmark = pytest.mark.slow  # whole pipelines, subprocesses or real services: not in the fast lane
 
@@ -131,7 +132,8 @@ def agent() -> Iterator[str]:
 
 
 def test_a_run_with_an_mcp_agent(settings, scenarios, agent) -> None:
-    summary = asyncio.run(run_scenarios(jobs(scenarios), f"mcp:{agent}", RunOptions("run-mcp"), settings))
+    summary = asyncio.run(run_scenarios(jobs(scenarios), f"mcp:{agent}", RunOptions("run-mcp"),
+                                        migrated(settings)))
     (outcome,) = summary.outcomes
     assert (outcome.reason, outcome.turns, outcome.error) == ("completed", 4, None)
     events = session_events(settings, outcome.session_id)
@@ -148,7 +150,8 @@ def test_the_answer_is_not_a_tool_step(settings, scenarios, model) -> None:
     (recorded as an `answer` call for its usage) is not counted against the budget."""
     _, base = model
     options = RunOptions("run-budget", max_steps=1)
-    summary = asyncio.run(run_scenarios(jobs(scenarios), f"openai:fake-model@{base}", options, settings))
+    summary = asyncio.run(run_scenarios(jobs(scenarios), f"openai:fake-model@{base}", options,
+                                        migrated(settings)))
     (outcome,) = summary.outcomes
     assert (outcome.reason, outcome.turns, outcome.error) == ("completed", 4, None)
 
@@ -156,12 +159,12 @@ def test_the_answer_is_not_a_tool_step(settings, scenarios, model) -> None:
 def test_an_mcp_agent_against_a_separate_fhir_server(settings, scenarios, agent) -> None:
     """With `--fhir-base` the simulator serves the MCP endpoint beside the patient endpoint on its own port;
     the tools call the separate FHIR server over HTTP."""
-    from services.fhir_api.app import create_app
+    from tests.wiring import app_on
 
-    fhir = Served(create_app(settings))
+    fhir = Served(app_on(settings))
     try:
         options = RunOptions("run-mcp-remote", fhir_base=f"{fhir.root}/fhir")
-        summary = asyncio.run(run_scenarios(jobs(scenarios), f"mcp:{agent}", options, settings))
+        summary = asyncio.run(run_scenarios(jobs(scenarios), f"mcp:{agent}", options, migrated(settings)))
     finally:
         fhir.stop()
     (outcome,) = summary.outcomes

@@ -25,6 +25,7 @@ from services.simulator.orchestrator.summary import failure_lines, no_tools_warn
 from tests.simulator.adapters.conftest import Served
 from tests.simulator.adapters.fake_openai import FakeOpenAI, text
 from tests.simulator.conftest import jobs
+from tests.wiring import migrated, root_on
 
 
 def served(fake: FakeOpenAI) -> Iterator[tuple[FakeOpenAI, str]]:
@@ -51,7 +52,8 @@ def quiet_progress(planned) -> tuple[RunProgress, io.StringIO]:
 
 def run(settings, scenarios, spec: str, run_id: str, progress: RunProgress):
     options = RunOptions(run_id, on_turn=progress.turn)
-    return asyncio.run(run_scenarios(jobs(scenarios), spec, options, settings, progress=progress.session))
+    return asyncio.run(run_scenarios(jobs(scenarios), spec, options, migrated(settings),
+                                     progress=progress.session))
 
 
 def test_a_session_ending_in_turn_0_counts_the_same_everywhere(settings, scenarios, model) -> None:
@@ -66,7 +68,7 @@ def test_a_session_ending_in_turn_0_counts_the_same_everywhere(settings, scenari
     bar = progress.bar.tasks[progress.turns]
     assert (bar.completed, bar.total) == (0, 4)  # never "4/4" for a session that answered nothing
     assert "3 not reached" in bar.fields["now"]
-    metrics = score_run(settings, "run-turn0").metrics
+    metrics = score_run(root_on(settings), "run-turn0").metrics
     assert (metrics.turns, metrics.turns_reached, metrics.turns_answered) == (4, 1, 0)
 
 
@@ -114,7 +116,7 @@ def test_the_report_of_a_run_that_never_started_says_so_not_score_it(settings, s
     with pytest.raises(EndpointUnavailable):
         run(settings, scenarios, f"openai:typo@{base}", "run-refused", progress)
     with pytest.raises(ReportUnavailable) as refused:
-        load_report(settings, "run-refused")
+        load_report(root_on(settings), "run-refused")
     assert "it never started" in str(refused.value) and "rounds score" not in str(refused.value)
     assert "rounds run --scenarios FILE --assistant SPEC --run-id run-refused" in str(refused.value)
 

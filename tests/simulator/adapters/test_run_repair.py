@@ -25,6 +25,7 @@ from services.simulator.orchestrator.jobs import RecordedSession, RunOptionsChan
 from tests.simulator.adapters.conftest import Served
 from tests.simulator.adapters.fake_openai import HANG, FakeOpenAI, error, text, tool_call
 from tests.simulator.conftest import SCENARIOS, jobs, session_events
+from tests.wiring import bus_on, migrated, root_on
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -38,7 +39,7 @@ def model() -> Iterator[tuple[FakeOpenAI, str]]:
 
 
 def run(settings, scenarios, spec: str, options: RunOptions):
-    return asyncio.run(run_scenarios(jobs(scenarios), spec, options, settings))
+    return asyncio.run(run_scenarios(jobs(scenarios), spec, options, migrated(settings)))
 
 
 def run_events(settings, run_id: str, kind: str) -> list:
@@ -89,11 +90,11 @@ def check_the_report_shows_model_usage(settings, run_id: str) -> None:
     from services.consumers.report.model_usage import load_model_usage
     from services.consumers.scoring.api import score_run
 
-    usage = load_model_usage(settings, run_id, 1.0, 2.0)
+    usage = load_model_usage(bus_on(settings), run_id, 1.0, 2.0)
     assert (usage.calls, usage.turns, usage.sessions) == (4, 4, 1)
     assert usage.prompt_tokens_per_session.total == 200 and usage.completion_tokens_per_turn.p50 == 10
     assert usage.cost_usd == pytest.approx((200 * 1 + 40 * 2) / 1e6)
-    score_run(settings, run_id)
+    score_run(root_on(settings), run_id)
     args = ["report", "--run", run_id, "--prompt-price", "1", "--completion-price", "2", "--database-url",
             settings.database_url]
     shown = CliRunner().invoke(app, args, env={"COLUMNS": "160"})
@@ -112,7 +113,7 @@ def test_a_hanging_model_times_out_and_retry_failed_reruns_it(settings, scenario
     logged = session_events(settings, None)
     (cut,) = [e for e in logged if e.type == "rounds.model.call" and e.subject == timed_out.session_id]
     assert (cut.data["outcome"], cut.data["turn"]) == ("timeout", 0)  # the spent call is on the log
-    usage = load_model_usage(settings, "run-retry")
+    usage = load_model_usage(bus_on(settings), "run-retry")
     assert (usage.calls, usage.cut) == (1, {"timeout": 1}) and usage.latency_ms_per_call.p50 >= 300
     fake.reset(text(fake, "Here now."))
     plain = run(settings, scenarios, spec, RunOptions("run-retry", model_timeout_s=0.3))
@@ -148,7 +149,7 @@ def check_the_report_counts_the_rerun_only(settings, run_id: str, old: str, new:
     from services.consumers.report.html_page import render_html
     from services.consumers.scoring.api import score_run
 
-    report = score_run(settings, run_id)
+    report = score_run(root_on(settings), run_id)
     listed = {s.session: s for s in report.sessions}
     assert set(listed) == {old, new}
     assert listed[old].superseded_by == new and listed[old].reason == "timeout"
@@ -173,7 +174,7 @@ def test_cancelling_a_run_ends_open_sessions_interrupted_and_a_rerun_resumes(set
 
     async def cancelled():  # two sessions, one at a time: the second waits for the first when the run stops
         two = RunOptions("run-cut", concurrency=1)
-        task = asyncio.create_task(run_scenarios(jobs(scenarios, trials=2), spec, two, settings))
+        task = asyncio.create_task(run_scenarios(jobs(scenarios, trials=2), spec, two, migrated(settings)))
         deadline = time.monotonic() + 30
         while len(fake.requests) < 2 and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
@@ -194,7 +195,8 @@ def test_cancelling_a_run_ends_open_sessions_interrupted_and_a_rerun_resumes(set
         time.sleep(0.02)
     assert fake.disconnects == 1
     fake.reset(text(fake, "Back again."))
-    resumed = asyncio.run(run_scenarios(jobs(scenarios, trials=2), spec, RunOptions("run-cut"), settings))
+    resumed = asyncio.run(run_scenarios(jobs(scenarios, trials=2), spec, RunOptions("run-cut"),
+                                        migrated(settings)))
     assert [o.reason for o in resumed.outcomes] == ["completed", "completed"]
     started = {s.subject: s.data.get("retryOf") for s in run_events(settings, "run-cut",
                                                                      "rounds.session.started")}
@@ -257,7 +259,7 @@ def test_the_cli_exit_codes_progress_and_ctrl_c(settings, model) -> None:
 def test_an_answer_too_large_for_an_event_is_stored_and_scored(settings, scenarios, model) -> None:
     from events.blobs import BlobStore
     from events.payloads import Communication
-    from rounds.db import make_engine
+    from foundation.db import make_engine
     from services.consumers.scoring.api import score_run
 
     fake, base = model
@@ -279,7 +281,7 @@ def test_an_answer_too_large_for_an_event_is_stored_and_scored(settings, scenari
         engine.dispose()
     call = next(e for e in events if e.type == "rounds.tool.call")
     assert call.data["arguments"]["storedSize"] > 600_000
-    report = score_run(settings, "run-huge")
+    report = score_run(root_on(settings), "run-huge")
     (scored,) = report.sessions
     assert scored.reason == "completed" and scored.score is not None
 
@@ -299,7 +301,7 @@ def test_a_fact_past_the_first_64_kib_of_an_answer_is_scored(settings, scenarios
     answer = next(Communication.model_validate(e.data) for e in session_events(settings, outcome.session_id)
                   if e.type == "rounds.message.assistant")
     assert answer.stored_text is not None and "Creatinine" not in answer.text
-    (scored,) = score_run(settings, "run-tail").sessions
+    (scored,) = score_run(root_on(settings), "run-tail").sessions
     (cited,) = [c for c in scored.turns[0].checks if c.kind == "fact_cited"]
     assert cited.passed, cited.evidence
     assert "Creatinine" not in (scored.turns[0].exchanges[-1].text or "")  # the view shows the head

@@ -26,6 +26,7 @@ def counts_lines(summary: dict) -> list[str]:
 
 @import_app.command("fhir-agentbench")
 def fhir_agentbench_cmd(
+    ctx: typer.Context,
     csv_file: Path = typer.Argument(..., exists=True, dir_okay=False, metavar="CSV",
                                     help="FHIR-AgentBench's questions_answers_sql_fhir.csv (or a split)."),
     out: Path = typer.Option(..., "--out", help="FILE.jsonl (FILE.summary.json is written beside it)."),
@@ -47,7 +48,7 @@ def fhir_agentbench_cmd(
     except BadRow as exc:
         typer.echo(f"error: {csv_file}: {exc}; nothing imported", err=True)
         raise typer.Exit(2) from exc
-    imported = on_record(fhir_base, database_url,
+    imported = on_record(ctx, fhir_base, database_url,
                          lambda source: import_questions(source, questions, timeout), (RecordError,),
                          "; nothing imported")
     output.write(out, imported.scenarios, imported.summary)

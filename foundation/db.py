@@ -1,7 +1,7 @@
 """SQLAlchemy plumbing shared by every component: the declarative base and the engine factory.
 
-Ground floor: it imports nothing of the project but the settings. Which modules declare tables on `Base` is
-the top floor's business (rounds/registry.py `MODEL_MODULES`, `load_all_models()`): each component declares
+The lowest floor: it imports nothing of the project. Which modules declare tables on `Base` is the
+composition root's business (rounds/migrate.py `MODEL_MODULES`, `load_all_models()`): each component declares
 its tables on this `Base` when its models module is imported, and only alembic's environment and the schema
 tests need all of them at once."""
 
@@ -12,8 +12,6 @@ from pathlib import Path
 
 from sqlalchemy import Engine, MetaData, create_engine, event
 from sqlalchemy.orm import DeclarativeBase
-
-from rounds.settings import get_settings
 
 # Stable constraint names so alembic autogenerate and both dialects agree.
 NAMING_CONVENTION = {
@@ -38,13 +36,34 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - trivial
     cur.close()
 
 
-def make_engine(url: str | None = None, **kwargs) -> Engine:
-    """Create an engine for `url` (default: ROUNDS_DATABASE_URL), tuned per dialect."""
-    url = url or get_settings().database_url
+SQLITE_BEGIN = "sqlite_begin"  # conn.info key: the BEGIN a connection's next transaction starts with
+
+
+def _sqlite_begin(conn) -> None:
+    """Who begins a SQLite transaction, per connection of the one shared engine. A connection that sets
+    `conn.info[SQLITE_BEGIN]` ("BEGIN", or "BEGIN IMMEDIATE" for a writer that reads first, so concurrent
+    writers queue on the busy timeout, not failing on a stale snapshot) gets it from SQLAlchemy: the FHIR
+    store, whose nested transactions need SAVEPOINTs, which pysqlite's own handling breaks. Any other keeps
+    pysqlite's handling (the transaction begins at the first write, reads before it see the latest commit),
+    which the event log, the outbox relay and a re-score's members in other processes rely on."""
+    begin = conn.info.pop(SQLITE_BEGIN, None)
+    conn.connection.driver_connection.isolation_level = None if begin else ""
+    if begin:
+        conn.exec_driver_sql(begin)
+
+
+def make_engine(url: str, **kwargs) -> Engine:
+    """Create an engine for `url`, tuned per dialect. Only a composition root calls it (the `rounds` commands,
+    a test's fixture): one engine per process and database, handed to every component that needs it."""
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
         return engine
+    if url.startswith("postgresql+psycopg"):
+        # no server-side prepared statements: their generic plans ignore how selective a patient id is
+        # (a FHIR search of 100 ms turned into 30 s after five executions)
+        kwargs["connect_args"] = {"prepare_threshold": None, **kwargs.get("connect_args", {})}
     if "poolclass" not in kwargs:
         kwargs.setdefault("pool_size", 10)
         kwargs.setdefault("max_overflow", 20)
