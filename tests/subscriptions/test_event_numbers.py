@@ -8,10 +8,10 @@ from __future__ import annotations
 import httpx
 
 from rounds.migrate import upgrade
-from services.fhir_api.store import open_store
 from services.fhir_api.subscriptions.numbering import EventNumbers
 from tests.fhir_api.conftest import assert_outcome, observation, patient
 from tests.subscriptions.test_delivery import subscribe, world  # noqa: F401 - the fixture
+from tests.wiring import store_on
 
 
 def status(bundle: dict) -> dict[str, object]:
@@ -65,7 +65,7 @@ def test_status_of_what_is_not_there(world, receiver):  # noqa: F811
 
 def test_a_number_is_kept_for_its_event_and_the_next_follows_after_a_restart(sqlite_url):
     upgrade(sqlite_url)
-    engine = open_store(sqlite_url).engine
+    engine = store_on(sqlite_url).engine
     first = EventNumbers(engine)
     assert [first.number("", "s1", e) for e in ("e1", "e2", "e1")] == [1, 2, 1]
     assert first.number("sess", "s1", "e1") == 1  # another base's Subscription of the same id
