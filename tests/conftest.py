@@ -67,7 +67,7 @@ SERVICE_PARAMS = ("postgres", "kafka")
 HEAVY_FIXTURES = frozenset({
     "demo_mapped", "demo_run", "demo_raw", "demo_url", "demo_app", "demo_build", "synthetic_url",
     "synthetic_app", "synthetic_build", "csv_record", "record", "fhir_app", "demo_ndjson", "demo_store",
-    "demo_loaded", "demo_fhir",
+    "demo_loaded", "demo_fhir", "full_demo_url",
 })
 
 
@@ -250,6 +250,36 @@ def demo_mapped(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     root = built_once(tmp_path_factory, "demo-mapped", build)
     run = orjson.loads((root / "run.json").read_bytes())
     return root / "fhir", run["summary"], run["code"]
+
+
+@pytest.fixture(scope="module")
+def full_demo_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A private copy of a store holding the whole real demo (`demo_mapped` loaded once per test run, as
+    `rounds demo` maps and loads it): the FHIR-AgentBench shared file and the careful fixtures read it.
+    ROUNDS_TEST_FULL_DEMO_STORE=sqlite:///path: a store already holding it (copied, never written)."""
+    import shutil
+
+    from foundation.db import checkpoint
+    from rounds.migrate import upgrade
+    from tests.shared_inputs import private_sqlite
+    from tests.wiring import load_on
+
+    given = os.environ.get("ROUNDS_TEST_FULL_DEMO_STORE")
+    into = tmp_path_factory.mktemp("full-demo")
+    if given:
+        target = into / "rounds.sqlite"
+        shutil.copyfile(given.removeprefix("sqlite:///"), target)
+        return f"sqlite:///{target}"
+    folder, _, _ = request.getfixturevalue("demo_mapped")
+
+    def build(work: Path) -> None:
+        url = f"sqlite:///{work / 'rounds.sqlite'}"
+        upgrade(url)
+        assert load_on(url, folder, workers=2).errors == 0
+        checkpoint(work / "rounds.sqlite")
+
+    loaded = built_once(tmp_path_factory, "fab-full-demo", build)
+    return private_sqlite(loaded / "rounds.sqlite", into)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -1,9 +1,9 @@
 """The shared question file (../shared/data/fhir-agentbench/questions_valid.csv, 347 questions) on the whole
-MIMIC-IV demo mapped and loaded by the project's own mapper and loader (the `demo_mapped` NDJSON, loaded once
-per test run): the import's counts, the oracle at 1.0 correctness and 1.0 recall, and the suite's baseline
-below it. The sessions played are one question per template (51 of 347, the first by question id), which
-keeps this file inside the suite's budget; benchmarks/bench_fhir_agentbench.py plays all 347 and
-benchmarks/README.md quotes its figures.
+MIMIC-IV demo mapped and loaded by the project's own mapper and loader (tests/conftest.py
+`full_demo_url`, loaded once per test run): the import's counts, the oracle at 1.0 correctness and 1.0
+recall, and the suite's baseline below it. The sessions played are one question per template (51 of 347,
+the first by question id), which keeps this file inside the suite's budget;
+benchmarks/bench_fhir_agentbench.py plays all 347 and benchmarks/README.md quotes its figures.
 
 ROUNDS_TEST_FULL_DEMO_STORE=sqlite:///path reuses a store already holding the whole demo (copied, never
 written) for quick reruns."""
@@ -11,14 +11,10 @@ written) for quick reruns."""
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 from pathlib import Path
 
 import pytest
 
-from foundation.db import checkpoint
-from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.consumers.scoring.api import score_run
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
@@ -26,31 +22,10 @@ from services.simulator.orchestrator.jobs import plan, read_scenarios
 from services.simulator.scenarios import output
 from services.simulator.scenarios.fhir_agentbench.importer import import_questions
 from services.simulator.scenarios.fhir_agentbench.rows import read_questions
-from tests.shared_inputs import built_once, private_sqlite
-from tests.wiring import app_on, load_on, migrated, root_on
+from tests.wiring import app_on, migrated, root_on
 
 FIGURES = ("answer_correctness", "retrieval_recall", "retrieval_precision")
 pytestmark = pytest.mark.slow  # the whole demo loaded, 2 × 51 sessions
-
-
-@pytest.fixture(scope="module")
-def full_demo_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
-    given = os.environ.get("ROUNDS_TEST_FULL_DEMO_STORE")
-    into = tmp_path_factory.mktemp("fab-demo")
-    if given:
-        target = into / "rounds.sqlite"
-        shutil.copyfile(given.removeprefix("sqlite:///"), target)
-        return f"sqlite:///{target}"
-    folder, _, _ = request.getfixturevalue("demo_mapped")
-
-    def build(work: Path) -> None:
-        url = f"sqlite:///{work / 'rounds.sqlite'}"
-        upgrade(url)
-        assert load_on(url, folder, workers=2).errors == 0
-        checkpoint(work / "rounds.sqlite")
-
-    loaded = built_once(tmp_path_factory, "fab-full-demo", build)
-    return private_sqlite(loaded / "rounds.sqlite", into)
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,11 @@ scorer agrees with the physician on >= 95 % of the items, and the careful answer
 
 A session's final state is its recorded `rounds.sandbox.state` (its blob line when large) when the log
 holds one; else the scorer's replay of the logged writes (services/consumers/scoring/replay.py) with the
-record's values from a store holding the real demo (`ROUNDS_CAREFUL_STORE`, a copy of what `rounds demo`
-maps and loads; the baseline is replayed there too). Without that store a replayed state holds no record
-values (claims are verified against the session's facts only) and the baseline comparison is skipped.
+record's values from a store holding the real demo: `ROUNDS_CAREFUL_STORE` when set (a copy of what `rounds
+demo` maps and loads), else the suite's own (tests/conftest.py `full_demo_url`, built when ../shared/data
+holds the demo, as in CI); the baseline is replayed there too. Only a machine without the demo has no such
+store: a replayed state then holds no record values (claims are verified against the session's facts only),
+the must-shows are expected to fail and the baseline comparison is skipped.
 """
 
 from __future__ import annotations
@@ -26,14 +28,17 @@ from services.consumers.scoring import replay
 from services.consumers.scoring.check_inputs import FinalState
 from services.consumers.scoring.scenarios import scenario_of
 from services.consumers.scoring.scorer import score_session
+from tests.conftest import SHARED_DATA
 from tests.wiring import client_on, migrated, root_on
 
 CAREFUL = Path(__file__).resolve().parents[1] / "fixtures" / "careful"
 VERDICTS = CAREFUL / "verdicts.json"
 STORE = os.environ.get("ROUNDS_CAREFUL_STORE")
+DEMO = (SHARED_DATA / "mimic-iv-demo" / "hosp" / "patients.csv.gz").exists()
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not VERDICTS.exists(), reason="the careful fixtures and "
-                                                    "their verdicts are merged from their own branches")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800),  # the whole demo built: minutes on a busy machine
+              pytest.mark.skipif(not VERDICTS.exists(), reason="the careful fixtures and their verdicts are "
+                                                               "merged from their own branches")]
 
 
 def logs() -> tuple[dict[str, list[LoggedEvent]], dict[str, bytes]]:
@@ -65,13 +70,21 @@ def state_of(events: list[LoggedEvent], blobs: dict[str, bytes], scenario, reade
 
 
 @pytest.fixture(scope="module")
-def reader():
-    if not STORE:
+def store(request: pytest.FixtureRequest) -> str | None:
+    """The store holding the real demo: the override, else the suite's own, else none."""
+    if STORE:
+        return STORE
+    return request.getfixturevalue("full_demo_url") if DEMO else None
+
+
+@pytest.fixture(scope="module")
+def reader(store: str | None):
+    if not store:
         return None
     from rounds.settings import Settings
     from services.consumers.scoring.fhir_state import StateReader
 
-    return StateReader(client_on(Settings(database_url=STORE)))
+    return StateReader(client_on(Settings(database_url=store)))
 
 
 @pytest.fixture(scope="module")
@@ -90,10 +103,10 @@ def scored(reader):
 
 
 NEEDS_RECORD = pytest.mark.xfail(
-    not STORE, strict=True,
-    reason="the must-shows are measured against the record: without ROUNDS_CAREFUL_STORE claims are verified "
-           "against the session's facts only (true extras read as invented): 460 of 498 agree (92.4 %), "
-           "careful Avg EN 0.74, ZH 0.75; with it (branch v4c) 479 of 498 (96.2 %), EN 0.91, ZH 0.87")
+    not STORE and not DEMO, strict=True,
+    reason="the must-shows are measured against the record: without the demo claims are verified against "
+           "the session's facts only (true extras read as invented): 460 of 498 agree (92.4 %), careful Avg "
+           "EN 0.74, ZH 0.75; with it (branch v4t) 479 of 498 (96.2 %), EN 0.91, ZH 0.86")
 
 
 @NEEDS_RECORD
@@ -117,14 +130,14 @@ def test_v4_agrees_with_the_physician(scored) -> None:
 
 
 @NEEDS_RECORD
-def test_careful_answers_score_high_and_beat_the_baseline(scored) -> None:
+def test_careful_answers_score_high_and_beat_the_baseline(scored, store: str | None) -> None:
     by_language: dict[str, list[float]] = defaultdict(list)
     for log, _, score in scored.values():
         by_language[log.language].append(score.score or 0.0)
     for language, scores in by_language.items():
         assert sum(scores) / len(scores) >= 0.85, (language, scores)
-    if not STORE:
-        pytest.skip("ROUNDS_CAREFUL_STORE not set: the baseline is not replayed")
+    if not store:
+        pytest.skip("no store holds the real demo: the baseline is not replayed")
     from rounds.settings import Settings
     from services.consumers.scoring.api import score_run
     from services.simulator.orchestrator.entry import RunOptions, run_scenarios
@@ -136,7 +149,7 @@ def test_careful_answers_score_high_and_beat_the_baseline(scored) -> None:
         jobs = [job for (sid, variant), s in chosen.items()
                 for job in plan([(s, s.model_dump(mode="json"))], 1, (language,), variant)]
         run_id = f"careful-baseline-{language}"
-        settings = Settings(database_url=STORE)
+        settings = Settings(database_url=store)
         asyncio.run(run_scenarios(jobs, "baseline", RunOptions(run_id), migrated(settings)))
         baseline = score_run(root_on(settings), run_id, timeout_s=600).metrics.avg or 0.0
         assert sum(scores) / len(scores) >= baseline + 0.25, (language, sum(scores) / len(scores), baseline)

@@ -107,6 +107,31 @@ def _bound_before() -> re.Pattern[str]:
     return re.compile(r"(?:" + "|".join(rf"(?<![a-z]){re.escape(cue)}" for cue in cues) + r")$")
 
 
+_GLUED = re.compile(r"-([a-z]+)")
+_EN_TOKEN = re.compile(r"[a-z]+|[<>≤≥]=?")
+_UNIT_HEAD = re.compile(r"^\s*[a-zµ/%]*\s*")
+_LETTERS = re.compile(r"[a-z]+")
+
+
+def _last_tokens(before: str, n: int) -> list[str]:
+    """The last `n` (>= 1) EN tokens of `before`, as a search of all of it gives them: read from a short
+    tail first (every token of a tail but its first is whole), the whole window only when the tail holds
+    too few. Every number of a long answer asks this: the whole 160 characters each time cost a third of
+    reading a dense answer."""
+    tail = before[-48:]
+    tokens = _EN_TOKEN.findall(tail)
+    if len(tokens) > n or len(tail) == len(before):
+        return tokens[-n:]
+    return _EN_TOKEN.findall(before)[-n:]
+
+
+@lru_cache(maxsize=4096)
+def _bound_before_in(words: str) -> bool:
+    """Do the last EN words before a number end with a bound's cue? (The same few words precede many
+    numbers of an answer: each is searched once.)"""
+    return _bound_before().search(words) is not None
+
+
 def is_threshold(text: str, cited: Cited, norm: str | None = None) -> bool:
     """Whether `cited` (found in `text` by cited_numbers) is not a value but a bound the answer compares with
     ("below 3.5", "3.5以上") or a count ("4 results", "24 hours", "2次"), by the cues of data/lexicon.json."""
@@ -114,19 +139,27 @@ def is_threshold(text: str, cited: Cited, norm: str | None = None) -> bool:
     norm = normalize(text) if norm is None else norm  # `norm`: normalize(text) already, for long answers
     end = cited.start + len(cited.text)
     before, after = norm[max(0, cited.start - 160):cited.start], norm[end:end + 160]  # windows are shorter
-    glued = re.match(r"-([a-z]+)", after)  # "24-hour", "3-day": a count joined to what it counts
-    if glued and glued.group(1) in cues["counts_after"]["en"]:
+    glued = _GLUED.match(after)  # "24-hour", "3-day": a count joined to what it counts
+    if glued and glued.group(1) in _threshold_cues()[2]:
         return True
-    en_before = " ".join(re.findall(r"[a-z]+|[<>≤≥]=?", before)[-cues["window"]["en"]:])
+    en_before = " ".join(_last_tokens(before, cues["window"]["en"]))
     zh_before = before.rstrip()[-cues["window"]["zh"]:]
-    after = re.sub(r"^\s*[a-zµ/%]*\s*", "", after, count=1) if not after[:1].isspace() else after.lstrip()
-    if _bound_before().search(en_before):
+    after = _UNIT_HEAD.sub("", after, count=1) if not after[:1].isspace() else after.lstrip()
+    if _bound_before_in(en_before):
         return True
-    if zh_before.endswith(tuple(cues["before"]["zh"])):
+    zh_cues, after_cues, counts_en, counts_zh = _threshold_cues()
+    if zh_before.endswith(zh_cues):
         return True
     tail = after[:16]
-    if tail.startswith(tuple(cues["after"]["en"] + cues["after"]["zh"])):
+    if tail.startswith(after_cues):
         return True
-    counted = re.match(r"[a-z]+", tail)
-    return (counted is not None and counted.group() in cues["counts_after"]["en"]) or tail.startswith(
-        tuple(cues["counts_after"]["zh"]))
+    counted = _LETTERS.match(tail)
+    return (counted is not None and counted.group() in counts_en) or tail.startswith(counts_zh)
+
+
+@lru_cache(maxsize=1)
+def _threshold_cues() -> tuple[tuple[str, ...], tuple[str, ...], frozenset[str], tuple[str, ...]]:
+    """The threshold cues as is_threshold asks them: ZH before, after (EN and ZH), EN and ZH counts after."""
+    cues = lexicon()["thresholds"]
+    return (tuple(cues["before"]["zh"]), tuple(cues["after"]["en"] + cues["after"]["zh"]),
+            frozenset(cues["counts_after"]["en"]), tuple(cues["counts_after"]["zh"]))

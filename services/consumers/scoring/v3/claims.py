@@ -18,16 +18,19 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Mapping
+from functools import cache
 
 from services.consumers.scoring.lexicon import claims as _data
 from services.consumers.scoring.numbers import Cited, cited_numbers, is_threshold
 from services.consumers.scoring.text import Hit, find, normalize
 from services.consumers.scoring.v3.claim_model import Claim, ConclusionClaim, ParsedAnswer
 from services.consumers.scoring.v3.cues import conclusion_claims
-from services.consumers.scoring.v3.names import Named, clauses
+from services.consumers.scoring.v3.names import Named, clauses, named_in
 
 _RANGE = re.compile(r"\d(?:\.\d+)?\s?[-–~～]\s?\d")
 _TOKEN = re.compile(r"\s?([a-zµ%/\u4e00-\u9fff^0-9]{1,10})")
+_WORD_AFTER = re.compile(r"\s?([a-z]+)")
+_WORD_BEFORE = re.compile(r"([a-z]+)\.?\s?$")
 
 
 def _unit_unknown(norm: str, cited: Cited) -> bool:
@@ -49,8 +52,8 @@ def _inside_unit(norm: str, cited: Cited) -> bool:
 def _date_part(norm: str, cited: Cited) -> bool:
     """"28 Feb", "Feb 28": a day of a month."""
     months = _data()["months"]
-    after = re.match(r"\s?([a-z]+)", norm[cited.start + len(cited.text):cited.start + len(cited.text) + 12])
-    before = re.search(r"([a-z]+)\.?\s?$", norm[max(0, cited.start - 12):cited.start])
+    after = _WORD_AFTER.match(norm[cited.start + len(cited.text):cited.start + len(cited.text) + 12])
+    before = _WORD_BEFORE.search(norm[max(0, cited.start - 12):cited.start])
     return bool(after and after.group(1) in months) or bool(before and before.group(1) in months)
 
 
@@ -73,7 +76,7 @@ def parse_answer(text: str, subjects: Mapping[str, list[str]], question: str | N
     search per cue list."""
     norm = normalize(text)
     spans = clauses(norm)
-    named = Named(norm, subjects)
+    named = named_in(norm, subjects)
     numbers = _numbers(text, norm, spans, named)
     found: list[ConclusionClaim] = [] if question is None else conclusion_claims(norm, question, spans, named)
     return ParsedAnswer(numbers, found)
@@ -105,8 +108,16 @@ def _numbers(text: str, norm: str, spans: list[tuple[int, int]], named: Named) -
 def _fits(key: str, cited: Cited) -> bool:
     """A drug takes doses (a dose unit written), a result takes anything else: "potassium chloride 20 mEq"
     is about the drug, "2.1 before the furosemide to 1.9 mg/dL" about the lab named before the drug."""
-    dose = cited.unit in _data()["dose_units"]
-    return dose if key.startswith("drug:") else not dose or cited.unit in _data()["result_dose_units"]
+    doses, results = _dose_units()
+    dose = cited.unit in doses
+    return dose if key.startswith("drug:") else not dose or cited.unit in results
+
+
+@cache
+def _dose_units() -> tuple[frozenset[str], frozenset[str]]:
+    """The units of a dose, and those of them a result may take too (mmol): asked once per name a number
+    could be about."""
+    return frozenset(_data()["dose_units"]), frozenset(_data()["result_dose_units"])
 
 
 def _subject(named: Named, start: int, end: int, cited: Cited) -> str | None:

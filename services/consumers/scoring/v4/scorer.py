@@ -7,7 +7,8 @@ answering its qualifier (facts.py) whose value reached the assistant in a respon
 conclusion is judged on the claims of the sentences in scope (scope.py); writes are matched with their
 alternatives (writes.py). Turn score = (weighted passed / total over the non-gate items) × the precision
 factor (precision.py), 0 when a safety gate fails (v3's write gates with the alternatives' types allowed and
-companions not counted; v4's future-value gate).
+companions not counted; v4's future-value gate); then × the session's reliability (reliability.py: the share
+of its verified result claims that were wrong, from the first one on).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from contracts.scenario import Fact, RubricItem, Scenario
+from contracts.scenario import Fact, RubricItem, Scenario, Turn
 from contracts.score import Check, TurnScore
 from contracts.trajectory import Trajectory
 from contracts.vocabulary import LABITEMS
@@ -28,7 +29,7 @@ from services.consumers.scoring.v3.conclusions import judge as judge_conclusion
 from services.consumers.scoring.v3.dialogue import asked_patient
 from services.consumers.scoring.v3.facts import fact_stated_v3
 from services.consumers.scoring.v3.gates import write_gates
-from services.consumers.scoring.v3.names import Named, clauses
+from services.consumers.scoring.v3.names import clauses, named_in
 from services.consumers.scoring.v3.scorer import SessionView, implicit_subject
 from services.consumers.scoring.v3.subjects import subject_of
 from services.consumers.scoring.v3.turn import (
@@ -40,12 +41,14 @@ from services.consumers.scoring.v3.turn import (
     write_matched,
 )
 from services.consumers.scoring.v4.claim_model import ResultClaim, Verified
+from services.consumers.scoring.v4.claims import Reading as AnswerReading
 from services.consumers.scoring.v4.claims import read_answer
 from services.consumers.scoring.v4.facts import answers, count_fact, numeric_fact, presence_fact
 from services.consumers.scoring.v4.gates import future_gate
 from services.consumers.scoring.v4.grounding import grounded, rests_on, stated_by, written_times
 from services.consumers.scoring.v4.precision import precision
 from services.consumers.scoring.v4.reading import with_clinical_terms
+from services.consumers.scoring.v4.reliability import Reliability, reliability, trusted
 from services.consumers.scoring.v4.scope import extra_verdicts, in_scope
 from services.consumers.scoring.v4.verify import Known, known_by, matches, verify
 from services.consumers.scoring.v4.writes import alternative_types, companion_refs, match_writes_v4
@@ -61,6 +64,8 @@ class SessionViewV4(SessionView):
         self.matching = match_writes_v4(scenario, state.current())
         self.by_code = values_by_code(state.record_values)
         self._known: dict[str, Known | None] = {}
+        self._read: dict[int, TurnClaims | None] = {}
+        self._reliability: Reliability | None = None
 
     def known_of(self, subject: str) -> Known | None:
         if subject not in self._known:
@@ -70,6 +75,46 @@ class SessionViewV4(SessionView):
                                                         or bool(self.state.record_values))
             self._known[subject] = Known(values, facts, subject) if values or facts or is_lab else None
         return self._known[subject]
+
+    def read(self, index: int) -> TurnClaims | None:
+        """The turn's answer read and its result claims verified, once (the session's reliability reads every
+        turn before any is scored); None for a turn the assistant never reached."""
+        if index not in self._read:
+            self._read[index] = _read_turn(self, index)
+        return self._read[index]
+
+    def reliability(self) -> Reliability:
+        if self._reliability is None:
+            self._reliability = reliability({i: r.verified for i in range(len(self.scenario.turns))
+                                             if (r := self.read(i)) is not None})
+        return self._reliability
+
+
+@dataclass(frozen=True)
+class TurnClaims:
+    """One answer's claims as the turn's checks and the session's reliability read them."""
+
+    reading: AnswerReading
+    claims: list[ResultClaim]  # with the turn's implicit subject
+    conclusions: list[ConclusionClaim]  # in scope
+    verified: list[Verified]
+
+
+def _read_turn(view: SessionViewV4, index: int) -> TurnClaims | None:
+    turn, turn_log = view.scenario.turns[index], view.log.turns.get(index)
+    if turn_log is None or turn_log.doctor is None:
+        return None
+    question = turn_log.doctor.text
+    concludes = _concludes(turn)
+    reading = read_answer(turn_log.answer_text, view.names, question if concludes else None)
+    bases = implicit_subject([c.base for c in reading.claims], turn.facts)
+    claims = [c if b is c.base else replace(c, base=b) for c, b in zip(reading.claims, bases, strict=True)]
+    found = reading.conclusions
+    if concludes:
+        found = extra_verdicts(reading.norm, question, found, named_in(reading.norm, view.names),
+                               clauses(reading.norm))
+    verified = _verified(claims, view, list(dict.fromkeys(subject_of(f) for f in turn.facts)))
+    return TurnClaims(reading, claims, in_scope(found, reading.norm), verified)
 
 
 def _verified(claims: list[ResultClaim], view: SessionViewV4, asked: list[str]) -> list[Verified]:
@@ -199,29 +244,31 @@ def _asked_value(v: Verified, facts: list[Fact]) -> bool:
                and matches(v.claim, float(f.value), f.unit, analyte_of(f.code, None)) for f in facts)
 
 
-def _concludes(ctx: CheckContext) -> bool:
-    return any(i.kind == "conclusion" for i in ctx.turn.rubric) or any(
-        f.kind in ("trend", "decision") for f in ctx.turn.facts)
+def _concludes(turn: Turn) -> bool:
+    return any(i.kind == "conclusion" for i in turn.rubric) or any(
+        f.kind in ("trend", "decision") for f in turn.facts)
 
 
 def score_turn_v4(scenario: Scenario, index: int, log: Trajectory, state: FinalState, language: str,
                   view: SessionViewV4, judge=None) -> TurnScore:
+    """The turn by its own checks, then × the session's reliability (reliability.py `trusted`)."""
+    scored = _score_turn(scenario, index, log, state, language, view, judge)
+    return trusted(scored, view.reliability()) if scored.reached else scored
+
+
+def _score_turn(scenario: Scenario, index: int, log: Trajectory, state: FinalState, language: str,
+                view: SessionViewV4, judge=None) -> TurnScore:
     turn = scenario.turns[index]
     turn_log = log.turns.get(index)
     if turn_log is None or turn_log.doctor is None:
         return TurnScore(index=index, score=0.0, task_type=turn.task_type, reached=False)
     ctx = CheckContext(scenario, turn, turn_log, log, state, language)
     question = turn_log.doctor.text
-    reading = read_answer(turn_log.answer_text, view.names, question if _concludes(ctx) else None)
-    bases = implicit_subject([c.base for c in reading.claims], turn.facts)
-    claims = [replace(c, base=b) for c, b in zip(reading.claims, bases, strict=True)]
-    found = reading.conclusions
-    if _concludes(ctx):
-        found = extra_verdicts(reading.norm, question, found, Named(reading.norm, view.names),
-                               clauses(reading.norm))
-    conclusions = in_scope(found, reading.norm)
+    turn_claims = view.read(index)
+    assert turn_claims is not None  # the turn was reached
+    reading, claims, verified = turn_claims.reading, turn_claims.claims, turn_claims.verified
+    conclusions = turn_claims.conclusions
     parsed = ParsedAnswer([c.base for c in claims], conclusions)
-    verified = _verified(claims, view, list(dict.fromkeys(subject_of(f) for f in turn.facts)))
     starts = [c.base.cited.start for c in claims] + [len(reading.norm)]
     times = {c.base.cited.start: written_times(reading.norm, reading.spans, c.base.cited.start
                                                + len(c.base.cited.text), starts[i + 1])

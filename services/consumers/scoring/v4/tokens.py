@@ -16,7 +16,7 @@ import re
 import unicodedata
 from bisect import bisect_right
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 from services.consumers.scoring.text import normalize
 from services.consumers.scoring.v4.reading import compiled, reading, span_patterns
@@ -143,6 +143,18 @@ def _before(norm: str, at: int) -> str:
     return " ".join(_WORD.findall(head)[-reading()["classes"]["window"]:])
 
 
+@lru_cache(maxsize=4096)
+def _cued_before(before: str) -> frozenset[str]:
+    """The classes whose EN cue the words before a number hold (a delta's only where they end): the same
+    few words precede many numbers of an answer ("creatinine", "up"), so each is searched once."""
+    out = set()
+    for name, cls in _classes().items():
+        pattern = cls.before_end if name == "delta" else cls.before_any
+        if pattern is not None and pattern.search(before):
+            out.add(name)
+    return frozenset(out)
+
+
 def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
     """"result" or what the number is instead (delta, ratio, duration, dose, mic, count), by its context."""
     c = _classes()
@@ -157,15 +169,16 @@ def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
     glyph = norm[max(0, start - 1):start]
     if glyph in ("×", "x", "*") and unit is None:  # "2.2 ×3": how many times
         return "count"
-    if glyph in ("+", "Δ", "δ", "±") or c["delta"].before_end.search(before) \
+    cued = _cued_before(before)
+    if glyph in ("+", "Δ", "δ", "±") or "delta" in cued \
             or zh_before.endswith(c["delta"].zh_end) or _beyond_limit().match(norm, end, end + 48):  # type: ignore[union-attr]
         return "delta"
     mic = c["mic"]
-    if mic.before_any.search(before) or any(cue in zh_before for cue in mic.zh_in) \
+    if "mic" in cued or any(cue in zh_before for cue in mic.zh_in) \
             or lead.startswith(tuple(reading()["classes"]["mic"]["units_after"])):  # type: ignore[union-attr]
         return "mic"
     ratio = c["ratio"]
-    if ratio.before_any.search(before) or after in ratio.after or zh_before.endswith(ratio.zh_end) \
+    if "ratio" in cued or after in ratio.after or zh_before.endswith(ratio.zh_end) \
             or lead.startswith(ratio.zh_after):  # type: ignore[union-attr]
         return "ratio"
     if unit is None and (after in c["duration"].after or lead.startswith(c["duration"].zh_after)):
@@ -173,7 +186,7 @@ def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
     if unit == "%" and _strength(norm, start, end):
         return "dose"
     dose = c["dose"]
-    dosed = (dose.before_any.search(before) or after in dose.after  # type: ignore[union-attr]
+    dosed = ("dose" in cued or after in dose.after
              or any(cue in zh_before for cue in dose.zh_in))
     if unit in reading()["classes"]["dose"]["units"] and unit != "mmol" and dosed:  # type: ignore[union-attr]
         return "dose"
@@ -183,7 +196,7 @@ def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
     counted = any(w in count.after for w in _LETTERS.findall(tail)[:3])
     if unit is None and "." not in norm[start:end] and counted:
         return "count"
-    if unit is None and (lead.startswith(count.zh_after) or count.before_any.search(before)  # type: ignore[union-attr]
+    if unit is None and (lead.startswith(count.zh_after) or "count" in cued
                          or zh_before.endswith(count.zh_end)):
         return "count"
     return "result"
