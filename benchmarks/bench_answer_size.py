@@ -1,5 +1,5 @@
 """Scorers v4's and v3's time per KB of answer (the rules are linear in the answer's length): one session of
-tests/scoring/world.py's scenario whose first answer is a dense dump of labelled and
+tests/consumers/scoring/world.py's scenario whose first answer is a dense dump of labelled and
 unlabelled values (about one number per 12 characters, the worst case of a value dumper), scored in memory;
 then the same sizes in its conclusion turn (turn 1, a trend), values mixed with conclusion cues about two
 subjects, hedged and negated ones (its conclusion claims are parsed too).
@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from services.consumers.scoring.numbers import cited_numbers  # noqa: E402
 from services.consumers.scoring.scorer import score_session  # noqa: E402
-from tests.scoring.v3_world import SCENARIO, log  # noqa: E402
+from tests.consumers.scoring.v3.v3_world import SCENARIO, log  # noqa: E402
 
 CHUNK = "Creatinine 1.8 mg/dL, sodium 140 mEq/L, 2.3 4.5; "
 CUES = "Creatinine 1.8 mg/dL, rising; potassium is stable, not falling, may be higher. 2.3 4.5; "

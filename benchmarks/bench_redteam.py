@@ -1,8 +1,9 @@
-"""The red team's validity table: every gaming assistant of tests/scoring/redteam against
+"""The red team's validity table: every gaming assistant of tests/consumers/scoring/redteam against
 `oracle`, `baseline`, silence (`weak`) and wrong facts, on the real MIMIC-IV demo scenarios (every family,
 EN and ZH, implicit and explicit), each run played by the real simulator and scored by scorer versions 3
-and 4 (2 on request); beside them the honest rephrasings of the oracle (tests/scoring/redteam/honest.py) and
-the second red team (tests/scoring/redteam/gamers_v4.py), alone and added to the baseline.
+and 4 (2 on request); beside them the honest rephrasings of the oracle
+(tests/consumers/scoring/redteam/honest.py) and
+the second red team (tests/consumers/scoring/redteam/gamers_v4.py), alone and added to the baseline.
 
     python benchmarks/bench_redteam.py --store sqlite:////tmp/demo/rounds.sqlite [--per-family 5]
 
@@ -38,7 +39,7 @@ def _scenarios(store: str, path: str | None, per_family: int):
         lines = [Scenario.model_validate_json(line) for line in Path(path).read_text().splitlines() if line]
     else:
         from services.simulator.scenarios import build_async
-        from tests.scenarios.conftest import SEED, app_for
+        from tests.simulator.scenarios.conftest import SEED, app_for
 
         lines = asyncio.run(build_async(app_for(store), seed=SEED)).scenarios
     taken: Counter = Counter()
@@ -86,9 +87,9 @@ def main() -> None:
     from services.consumers.scoring.api import score_run
     from services.simulator.orchestrator.entry import RunOptions, run_scenarios
     from services.simulator.orchestrator.jobs import plan
-    from tests.scoring.redteam.gamers import Wrapped, WriteSpammer, gamers, wrong_values
-    from tests.scoring.redteam.gamers_v4 import gamers_v4, tricks_on_baseline
-    from tests.scoring.redteam.honest import honest
+    from tests.consumers.scoring.redteam.gamers import Wrapped, WriteSpammer, gamers, wrong_values
+    from tests.consumers.scoring.redteam.gamers_v4 import gamers_v4, tricks_on_baseline
+    from tests.consumers.scoring.redteam.honest import honest
 
     settings = Settings(database_url=args.store)
     chosen = _scenarios(args.store, args.scenarios, args.per_family)

@@ -4,7 +4,8 @@ state, every rubric item of every turn) -> score rows + rounds.score.* events; t
     python benchmarks/bench_scoring.py                 # 10,000 sessions on the embedded default (SQLite)
     python benchmarks/bench_scoring.py --sessions 2000 --database-url postgresql+psycopg://...
 
-Sessions are the four-turn scenario of tests/scoring/world.py (lookup with two facts, trend, patient question,
+Sessions are the four-turn scenario of tests/consumers/scoring/world.py (lookup with two facts, trend,
+patient question,
 write) played by three scripted assistants (oracle, wrong dose, nothing) with real sandboxes: each session's
 MedicationRequest is written into its sandbox through the store, its events (about 20 per session: messages,
 EHR request/response pairs, start and end) are published to the SQL log. Then:
@@ -33,7 +34,7 @@ from rounds.migrate import upgrade
 from rounds.settings import Settings
 from services.consumers.scoring.api import score_run
 from services.fhir_api.store.interface import Context
-from tests.scoring import world
+from tests.consumers.scoring import world
 from tests.wiring import bus_on, client_on, root_on, store_on
 
 SOURCE = "/bench/scoring"

@@ -1,8 +1,8 @@
 """The statistics' simulated figures: how often the 95 % intervals cover the truth, how often the paired test
 calls a difference where there is none, and how much wider clustering makes the intervals, over 1,000 seeded
-repetitions of simulated runs (tests/statistics/simulate.py: scenarios differ on the logit scale by
+repetitions of simulated runs (tests/consumers/statistics/simulate.py: scenarios differ on the logit scale by
 `scenario_sd`, their sessions by `session_sd`; 4 turns of 4 checks each). The same functions the tests in
-tests/statistics assert on; this prints their numbers for benchmarks/README.md.
+tests/consumers/statistics assert on; this prints their numbers for benchmarks/README.md.
 
     python benchmarks/bench_statistics.py
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import time
 
-from tests.statistics.simulate import Design
-from tests.statistics.test_coverage import coverage
-from tests.statistics.test_paired import rejections_and_coverage
+from tests.consumers.statistics.simulate import Design
+from tests.consumers.statistics.test_coverage import coverage
+from tests.consumers.statistics.test_paired import rejections_and_coverage
 
 DESIGNS = {
     "30 scenarios × 8 sessions": Design(),

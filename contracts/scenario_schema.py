@@ -1,7 +1,7 @@
 """Export the JSON Schema of the scenario line to docs/scenarios/scenario.v<N>.json
 (`python -m contracts.scenario_schema`), beside the event schemas in docs/events/.
 
-tests/scenarios/test_schema.py fails when the committed file drifts from the model."""
+tests/simulator/scenarios/test_schema.py fails when the committed file drifts from the model."""
 
 from __future__ import annotations
 

@@ -34,7 +34,8 @@ def run_job(
 
     The cyclic collector is paused while the job runs and run once at its end: jobs build millions of
     acyclic dicts, lists and tuples, and with a large live heap (group-bys) the automatic passes cost a
-    quarter of the CPU; tests/mapper/test_spill.py checks that jobs leave no cyclic garbage. That pass is a
+    quarter of the CPU; tests/fhir_mapper/test_spill.py checks that jobs leave no cyclic garbage. That pass
+    is a
     young one: with the collector paused, everything the job made is still in the youngest generation, so it
     finds the job's garbage without walking the rest of the process's heap (a caller's, in-process)."""
     report = RunReport()

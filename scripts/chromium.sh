@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Make sure a headless browser is installed for the HTML report's tests (tests/report/test_html_browser.py):
+# Make sure a headless browser is installed for the HTML report's tests (tests/consumers/report/test_html_browser.py):
 #   scripts/chromium.sh ensure -> prints CHROMIUM=/usr/bin/chromium, installing Debian's chromium package if missing
 # Needs root or passwordless sudo to install. ROUNDS_CHROMIUM names another binary to use instead.
 set -euo pipefail

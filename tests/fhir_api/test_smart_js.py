@@ -30,9 +30,9 @@ from services.fhir_api.auth.clients import register_client
 from services.fhir_api.auth.scopes import parse_scopes
 from services.fhir_api.auth.tokens import issue
 from services.fhir_api.auth.users import add_user
+from tests.consumers.report.conftest import IN_CI, chromium  # noqa: F401 - the headless browser fixture
 from tests.fhir_api.cdp import Chromium
 from tests.fhir_api.conftest import observation, patient, start_live
-from tests.report.conftest import IN_CI, chromium  # noqa: F401 - the headless browser fixture
 from tests.wiring import store_on
 
 ROOT = Path(__file__).resolve().parents[2]

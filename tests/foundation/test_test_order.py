@@ -84,7 +84,7 @@ class _Config:
 
 def test_the_hook_orders_only_an_xdist_worker_s_items(request: pytest.FixtureRequest) -> None:
     assert request.config.pluginmanager.get_plugin("rounds-test-order") is scheduling  # tests/conftest.py
-    nodeids = ["tests/foundation/test_project.py::test_a", "tests/scale/test_shards.py::test_b",
+    nodeids = ["tests/foundation/test_project.py::test_a", "tests/rounds/scale/test_shards.py::test_b",
                "tests/fhir_api/test_r4_examples.py::test_c", "tests/foundation/test_project.py::test_d"]
     items = [_Item(n) for n in nodeids]
     scheduling.pytest_collection_modifyitems(_Config({"workercount": 2}), items)
@@ -96,16 +96,16 @@ def test_the_hook_orders_only_an_xdist_worker_s_items(request: pytest.FixtureReq
 
 def test_durations_are_read_from_pytest_s_report_per_module() -> None:
     report = """============================= slowest durations ==============================
-196.01s setup    tests/fhir_agentbench/test_shared_file.py::test_the_shared_file_imports
-30.50s call     tests/fhir_agentbench/test_shared_file.py::test_the_shared_file_imports
-12.00s call     tests/scale/test_shards.py::test_a[sqlite]
-9.00s call     tests/scale/test_shards.py::test_a[postgres - two shards]
-1.40s teardown tests/scale/test_shards.py::test_a[sqlite]
-19.99s call     tests/hl7/test_feed_hl7.py::test_x
+196.01s setup    tests/simulator/scenarios/fhir_agentbench/test_shared_file.py::test_the_shared_file_imports
+30.50s call     tests/simulator/scenarios/fhir_agentbench/test_shared_file.py::test_the_shared_file_imports
+12.00s call     tests/rounds/scale/test_shards.py::test_a[sqlite]
+9.00s call     tests/rounds/scale/test_shards.py::test_a[postgres - two shards]
+1.40s teardown tests/rounds/scale/test_shards.py::test_a[sqlite]
+19.99s call     tests/fhir_api/hl7/test_feed_hl7.py::test_x
 (3 durations < 0.005s hidden.  Use -vv to show these durations.)
 """
-    assert from_durations(report) == {"tests/fhir_agentbench/test_shared_file.py": 227,
-                                      "tests/scale/test_shards.py": 22}
+    assert from_durations(report) == {"tests/simulator/scenarios/fhir_agentbench/test_shared_file.py": 227,
+                                      "tests/rounds/scale/test_shards.py": 22}
     assert list(from_durations(report, minimum=0)) == [
-        "tests/fhir_agentbench/test_shared_file.py", "tests/scale/test_shards.py",
-        "tests/hl7/test_feed_hl7.py"]
+        "tests/simulator/scenarios/fhir_agentbench/test_shared_file.py", "tests/rounds/scale/test_shards.py",
+        "tests/fhir_api/hl7/test_feed_hl7.py"]

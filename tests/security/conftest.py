@@ -17,7 +17,7 @@ from events.sql_log import SqlLog
 from foundation.db import make_engine
 from rounds.migrate import upgrade
 from services.fhir_api.subscriptions.delivery import Delivery
-from tests.subscriptions.conftest import Receiver, live_with_changes, serve_receiver
+from tests.fhir_api.subscriptions.conftest import Receiver, live_with_changes, serve_receiver
 
 RETRY_S = 1.0  # each failing endpoint's retry budget in these tests
 

@@ -12,9 +12,9 @@ import time
 import httpx
 
 from tests.fhir_api.conftest import observation, patient
+from tests.fhir_api.subscriptions.conftest import Receiver, serve_receiver, subscription
 from tests.security.conftest import RETRY_S
 from tests.security.tally import Tally
-from tests.subscriptions.conftest import Receiver, serve_receiver, subscription
 
 FAILING = 50
 WRITES = 8

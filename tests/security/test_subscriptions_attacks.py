@@ -24,8 +24,8 @@ from services.fhir_api.subscriptions.delivery import FAILED, Delivery
 from services.fhir_api.subscriptions.endpoints import EndpointPolicy
 from services.fhir_api.subscriptions.subscription import BadSubscription, parse
 from tests.fhir_api.conftest import free_port, observation, patient
+from tests.fhir_api.subscriptions.conftest import live_with_changes, serve_receiver, subscription
 from tests.security.conftest import RETRY_S
-from tests.subscriptions.conftest import live_with_changes, serve_receiver, subscription
 
 ATTEMPTS: Counter[str] = Counter()
 

@@ -13,10 +13,10 @@ import pytest
 from contracts.scenario import Scenario
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
 from services.simulator.orchestrator.environment import free_port
-from tests.hl7.conftest import admission_store  # noqa: F401 - fixture: a real MIMIC-IV demo stay, loaded
+from tests.fhir_api.hl7.conftest import admission_store  # noqa: F401 - fixture: a real MIMIC-IV demo stay, loaded
+from tests.fhir_api.subscriptions.conftest import admission_ndjson  # noqa: F401 - the fixture admission_store reads
 from tests.simulator.cds_service import CdsService, serve
 from tests.simulator.conftest import jobs, session_events
-from tests.subscriptions.conftest import admission_ndjson  # noqa: F401 - the fixture admission_store reads
 from tests.wiring import migrated, root_on
 
 RUBRIC = {

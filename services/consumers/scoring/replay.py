@@ -11,7 +11,8 @@ large for their event are read from `event_blobs` (`body_refs` -> `events.blobs.
 
 Nothing is hidden: a write whose outcome the log does not show (a response without a body, `Prefer:
 return=minimal`; a conditional delete) is listed in `Replayed.gaps`, and `disagreements` compares a replay
-with a recorded state (tests/scoring/test_replay.py; benchmarks/README.md gives the figures on the demo).
+with a recorded state (tests/consumers/scoring/test_replay.py; benchmarks/README.md gives the figures on the
+demo).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ straight-line source with the paths as nested loops calling the same value extra
 order are those of the interpreted plan: loops nest in the order the interpreter concatenates node lists
 (plain elements, a choice element at the root, reference/where filters); a path with a choice element below
 the root, whose interpreter order is by type name first, is run by its compiled closure instead.
-tests/fhir_store/test_load.py checks both give the same rows over the HL7 examples and the MIMIC demo.
+tests/fhir_api/store/test_load.py checks both give the same rows over the HL7 examples and the MIMIC demo.
 """
 
 from __future__ import annotations

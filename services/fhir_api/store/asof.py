@@ -54,7 +54,7 @@ _COMPARE: dict[str, Callable[[Any, Any], Any]] = {"<=": operator.le, ">": operat
 
 def _not_own_only(column) -> ColumnElement[bool]:
     """The row's type is none of OWN_BASE_ONLY (plain comparisons: an expanding IN would not compile into
-    the statements whose plans are checked, tests/fhir_store/test_query_plans.py)."""
+    the statements whose plans are checked, tests/fhir_api/store/test_query_plans.py)."""
     return and_(*(column != name for name in OWN_BASE_ONLY))
 
 

@@ -1,6 +1,6 @@
 """The anchor kinds a family definition can name (`anchor.type`), in one table: each proposes the moments of a
 chart where a definition's clock may stop (cheap; bindings come later). Every kind is listed here explicitly;
-tests/scenarios/test_kind_tables.py keeps the table and the file format (families.py) in step."""
+tests/simulator/scenarios/test_kind_tables.py keeps the table and the file format (families.py) in step."""
 
 from __future__ import annotations
 

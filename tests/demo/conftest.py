@@ -1,3 +1,0 @@
-"""The demo's report is opened in the same headless Chromium the report tests use."""
-
-from tests.report.conftest import chromium  # noqa: F401 - the fixture, shared

@@ -1,0 +1,78 @@
+"""Subscriptions Backport IG gap detection: every status a receiver gets carries
+`events-since-subscription-start`, every event its sequential `event-number`, and
+`Subscription/{id}/$status` (GET and POST) answers the count — on the SQL log (SQLite), with the delivering
+consumer in a thread (tests/fhir_api/subscriptions/test_feed_delivery.py shows the numbers across a kill
+-9)."""
+
+from __future__ import annotations
+
+import httpx
+
+from rounds.migrate import upgrade
+from services.fhir_api.subscriptions.numbering import EventNumbers
+from tests.fhir_api.conftest import assert_outcome, observation, patient
+from tests.fhir_api.subscriptions.test_delivery import subscribe, world  # noqa: F401 - the fixture
+from tests.wiring import store_on
+
+
+def status(bundle: dict) -> dict[str, object]:
+    """The subscription status's parameters by name (the first entry of a notification or $status)."""
+    return {p["name"]: p for p in bundle["entry"][0]["resource"]["parameter"]}
+
+
+def numbers(note: dict) -> tuple[str, str]:
+    """(event-number, events-since-subscription-start) of a notification."""
+    params = status(note["body"])
+    event = {p["name"]: p for p in params["notification-event"]["part"]}
+    return event["event-number"]["valueString"], params["events-since-subscription-start"]["valueString"]
+
+
+def test_notifications_are_numbered_and_status_answers_the_count(world, receiver):  # noqa: F811
+    api, _ = world
+    pid = httpx.post(f"{api.fhir}/Patient", json=patient("numbered")).json()["id"]
+    url = subscribe(api.fhir, f"Observation?patient=Patient/{pid}", receiver)
+    handshake = receiver.posts[0]["body"]
+    assert status(handshake)["events-since-subscription-start"]["valueString"] == "0"
+    for day in range(1, 4):
+        httpx.post(f"{api.fhir}/Observation", json=observation(pid, "k", f"2150-01-0{day}T00:00:00Z"))
+    receiver.wait(lambda: len(receiver.notifications()) == 3)
+    assert [numbers(n) for n in receiver.notifications()] == [("1", "1"), ("2", "2"), ("3", "3")]
+    for answer in (httpx.get(f"{url}/$status"), httpx.post(f"{url}/$status")):
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert body["resourceType"] == "Bundle" and body["type"] == "searchset" and body["total"] == 1
+        assert body["entry"][0]["search"]["mode"] == "match"
+        params = status(body)
+        assert params["type"]["valueCode"] == "query-status" and params["status"]["valueCode"] == "active"
+        assert params["events-since-subscription-start"]["valueString"] == "3"
+        assert params["subscription"]["valueReference"]["reference"] == url
+        assert params["topic"]["valueCanonical"] == "Observation?"
+
+
+def test_status_of_what_is_not_there(world, receiver):  # noqa: F811
+    api, _ = world
+    url = subscribe(api.fhir, "Observation?code=quiet-status", receiver)
+    sub_id = url.rsplit("/", 1)[1]
+    assert_outcome(httpx.get(f"{api.fhir}/Subscription/nope/$status"), 404)
+    assert_outcome(httpx.get(f"{api.fhir}/Patient/{sub_id}/$status"), 404)
+    session = httpx.post(f"{api.root}/sessions", json={}).json()
+    assert_outcome(httpx.get(f"{session['fhirBase']}/Subscription/{sub_id}/$status"), 404)  # not its own
+    fresh = httpx.get(f"{url}/$status").json()
+    assert status(fresh)["events-since-subscription-start"]["valueString"] == "0"
+    capability = httpx.get(f"{api.fhir}/metadata").json()["rest"][0]["resource"]
+    ops = next(r for r in capability if r["type"] == "Subscription").get("operation", [])
+    assert [o["name"] for o in ops] == ["status"]
+
+
+def test_a_number_is_kept_for_its_event_and_the_next_follows_after_a_restart(sqlite_url):
+    upgrade(sqlite_url)
+    engine = store_on(sqlite_url).engine
+    first = EventNumbers(engine)
+    assert [first.number("", "s1", e) for e in ("e1", "e2", "e1")] == [1, 2, 1]
+    assert first.number("sess", "s1", "e1") == 1  # another base's Subscription of the same id
+    restarted = EventNumbers(engine)  # a new process: what was given is in the database
+    assert restarted.number("", "s1", "e2") == 2 and restarted.number("", "s1", "e3") == 3
+    assert restarted.since_start("", "s1") == 3 and restarted.since_start("", "other") == 0
+    # one event for several Subscriptions at once: each its own next number, what was given kept
+    assert restarted.number_all("", ["s1", "s2"], "e4") == {"s1": 4, "s2": 1}
+    assert restarted.number_all("", ["s2", "s1"], "e4") == {"s1": 4, "s2": 1}
