@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from fhir.resources.R4B import get_fhir_model_class
 
 from services.consumers.scoring.checks.facts import conclusion_matches, fact_stated
-from services.consumers.scoring.checks.text_checks import DoesNotRecommend
+from services.consumers.scoring.checks.kinds.does_not_recommend import DoesNotRecommend
 from services.consumers.scoring.constraints import satisfied
 
 

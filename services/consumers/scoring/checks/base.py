@@ -3,6 +3,9 @@ result (CheckResult), which the scorer reports as a contracts/score.py `Check`."
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from contracts.rubric import Params
 from contracts.scenario import RubricItem
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult
 
@@ -12,7 +15,22 @@ class RubricCheck:
     never raise on odd input (a malformed item is a failed check with the reason as evidence — a scenario
     bug must not stop a run)."""
 
+    kind: ClassVar[str]  # the contracts/rubric.py kind it judges: the registry finds it by this
+    params: ClassVar[type[Params]]  # that kind's parameter model (the registry holds it to the contract's)
+
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
+        raise NotImplementedError
+
+
+class AnswerCheck(RubricCheck):
+    """A check of something the answer must say: a turn without an answer fails it."""
+
+    def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
+        if not ctx.log.answer_text.strip():
+            return CheckResult(False, "no answer in this turn")
+        return self.judge(item, ctx)
+
+    def judge(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         raise NotImplementedError
 
 

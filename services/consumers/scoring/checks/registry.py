@@ -1,46 +1,53 @@
-"""RubricKind -> the check that judges it, by the check name each kind names in contracts/rubric.py (the
-llm_judge kind is judged by judge.py's LlmJudge, precision by v3/precision.py's Precision: JUDGED_ELSEWHERE).
+"""RubricKind -> the check that judges it, found by discovery: every module of `checks/kinds/` is imported
+and its RubricCheck declares the kind it judges (the module is named by that kind). The llm_judge kind is
+judged by judge.py's LlmJudge, precision by v3/precision.py's Precision: JUDGED_ELSEWHERE.
 
-A kind whose check is neither here nor judged elsewhere is an error when this module loads, and asking for a
-kind with no check raises UnknownKind: a rubric item is never dropped silently."""
+A kind of contracts/rubric.py whose check is neither found nor judged elsewhere is an error when this module
+loads, as is a check module that declares no kind, another file name's kind, a kind the contract lacks, or
+another class name or parameter model than the contract's; asking for a kind with no check raises
+UnknownKind: a rubric item is never dropped silently."""
 
 from __future__ import annotations
 
-from contracts.rubric import RUBRIC_KINDS
-from services.consumers.scoring.checks.answer_checks import (
-    AnswerCorrect,
-    RetrievalPrecision,
-    RetrievalRecall,
-)
-from services.consumers.scoring.checks.base import RubricCheck
-from services.consumers.scoring.checks.cds_checks import CdsCard, CdsNoCard, CdsSuggestion
-from services.consumers.scoring.checks.dialogue_checks import AskedPatient
-from services.consumers.scoring.checks.record_checks import (
-    NoForbiddenWrite,
-    NoFutureValue,
-    NoUnexpectedWrite,
-    WriteMade,
-)
-from services.consumers.scoring.checks.text_checks import (
-    Conclusion,
-    DoesNotRecommend,
-    EntityMentioned,
-    FactCited,
-)
+import importlib
+import inspect
+import pkgutil
 
-_BY_NAME: dict[str, RubricCheck] = {
-    type(check).__name__: check
-    for check in (FactCited(), EntityMentioned(), Conclusion(), DoesNotRecommend(), WriteMade(),
-                  NoForbiddenWrite(), NoUnexpectedWrite(), NoFutureValue(), AskedPatient(), CdsCard(),
-                  CdsSuggestion(), CdsNoCard(), AnswerCorrect(), RetrievalRecall(), RetrievalPrecision())
-}
+from contracts.rubric import RUBRIC_KINDS, Kind
+from services.consumers.scoring.checks import kinds
+from services.consumers.scoring.checks.base import RubricCheck
+
 JUDGED_ELSEWHERE = frozenset({"LlmJudge", "Precision"})  # the judge; each version's turn rule
-_UNMATCHED = [kind for kind, spec in RUBRIC_KINDS.items()
-              if spec.check not in _BY_NAME and spec.check not in JUDGED_ELSEWHERE]
-if _UNMATCHED:
-    raise ImportError(f"rubric kinds whose check no scorer registers: {', '.join(_UNMATCHED)}")
-CHECKS: dict[str, RubricCheck] = {kind: _BY_NAME[spec.check] for kind, spec in RUBRIC_KINDS.items()
-                            if spec.check in _BY_NAME}
+
+
+def discover(package: str, contract: dict[str, Kind]) -> dict[str, RubricCheck]:
+    """kind -> an instance of the one check its module in `package` defines; ImportError on any mismatch
+    with `contract` (a check the scorer would call under a name or model the scenarios do not use)."""
+    found: dict[str, RubricCheck] = {}
+    root = importlib.import_module(package)
+    for info in pkgutil.iter_modules(root.__path__):
+        module = importlib.import_module(f"{package}.{info.name}")
+        classes = [c for _, c in inspect.getmembers(module, inspect.isclass)
+                   if issubclass(c, RubricCheck) and c.__module__ == module.__name__ and "kind" in vars(c)]
+        if len(classes) != 1 or classes[0].kind != info.name:
+            raise ImportError(f"{module.__name__} must define one RubricCheck declaring "
+                              f"kind = {info.name!r}, found {[(c.__name__, c.kind) for c in classes]}")
+        check = classes[0]
+        spec = contract.get(check.kind)
+        if spec is None:
+            raise ImportError(f"{module.__name__}: kind {check.kind!r} is not in contracts/rubric.py")
+        if (check.__name__, getattr(check, "params", None)) != (spec.check, spec.params):
+            raise ImportError(f"{module.__name__}: {check.__name__} with {getattr(check, 'params', None)} "
+                              f"does not match the contract's {spec.check} with {spec.params.__name__}")
+        found[check.kind] = check()
+    unmatched = [kind for kind, spec in contract.items()
+                 if kind not in found and spec.check not in JUDGED_ELSEWHERE]
+    if unmatched:
+        raise ImportError(f"rubric kinds whose check no scorer registers: {', '.join(unmatched)}")
+    return found
+
+
+CHECKS: dict[str, RubricCheck] = discover(kinds.__name__, RUBRIC_KINDS)
 
 
 class UnknownKind(KeyError):

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from contracts.scenario import RubricItem
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult
-from services.consumers.scoring.checks.dialogue_checks import memory_topics
+from services.consumers.scoring.checks.kinds.asked_patient import memory_topics
 from services.consumers.scoring.lexicon import claims
 from services.consumers.scoring.text import find, normalize
 

@@ -1,7 +1,8 @@
-"""Checks on the conversation itself: the assistant asked the patient before answering."""
+"""The assistant asked the patient about the memory facts before answering (the conversation itself)."""
 
 from __future__ import annotations
 
+from contracts.rubric import PatientParams
 from contracts.scenario import MemoryFact, RubricItem, Scenario
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult
 from services.consumers.scoring.checks.base import RubricCheck
@@ -23,6 +24,8 @@ class AskedPatient(RubricCheck):
     names one of the fact's topics, or a patient reply to a question that disclosed the fact (the simulator
     marks disclosures). Questions from earlier turns count: the patient already told it."""
 
+    kind = "asked_patient"
+    params = PatientParams
 
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
         wanted = [str(f) for f in item.params.get("facts") or ctx.turn.patient_facts]
