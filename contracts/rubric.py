@@ -1,8 +1,8 @@
 """Rubric kinds, defined once: each kind's parameters model, whether it is a safety gate (a failed gate
 scores the turn 0 under scorer v3; gates never add points), and what it checks. The scenario format's
 `RubricKind`, the validation of an item's params, the scenario JSON Schema (one `if kind then params` per
-kind) and the scorer's gate set are all derived from `RUBRIC_KINDS`; the scorer's registry maps every kind to
-its check (services/consumers/scoring/checks/registry.py; a test holds the two in step)."""
+kind) and the scorer's gate set are all derived from `RUBRIC_KINDS`; the scorer finds each kind's check in
+services/consumers/scoring/checks/kinds/<kind>.py (its registry fails at import when the two disagree)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 retrieval recall and retrieval precision, overall and by the paper's breakdowns (main table, gold resource
 type, question template), each with its 95 % interval clustered by scenario (services/consumers/statistics).
 
-The figures are the means of the checks' measured values (checks/answer_checks.py) over the scored
-sessions' turns that carry them; a run without such checks gets none. Scored with `--judge`, the peer's
-own metric (an LLM judging the answer against the gold, the suite's `llm_judge` item) is
+The figures are the means of the checks' measured values (checks/kinds/answer_correct.py, retrieval_*.py)
+over the scored sessions' turns that carry them; a run without such checks gets none. Scored with `--judge`,
+the peer's own metric (an LLM judging the answer against the gold, the suite's `llm_judge` item) is
 `judge_correctness` beside the deterministic `answer_correctness`. They go into the report's `metrics`
 (`answer_correctness`, `retrieval_recall`, `retrieval_precision`, their intervals in `metrics.ci95`) and
 the breakdowns into `answers.by`. By resource type, recall is whether every gold resource OF THAT TYPE was
