@@ -89,10 +89,6 @@ class SqlAnswerParams(Params):
     boolean: bool = Field(default=False, description="the SQL asks COUNT(*) > 0: 1 / 0 mean yes / no")
 
 
-class BriefParams(Params):
-    max_words: int = Field(ge=1, description="words (EN) or characters / 2 (ZH) the answer may use")
-
-
 @dataclass(frozen=True)
 class Kind:
     params: type[Params]
@@ -139,7 +135,6 @@ RUBRIC_KINDS: dict[str, Kind] = {
     "retrieval_precision": Kind(NoParams, False, "RetrievalPrecision",
                                 "the share of the resources that reached the assistant that the facts come "
                                 "from (a measure)", True),
-    "answer_brief": Kind(BriefParams, False, "AnswerBrief", "the answer is no longer than max_words"),
 }
 GATES = frozenset(kind for kind, spec in RUBRIC_KINDS.items() if spec.gate)
 MEASURES = frozenset(kind for kind, spec in RUBRIC_KINDS.items() if spec.measure)
