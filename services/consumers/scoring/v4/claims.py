@@ -66,7 +66,7 @@ def _next_to(date: Span, spans: Spans) -> int:
 _LEAD_WORD = re.compile(r"(?:([a-z][a-z-]*)|([\u4e00-\u9fff]+))[\s:：]*$")
 
 
-def _labelled(norm: str, start: int, names: frozenset[str], chinese_only: bool = False) -> bool:
+def _labelled(norm: str, start: int, names: tuple[str, ...], chinese_only: bool = False) -> bool:
     """Does a word that names something else stand right before the number ("MCV 99", "铁蛋白 299")? A
     subject's own name, the qualifier cues and the `carry_through` words do not. `chinese_only`: judge
     only a Chinese run (a noun before a number), not an English word (a verb may stand there)."""
@@ -74,7 +74,7 @@ def _labelled(norm: str, start: int, names: frozenset[str], chinese_only: bool =
     if m is None or (chinese_only and not m.group(2)):
         return False
     head = norm[max(0, start - 40):start].rstrip(" :：")
-    if any(head.endswith(name) for name in names):
+    if head.endswith(names):
         return False
     through = reading()["carry_through"]
     _, label_of = _qualifier_pattern()
@@ -84,12 +84,13 @@ def _labelled(norm: str, start: int, names: frozenset[str], chinese_only: bool =
     return not any(run.endswith(w) for w in (*through["zh"], *(c for c in label_of if not c.isascii())))
 
 
-def _all_names(names: Mapping[str, list[str]]) -> frozenset[str]:
-    return frozenset(n.lower() for ns in names.values() for n in ns if n)
+def _all_names(names: Mapping[str, list[str]]) -> tuple[str, ...]:
+    """Every name lowercased, as one tuple: `str.endswith` tries them all in one call."""
+    return tuple({n.lower() for ns in names.values() for n in ns if n})
 
 
 def _carried(out: list[ResultClaim], norm: str, start: int, names: Mapping[str, list[str]],
-             every: frozenset[str]) -> str | None:
+             every: tuple[str, ...]) -> str | None:
     """The lab a number naming nothing is about: that of the nearest number before it in the same line that
     names one, close by ("Mg 1.9 mg/dL, WNL. Prev 2.0 (5/29)"), else the chart label heading its line
     ("钾：最近一天没有查。最近一次是 4.6")."""

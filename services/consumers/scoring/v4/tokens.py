@@ -105,7 +105,7 @@ class _Class:
     before_any: re.Pattern[str] | None
     before_end: re.Pattern[str] | None
     zh_end: tuple[str, ...]
-    zh_in: tuple[str, ...]
+    zh_in: re.Pattern[str] | None  # any of the cues anywhere in the text right before the number
     after: frozenset[str]
     zh_after: tuple[str, ...]
 
@@ -115,6 +115,21 @@ def _alternation(cues: list[str], end: bool) -> re.Pattern[str] | None:
         return None
     alts = "|".join(re.escape(c) for c in sorted(cues, key=len, reverse=True))
     return re.compile(rf"(?:^| )(?:{alts})" + ("$" if end else "(?: |$)"))
+
+
+def _anywhere(cues: tuple[str, ...]) -> re.Pattern[str] | None:
+    return re.compile("|".join(re.escape(c) for c in cues)) if cues else None
+
+
+@cache
+def _units(name: str, key: str) -> frozenset[str]:
+    """A class's unit list as a set (asked for every number)."""
+    return frozenset(reading()["classes"][name][key])
+
+
+@cache
+def _units_after(name: str) -> tuple[str, ...]:
+    return tuple(reading()["classes"][name]["units_after"])
 
 
 @cache
@@ -128,7 +143,7 @@ def _classes() -> dict[str, _Class]:
         out[name] = _Class(_alternation(c.get("before_en", []), False),
                            _alternation(c.get("before_en", []), True) if ends else None,
                            zh if name in ("delta", "ratio", "count") else (),
-                           zh if name in ("mic", "dose") else (),
+                           _anywhere(zh) if name in ("mic", "dose") else None,
                            frozenset(c.get("after_en", [])), tuple(c.get("after_zh", [])))
     return out
 
@@ -174,8 +189,8 @@ def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
             or zh_before.endswith(c["delta"].zh_end) or _beyond_limit().match(norm, end, end + 48):  # type: ignore[union-attr]
         return "delta"
     mic = c["mic"]
-    if "mic" in cued or any(cue in zh_before for cue in mic.zh_in) \
-            or lead.startswith(tuple(reading()["classes"]["mic"]["units_after"])):  # type: ignore[union-attr]
+    if "mic" in cued or (mic.zh_in is not None and mic.zh_in.search(zh_before)) \
+            or lead.startswith(_units_after("mic")):
         return "mic"
     ratio = c["ratio"]
     if "ratio" in cued or after in ratio.after or zh_before.endswith(ratio.zh_end) \
@@ -186,15 +201,13 @@ def number_class(norm: str, start: int, end: int, unit: str | None) -> str:
     if unit == "%" and _strength(norm, start, end):
         return "dose"
     dose = c["dose"]
-    dosed = ("dose" in cued or after in dose.after
-             or any(cue in zh_before for cue in dose.zh_in))
-    if unit in reading()["classes"]["dose"]["units"] and unit != "mmol" and dosed:  # type: ignore[union-attr]
+    if unit in _units("dose", "units") and unit != "mmol" and ("dose" in cued or after in dose.after or (
+            dose.zh_in is not None and dose.zh_in.search(zh_before))):
         return "dose"
     if unit is None and (after in _tablets() or lead.startswith(dose.zh_after[:4])):
         return "dose"
     count = c["count"]
-    counted = any(w in count.after for w in _LETTERS.findall(tail)[:3])
-    if unit is None and "." not in norm[start:end] and counted:
+    if unit is None and "." not in norm[start:end] and not count.after.isdisjoint(_LETTERS.findall(tail)[:3]):
         return "count"
     if unit is None and (lead.startswith(count.zh_after) or "count" in cued
                          or zh_before.endswith(count.zh_end)):
