@@ -51,10 +51,18 @@ def _inside_unit(norm: str, cited: Cited) -> bool:
 
 def _date_part(norm: str, cited: Cited) -> bool:
     """"28 Feb", "Feb 28": a day of a month."""
-    months = _data()["months"]
-    after = _WORD_AFTER.match(norm[cited.start + len(cited.text):cited.start + len(cited.text) + 12])
-    before = _WORD_BEFORE.search(norm[max(0, cited.start - 12):cited.start])
-    return bool(after and after.group(1) in months) or bool(before and before.group(1) in months)
+    months = _months()
+    end = cited.start + len(cited.text)
+    after = _WORD_AFTER.match(norm, end, end + 12)
+    if after is not None and after.group(1) in months:
+        return True
+    before = _WORD_BEFORE.search(norm, max(0, cited.start - 12), cited.start)
+    return before is not None and before.group(1) in months
+
+
+@cache
+def _months() -> frozenset[str]:
+    return frozenset(_data()["months"])
 
 
 def _in_range(norm: str, cited: Cited) -> bool:
@@ -105,12 +113,13 @@ def _numbers(text: str, norm: str, spans: list[tuple[int, int]], named: Named) -
     return out
 
 
-def _fits(key: str, cited: Cited) -> bool:
-    """A drug takes doses (a dose unit written), a result takes anything else: "potassium chloride 20 mEq"
-    is about the drug, "2.1 before the furosemide to 1.9 mg/dL" about the lab named before the drug."""
+def _takes(cited: Cited) -> tuple[bool, bool]:
+    """Whether a drug may take the number (a dose unit written), and whether a result may (anything else):
+    "potassium chloride 20 mEq" is about the drug, "2.1 before the furosemide to 1.9 mg/dL" about the lab
+    named before the drug. Asked once per number, whatever the names it could be about."""
     doses, results = _dose_units()
     dose = cited.unit in doses
-    return dose if key.startswith("drug:") else not dose or cited.unit in results
+    return dose, not dose or cited.unit in results
 
 
 @cache
@@ -124,13 +133,18 @@ def _subject(named: Named, start: int, end: int, cited: Cited) -> str | None:
     """The nearest fitting name before the number in its clause, else the first after it when the number has
     a unit or the name follows right after it."""
     stop = cited.start + len(cited.text)
-    for hit in reversed(named.before(cited.start, start)):
-        key = named.first_key(hit, lambda k: _fits(k, cited))
+    dose, result = _takes(cited)
+
+    def fits(key: str) -> bool:
+        return dose if key.startswith("drug:") else result
+
+    for hit in named.nearest_before(cited.start, start):
+        key = named.first_key(hit, fits)
         if key is not None:
             return key
     after = named.after(stop, end)
     if after is not None and (cited.unit is not None or after.start - stop <= 2):
-        return named.first_key(after, lambda k: _fits(k, cited))
+        return named.first_key(after, fits)
     return None
 
 

@@ -116,6 +116,16 @@ class Named:
             out.insert(0, self.hits[i])
         return out
 
+    def nearest_before(self, at: int, start: int, most: int = 4) -> list[Hit]:
+        """`before`, nearest first (what a number's subject search walks)."""
+        out: list[Hit] = []
+        last = bisect_right(self.ends, at) - 1
+        for i in range(last, max(-1, last - most), -1):
+            if self.hits[i].start < start:
+                break
+            out.append(self.hits[i])
+        return out
+
     def after(self, at: int, end: int) -> Hit | None:
         """The first hit starting at or after `at` and before `end`."""
         i = bisect_left(self.starts, at)

@@ -157,11 +157,11 @@ def read_answer(text: str, names: Mapping[str, list[str]], question: str | None 
             qualifier = None if _lists(norm[cues[last][1]:start]) else cues[last][2]
         following = next_result[i + 1]
         next_start = kept[following].cited.start if following < len(kept) else clause_end
-        right_before = [d for d in spans.dates_between(seg_start, start)
-                        if start - _next_to(d, spans) <= 8 and d.start not in used]
+        before = spans.dates_between(seg_start, start)
+        right_before = [d for d in before if start - _next_to(d, spans) <= 8 and d.start not in used]
         after = spans.dates_between(end, min(end + _AFTER_DATE, next_start, clause_end))
         dates = right_before or after or [
-            d for d in spans.dates_between(seg_start, start)
+            d for d in before
             if (seg_start == clause_start or d.start >= seg_start + _AFTER_DATE) and d.start not in used]
         if dates and not right_before and dates is after:
             used.update(d.start for d in after)
