@@ -109,7 +109,8 @@ def _bound_before() -> re.Pattern[str]:
 
 _GLUED = re.compile(r"-([a-z]+)")
 _EN_TOKEN = re.compile(r"[a-z]+|[<>≤≥]=?")
-_UNIT_HEAD = re.compile(r"^\s*[a-zµ/%]*\s*")
+_UNIT_HEAD = re.compile(r"\s*[a-zµ/%]*\s*")  # matched at the number's end (no ^: a match from a position)
+_BLANKS = re.compile(r"\s*")
 _LETTERS = re.compile(r"[a-z]+")
 
 
@@ -135,26 +136,32 @@ def _bound_before_in(words: str) -> bool:
 def is_threshold(text: str, cited: Cited, norm: str | None = None) -> bool:
     """Whether `cited` (found in `text` by cited_numbers) is not a value but a bound the answer compares with
     ("below 3.5", "3.5以上") or a count ("4 results", "24 hours", "2次"), by the cues of data/lexicon.json."""
-    cues = lexicon()["thresholds"]
     norm = normalize(text) if norm is None else norm  # `norm`: normalize(text) already, for long answers
     end = cited.start + len(cited.text)
-    before, after = norm[max(0, cited.start - 160):cited.start], norm[end:end + 160]  # windows are shorter
-    glued = _GLUED.match(after)  # "24-hour", "3-day": a count joined to what it counts
-    if glued and glued.group(1) in _threshold_cues()[2]:
-        return True
-    en_before = " ".join(_last_tokens(before, cues["window"]["en"]))
-    zh_before = before.rstrip()[-cues["window"]["zh"]:]
-    after = _UNIT_HEAD.sub("", after, count=1) if not after[:1].isspace() else after.lstrip()
-    if _bound_before_in(en_before):
-        return True
     zh_cues, after_cues, counts_en, counts_zh = _threshold_cues()
-    if zh_before.endswith(zh_cues):
+    glued = _GLUED.match(norm, end, end + 160)  # "24-hour", "3-day": a count joined to what it counts
+    if glued and glued.group(1) in counts_en:
         return True
-    tail = after[:16]
+    en_window, zh_window = _windows()
+    before = norm[max(0, cited.start - 160):cited.start]  # windows are shorter
+    if _bound_before_in(" ".join(_last_tokens(before, en_window))):
+        return True
+    if before.rstrip()[-zh_window:].endswith(zh_cues):
+        return True
+    # what follows the number past its unit ("3.5 mg/dL or less"), or past the blanks after it
+    head = (_UNIT_HEAD if not norm[end:end + 1].isspace() else _BLANKS).match(norm, end, end + 160)
+    tail = norm[head.end():min(head.end() + 16, end + 160)]  # type: ignore[union-attr]
     if tail.startswith(after_cues):
         return True
     counted = _LETTERS.match(tail)
     return (counted is not None and counted.group() in counts_en) or tail.startswith(counts_zh)
+
+
+@lru_cache(maxsize=1)
+def _windows() -> tuple[int, int]:
+    """How many EN words, and ZH characters, before a number its bound cues are looked for in."""
+    window = lexicon()["thresholds"]["window"]
+    return window["en"], window["zh"]
 
 
 @lru_cache(maxsize=1)
