@@ -29,6 +29,7 @@ class EhrCall:
     query: dict[str, list[str]] = field(default_factory=dict)
     resources: tuple[str, ...] | None = None  # "Type/id" of what the response gave (None: not logged)
     body: str | None = None  # the response body as recorded (inline or its stored copy; None: not held)
+    request_body: str | None = None  # the request's body, likewise (a replay applies a Bundle's entries)
 
     @property
     def resource_type(self) -> str | None:
@@ -128,6 +129,12 @@ class Trajectory:
     ended: SessionEnded | None = None
     ended_time: str | None = None
     turns: dict[int, TrajectoryTurn] = field(default_factory=dict)
+    ehr_before: list[EhrCall] = field(default_factory=list)  # before the first doctor message (no turn's)
+
+    def ehr_calls(self) -> list[EhrCall]:
+        """Every EHR exchange of the session in log order: what a replay applies."""
+        calls = self.ehr_before + [call for turn in self.turns.values() for call in turn.ehr]
+        return sorted(calls, key=lambda call: call.position)
 
     @property
     def run_id(self) -> str:

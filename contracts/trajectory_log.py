@@ -14,7 +14,15 @@ from typing import Any, NamedTuple, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from contracts.trajectory import CdsCall, EhrCall, ToolEvent, Trajectory, TrajectoryTurn, Utterance
+from contracts.trajectory import (
+    WRITE_METHODS,
+    CdsCall,
+    EhrCall,
+    ToolEvent,
+    Trajectory,
+    TrajectoryTurn,
+    Utterance,
+)
 from events.payloads import (
     CdsExchange,
     Communication,
@@ -88,6 +96,14 @@ def _given(response: EhrResponse, stored: Mapping[str, str]) -> tuple[str, ...] 
     return tuple(f"{r.get('resourceType')}/{r.get('id')}" for r in orjson.loads(text) if isinstance(r, dict))
 
 
+def _text(payload: EhrRequest | EhrResponse, stored: Mapping[str, str]) -> str | None:
+    """A request's or response's body as text: inline, else its stored copy (None: neither held)."""
+    body = payload.body
+    if body is None:
+        return stored.get(payload.body_ref or "")
+    return body if isinstance(body, str) else orjson.dumps(body).decode()
+
+
 def build_trajectory(session_id: str, events: Iterable[LoggedEvent],
                      stored: Mapping[str, str] | None = None) -> Trajectory:
     """The session's trajectory; `stored` (blob reference -> whole text, events/blobs.py) gives the messages
@@ -96,7 +112,7 @@ def build_trajectory(session_id: str, events: Iterable[LoggedEvent],
     stored = stored or {}
     log = Trajectory(session_id)
     current: TrajectoryTurn | None = None
-    pending: dict[str, tuple[TrajectoryTurn, EhrCall]] = {}  # request id -> (turn, call without response)
+    pending: dict[str, tuple[list[EhrCall], EhrCall]] = {}  # request id -> (its list, call without response)
 
     def turn_at(index: int) -> TrajectoryTurn:
         return log.turns.setdefault(index, TrajectoryTurn(index))
@@ -119,19 +135,20 @@ def build_trajectory(session_id: str, events: Iterable[LoggedEvent],
                 target = turn_at(message.turn) if message.turn is not None else current
                 if target is not None:
                     target.messages.append(utterance)
-            elif kind == EhrRequest.TYPE and current is not None:
+            elif kind == EhrRequest.TYPE:
                 request = _read(EhrRequest, data, position)
-                call = EhrCall(request.method, request.url, position, query=request.query)
-                current.ehr.append(call)
-                pending[request.request_id] = (current, call)
+                sent = _text(request, stored) if request.method in WRITE_METHODS else None
+                call = EhrCall(request.method, request.url, position, query=request.query, request_body=sent)
+                calls = current.ehr if current is not None else log.ehr_before
+                calls.append(call)
+                pending[request.request_id] = (calls, call)
             elif kind == EhrResponse.TYPE and data.get("requestId") in pending:
                 response = _read(EhrResponse, data, position)
                 owner, call = pending.pop(response.request_id)
-                body = response.body
-                body = body if isinstance(body, str) else stored.get(response.body_ref or "")
                 done = EhrCall(call.method, call.url, call.position, response.status, response.latency_ms,
-                               call.query, _given(response, stored), body)
-                owner.ehr[owner.ehr.index(call)] = done
+                               call.query, _given(response, stored), _text(response, stored),
+                               call.request_body)
+                owner[owner.index(call)] = done
             elif kind == CdsExchange.TYPE:
                 exchange = _read(CdsExchange, data, position)
                 turn_at(exchange.turn).cds.append(CdsCall(position, exchange))

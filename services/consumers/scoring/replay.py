@@ -23,11 +23,12 @@ from typing import Any
 
 import orjson
 
+from contracts.trajectory import WRITE_METHODS, Trajectory
+from contracts.trajectory_log import LoggedEvent, build_trajectory
 from events.payloads import EhrRequest, EhrResponse, SandboxState
 from services.consumers.scoring import snapshot
 from services.consumers.scoring.check_inputs import FinalState, Written
 
-WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 BUNDLE_WRITES = frozenset({"batch", "transaction"})
 
 
@@ -43,18 +44,19 @@ class Replayed:
 def body_refs(events: Iterable[Any]) -> set[str]:
     """Blob references of the EHR bodies among `events` (LoggedEvent-like) that a replay reads."""
     return {ref for e in events if e.type in (EhrRequest.TYPE, EhrResponse.TYPE)
-            and (ref := (e.data or {}).get("bodyRef"))}
+            and (ref := _PAYLOAD[e.type].model_validate(e.data or {}).body_ref)}
 
 
-def _body(data: Mapping[str, Any], stored: Mapping[str, bytes]) -> Any:
-    """The JSON body of a request or response event (inline, or its stored copy); None when absent."""
-    text: Any = data.get("body")
-    if text is None and data.get("bodyRef"):
-        text = stored.get(data["bodyRef"])
+_PAYLOAD: dict[str, type[EhrRequest] | type[EhrResponse]] = {EhrRequest.TYPE: EhrRequest,
+                                                             EhrResponse.TYPE: EhrResponse}
+
+
+def _json(text: str | None) -> Any:
+    """The JSON of a body as the trajectory holds it; None when absent or not JSON."""
     if text is None:
         return None
     try:
-        return orjson.loads(text) if isinstance(text, str | bytes) else text
+        return orjson.loads(text)
     except orjson.JSONDecodeError:
         return None
 
@@ -128,20 +130,25 @@ class _Sandbox:
                 self.gaps.append(f"{method} {entry_url} (in {url or '/'}): the response carries no resource")
 
 
-def replay_writes(events: Iterable[Any], stored: Mapping[str, bytes] | None = None) -> Replayed:
-    """The writes of one session's events (LoggedEvent-like, in log order), as the sandbox holds them at
-    its end; `stored`: blob reference -> bytes for bodies kept in `event_blobs`."""
+def replay_trajectory(log: Trajectory) -> Replayed:
+    """The writes of one session's trajectory, as the sandbox holds them at its end: its successful (2xx)
+    write exchanges in log order, each applied with the request and response bodies the trajectory holds."""
     sandbox = _Sandbox()
-    asked: dict[str, Mapping[str, Any]] = {}
-    for event in events:
-        data = event.data or {}
-        if event.type == EhrRequest.TYPE and data.get("method") in WRITE_METHODS:
-            asked[data["requestId"]] = data
-        elif (event.type == EhrResponse.TYPE and (request := asked.pop(data.get("requestId"), None))
-              and 200 <= int(data.get("status") or 0) < 300):
-            sandbox.apply(request["method"], request.get("url") or "", _body(request, stored or {}),
-                          _body(data, stored or {}))
+    for call in log.ehr_calls():
+        if call.is_write and call.status is not None and 200 <= call.status < 300:
+            sandbox.apply(call.method, call.url, _json(call.request_body), _json(call.body))
     return Replayed(list(sandbox.current.values()), sandbox.gaps)
+
+
+def replay_writes(events: Iterable[Any], stored: Mapping[str, bytes] | None = None) -> Replayed:
+    """The writes of one session's events (LoggedEvent-like, in log order); `stored`: blob reference ->
+    bytes for bodies kept in `event_blobs`."""
+    return replay_trajectory(_trajectory(events, stored))
+
+
+def _trajectory(events: Iterable[Any], stored: Mapping[str, bytes] | None) -> Trajectory:
+    texts = {ref: body.decode(errors="replace") for ref, body in (stored or {}).items()}
+    return build_trajectory("replay", [LoggedEvent(e.type, e.data or {}, e.time) for e in events], texts)
 
 
 def replayed_state(events: Iterable[Any], stored: Mapping[str, bytes] | None = None,
@@ -152,13 +159,20 @@ def replayed_state(events: Iterable[Any], stored: Mapping[str, bytes] | None = N
     return FinalState(writes=replayed.writes, record_values=list(record_values)), replayed.gaps
 
 
+def replayed_state_of(log: Trajectory, record_values: Iterable[Any] = ()) -> tuple[FinalState, list[str]]:
+    """`replayed_state` of a trajectory already built (its bodies already read)."""
+    replayed = replay_trajectory(log)
+    return FinalState(writes=replayed.writes, record_values=list(record_values)), replayed.gaps
+
+
 def state_of_log(events: Iterable[Any], stored: Mapping[str, bytes] | None = None,
                  record_values: Iterable[Any] = ()) -> FinalState:
     """The final state a session's log gives: its last recorded `rounds.sandbox.state` (inline, or stored in
     `stored`), else its replayed writes with `record_values`."""
     events = list(events)
     recorded = [e.data for e in events if e.type == SandboxState.TYPE]
-    state = snapshot.from_data(recorded[-1], stored) if recorded else None
+    last = SandboxState.model_validate(recorded[-1]) if recorded else None
+    state = snapshot.from_payload_stored(last, stored) if last is not None else None
     return state if state is not None else replayed_state(events, stored, record_values)[0]
 
 

@@ -52,8 +52,8 @@ def to_event(session_id: str, state: FinalState, time: str | None, store: Store 
 
 def stored_refs(events: Iterable[CloudEvent]) -> set[str]:
     """The blob references of the stored states among `events`."""
-    return {data["stateRef"] for e in events
-            if e.type == SandboxState.TYPE and isinstance(data := e.data, dict) and data.get("stateRef")}
+    return {ref for e in events if e.type == SandboxState.TYPE and isinstance(e.data, dict)
+            and (ref := SandboxState.model_validate(e.data).state_ref)}
 
 
 def load_stored(conn: Connection, refs: set[str]) -> dict[str, bytes]:
@@ -66,11 +66,16 @@ def load_stored(conn: Connection, refs: set[str]) -> dict[str, bytes]:
 def from_data(data: dict[str, Any], stored: Mapping[str, bytes] | None = None) -> FinalState | None:
     """The final state a `rounds.sandbox.state` payload holds (validated here); a stored one from
     `stored`, None when that does not hold it."""
-    ref = data.get("stateRef")
-    if ref:
-        body = (stored or {}).get(ref)
+    return from_payload_stored(SandboxState.model_validate(data), stored)
+
+
+def from_payload_stored(state: SandboxState, stored: Mapping[str, bytes] | None = None) -> FinalState | None:
+    """The final state of a validated payload; a stored one (`state_ref`) from `stored`, None when that does
+    not hold it."""
+    if state.state_ref is not None:
+        body = (stored or {}).get(state.state_ref)
         return None if body is None else from_data(orjson.loads(body))
-    return from_payload(SandboxState.model_validate(data))
+    return from_payload(state)
 
 
 def from_event(event: CloudEvent, stored: Mapping[str, bytes] | None = None) -> FinalState | None:

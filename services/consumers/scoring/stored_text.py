@@ -11,39 +11,37 @@ loaded elsewhere) is left out, and its message is judged by its head.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import Connection, inspect
 
-from contracts.trajectory import Trajectory
+from contracts.trajectory import WRITE_METHODS, Trajectory
 from contracts.trajectory_log import LoggedEvent, build_trajectory
 from events.blobs import BLOBS, read
-from events.payloads import EhrResponse
-from events.payloads.messages import MESSAGE_PREFIX, STORED_PREFIX
-
-
-def ref_of(data: Mapping[str, Any]) -> str | None:
-    """The blob reference ("sha256:<hex>") of a message's whole text, else None."""
-    for part in data.get("payload") or ():
-        url = (part.get("contentAttachment") or {}).get("url") or ""
-        if url.startswith(STORED_PREFIX):
-            return url.removeprefix(STORED_PREFIX)
-    return None
+from events.payloads import Communication, EhrRequest, EhrResponse
+from events.payloads.messages import FULL_CHECK, MESSAGE_PREFIX
 
 
 def refs(events: Iterable[Any]) -> set[str]:
-    """The references of the messages, stored resource lists and stored response bodies (scorer v4 grounds a
-    fact on the values a response carried) among `events` (LoggedEvent-like: `.type`, `.data`)."""
-    found: set[str] = set()
-    for e in events:
-        data = e.data or {}
-        if e.type.startswith(MESSAGE_PREFIX):
-            found.add(ref_of(data) or "")
-        elif e.type == EhrResponse.TYPE:
-            found.update((data.get("bodyRef") or "", data.get("resourcesRef") or ""))
-    found.discard("")
-    return found
+    """The references of the messages, stored resource lists, stored response bodies (scorer v4 grounds a
+    fact on the values a response carried) and stored write request bodies (a replay applies them) among
+    `events` (LoggedEvent-like: `.type`, `.data`), each read by its payload class."""
+    found: set[str | None] = set()
+    token = FULL_CHECK.set(False)  # logged messages passed the full FHIR model when they were published
+    try:
+        for e in events:
+            if e.type.startswith(MESSAGE_PREFIX):
+                found.add(Communication.model_validate(e.data or {}).stored_text)
+            elif e.type == EhrResponse.TYPE:
+                response = EhrResponse.model_validate(e.data or {})
+                found.update((response.body_ref, response.resources_ref))
+            elif e.type == EhrRequest.TYPE:
+                request = EhrRequest.model_validate(e.data or {})
+                found.add(request.body_ref if request.method in WRITE_METHODS else None)
+    finally:
+        FULL_CHECK.reset(token)
+    return {ref for ref in found if ref}
 
 
 def trajectory(conn: Connection, session_id: str, events: list[LoggedEvent]) -> Trajectory:
