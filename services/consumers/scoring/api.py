@@ -18,14 +18,15 @@ import httpx
 import orjson
 from sqlalchemy import Engine, inspect, select
 
+from contracts.scenario import Scenario
 from contracts.score import RunReport, SessionScore
-from events.blobs import read
 from events.bus import Bus
 from events.projections.replay import new_suffix
 from events.topics import SCORES
 from foundation.gcpause import gc_paused
 from rounds.wiring import Wiring
 from services.consumers.scoring import members
+from services.consumers.scoring.check_inputs import FinalState
 from services.consumers.scoring.fhir_state import Client, LazyClient, StateReader
 from services.consumers.scoring.members import make_projection  # noqa: F401  (an entry point of this module)
 from services.consumers.scoring.metrics import build_report
@@ -97,8 +98,10 @@ def _finalize_waiting(engine: Engine, projection: ScorerProjection, client: Clie
     API; one without its scenario (or whose record values cannot be read) is stored as unscorable (counted
     in the report, never scored 0) rather than left out. Scored outside any transaction (an optional judge
     is asked then), stored in one."""
+    from contracts.trajectory import Trajectory
     from contracts.trajectory_log import LoggedEvent
     from services.consumers.scoring import replay, stored_text
+    from services.consumers.scoring.one_session import score_trajectory
 
     open_, events = projection.tables["scoring_open"], projection.tables["scoring_events"]
     reader = StateReader(client)
@@ -109,19 +112,24 @@ def _finalize_waiting(engine: Engine, projection: ScorerProjection, client: Clie
             rows = conn.execute(select(events.c.type, events.c.data, events.c.time).where(
                 events.c.session_id == session_id).order_by(events.c.position)).all()
             logged = [LoggedEvent(t, orjson.loads(d), tm) for t, d, tm in rows]
-            logs.append((stored_text.trajectory(conn, session_id, logged), logged,
-                         read(conn, replay.body_refs(logged))))
-    scores = []
-    for log, logged, bodies in logs:
-        scenario = scenario_of(log.started, projection.scenarios)
+            logs.append((session_id, logged, stored_text.load(conn, stored_text.refs(logged))))
+
+    def replayed(log: Trajectory, scenario: Scenario | None) -> FinalState | None:
+        """The replayed writes with the record's values read over the FHIR API (None: not readable)."""
         try:
             values = reader.values_for(scenario) if scenario is not None else None
         except (httpx.TransportError, httpx.HTTPStatusError):
             values = None
-        if scenario is not None and values is not None:
-            state, _ = replay.replayed_state(logged, bodies, values)
-            scores.append(projection.score_log(log, state))
+        return None if values is None else replay.replayed_state_of(log, values)[0]
+
+    scores = []
+    for session_id, logged, stored in logs:
+        log, state, score = score_trajectory(session_id, logged, stored, replayed, version=projection.version,
+                                             judge=projection.judge, scenarios=projection.scenarios)
+        if state is not None:
+            scores.append(score)
             continue
+        scenario = scenario_of(log.started, projection.scenarios)
         score = score_session(log, None, None)
         score = score.model_copy(update={"excluded": "unscorable", "error": "sandbox state not found",
                                          "family": None})

@@ -15,7 +15,7 @@ SessionScore `rounds score` stores.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from contracts.scenario import Scenario
 from contracts.score import SessionScore
@@ -25,7 +25,7 @@ from events.payloads import SandboxState
 from services.consumers.scoring import replay
 from services.consumers.scoring.check_inputs import FinalState
 from services.consumers.scoring.scenarios import scenario_of
-from services.consumers.scoring.scorer import SCORER_VERSION, score_session
+from services.consumers.scoring.scorer import SCORER_VERSION, Judge, score_session
 
 EHR_PREFIX = "rounds.ehr."
 
@@ -41,16 +41,36 @@ def _logged(event: Any) -> tuple[LoggedEvent, str | None]:
     return LoggedEvent(data["type"], data.get("data") or {}, data.get("time")), data.get("subject")
 
 
-def score_logged(session_id: str, logged: list[LoggedEvent], stored: Mapping[str, bytes], state_of: StateOf,
-                 scenario: Scenario | None = None, version: str | None = None) -> SessionScore:
-    """events -> trajectory -> score, shared by the entry points outside the consumer group: the trajectory
-    carries the whole texts, resource lists and bodies of `stored` (reference -> bytes, the blobs of values
-    too large for their events), the scenario defaults to the one the log carries, and `state_of` is asked
-    for the final state once both are known."""
-    texts = {ref: body.decode(errors="replace") for ref, body in stored.items()}
+class LoggedScore(NamedTuple):
+    """A score with the trajectory and state it was computed from (the consumer stores all three)."""
+
+    log: Trajectory
+    state: FinalState | None
+    score: SessionScore
+
+
+def score_trajectory(session_id: str, logged: list[LoggedEvent], stored: Mapping[str, bytes | str],
+                     state_of: StateOf, scenario: Scenario | None = None, version: str | None = None,
+                     judge: Judge | None = None, scenarios: dict[str, Scenario] | None = None,
+                     ) -> LoggedScore:
+    """events -> trajectory -> score, the one path of every entry point (the consumer's projection, `rounds
+    score`, Inspect, score_events): the trajectory carries the whole texts, resource lists and bodies of
+    `stored` (reference -> bytes or text, the blobs of values too large for their events), the scenario
+    defaults to the log's (by id in `scenarios` when given), and `state_of` is asked for the final state
+    once both are known."""
+    texts = {ref: body.decode(errors="replace") if isinstance(body, bytes) else body
+             for ref, body in stored.items()}
     log = build_trajectory(session_id, logged, texts)
-    scenario = scenario or scenario_of(log.started, None)
-    return score_session(log, scenario, state_of(log, scenario), version=version or SCORER_VERSION)
+    scenario = scenario or scenario_of(log.started, scenarios)
+    state = state_of(log, scenario)
+    return LoggedScore(log, state, score_session(log, scenario, state, judge, version or SCORER_VERSION))
+
+
+def score_logged(session_id: str, logged: list[LoggedEvent], stored: Mapping[str, bytes | str],
+                 state_of: StateOf, scenario: Scenario | None = None, version: str | None = None,
+                 judge: Judge | None = None, scenarios: dict[str, Scenario] | None = None) -> SessionScore:
+    """`score_trajectory`'s score alone."""
+    return score_trajectory(session_id, logged, stored, state_of, scenario, version, judge, scenarios).score
 
 
 def score_events(events: Iterable[Any], scenario: Scenario | None = None, state: FinalState | None = None,

@@ -52,6 +52,7 @@ from services.consumers.scoring import snapshot, stored_text, tables
 from services.consumers.scoring.check_inputs import CheckResult, FinalState
 from services.consumers.scoring.fhir_state import SandboxMissing
 from services.consumers.scoring.judge import Verdicts
+from services.consumers.scoring.one_session import score_trajectory
 from services.consumers.scoring.scenarios import scenario_of
 from services.consumers.scoring.score_rows import Scored, document_digest, scored, store_scores
 from services.consumers.scoring.scorer import SCORER_VERSION, judge_requests, score_session
@@ -215,12 +216,6 @@ class ScorerProjection(Projection):
         return score_session(log, scenario_of(log.started, self.scenarios), state, judge,  # type: ignore[arg-type]
                              self.version)
 
-    def score_log(self, log: Trajectory, state: FinalState) -> SessionScore:
-        """One session's score from a state found outside a batch (a replay: api.py), the judge asked
-        directly: the caller is in no transaction."""
-        return score_session(log, scenario_of(log.started, self.scenarios), state, self.judge,  # type: ignore[arg-type]
-                             self.version)
-
     def _waiting(self, sessions: set[str]) -> set[str]:
         if not sessions or self.engine is None:
             return set()
@@ -354,14 +349,18 @@ class ScorerProjection(Projection):
     def _score_now(self, tx: ProjectionTx, session_id: str, state: FinalState | None, live: bool,
                    ) -> tuple[Trajectory, FinalState | None, SessionScore]:
         events = self._events(tx, session_id)
-        log = stored_text.trajectory(tx.conn, session_id, events)
-        scenario = scenario_of(log.started, self.scenarios)
-        if state is None and live and scenario is not None and self.read_state is not None \
-                and log.reason not in NOT_ASSISTANT_FAULT:
-            state = self._read(session_id, scenario)  # not prefetched (no engine to find its start)
-            state = None if state is MISSING else state
+
+        def state_of(log: Trajectory, scenario: Scenario | None) -> FinalState | None:
+            if state is None and live and scenario is not None and self.read_state is not None \
+                    and log.reason not in NOT_ASSISTANT_FAULT:
+                found = self._read(session_id, scenario)  # not prefetched (no engine to find its start)
+                return None if found is MISSING else found  # type: ignore[return-value]
+            return state
+
         verdicts = tx.prefetched.verdicts if tx.prefetched else {}
-        return log, state, self._score_log(log, state, verdicts)  # type: ignore[arg-type]
+        judge = Verdicts(self.judge, verdicts) if self.judge else None
+        return score_trajectory(session_id, events, stored_text.load(tx.conn, stored_text.refs(events)),
+                                state_of, version=self.version, judge=judge, scenarios=self.scenarios)
 
     def _flush_scores(self, tx: ProjectionTx) -> None:
         """Write the batch's scores, then emit its events in the transaction (outbox); an id already queued
