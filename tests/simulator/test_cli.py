@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from events.catalog import CATALOG
 from events.envelope import CloudEvent
 from services.simulator.orchestrator.environment import free_port
 from tests.fixture_record import load_record
@@ -41,7 +42,7 @@ def dumped(env: dict, *args: str) -> list[CloudEvent]:
 
 def sessions_of_run(env: dict, run_id: str) -> list[str]:
     return [e.subject for e in dumped(env, "--topic", "rounds.sessions")
-            if e.type == "rounds.session.started" and e.data.get("runId") == run_id]
+            if e.type == "rounds.session.started" and CATALOG.payload(e).run_id == run_id]
 
 
 def test_rounds_run_prints_the_run_and_its_summary_and_resumes(tmp_path):

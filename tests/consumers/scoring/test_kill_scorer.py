@@ -13,6 +13,7 @@ import time
 import pytest
 from sqlalchemy import func, select
 
+from events.catalog import CATALOG
 from foundation.db import make_engine
 from services.consumers.scoring.api import score_run
 from services.consumers.scoring.projection import ScorerProjection
@@ -119,8 +120,8 @@ def test_sigkill_mid_log_then_restart_equals_clean_scores(backend: str,
         assert clean.metrics.excluded_sessions == 4 and clean.metrics.sessions == sessions - 4
         # every score event of the live group reached rounds.scores; repeats carry the same id
         records = read_all(w, w.scores, expected=2 * (sessions + (sessions - 4) * 4), timeout_s=120)
-        ids = {(r.event.type, r.event.data.get("scorerVersion"), r.event.subject, r.event.data.get("turn"))
-               for r in records}
+        payloads = [(r.event, CATALOG.payload(r.event)) for r in records]
+        ids = {(e.type, p.scorer_version, e.subject, getattr(p, "turn", None)) for e, p in payloads}
         live_ids = {key for key in ids if key[1] == "live"}
         assert len(live_ids) == sessions + (sessions - 4) * 4
         by_id: dict[str, int] = {}

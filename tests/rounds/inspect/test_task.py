@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from contracts.score import RunReport
 from events.archive import read_log
+from events.catalog import CATALOG
 from events.topics import SCORES, SESSIONS
 from rounds.cli import app
 from rounds.inspect.task import physassist
@@ -36,9 +37,9 @@ def run(scenario_file, models, **task_args):
 def logged_scores(settings, run_id: str) -> dict[str, float | None]:
     bus = bus_on(settings)
     try:
-        return {r.event.subject: r.event.data.get("score") for r in read_log(bus, [SCORES])
-                if r.event is not None and r.event.type == "rounds.score.session"
-                and r.event.data.get("runId") == run_id}
+        scores = [(r.event.subject, CATALOG.payload(r.event)) for r in read_log(bus, [SCORES])
+                  if r.event is not None and r.event.type == "rounds.score.session"]
+        return {subject: score.score for subject, score in scores if score.run_id == run_id}
     finally:
         bus.close()
 

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from contracts.end_reasons import NOT_ASSISTANT_FAULT
+from events.catalog import CATALOG
 from services.consumers.report.model_usage import load_model_usage
 from services.simulator.assistant_protocol import EndpointUnavailable
 from services.simulator.orchestrator.entry import RunOptions, run_scenarios
@@ -49,7 +50,7 @@ def run_events(settings, run_id: str, kind: str) -> list:
         logged = session_events(settings, None)
     except UnknownTopic:  # nothing was ever recorded in this database
         return []
-    return [e for e in logged if e.type == kind and e.data.get("runId") == run_id]
+    return [e for e in logged if e.type == kind and CATALOG.payload(e).run_id == run_id]
 
 
 def test_the_preflight_stops_a_run_before_any_session(settings, scenarios, model) -> None:
@@ -121,7 +122,7 @@ def test_a_hanging_model_times_out_and_retry_failed_reruns_it(settings, scenario
     retried = run(settings, scenarios, spec, RunOptions("run-retry", model_timeout_s=0.3, retry_failed=True))
     (outcome,) = retried.outcomes
     assert outcome.reason == "completed" and outcome.model_calls == 4
-    started = {s.subject: s.data.get("retryOf") for s in run_events(settings, "run-retry",
+    started = {s.subject: CATALOG.payload(s).retry_of for s in run_events(settings, "run-retry",
                                                                      "rounds.session.started")}
     assert started == {timed_out.session_id: None, outcome.session_id: timed_out.session_id}
     check_the_report_counts_the_rerun_only(settings, "run-retry", timed_out.session_id, outcome.session_id)
@@ -198,7 +199,7 @@ def test_cancelling_a_run_ends_open_sessions_interrupted_and_a_rerun_resumes(set
     resumed = asyncio.run(run_scenarios(jobs(scenarios, trials=2), spec, RunOptions("run-cut"),
                                         migrated(settings)))
     assert [o.reason for o in resumed.outcomes] == ["completed", "completed"]
-    started = {s.subject: s.data.get("retryOf") for s in run_events(settings, "run-cut",
+    started = {s.subject: CATALOG.payload(s).retry_of for s in run_events(settings, "run-cut",
                                                                      "rounds.session.started")}
     again = {o.job.trial: o.session_id for o in resumed.outcomes}
     assert started == {outcome.session_id: None, again[outcome.job.trial]: outcome.session_id,
