@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import orjson
 
-from contracts.trajectory_log import LoggedEvent
+from contracts.trajectory_log import LoggedEvent, build_trajectory
 from events.blobs import blob_ref
 from services.consumers.scoring.check_inputs import FinalState, Written
-from services.consumers.scoring.replay import body_refs, disagreements, replay_writes
+from services.consumers.scoring.replay import body_refs, disagreements, replay_trajectory, replay_writes
 
 
 def _med(rid: str, version: int, dose: float) -> dict:
@@ -89,3 +89,16 @@ def test_what_a_log_cannot_show_is_a_gap_and_a_difference_is_reported() -> None:
     assert disagreements(recorded, other) == ["MedicationRequest/c: recorded, not replayed",
                                               "MedicationRequest/d: replayed, not recorded",
                                               "MedicationRequest/a: another content"]
+
+
+def test_the_trajectory_carries_what_a_replay_applies() -> None:
+    """A write's request body travels in its EhrCall (a read's does not), an exchange before any doctor
+    message is kept in `ehr_before`, and `replay_trajectory` applies the write from the trajectory alone."""
+    log = Log()
+    log.call("GET", "MedicationRequest/a", 200, {"ignored": True}, _med("a", 1, 1))
+    log.call("POST", "MedicationRequest", 201, _med("x", 0, 5), _med("x", 1, 5))
+    trajectory = build_trajectory("s", log.events)
+    read, write = trajectory.ehr_calls()
+    assert trajectory.turns == {} and trajectory.ehr_before == [read, write]
+    assert read.request_body is None and orjson.loads(write.request_body or "null") == _med("x", 0, 5)
+    assert [(w.id, w.version) for w in replay_trajectory(trajectory).writes] == [("x", 1)]
