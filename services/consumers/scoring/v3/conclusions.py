@@ -60,6 +60,13 @@ class Asked:
         return not self.subjects or claim.subject in self.subjects
 
 
+def asked_of_item(params: Mapping[str, object], turn: Turn, question: str,
+                  subjects: Mapping[str, list[str]]) -> Asked:
+    """What `turn` asks of a conclusion item (its `expected` verdict, aliases folded), in every version."""
+    expected = str(params.get("expected", "")).lower()
+    return asked(verdict_alias(expected) or expected, turn, question, subjects)
+
+
 def asked(expected: str, turn: Turn, question: str, subjects: Mapping[str, list[str]],
           fact: Fact | None = None) -> Asked:
     """What `turn` asks of a conclusion `expected` (a conclusion item's, or `fact`'s own value)."""

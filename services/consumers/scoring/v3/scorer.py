@@ -24,7 +24,7 @@ from services.consumers.scoring.check_inputs import CheckContext, CheckResult, F
 from services.consumers.scoring.units import alternatives, analyte_of, canonical_unit
 from services.consumers.scoring.v3.claim_model import Claim, ParsedAnswer
 from services.consumers.scoring.v3.claims import parse_answer
-from services.consumers.scoring.v3.conclusions import asked, asked_of_fact, verdict_alias
+from services.consumers.scoring.v3.conclusions import asked_of_fact, asked_of_item
 from services.consumers.scoring.v3.conclusions import judge as judge_conclusion
 from services.consumers.scoring.v3.dialogue import asked_patient
 from services.consumers.scoring.v3.facts import fact_stated_v3
@@ -104,9 +104,7 @@ def _fact_cited(item: RubricItem, ctx: CheckContext, view: SessionView, answer: 
 
 def _conclusion(item: RubricItem, ctx: CheckContext, view: SessionView, answer: ParsedAnswer) -> CheckResult:
     question = ctx.log.doctor.text if ctx.log.doctor else ""
-    expected = str(item.params.get("expected", "")).lower()
-    expected = verdict_alias(expected) or expected
-    ask = asked(expected, ctx.turn, question, view.names)
+    ask = asked_of_item(item.params, ctx.turn, question, view.names)
     return CheckResult(*judge_conclusion(answer.conclusions, ask))
 
 

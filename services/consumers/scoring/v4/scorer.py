@@ -24,7 +24,13 @@ from services.consumers.scoring.check_inputs import CheckContext, CheckResult, F
 from services.consumers.scoring.lexicon import lexicon
 from services.consumers.scoring.units import analyte_of
 from services.consumers.scoring.v3.claim_model import ConclusionClaim, ParsedAnswer
-from services.consumers.scoring.v3.conclusions import Asked, asked, asked_of_fact, verdict_alias
+from services.consumers.scoring.v3.conclusions import (
+    Asked,
+    asked,
+    asked_of_fact,
+    asked_of_item,
+    verdict_alias,
+)
 from services.consumers.scoring.v3.conclusions import judge as judge_conclusion
 from services.consumers.scoring.v3.dialogue import asked_patient
 from services.consumers.scoring.v3.facts import fact_stated_v3
@@ -193,9 +199,8 @@ def _fact_cited(item: RubricItem, ctx: CheckContext, view: SessionViewV4, r: Rea
 
 def _conclusion(item: RubricItem, ctx: CheckContext, view: SessionViewV4, r: Reading) -> CheckResult:
     question = ctx.log.doctor.text if ctx.log.doctor else ""
-    expected = str(item.params.get("expected", "")).lower()
-    return CheckResult(*judge_conclusion(r.parsed.conclusions, asked(verdict_alias(expected) or expected,
-                                                                       ctx.turn, question, view.names)))
+    ask = asked_of_item(item.params, ctx.turn, question, view.names)
+    return CheckResult(*judge_conclusion(r.parsed.conclusions, ask))
 
 
 # The kinds v4 reads its own way (every other kind by its registered check: turn_parts.py `check_item`)
