@@ -36,6 +36,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import SchemaItem
 
 from events import outbox
@@ -179,7 +180,12 @@ class Projection:
         projection's default tables are the schema's (alembic): missing, they mean the database was not
         upgraded, which is said rather than patched over here."""
         if self.suffix or not self.migrated:
-            self.metadata.create_all(engine, checkfirst=True)
+            try:
+                self.metadata.create_all(engine, checkfirst=True)
+            except DBAPIError as exc:  # another process (a `rounds score --join` member) made them first
+                if "already exists" not in str(exc.orig):
+                    raise
+                self.metadata.create_all(engine, checkfirst=True)
             return
         missing = sorted(set(self.metadata.tables) - set(inspect(engine).get_table_names()))
         if missing:

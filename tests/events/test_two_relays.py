@@ -43,7 +43,7 @@ def test_two_relay_processes_on_one_sqlite_file_publish_each_event_once(tmp_path
     bus.ensure_topics([TopicSpec(name=topic, partitions=3)])
     engine = make_engine(url)
     stop = tmp_path / "stop"
-    relay = [sys.executable, str(REPO / "tests" / "events" / "two_relays.py"), url, str(stop)]
+    relay = [sys.executable, "-m", "tests.events.two_relays", url, str(stop)]
     relays = [subprocess.Popen(relay, cwd=REPO) for _ in range(2)]
     try:
         produced = _events("x", ROWS)

@@ -59,9 +59,9 @@ ROUTES: tuple[Route, ...] = (
     # a Bulk Data file is the record itself, streamed from disk: held whole as a session event it would be
     # buffered and copied (its kick-off and status polls are recorded)
     Route("export-file", "GET", "/$export-file/{job}/{file}", recorded=False),
-    Route("everything", "GET", "/{type}/{id}/$everything"),
     Route("subscription-status", "GET", "/{type}/{id}/$status"),  # services/fhir_api/subscriptions
     Route("subscription-status-post", "POST", "/{type}/{id}/$status"),
+    Route("everything", "GET", "/{type}/{id}/$everything"),
     Route("read", "GET", "/{type}/{id}", fast=True),
     Route("update", "PUT", "/{type}/{id}"),
     Route("patch", "PATCH", "/{type}/{id}"),

@@ -32,7 +32,7 @@ def subscription_status(call: Call, id: str) -> Outcome:
     stored = call.store.read(call.ctx, "Subscription", id)
     doc = orjson.loads(stored.raw)
     numbers = EventNumbers(call.store.engine)  # type: ignore[attr-defined]
-    since_start = numbers.since_start(call.ctx.session_id or "", id)
+    since_start = numbers.since_start(call.ctx.session_key, id)
     status = status_parameters(call.base, id, _topic(doc), "query-status", str(doc.get("status", "")),
                                since_start, error=doc.get("error"))
     bundle = {"resourceType": "Bundle", "id": str(uuid.uuid4()), "type": "searchset", "timestamp": utc_now(),
