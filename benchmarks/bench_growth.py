@@ -145,10 +145,14 @@ def drop_store(url: str, folder: Path, server: str | None) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{make_url(url).database}"')
 
 
+STAGES = ("load", "search", "build")
+
+
 def grow(n: int, work: Path, workers: int, backends: dict[str, str | None], keep: bool,
-         gzip: bool) -> Iterator[dict]:
+         gzip: bool, stages: tuple[str, ...] = STAGES) -> Iterator[dict]:
     """Every stage at n patients, one row at a time (synth and map are skipped when the folder already holds
-    their output: a second backend's run reuses the first's)."""
+    their output: a second backend's run reuses the first's). Leaving `load` out of `stages` measures the
+    store a `--keep` run left (a 10,000-patient load takes an hour; later stages can follow a code change)."""
     rounds = [sys.executable, "-m", "rounds.cli"]
     folder = work / f"n{n}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -164,30 +168,56 @@ def grow(n: int, work: Path, workers: int, backends: dict[str, str | None], keep
                 subprocess.run(["gzip", "-1", str(path)], check=True)
     resources = count_resources(folder / "fhir")
     for backend, server in backends.items():
-        if backend == "sqlite":
-            for path in folder.glob("store.db*"):
-                path.unlink()
-            url = f"sqlite:///{folder / 'store.db'}"
-        else:
-            url = fresh_postgres(server, n)
-        from rounds.migrate import upgrade
-
-        upgrade(url)
-        loaded = run([*rounds, "load", "--ndjson", str(folder / "fhir"), "--database-url", url,
-                      "--workers", str(workers), "--no-progress"])
-        yield {"n": n, "backend": backend, "stage": "load", **loaded, "resources": resources,
-               "bytes": store_bytes(url, folder)}
-        searched = run([sys.executable, str(Path(__file__)), "--stage", "search", "--url", url])
-        figures = json.loads(searched["out"].strip().splitlines()[-1])
-        yield {"n": n, "backend": backend, "stage": "search (per request)", "cpu": figures["search_cpu"],
-               "wall": figures["search_wall"], "rss": None, "load": searched["load"]}
-        yield {"n": n, "backend": backend, "stage": "chart read (per patient)", "cpu": figures["chart_cpu"],
-               "wall": figures["chart_wall"], "rss": None, "load": searched["load"]}
-        built = run([*rounds, "scenarios", "build", "--database-url", url, "--out",
-                     str(folder / f"scenarios-{backend}.jsonl")])
-        yield {"n": n, "backend": backend, "stage": "scenarios build", **built}
+        url = kept_store(backend, server, n, folder) if "load" not in stages else None
+        if url is None:
+            url = fresh_store(backend, server, n, folder)
+            loaded = run([*rounds, "load", "--ndjson", str(folder / "fhir"), "--database-url", url,
+                          "--workers", str(workers), "--no-progress"])
+            yield {"n": n, "backend": backend, "stage": "load", **loaded, "resources": resources,
+                   "bytes": store_bytes(url, folder)}
+        if "search" in stages:
+            yield from search_rows(n, backend, url)
+        if "build" in stages:
+            built = run([*rounds, "scenarios", "build", "--database-url", url, "--out",
+                         str(folder / f"scenarios-{backend}.jsonl")])
+            yield {"n": n, "backend": backend, "stage": "scenarios build", **built}
         if not keep:
             drop_store(url, folder, server)
+
+
+def fresh_store(backend: str, server: str | None, n: int, folder: Path) -> str:
+    """An empty, migrated store for one backend at n patients."""
+    if backend == "sqlite":
+        for path in folder.glob("store.db*"):
+            path.unlink()
+        url = f"sqlite:///{folder / 'store.db'}"
+    else:
+        url = fresh_postgres(server, n)
+    from rounds.migrate import upgrade
+
+    upgrade(url)
+    return url
+
+
+def kept_store(backend: str, server: str | None, n: int, folder: Path) -> str:
+    """The store a --keep run left for this backend and size; an error if there is none."""
+    if backend == "sqlite":
+        if not (folder / "store.db").exists():
+            raise SystemExit(f"no kept SQLite store in {folder}: run with the load stage first")
+        return f"sqlite:///{folder / 'store.db'}"
+    from sqlalchemy.engine import make_url
+
+    return make_url(server).set(database=f"rounds_growth_{n}").render_as_string(hide_password=False)
+
+
+def search_rows(n: int, backend: str, url: str) -> Iterator[dict]:
+    """The search and chart-read rows, measured in a process of their own."""
+    searched = run([sys.executable, str(Path(__file__)), "--stage", "search", "--url", url])
+    figures = json.loads(searched["out"].strip().splitlines()[-1])
+    yield {"n": n, "backend": backend, "stage": "search (per request)", "cpu": figures["search_cpu"],
+           "wall": figures["search_wall"], "rss": None, "load": searched["load"]}
+    yield {"n": n, "backend": backend, "stage": "chart read (per patient)", "cpu": figures["chart_cpu"],
+           "wall": figures["chart_wall"], "rss": None, "load": searched["load"]}
 
 
 def table(rows: list[dict]) -> str:
@@ -238,6 +268,8 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", 
                         help="keep each store (default: deleted once measured)")
     parser.add_argument("--gzip", action="store_true", help="gzip the mapped NDJSON before loading it")
+    parser.add_argument("--stages", default=",".join(STAGES),
+                        help="which of load,search,build to run (without load: the store a --keep run left)")
     parser.add_argument("--stage", choices=["search"])
     parser.add_argument("--url")
     args = parser.parse_args()
@@ -256,7 +288,8 @@ def main() -> None:
         backends["postgresql"] = args.postgres_url
     rows = []
     for n in [int(x) for x in args.sizes.split(",")]:
-        for row in grow(n, args.work, args.workers, backends, args.keep, args.gzip):
+        for row in grow(n, args.work, args.workers, backends, args.keep, args.gzip,
+                        tuple(args.stages.split(","))):
             row.pop("out", None)
             rows.append(row)
             if args.rows:
