@@ -52,15 +52,28 @@ def chunks(path: Path, batch: int) -> Iterator[Chunk]:
         if size == 0:
             return
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as view:
-            start, line = 0, 1
+            start, line, mapped = 0, 1, 0
             while start < size:
                 end, count = start, 0
                 while count < batch and end < size:
                     newline = view.find(b"\n", end)
                     end = size if newline < 0 else newline + 1
                     count += 1
+                mapped = _unmap_before(view, mapped, end)
                 yield Chunk(str(path), line, start, end)
                 start, line = end, line + count
+
+
+def _unmap_before(view: mmap.mmap, mapped: int, end: int) -> int:
+    """Drop the pages of the scanned bytes before `end` from the process (they stay in the page cache), and
+    return the new start of what is still mapped. The scan touches every page of the file once, and a page
+    touched stays resident in the mapping until it is closed: the main process's RSS grew by the whole of
+    the largest file (2.5 GB of lab Observations at 10,000 patients), not by a chunk."""
+    upto = end - end % mmap.PAGESIZE
+    if upto > mapped:
+        view.madvise(mmap.MADV_DONTNEED, mapped, upto - mapped)
+        return upto
+    return mapped
 
 
 def _gzip_chunks(path: Path, batch: int) -> Iterator[Chunk]:

@@ -48,3 +48,32 @@ def test_plain_chunks_are_byte_ranges_and_an_empty_file_has_none(tmp_path) -> No
     assert [(c.first_line, c.start, c.end, c.lines) for c in found] == [(1, 0, 5, None), (3, 5, 9, None)]
     (tmp_path / "empty.ndjson").write_bytes(b"")
     assert list(chunks(tmp_path / "empty.ndjson", 2)) == []
+
+
+def _resident_kib_of_mapping(path) -> int | None:
+    """Resident KiB of this process's memory map of `path` (/proc/self/smaps), None when it is not mapped."""
+    resident, inside = None, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5:  # a header: range perms offset dev inode [path]
+                inside = head[-1] == str(path)
+            elif inside and head[0] == "Rss:":
+                resident = (resident or 0) + int(head[1])
+    return resident
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/smaps"), reason="needs Linux /proc")
+def test_scanning_a_file_keeps_only_the_current_chunk_of_it_mapped(tmp_path) -> None:
+    """The main process finds chunk ends over a memory map of the file: the pages already scanned must leave
+    the process, or its RSS grows by the whole of the largest file (GBs at 10,000 patients)."""
+    path = tmp_path / "big.ndjson"
+    line = b'{"resourceType":"Observation","id":"' + b"x" * 480 + b'"}\n'
+    path.write_bytes(line * 16384)  # 8 MiB, 164 chunks of 100 lines (~51 KiB each)
+    scanned = 0
+    worst = 0
+    for chunk in chunks(path, 100):
+        scanned = chunk.end
+        worst = max(worst, _resident_kib_of_mapping(path) or 0)
+    assert scanned == path.stat().st_size
+    assert 0 < worst <= 512, f"{worst} KiB of the file stayed mapped"  # a chunk and fault-around, not 8 MiB
