@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 import orjson
-from sqlalchemy import Connection, Engine, func, insert, select
+from sqlalchemy import Connection, Engine, func, select
 
-from foundation.db import SQLITE_BEGIN
+from foundation.db import SQLITE_BEGIN, insert_rows
 from foundation.gcpause import gc_paused
 from rounds.shards import ALL, Shard
 from services.fhir_api.load_files import AHEAD, bounded, chunks, ndjson_files, patient_of
@@ -241,9 +241,7 @@ def _write(conn: Connection, items: list[tuple], when: datetime, check: bool = T
         copy_rows(conn, tables)
     else:
         for table, rows in tables:
-            if rows:
-                names = [c.name for c in table.columns]
-                conn.execute(insert(table), [dict(zip(names, row, strict=True)) for row in rows])
+            insert_rows(conn, table, rows)
     return len(fresh)
 
 

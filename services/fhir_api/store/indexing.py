@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import Connection, delete, insert
+from sqlalchemy import Connection, delete
 
+from foundation.db import insert_rows
 from services.fhir_api.search.extract import index_tuples
 from services.fhir_api.search.keys import NO_PATIENT, as_of_key, patient_key, patient_rows
 from services.fhir_api.store import models as m
@@ -88,9 +89,7 @@ def index_resources(conn: Connection, resources: Iterable[tuple[int, dict]], tim
         for kind, rows in row_tuples(resource, timed).items():
             by_kind.setdefault(kind, []).extend((row_id, *row) for row in rows)
     for kind, rows in by_kind.items():
-        if rows:
-            names = [c.name for c in TABLES[kind].columns]
-            conn.execute(insert(TABLES[kind]), [dict(zip(names, row, strict=True)) for row in rows])
+        insert_rows(conn, TABLES[kind], rows)
 
 
 def unindex(conn: Connection, row_ids: list[int]) -> None:
