@@ -40,24 +40,30 @@ def load(mimic: Path, work: Path) -> str:
 
 def build(url: str, label: str) -> None:
     from rounds.settings import get_settings
+    from rounds.shards import ALL
     from services.simulator.scenarios import fhir_client
-    from services.simulator.scenarios.builder import read_record, select, summarize
+    from services.simulator.scenarios.builder import definitions_of, select, summarize
+    from services.simulator.scenarios.parts import stream_into
+    from services.simulator.scenarios.proposals import Proposals
     from tests.wiring import app_on
 
     app = app_on(get_settings().model_copy(update={"database_url": url}))
 
     async def run() -> None:
         wall, cpu = time.perf_counter(), time.process_time()
-        async with fhir_client(app) as client:
-            charts, skipped = await read_record(client)
-        read_wall, read_cpu = time.perf_counter() - wall, time.process_time() - cpu
-        wall2, cpu2 = time.perf_counter(), time.process_time()
-        scenarios, stats, shortfall = select(charts, 0, 324, None, 30)
-        summary = summarize(scenarios, stats, shortfall, charts, skipped, 0, "in-process")
+        with tempfile.TemporaryDirectory(prefix="bench-charts-") as tmp:
+            async with fhir_client(app) as client:
+                streamed = await stream_into(client, Path(tmp) / "charts.spool", ALL,
+                                             Proposals(definitions_of(None)))
+            read_wall, read_cpu = time.perf_counter() - wall, time.process_time() - cpu
+            wall2, cpu2 = time.perf_counter(), time.process_time()
+            scenarios, stats, shortfall = select(streamed.proposals, streamed.shelf, 0, 324, None, 30)
+            streamed.shelf.close()
+        summary = summarize(scenarios, stats, shortfall, streamed.read, streamed.skipped, 0, "in-process")
         sel_wall, sel_cpu = time.perf_counter() - wall2, time.process_time() - cpu2
-        labs = sum(len(s) for c in charts for s in c.labs.values())
-        print(f"{label}: {len(charts)} patients ({len(skipped)} skipped), {labs:,} lab results read, "
-              f"{summary['sessions']} sessions, "
+        moments = sum(len(c) for c in streamed.proposals.of.values())
+        print(f"{label}: {streamed.read} patients ({len(streamed.skipped)} skipped), {moments:,} moments "
+              f"proposed, {streamed.shelf.loads:,} charts read back, {summary['sessions']} sessions, "
               f"{summary['turns']} turns")
         print(f"  read   {read_wall:6.1f} s wall  {read_cpu:6.1f} s CPU (client + in-process server)")
         print(f"  select {sel_wall:6.1f} s wall  {sel_cpu:6.1f} s CPU")

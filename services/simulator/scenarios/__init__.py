@@ -8,16 +8,19 @@ Entry points: `build_scenarios(source, seed, sessions, families)` (tests, other 
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from contracts.scenario import Scenario
 from rounds.shards import ALL, Shard
-from services.simulator.scenarios.builder import BuildError, check_families, read_record, select, summarize
-from services.simulator.scenarios.parts import Part
+from services.simulator.scenarios.builder import BuildError, check_families, definitions_of, select, summarize
+from services.simulator.scenarios.parts import stream_into, write_part
+from services.simulator.scenarios.proposals import Proposals, Streamed
 
 LOCAL_BASE = "http://rounds.local/fhir"
 DEFAULT_SESSIONS = 324
@@ -57,38 +60,47 @@ async def build_async(
     per_category: int = DEFAULT_PER_CATEGORY,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> Build:
-    check_families(families)  # before the (long) read
-    part = await read_part_async(source, ALL, timeout)
-    return build_from(part, seed, sessions, families, per_category)
+    """Stream the record's charts into a temporary spool (TMPDIR), proposing their moments, then select."""
+    proposals = Proposals(definitions_of(families))  # checks the families before the (long) read
+    with tempfile.TemporaryDirectory(prefix="rounds-charts-") as tmp:
+        async with fhir_client(source, timeout) as client:
+            streamed = await stream_into(client, Path(tmp) / "charts.spool", ALL, proposals)
+        return build_from(streamed, seed, sessions, families, per_category)
 
 
-async def read_part_async(source: Any, shard: Shard, timeout: float = DEFAULT_TIMEOUT) -> Part:
-    """The charts of `shard`'s patients (the costly part of a build, split over machines: parts.py)."""
+async def write_part_async(
+    source: Any, shard: Shard, out: Path, timeout: float = DEFAULT_TIMEOUT
+) -> Streamed:
+    """The part file of `shard`'s charts (the costly part of a build, split over machines: parts.py)."""
     async with fhir_client(source, timeout) as client:
-        charts, skipped = await read_record(client, shard)
-        return Part(str(shard), str(client.base_url), charts, skipped)
+        return await write_part(client, out, shard)
 
 
 def build_from(
-    part: Part,
+    streamed: Streamed,
     seed: int = 0,
     sessions: int = DEFAULT_SESSIONS,
     families: list[str] | None = None,
     per_category: int = DEFAULT_PER_CATEGORY,
 ) -> Build:
-    """The sessions selected from charts already read (one process's, or the union of shards' parts)."""
-    check_families(families)
-    charts, skipped = part.charts, part.skipped
-    if not charts:
-        first = skipped[0]["reason"] if skipped else "no patients"
-        raise BuildError(f"every patient's chart failed to read; first: {first}")
-    scenarios, stats, shortfall = select(charts, seed, sessions, families, per_category)
+    """The sessions selected from a streamed record (one process's spool, or the union of shards' parts);
+    the spools are closed after."""
+    try:
+        check_families(families)
+        if not streamed.read:
+            first = streamed.skipped[0]["reason"] if streamed.skipped else "no patients"
+            raise BuildError(f"every patient's chart failed to read; first: {first}")
+        scenarios, stats, shortfall = select(streamed.proposals, streamed.shelf, seed, sessions, families,
+                                             per_category)
+    finally:
+        streamed.shelf.close()
     if not scenarios:
         raise BuildError(
             "no patient qualified for any selected family; see the skipped patients: "
-            + "; ".join(f"{s['patient']}: {s['reason']}" for s in skipped[:5])
+            + "; ".join(f"{s['patient']}: {s['reason']}" for s in streamed.skipped[:5])
         )
-    return Build(scenarios, summarize(scenarios, stats, shortfall, charts, skipped, seed, part.base))
+    summary = summarize(scenarios, stats, shortfall, streamed.read, streamed.skipped, seed, streamed.base)
+    return Build(scenarios, summary)
 
 
 def build_scenarios(
@@ -106,10 +118,10 @@ def build_scenarios(
 __all__ = [
     "Build",
     "BuildError",
-    "Part",
+    "Streamed",
     "build_async",
     "build_from",
     "build_scenarios",
     "fhir_client",
-    "read_part_async",
+    "write_part_async",
 ]

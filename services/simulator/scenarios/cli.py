@@ -40,32 +40,32 @@ def build_cmd(
     """Build sessions from the record (read through the FHIR REST API) into FILE.jsonl + FILE.summary.json.
     With --shard i/n: read only that shard's charts into the part file --out; then build from every part
     with --charts (the same sessions, byte for byte, as one process)."""
-    from services.simulator.scenarios import BuildError, build_from, output, read_part_async
-    from services.simulator.scenarios.builder import check_families
-    from services.simulator.scenarios.parts import read_parts, write_part
+    from services.simulator.scenarios import BuildError, build_async, build_from, output, write_part_async
+    from services.simulator.scenarios.builder import definitions_of
+    from services.simulator.scenarios.parts import read_parts
+    from services.simulator.scenarios.proposals import Proposals
 
     part_of = parse_shard(shard)
     if charts and (shard or fhir_base or database_url):
         raise typer.BadParameter("--charts builds from parts: give no --shard, --fhir-base or --database-url")
     names = [f.strip() for f in families.split(",") if f.strip()] if families else None
     try:
-        check_families(names)  # before the (long) read
-        part = read_parts(charts) if charts else None
+        proposals = Proposals(definitions_of(names))  # checks the families before the (long) read
+        if shard:
+            part = on_record(ctx, fhir_base, database_url,
+                             lambda source: write_part_async(source, part_of, out, timeout), (BuildError,))
+            typer.echo(f"shard {part_of}: {part.read} charts, {len(part.skipped)} skipped -> {out}")
+            return
+        build = None
+        if charts:
+            build = build_from(read_parts(charts, proposals), seed, sessions, names, per_category)
     except BuildError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
-    if part is None:
-        part = on_record(ctx, fhir_base, database_url,
-                         lambda source: read_part_async(source, part_of, timeout), (BuildError,))
-    if shard:
-        write_part(out, part)
-        typer.echo(f"shard {part_of}: {len(part.charts)} charts, {len(part.skipped)} skipped -> {out}")
-        return
-    try:
-        build = build_from(part, seed, sessions, names, per_category)
-    except BuildError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+    if build is None:
+        build = on_record(ctx, fhir_base, database_url,
+                          lambda source: build_async(source, seed, sessions, names, per_category, timeout),
+                          (BuildError,))
     output.write(out, build.scenarios, build.summary)
     s = build.summary
     typer.echo(f"{s['sessions']} sessions, {s['turns']} turns -> {out}")

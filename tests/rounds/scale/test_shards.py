@@ -206,12 +206,21 @@ def test_two_shards_synth_map_load_build_and_score_like_one_process(tmp_path: Pa
 def test_a_part_given_twice_is_refused(mimic: Path, tmp_path: Path) -> None:
     from services.simulator.scenarios.builder import BuildError
     from services.simulator.scenarios.chart import Chart
-    from services.simulator.scenarios.parts import Part, read_parts, write_part
+    from services.simulator.scenarios.engine import BUILDER
+    from services.simulator.scenarios.parts import PART_FORMAT, read_parts
+    from services.simulator.scenarios.proposals import Proposals
+    from services.simulator.scenarios.spool import SpoolWriter
 
     part = tmp_path / "p.part"
-    write_part(part, Part("0/2", "http://x/fhir/", [Chart("Patient/a", None, "A", None, None)], []))
+    writer = SpoolWriter(part, {"format": PART_FORMAT, "builder": BUILDER, "shard": "0/2", "base": "http://x/"})
+    writer.add(Chart("Patient/a", None, "A", None, None))
+    writer.close([])
     with pytest.raises(BuildError, match="twice"):
-        read_parts([part, part])
+        read_parts([part, part], Proposals([]))
     (tmp_path / "junk.part").write_bytes(b"not a part")
     with pytest.raises(BuildError, match="not a chart part"):
-        read_parts([tmp_path / "junk.part"])
+        read_parts([tmp_path / "junk.part"], Proposals([]))
+    cut = tmp_path / "cut.part"  # a shard that died mid-write: no trailer
+    cut.write_bytes(part.read_bytes()[:-20])
+    with pytest.raises(BuildError, match="not a complete chart part"):
+        read_parts([cut], Proposals([]))
