@@ -1,7 +1,7 @@
 """What the scenario builder keeps of the record while it streams it: per definition, each moment its anchor
 proposed as three numbers (which chart, which of that chart's moments, the anchor value the seeded order
 looks at), and where each chart lies in its spool. Charts themselves come back from the spool (spool.py) only
-when the selection evaluates one of their moments, a few at a time (`Shelf.CAPACITY`), so the memory a build
+when the selection evaluates one of their moments, at most `Shelf.CAPACITY` at a time, so the memory a build
 needs grows with the moments, not with the charts.
 
 A moment is found again by recomputing its chart's moments for the definition (anchors.py is a pure function
@@ -60,7 +60,11 @@ class Shelf:
     """The charts of a build by number (read order): where each lies (which spool, which offset), and the few
     most recently used, held with the moments already computed from them."""
 
-    CAPACITY = 16
+    # A selection tries ~1,200 moments for the default 324 + 9 x 30 sessions, spread over patients: a shelf
+    # that holds a small record's every chart (the MIMIC-IV demo's 100) reads each back once; a larger
+    # record reads back about one chart per moment tried (~4 ms each, synthetic), a cost that does not
+    # grow with the record. 128 synthetic charts are ~27 MB.
+    CAPACITY = 128
 
     def __init__(self, spools: list[Spool]) -> None:
         self.spools = spools
