@@ -10,7 +10,7 @@ what the view removed. A session's own writes are served and indexed as written.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import lru_cache
 
@@ -98,19 +98,28 @@ def breakpoints(resource: dict) -> list[int]:
     return sorted(found)
 
 
-def references(node: object) -> Iterator[Key]:
-    """(type, id) of every relative literal Reference in a resource."""
+def references(node: object) -> list[Key]:
+    """(type, id) of every relative literal Reference in a resource, in document order. Every clocked read
+    walks each served body with it: collected into one list, not through a generator per nesting level
+    (each `yield from` level costs again for every key found below it)."""
+    found: list[Key] = []
+    _collect_references(node, found)
+    return found
+
+
+def _collect_references(node: object, found: list[Key]) -> None:
     if isinstance(node, dict):
         for key, value in node.items():
             if key == "reference" and isinstance(value, str):
                 rtype, rid, _ = parse_reference(value)
                 if rtype and rid:
-                    yield rtype, rid
-            elif isinstance(value, dict | list):
-                yield from references(value)
+                    found.append((rtype, rid))
+            elif isinstance(value, (dict, list)):
+                _collect_references(value, found)
     elif isinstance(node, list):
         for value in node:
-            yield from references(value)
+            if isinstance(value, (dict, list)):
+                _collect_references(value, found)
 
 
 def _hidden_ref(value: object, hidden: set[Key]) -> bool:
