@@ -22,12 +22,10 @@ from contracts.trajectory import Trajectory, TrajectoryTurn
 from contracts.vocabulary import LABITEMS
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult, FinalState, known_until
 from services.consumers.scoring.units import alternatives, analyte_of, canonical_unit
+from services.consumers.scoring.v3.cited import conclusion, fact_cited
 from services.consumers.scoring.v3.claim_model import Claim, ParsedAnswer
 from services.consumers.scoring.v3.claims import parse_answer
-from services.consumers.scoring.v3.conclusions import asked_of_fact, asked_of_item
-from services.consumers.scoring.v3.conclusions import judge as judge_conclusion
 from services.consumers.scoring.v3.dialogue import asked_patient
-from services.consumers.scoring.v3.facts import fact_stated_v3
 from services.consumers.scoring.v3.gates import future_gate, write_gates
 from services.consumers.scoring.v3.precision import precision
 from services.consumers.scoring.v3.subjects import subject_names, subject_of, turn_subjects
@@ -35,7 +33,6 @@ from services.consumers.scoring.v3.turn import (
     gate_checks,
     judge_item,
     judge_rubric,
-    named_fact,
     scored_turn,
     write_matched,
 )
@@ -87,31 +84,14 @@ def _grounded(fact: Fact, given: dict[str, int], view: SessionView) -> CheckResu
 
 
 def _fact_cited(item: RubricItem, ctx: CheckContext, view: SessionView, answer: ParsedAnswer) -> CheckResult:
-    fact = named_fact(item, ctx)
-    if isinstance(fact, CheckResult):
-        return fact
-    question = ctx.log.doctor.text if ctx.log.doctor else ""
-    known = view.known.get(subject_of(fact), [])
-    names = view.names.get(subject_of(fact), [])
-    passed, evidence = fact_stated_v3(ctx.log.answer_text, fact, answer, known, question, names,
-                                      asked_of_fact(fact, ctx.turn, question, view.names))
-    if passed:
-        ground = _grounded(fact, view.given(ctx.log), view)
-        if ground is not None:
-            return CheckResult(ground.passed, f"{evidence}; {ground.evidence}")
-    return CheckResult(passed, evidence)
-
-
-def _conclusion(item: RubricItem, ctx: CheckContext, view: SessionView, answer: ParsedAnswer) -> CheckResult:
-    question = ctx.log.doctor.text if ctx.log.doctor else ""
-    ask = asked_of_item(item.params, ctx.turn, question, view.names)
-    return CheckResult(*judge_conclusion(answer.conclusions, ask))
+    return fact_cited(item, ctx, view, ctx.log.answer_text, answer,
+                      lambda fact: _grounded(fact, view.given(ctx.log), view))
 
 
 # The kinds v3 reads its own way (every other kind by its registered check: turn_parts.py `check_item`)
 OWN_CHECKS: dict[str, Callable[[RubricItem, CheckContext, SessionView, ParsedAnswer], CheckResult]] = {
     "fact_cited": _fact_cited,
-    "conclusion": _conclusion,
+    "conclusion": conclusion,
     "write_made": write_matched,
     "asked_patient": lambda item, ctx, view, answer: asked_patient(item, ctx),
 }

@@ -23,17 +23,15 @@ from contracts.vocabulary import LABITEMS
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult, FinalState, values_by_code
 from services.consumers.scoring.lexicon import lexicon
 from services.consumers.scoring.units import analyte_of
+from services.consumers.scoring.v3.cited import conclusion, fact_cited
 from services.consumers.scoring.v3.claim_model import ConclusionClaim, ParsedAnswer
 from services.consumers.scoring.v3.conclusions import (
     Asked,
     asked,
     asked_of_fact,
-    asked_of_item,
     verdict_alias,
 )
-from services.consumers.scoring.v3.conclusions import judge as judge_conclusion
 from services.consumers.scoring.v3.dialogue import asked_patient
-from services.consumers.scoring.v3.facts import fact_stated_v3
 from services.consumers.scoring.v3.gates import write_gates
 from services.consumers.scoring.v3.names import clauses, named_in
 from services.consumers.scoring.v3.scorer import SessionView, implicit_subject
@@ -42,7 +40,6 @@ from services.consumers.scoring.v3.turn import (
     gate_checks,
     judge_item,
     judge_rubric,
-    named_fact,
     scored_turn,
     write_matched,
 )
@@ -172,41 +169,35 @@ class Reading:
     times: dict[int, frozenset[tuple[int, int]]]  # the time of day written beside each claim, by its start
 
 
+def _numeric(fact: Fact) -> bool:
+    return isinstance(fact.value, int | float) and not isinstance(fact.value, bool)
+
+
 def _fact_cited(item: RubricItem, ctx: CheckContext, view: SessionViewV4, r: Reading) -> CheckResult:
-    fact = named_fact(item, ctx)
-    if isinstance(fact, CheckResult):
-        return fact
-    question = ctx.log.doctor.text if ctx.log.doctor else ""
-    key = subject_of(fact)
-    numeric = isinstance(fact.value, int | float) and not isinstance(fact.value, bool)
-    if numeric and fact.kind in NUMERIC_KINDS:
-        passed, evidence = numeric_fact(fact, r.verified)
-    elif numeric and fact.kind == "count":
-        passed, evidence = count_fact(fact, r.claims, r.norm, view.names.get(key, []))
-    elif fact.kind == "absent" or isinstance(fact.value, bool):
-        passed, evidence = presence_fact(r.text, fact)
-    else:
-        passed, evidence = fact_stated_v3(r.text, fact, r.parsed, view.known.get(key, []), question,
-                                          view.names.get(key, []),
-                                          asked_of_fact(fact, ctx.turn, question, view.names))
-    if passed:  # a fact is grounded where what it says was read
-        stated = _stated(fact, r.verified, view, r.times) if numeric and fact.kind in NUMERIC_KINDS else None
-        ground = grounded(fact, ctx.session, ctx.log, stated)
-        if ground is not None:
-            return CheckResult(ground.passed, f"{evidence}; {ground.evidence}")
-    return CheckResult(passed, evidence)
+    """v3's fact check with v4's reading of results, counts and presence, grounded where what the answer
+    says was read (a numeric fact on the very results its true claims state)."""
 
+    def own(fact: Fact) -> tuple[bool, str] | None:
+        if _numeric(fact) and fact.kind in NUMERIC_KINDS:
+            return numeric_fact(fact, r.verified)
+        if _numeric(fact) and fact.kind == "count":
+            return count_fact(fact, r.claims, r.norm, view.names.get(subject_of(fact), []))
+        if fact.kind == "absent" or isinstance(fact.value, bool):
+            return presence_fact(r.text, fact)
+        return None
 
-def _conclusion(item: RubricItem, ctx: CheckContext, view: SessionViewV4, r: Reading) -> CheckResult:
-    question = ctx.log.doctor.text if ctx.log.doctor else ""
-    ask = asked_of_item(item.params, ctx.turn, question, view.names)
-    return CheckResult(*judge_conclusion(r.parsed.conclusions, ask))
+    def grounding(fact: Fact) -> CheckResult | None:
+        numeric = _numeric(fact) and fact.kind in NUMERIC_KINDS
+        stated = _stated(fact, r.verified, view, r.times) if numeric else None
+        return grounded(fact, ctx.session, ctx.log, stated)
+
+    return fact_cited(item, ctx, view, r.text, r.parsed, grounding, own)
 
 
 # The kinds v4 reads its own way (every other kind by its registered check: turn_parts.py `check_item`)
 OWN_CHECKS: dict[str, Callable[[RubricItem, CheckContext, SessionViewV4, Reading], CheckResult]] = {
     "fact_cited": _fact_cited,
-    "conclusion": _conclusion,
+    "conclusion": lambda item, ctx, view, r: conclusion(item, ctx, view, r.parsed),
     "write_made": write_matched,
     "asked_patient": lambda item, ctx, view, r: asked_patient(item, ctx, with_clinical_terms),
 }
