@@ -6,7 +6,7 @@ from contracts.rubric import CdsQuietParams
 from contracts.scenario import RubricItem
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult
 from services.consumers.scoring.checks.base import RubricCheck
-from services.consumers.scoring.checks.cds_cards import cards_on, fired, hook_and_floor, severe
+from services.consumers.scoring.checks.cds_cards import hook_cards
 
 
 class CdsNoCard(RubricCheck):
@@ -14,12 +14,12 @@ class CdsNoCard(RubricCheck):
     params = CdsQuietParams
 
     def __call__(self, item: RubricItem, ctx: CheckContext) -> CheckResult:
-        hook, floor = hook_and_floor(item.params)
-        if not fired(ctx, hook):
-            return CheckResult(False, f"{hook} was not fired in this turn: silence is not shown")
-        noisy = [c for c in cards_on(ctx, hook) if severe(c, floor)]
+        shown = hook_cards(item.params, ctx, ": silence is not shown")
+        if isinstance(shown, CheckResult):
+            return shown
+        hook, floor, noisy = shown.hook, shown.floor, shown.severe
         if noisy:
-            shown = "; ".join(str(c.get("summary")) for c in noisy)
+            listed = "; ".join(str(c.get("summary")) for c in noisy)
             return CheckResult(False, f"{len(noisy)} {hook} card(s) at {floor} or above where nothing is "
-                                      f"wrong: {shown}")
+                                      f"wrong: {listed}")
         return CheckResult(True, f"no {hook} card at {floor} or above")
