@@ -52,10 +52,10 @@ from services.consumers.scoring import snapshot, stored_text, tables
 from services.consumers.scoring.check_inputs import CheckResult, FinalState
 from services.consumers.scoring.fhir_state import SandboxMissing
 from services.consumers.scoring.judge import Verdicts
-from services.consumers.scoring.one_session import score_trajectory
+from services.consumers.scoring.one_session import StateOf, score_trajectory
 from services.consumers.scoring.scenarios import scenario_of
 from services.consumers.scoring.score_rows import Scored, document_digest, scored, store_scores
-from services.consumers.scoring.scorer import SCORER_VERSION, judge_requests, score_session
+from services.consumers.scoring.scorer import SCORER_VERSION, judge_requests
 from services.consumers.scoring.turn_parts import Judge
 
 ENDED, STARTED, SNAPSHOT = p.SessionEnded.TYPE, p.SessionStarted.TYPE, p.SandboxState.TYPE
@@ -66,6 +66,11 @@ SESSION_TYPES = frozenset({
 StateReader = Callable[[str, Scenario], FinalState]
 MISSING = object()  # prefetched: the sandbox does not exist here
 READERS = 8  # sandboxes read (and verdicts asked) at once by a batch's prefetch
+
+
+def _known(state: FinalState) -> StateOf:
+    """The final state the prefetch already holds, as `score_trajectory` asks for it."""
+    return lambda _log, _scenario: state
 
 
 def _recorded_in_batch(records: Sequence[Record]) -> set[str]:
@@ -173,15 +178,18 @@ class ScorerProjection(Projection):
         live = [sid for sid in ended if isinstance(states.get(sid), FinalState)]
         judged = [sid for sid in ended if states.get(sid) is not MISSING] if self.judge is not None else live
         wanted = [*judged, *sorted(waiting - set(judged))]
-        logs = {log.session_id: log for log in self._logs(records, wanted)} if self.engine is not None else {}
-        verdicts = self._judge_ahead(list(logs.values())) if self.judge is not None else {}
+        logged, stored_texts = self._logged(records, wanted) if self.engine is not None else ({}, {})
+        verdicts = self._judge_ahead([build_trajectory(sid, logged[sid], stored_texts) for sid in logged]
+                                     ) if self.judge is not None else {}  # the judge reads trajectories
+        judge = Verdicts(self.judge, verdicts) if self.judge else None
         scores: dict[str, Scored] = {}
         for sid, state, is_live in [*((sid, states[sid], True) for sid in live),
                                     *((sid, snapshot.from_event(snapshots[sid], stored), False)
                                       for sid in waiting)]:
-            if sid in logs and state is not None:
-                scores[sid] = self._scored(logs[sid], self._score_log(logs[sid], state, verdicts), state,
-                                           is_live)
+            if sid in logged and state is not None:
+                log, _, score = score_trajectory(sid, logged[sid], stored_texts, _known(state),
+                                                 version=self.version, judge=judge, scenarios=self.scenarios)
+                scores[sid] = self._scored(log, score, state, is_live)
         return Prefetched(states, verdicts, scores)
 
     def _scored(self, log: Trajectory, score: SessionScore, state: FinalState | None, live: bool,
@@ -210,12 +218,6 @@ class ScorerProjection(Projection):
         return {(ctx.session.session_id, ctx.log.index, item.id): result
                 for (item, ctx), result in zip(requests, results, strict=True)}
 
-    def _score_log(self, log: Trajectory, state: FinalState | None,
-                   verdicts: dict[tuple[str, int, str], CheckResult]) -> SessionScore:
-        judge = Verdicts(self.judge, verdicts) if self.judge else None
-        return score_session(log, scenario_of(log.started, self.scenarios), state, judge,  # type: ignore[arg-type]
-                             self.version)
-
     def _waiting(self, sessions: set[str]) -> set[str]:
         if not sessions or self.engine is None:
             return set()
@@ -224,11 +226,13 @@ class ScorerProjection(Projection):
             return set(conn.execute(select(table.c.session_id).where(
                 table.c.session_id.in_(sorted(sessions)), table.c.status == "waiting")).scalars())
 
-    def _logs(self, records: Sequence[Record], sessions: list[str]) -> list[Trajectory]:
-        """The logs the batch's transaction will score these sessions from: the group's buffered events
-        (committed by earlier batches), then the batch's own up to the session's end."""
+    def _logged(self, records: Sequence[Record], sessions: list[str],
+                ) -> tuple[dict[str, list[LoggedEvent]], dict[str, str]]:
+        """The events the batch's transaction will score these sessions from: the group's buffered events
+        (committed by earlier batches), then the batch's own up to the session's end; with the whole texts
+        and bodies they refer to (stored_text.py)."""
         if not sessions:
-            return []
+            return {}, {}
         rows: dict[str, list[LoggedEvent]] = {sid: [] for sid in sessions}
         if self.engine is not None:
             table = self.tables["scoring_events"]
@@ -251,7 +255,7 @@ class ScorerProjection(Projection):
             with self.engine.connect() as conn:
                 wanted = {ref for sid in sessions for ref in stored_text.refs(rows[sid])}
                 stored = stored_text.load(conn, wanted)
-        return [build_trajectory(sid, rows[sid], stored) for sid in sessions]
+        return rows, stored
 
     def _read(self, session_id: str, scenario: Scenario) -> FinalState | object:
         try:
