@@ -23,6 +23,7 @@ from services.fhir_api.http.openapi import install_openapi
 from services.fhir_api.http.request_limits import RequestLimits
 from services.fhir_api.store.interface import ResourceStore
 from services.fhir_api.subscriptions.endpoints import EndpointPolicy
+from services.fhir_api.subscriptions.numbering import EventNumbers
 
 DESCRIPTION = """FHIR R4 REST API over the Rounds record.
 
@@ -53,10 +54,13 @@ def create_app(
     *,
     max_body_bytes: int | None = None,
     fast_lane: bool = True,
+    event_numbers: EventNumbers | None = None,
 ) -> FastAPI:
     """Build the API on `store` (on the process's one engine, made by the composition root, which the event
     backbone and access control share). `fast_lane=False` sends reads and searches through FastAPI's routing
-    too (the tests compare both). `max_body_bytes`: default the settings' (ROUNDS_MAX_BODY_BYTES)."""
+    too (the tests compare both). `max_body_bytes`: default the settings' (ROUNDS_MAX_BODY_BYTES).
+    `event_numbers`: the Subscriptions' event numbers `$status` reports, default on the store's engine (where
+    the delivering consumer keeps them)."""
     max_body_bytes = max_body_bytes or settings.max_body_bytes
     threads = worker_threads(store, settings.api_threads)
 
@@ -83,6 +87,7 @@ def create_app(
     # or headers the delivering consumer may never send (the operator's policy, subscriptions/endpoints.py)
     policy = EndpointPolicy.of(settings.subscription_endpoints, settings.subscription_headers)
     app.state.write_checks = {"Subscription": policy.check_write}
+    app.state.event_numbers = event_numbers or EventNumbers(store.engine)  # type: ignore[attr-defined]
     app.state.health_checks = {}  # name -> () -> (healthy, details): GET /health (http/health.py)
     install_error_handlers(app)
     install_openapi(app)  # the complete description, from http/openapi.json

@@ -47,4 +47,5 @@ async def call_of(request: Request, ctx: Context = Depends(context_of)) -> Call:
         media_type=response_media_type(request),
         guard=request.scope.get("state", {}).get("guard"),  # services/fhir_api/auth/guard.py
         write_checks=getattr(request.app.state, "write_checks", {}),
+        event_numbers=getattr(request.app.state, "event_numbers", None),
     )

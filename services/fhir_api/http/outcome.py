@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from fastapi.responses import Response
@@ -21,6 +21,9 @@ from services.fhir_api.http.params import Prefer
 from services.fhir_api.http.summary import Subset
 from services.fhir_api.store.interface import Context, ResourceStore, StoredResource
 from services.fhir_api.withheld import served
+
+if TYPE_CHECKING:
+    from services.fhir_api.subscriptions.numbering import EventNumbers
 
 
 class Guard(Protocol):
@@ -54,6 +57,8 @@ class Call:
     guard: Guard | None = None  # set by access control (request state "guard")
     # resource type -> a rule of this deployment its written bodies must meet (ValueError: 422); app.py
     write_checks: Mapping[str, Callable[[dict], None]] = field(default_factory=dict)
+    # the Subscriptions' event numbers `$status` reports (subscriptions/numbering.py); app.py hands them in
+    event_numbers: EventNumbers | None = None
 
 
 @dataclass

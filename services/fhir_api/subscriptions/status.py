@@ -16,7 +16,6 @@ import orjson
 from events.envelope import utc_now
 from services.fhir_api.http.outcome import Call, Outcome
 from services.fhir_api.subscriptions.notify import status_parameters
-from services.fhir_api.subscriptions.numbering import EventNumbers
 
 DEFINITION = "http://hl7.org/fhir/uv/subscriptions-backport/OperationDefinition/backport-subscription-status"
 
@@ -31,8 +30,9 @@ def subscription_status(call: Call, id: str) -> Outcome:
     """The status of Subscription `id` (404 / 410 as a read answers)."""
     stored = call.store.read(call.ctx, "Subscription", id)
     doc = orjson.loads(stored.raw)
-    numbers = EventNumbers(call.store.engine)  # type: ignore[attr-defined]
-    since_start = numbers.since_start(call.ctx.session_key, id)
+    if call.event_numbers is None:
+        raise RuntimeError("the app was built without the Subscriptions' event numbers (app.py create_app)")
+    since_start = call.event_numbers.since_start(call.ctx.session_key, id)
     status = status_parameters(call.base, id, _topic(doc), "query-status", str(doc.get("status", "")),
                                since_start, error=doc.get("error"))
     bundle = {"resourceType": "Bundle", "id": str(uuid.uuid4()), "type": "searchset", "timestamp": utc_now(),

@@ -76,3 +76,33 @@ def test_a_number_is_kept_for_its_event_and_the_next_follows_after_a_restart(sql
     # one event for several Subscriptions at once: each its own next number, what was given kept
     assert restarted.number_all("", ["s1", "s2"], "e4") == {"s1": 4, "s2": 1}
     assert restarted.number_all("", ["s2", "s1"], "e4") == {"s1": 4, "s2": 1}
+
+
+def test_status_reads_the_event_numbers_the_app_was_built_with(tmp_path):
+    """`$status` answers from the EventNumbers the app factory was handed (the composition root's wiring),
+    not from numbers it makes on the store's engine inside the route: here they are kept in another
+    database, and only that one's count is reported."""
+    from fastapi.testclient import TestClient
+
+    from foundation.db import make_engine
+    from rounds.settings import Settings
+    from services.fhir_api.app import app_on_engine
+
+    records, numbered = f"sqlite:///{tmp_path / 'records.db'}", f"sqlite:///{tmp_path / 'numbers.db'}"
+    upgrade(records)
+    upgrade(numbered)
+    numbers = EventNumbers(make_engine(numbered))
+    settings = Settings(database_url=records)
+    with TestClient(app_on_engine(settings, make_engine(records), event_numbers=numbers)) as client:
+        created = client.post("/fhir/Subscription", json={
+            "resourceType": "Subscription", "status": "off", "reason": "wiring",
+            "criteria": "Observation?code=wired", "channel": {"type": "rest-hook",
+                                                              "endpoint": "http://127.0.0.1:9/hook"}})
+        assert created.status_code == 201, created.text
+        sub_id = created.json()["id"]
+        assert status(client.get(f"/fhir/Subscription/{sub_id}/$status").json())[
+            "events-since-subscription-start"]["valueString"] == "0"
+        assert [numbers.number("", sub_id, f"e{i}") for i in range(1, 3)] == [1, 2]
+        assert status(client.get(f"/fhir/Subscription/{sub_id}/$status").json())[
+            "events-since-subscription-start"]["valueString"] == "2"
+        assert EventNumbers(make_engine(records)).since_start("", sub_id) == 0  # the store's own: unused
