@@ -36,7 +36,6 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import SchemaItem
 
 from events import outbox
@@ -178,14 +177,11 @@ class Projection:
     def create_tables(self, engine: Engine) -> None:
         """A replay's fresh tables (suffixed), or those of a projection without a migration. A migrated
         projection's default tables are the schema's (alembic): missing, they mean the database was not
-        upgraded, which is said rather than patched over here."""
+        upgraded, which is said rather than patched over here. One process makes a group's tables: a group
+        whose members run in several processes has them made by the process that started it, before any
+        other can join (ProjectionRunner `make_tables`)."""
         if self.suffix or not self.migrated:
-            try:
-                self.metadata.create_all(engine, checkfirst=True)
-            except DBAPIError as exc:  # another process (a `rounds score --join` member) made them first
-                if "already exists" not in str(exc.orig):
-                    raise
-                self.metadata.create_all(engine, checkfirst=True)
+            self.metadata.create_all(engine, checkfirst=True)
             return
         missing = sorted(set(self.metadata.tables) - set(inspect(engine).get_table_names()))
         if missing:

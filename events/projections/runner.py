@@ -85,12 +85,14 @@ class ProjectionRunner:
         relay_emitted: bool = True,
         relay_rows: int = 1,
         after_commit: Callable[[RunStats], None] | None = None,
+        make_tables: bool = True,
     ) -> None:
         """`emit=False` drops what handlers emit (replays). `relay_emitted`: publish it after the commits,
         once `relay_rows` rows are pending (1: after each; more: fewer, larger appends to the log, for a
         batch job), and at start what a previous run committed but never relayed (else a separate
         `rounds events relay` does). `after_commit`: a test hook run after each commit, before the relay
-        (fault tests kill the process there)."""
+        (fault tests kill the process there). `make_tables=False`: a member joining a group whose tables the
+        process that started the group made (they must exist when it opens)."""
         self.bus, self.engine, self.projection = bus, engine, projection
         suffix = f".{projection.suffix}" if projection.suffix else ""
         self.group_id = group_id or f"projection.{projection.name}{suffix}"
@@ -109,11 +111,13 @@ class ProjectionRunner:
         self._relay_due = self.relay is not None  # at start: what a killed run committed and never relayed
         self._relay_start, self._relay_all = True, False  # all pending at first; all: others' may be pending
         self.after_commit, self.relay_rows = after_commit, relay_rows
+        self.make_tables = make_tables
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     def open(self) -> ProjectionRunner:
         if self._consumer is None:
-            self.projection.create_tables(self.engine)
+            if self.make_tables:
+                self.projection.create_tables(self.engine)
             self._consumer = self.bus.consumer(
                 self.group_id, list(self.projection.topics), from_beginning=True, on_assign=self._on_assign
             )

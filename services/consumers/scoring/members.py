@@ -32,11 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine, inspect, select
 from sqlalchemy.exc import DBAPIError
 
 from events.bus import Bus
 from events.projections.runner import ProjectionRunner
+from events.projections.tracking import POSITIONS
 from rounds.settings import Settings
 from services.consumers.scoring.fhir_state import Client, LazyClient, StateReader
 from services.consumers.scoring.projection import ScorerProjection
@@ -48,6 +49,8 @@ log = logging.getLogger(__name__)
 BATCH = 1_000  # events a member applies per transaction (fewer, larger: the members take turns writing)
 RELAY_ROWS = 2_000  # score events a member appends to the log at once
 EVENTS_PER_EXTRA_MEMBER = 20_000  # a child process costs ~2 s of imports: worth it past this many events
+JOIN_WAIT_S = 600.0  # how long a member waits for the process starting its group to make the group's tables
+JOIN_POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,7 @@ class MemberSpec:
     scores_topic: str | None = None
     timeout_s: float | None = 600
     engine_factory: Callable[[str], Engine] | None = None  # the root's (foundation.db.make_engine)
+    join_wait_s: float = JOIN_WAIT_S  # how long to wait for the group's tables (`await_group`)
 
     @property
     def group_id(self) -> str:
@@ -86,12 +90,35 @@ def projection_of(spec: MemberSpec, client: Client, engine: Engine, *, judge: Ju
                            scorer_version=spec.scorer_version, scenarios=fresh, judge=judge, **extra)
 
 
-def runner_of(spec: MemberSpec, bus: Bus, engine: Engine, projection: ScorerProjection) -> ProjectionRunner:
+def runner_of(spec: MemberSpec, bus: Bus, engine: Engine, projection: ScorerProjection, *,
+              make_tables: bool = True) -> ProjectionRunner:
     """A member's runner: batches of BATCH events, score events appended to the log RELAY_ROWS at a time
-    (fewer, larger write transactions, which the members of a group on SQLite take in turns)."""
+    (fewer, larger write transactions, which the members of a group on SQLite take in turns).
+    `make_tables`: only the process that starts the group (api.py `score_run`) makes its tables."""
     return ProjectionRunner(bus, engine, projection, group_id=spec.group_id, batch_size=BATCH,
                             poll_timeout_s=0.2, publish_dead_letters=False,
-                            relay_rows=RELAY_ROWS)
+                            relay_rows=RELAY_ROWS, make_tables=make_tables)
+
+
+def await_group(engine: Engine, projection: ScorerProjection, group_id: str, timeout_s: float) -> bool:
+    """Wait until the process that starts the group has made its buffer tables (a member started first, on
+    another machine, waits for it): True once they exist, False when the group has already applied the log
+    and its tables are gone (it recorded positions: a member come too late has nothing left to do);
+    TimeoutError naming the group when neither happens in `timeout_s`. A member never makes the tables
+    itself: two processes making one set of tables race on every CREATE."""
+    names = [table.name for table in projection.tables.values()]
+    deadline = time.monotonic() + timeout_s
+    while not all(inspect(engine).has_table(name) for name in names):
+        with engine.connect() as conn:
+            if conn.execute(select(POSITIONS.c.group_id).where(POSITIONS.c.group_id == group_id).limit(1)
+                            ).first() is not None:
+                return False
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"re-score group {group_id}: its tables ({', '.join(names)}) did not appear "
+                               f"in {timeout_s:g} s; start the group with `rounds score --group NAME` "
+                               "(without --join), which makes them")
+        time.sleep(JOIN_POLL_S)
+    return True
 
 
 def auto_workers(bus: Bus, topics: tuple[str, ...]) -> int:
@@ -233,7 +260,10 @@ def run_member(spec: MemberSpec) -> None:
         stack.callback(bus.close)
         client = stack.enter_context(LazyClient(spec.settings, engine))
         projection = projection_of(spec, client, engine)
-        runner = runner_of(spec, bus, engine, projection)
+        if not await_group(engine, projection, spec.group_id, spec.join_wait_s):
+            log.warning("re-score group %s: the reporting process finished the log first", spec.group_id)
+            return
+        runner = runner_of(spec, bus, engine, projection, make_tables=False)
         try:
             with runner:
                 runner.run(until_caught_up=True, timeout_s=spec.timeout_s)

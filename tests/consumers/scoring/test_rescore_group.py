@@ -6,12 +6,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy import inspect
 
 from services.consumers.scoring.api import score_run
 from services.consumers.scoring.members import group_suffix
+from services.consumers.scoring.projection import ScorerProjection
 from tests.consumers.scoring import world
 from tests.consumers.scoring.conftest import World
 from tests.wiring import root_on
@@ -72,6 +76,8 @@ def test_a_member_outlived_by_its_group_leaves_cleanly(scoring_world: World,
     w = scoring_world
     spec = members.MemberSpec(w.settings, RUN, "late", group_suffix("late43"), None, (w.sessions,), w.scores,
                               engine_factory=make_engine)
+    engine = make_engine(w.settings.database_url)
+    ScorerProjection(spec.suffix).create_tables(engine)  # the reporting process started the group
 
     def finished_elsewhere(self: ProjectionRunner, **_: object) -> None:
         for base in ("scoring_events", "scoring_open"):  # what the reporting process does at its end
@@ -88,6 +94,69 @@ def test_a_member_outlived_by_its_group_leaves_cleanly(scoring_world: World,
         with self.engine.begin() as conn:
             conn.execute(text("SELECT * FROM no_such_table_43"))
 
+    ScorerProjection(spec.suffix).create_tables(engine)
     monkeypatch.setattr(ProjectionRunner, "run", broken)
     with pytest.raises(DBAPIError):
         members.run_member(spec)
+    engine.dispose()
+
+
+def test_a_member_waits_for_the_reporting_process_to_make_the_groups_tables(
+        scoring_world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the process that starts a group makes its tables (two processes making them race on every
+    CREATE): a member started first waits for them and makes none, one started after the group finished
+    leaves, and one whose group never starts says so once its wait is over."""
+    from events.projections.runner import ProjectionRunner
+    from foundation.db import make_engine
+    from services.consumers.scoring import members
+
+    w = scoring_world
+    spec = members.MemberSpec(w.settings, RUN, "early", group_suffix("early43"), None, (w.sessions,),
+                              w.scores, engine_factory=make_engine, join_wait_s=60)
+    engine = make_engine(w.settings.database_url)
+    reporting = ScorerProjection(spec.suffix)
+    names = [table.name for table in reporting.tables.values() if spec.suffix in table.name]
+    assert names
+    ran_with: list[set[str]] = []
+
+    def run(self: ProjectionRunner, **_: object) -> None:
+        ran_with.append({n for n in names if inspect(self.engine).has_table(n)})
+
+    monkeypatch.setattr(ProjectionRunner, "run", run)
+    failed: list[BaseException] = []
+    member = threading.Thread(target=lambda: _catching(failed, members.run_member, spec))
+    member.start()
+    time.sleep(2.0)  # the member is waiting: it has made nothing
+    assert member.is_alive() and not ran_with
+    assert not any(inspect(engine).has_table(n) for n in names)
+    reporting.create_tables(engine)
+    member.join(timeout=60)
+    assert not member.is_alive() and not failed, failed
+    assert ran_with == [set(names)]
+
+    from sqlalchemy import insert
+
+    from events.projections.tracking import POSITIONS
+
+    for table in reporting.tables.values():  # the group applied the log and reported: its buffers are gone
+        if spec.suffix in table.name:
+            table.drop(engine)
+    with engine.begin() as conn:  # ... and it recorded where it got to
+        conn.execute(insert(POSITIONS), [{"group_id": spec.group_id, "topic": w.sessions, "partition": 0,
+                                          "next_offset": 1}])
+    members.run_member(spec)  # come too late: leaves at once, without waiting and without making anything
+    assert ran_with == [set(names)] and not any(inspect(engine).has_table(n) for n in names)
+
+    never = members.MemberSpec(w.settings, RUN, "never", group_suffix("never43"), None, (w.sessions,),
+                               w.scores, engine_factory=make_engine, join_wait_s=1)
+    with pytest.raises(TimeoutError, match="scorer.rescore.g_never43"):
+        members.run_member(never)
+    assert not any(inspect(engine).has_table(n.replace("early43", "never43")) for n in names)
+    engine.dispose()
+
+
+def _catching(failed: list[BaseException], work, *args: object) -> None:
+    try:
+        work(*args)
+    except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+        failed.append(exc)
