@@ -26,8 +26,11 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests import scheduling
-from tests.fixture_record import record_template, record_url  # noqa: F401 (fixtures)
 from tests.shared_inputs import built_once
+
+# Fixture modules shared by several folders, registered once here (a root conftest is the only place
+# pytest reads `pytest_plugins`): the fixture record's store, the FHIR store on each backend.
+pytest_plugins = ["tests.fixture_record", "tests.fhir_api.store_fixtures"]
 
 # Bytecode caches on, whatever the environment says (PYTHONDONTWRITEBYTECODE=1 on this project's machines):
 # without them each xdist worker, and each `rounds` child process a test starts, rewrites the asserts of

@@ -27,7 +27,7 @@ from fhir_mapper.ids import fhir_id
 from services.fhir_api.search.values import to_us
 from services.fhir_api.store import known_time
 from services.fhir_api.store.interface import Context, NotFound, SearchRequest
-from tests.fhir_api.store.conftest import loaded_url
+from tests.fhir_api.store_fixtures import loaded_url
 from tests.shared_inputs import built_once
 from tests.wiring import store_on
 

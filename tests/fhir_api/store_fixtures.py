@@ -1,5 +1,7 @@
-"""A migrated store on each backend (SQLite file and a fresh PostgreSQL database), and the mapped MIMIC-IV
-demo cut to 25 patients loaded once per test session on each (the as-of property tests)."""
+"""The store's fixtures, shared by the store's tests (tests/fhir_api/store) and search's store-level tests
+(tests/fhir_api/search): a migrated store on each backend (SQLite file and a fresh PostgreSQL database), and
+the mapped MIMIC-IV demo cut to 25 patients loaded once per test session on each (the as-of property tests).
+A pytest plugin (tests/conftest.py `pytest_plugins`): no conftest re-exports them."""
 
 from __future__ import annotations
 
