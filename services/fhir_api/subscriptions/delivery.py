@@ -139,10 +139,21 @@ class Delivery:
             log.warning("commit of %s failed (%s); they will be delivered again", changed, exc)
             for tp in changed:
                 self._processed.pop(tp, None)
+            return
+        for tp, offset in changed.items():  # the numbers of events the group will never match again
+            try:
+                self.numbers.prune(tp.partition, offset)
+            except Exception as exc:  # noqa: BLE001 - kept a while longer; the next commit prunes them
+                log.warning("pruning the event numbers of %s failed (%s)", tp, exc)
 
     def process(self, record: Record) -> None:
         self._position = (TopicPartition(record.topic, record.partition), record.offset)
         event = record.event
+        if event is not None and event.type == FhirResourceChange.DELETED:
+            data = event.data or {}
+            if data.get("resourceType") == "Subscription" and data.get("id"):
+                self.numbers.forget(event.subject or SHARED_RECORD, str(data["id"]))  # nothing asks any more
+            return
         if event is None or event.type not in NOTIFIED:
             return
         session, data = event.subject or SHARED_RECORD, event.data or {}
@@ -166,7 +177,8 @@ class Delivery:
         if not matched:
             return
         # one transaction numbers the event for all its Subscriptions: kept, so a redelivery has the same
-        numbers = self.numbers.number_all(session, [sub.id for sub, _ in matched], event.id)
+        numbers = self.numbers.number_all(session, [sub.id for sub, _ in matched], event.id,
+                                          (record.partition, record.offset))
         action = "created" if event.type.endswith(("created", "known")) else "updated"
         for sub, raw in matched:
             body = partial(notify.event, self._base(session), sub, event.id, numbers[sub.id], rtype, id, raw,

@@ -106,3 +106,61 @@ def test_status_reads_the_event_numbers_the_app_was_built_with(tmp_path):
         assert status(client.get(f"/fhir/Subscription/{sub_id}/$status").json())[
             "events-since-subscription-start"]["valueString"] == "2"
         assert EventNumbers(make_engine(records)).since_start("", sub_id) == 0  # the store's own: unused
+
+
+def _rows(engine, subscription: str | None = None) -> int:
+    from sqlalchemy import func, select
+
+    from services.fhir_api.subscriptions.models import EVENTS
+
+    where = EVENTS.c.subscription_id == subscription if subscription else EVENTS.c.number > 0
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(EVENTS).where(where)).scalar_one())
+
+
+def test_pruned_numbers_stay_sequential_and_the_table_bounded(sqlite_url):
+    """500 change events on one partition, committed 10 at a time with the last two still uncommitted: after
+    each prune only the uncommitted events' rows and each Subscription's last number are left, the numbers
+    go on 1, 2, 3 ... as if nothing were pruned, and an uncommitted event redelivered keeps its number."""
+    upgrade(sqlite_url)
+    engine = store_on(sqlite_url).engine
+    numbers = EventNumbers(engine)
+    legacy = numbers.number("", "old", "e0")  # numbered before revision 0021: no position, never pruned
+    given: dict[str, list[int]] = {"s1": [], "s2": []}
+    for offset in range(1, 501):
+        subs = ["s1", "s2"] if offset % 2 else ["s1"]
+        for sub, n in numbers.number_all("", subs, f"e{offset}", (0, offset)).items():
+            given[sub].append(n)
+        if offset % 10 == 0:
+            numbers.prune(0, offset - 1)  # committed up to offset - 2: offsets offset-1, offset uncommitted
+            assert _rows(engine, "s1") <= 3 and _rows(engine, "s2") <= 2, offset
+    assert given["s1"] == list(range(1, 501)) and given["s2"] == list(range(1, 251))
+    assert numbers.since_start("", "s1") == 500 and numbers.since_start("", "s2") == 250
+    assert numbers.number("", "s1", "e500", (0, 500)) == 500  # redelivered after the prune: its own number
+    assert numbers.number("", "s1", "e501", (0, 501)) == 501
+    assert numbers.number("", "s3", "x1", (1, 5)) == 1  # another partition's rows are not that commit's
+    assert numbers.prune(0, 10_000) == 2 and _rows(engine, "s3") == 1  # s1's 500 and 501's prior rows
+    assert _rows(engine, "s1") == 1 and _rows(engine, "s2") == 1 and numbers.since_start("", "s1") == 501
+    assert legacy == 1 and _rows(engine, "old") == 1
+    numbers.forget("", "s1")  # deleted: its numbers go, and a new Subscription of that id starts again
+    assert _rows(engine, "s1") == 0 and numbers.number("", "s1", "e502", (0, 502)) == 1
+
+
+def test_the_delivering_consumer_prunes_what_it_committed_and_a_deleted_subscriptions_numbers(
+        world, receiver):  # noqa: F811
+    api, delivery = world
+    http = httpx.Client(timeout=60)  # a busy machine's first writes are slow
+    pid = http.post(f"{api.fhir}/Patient", json=patient("pruned")).json()["id"]
+    url = subscribe(api.fhir, f"Observation?patient=Patient/{pid}", receiver)
+    sub_id = url.rsplit("/", 1)[1]
+    engine = delivery.numbers.engine
+    for day in range(1, 6):
+        http.post(f"{api.fhir}/Observation", json=observation(pid, "k", f"2150-01-0{day}T00:00:00Z"))
+    receiver.wait(lambda: len(receiver.notifications()) == 5)
+    receiver.wait(lambda: _rows(engine, sub_id) == 1, 20)  # committed: the last number alone is kept
+    assert status(http.get(f"{url}/$status").json())["events-since-subscription-start"]["valueString"] == "5"
+    http.post(f"{api.fhir}/Observation", json=observation(pid, "k", "2150-01-06T00:00:00Z"))
+    receiver.wait(lambda: len(receiver.notifications()) == 6)
+    assert [numbers(n)[0] for n in receiver.notifications()] == ["1", "2", "3", "4", "5", "6"]
+    assert http.delete(url).status_code in (200, 204)
+    receiver.wait(lambda: _rows(engine, sub_id) == 0, 20)
