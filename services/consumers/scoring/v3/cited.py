@@ -6,7 +6,6 @@ those two steps differ between the versions, so they are what each passes in."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from contracts.scenario import Fact, RubricItem
 from services.consumers.scoring.check_inputs import CheckContext, CheckResult
@@ -14,11 +13,9 @@ from services.consumers.scoring.v3.claim_model import ParsedAnswer
 from services.consumers.scoring.v3.conclusions import asked_of_fact, asked_of_item
 from services.consumers.scoring.v3.conclusions import judge as judge_conclusion
 from services.consumers.scoring.v3.facts import fact_stated_v3
+from services.consumers.scoring.v3.session_view import SessionView
 from services.consumers.scoring.v3.subjects import subject_of
 from services.consumers.scoring.v3.turn import named_fact
-
-if TYPE_CHECKING:
-    from services.consumers.scoring.v3.scorer import SessionView
 
 Grounding = Callable[[Fact], CheckResult | None]  # None: nothing to hold the fact to
 OwnReading = Callable[[Fact], tuple[bool, str] | None]  # None: the fact is read as v3 reads it

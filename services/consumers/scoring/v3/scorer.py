@@ -18,9 +18,9 @@ from dataclasses import replace
 
 from contracts.scenario import Fact, RubricItem, Scenario, Turn
 from contracts.score import TurnScore
-from contracts.trajectory import Trajectory, TrajectoryTurn
+from contracts.trajectory import Trajectory
 from contracts.vocabulary import LABITEMS
-from services.consumers.scoring.check_inputs import CheckContext, CheckResult, FinalState, known_until
+from services.consumers.scoring.check_inputs import CheckContext, CheckResult, FinalState
 from services.consumers.scoring.units import alternatives, analyte_of, canonical_unit
 from services.consumers.scoring.v3.cited import conclusion, fact_cited
 from services.consumers.scoring.v3.claim_model import Claim, ParsedAnswer
@@ -28,7 +28,8 @@ from services.consumers.scoring.v3.claims import parse_answer
 from services.consumers.scoring.v3.dialogue import asked_patient
 from services.consumers.scoring.v3.gates import future_gate, write_gates
 from services.consumers.scoring.v3.precision import precision
-from services.consumers.scoring.v3.subjects import subject_names, subject_of, turn_subjects
+from services.consumers.scoring.v3.session_view import SessionView
+from services.consumers.scoring.v3.subjects import subject_of, turn_subjects
 from services.consumers.scoring.v3.turn import (
     gate_checks,
     judge_item,
@@ -36,40 +37,6 @@ from services.consumers.scoring.v3.turn import (
     scored_turn,
     write_matched,
 )
-from services.consumers.scoring.v3.writes import match_writes
-
-
-class SessionView:
-    """What every turn of one session shares: subject names, known values, the write matching, grounding."""
-
-    def __init__(self, scenario: Scenario, log: Trajectory, state: FinalState) -> None:
-        self.scenario, self.log, self.state = scenario, log, state
-        self.names = subject_names(scenario)
-        known = known_until(state.record_values, scenario.now)  # shared by the sessions of one record
-        self.known = {code: list(pairs) for code, pairs in known.items()}
-        self.fact_values: dict[str, list[tuple[float, str | None]]] = {}
-        for turn in scenario.turns:
-            for fact in turn.facts:
-                if isinstance(fact.value, int | float) and not isinstance(fact.value, bool):
-                    self.fact_values.setdefault(subject_of(fact), []).append((float(fact.value), fact.unit))
-        for key, values in self.fact_values.items():
-            self.known.setdefault(key, []).extend(values)
-        self.matching = match_writes(scenario, state.current())
-        calls = [c for t in log.turns.values() for c in t.ehr]
-        self.grounding = any(c.resources is not None for c in calls)
-
-    def given(self, turn_log: TrajectoryTurn) -> dict[str, int]:
-        """Resource -> position of the first response that gave it to the assistant, up to this answer."""
-        limit = turn_log.answer_position if turn_log.answer_position is not None else float("inf")
-        out: dict[str, int] = {}
-        for index in sorted(self.log.turns):
-            if index > turn_log.index:
-                break
-            for call in self.log.turns[index].ehr:
-                if call.position < limit and call.succeeded:
-                    for ref in call.resources or ():
-                        out.setdefault(ref, call.position)
-        return out
 
 
 def _grounded(fact: Fact, given: dict[str, int], view: SessionView) -> CheckResult | None:

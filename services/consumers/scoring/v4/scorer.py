@@ -34,7 +34,8 @@ from services.consumers.scoring.v3.conclusions import (
 from services.consumers.scoring.v3.dialogue import asked_patient
 from services.consumers.scoring.v3.gates import write_gates
 from services.consumers.scoring.v3.names import clauses, named_in
-from services.consumers.scoring.v3.scorer import SessionView, implicit_subject
+from services.consumers.scoring.v3.scorer import implicit_subject
+from services.consumers.scoring.v3.session_view import SessionView
 from services.consumers.scoring.v3.subjects import subject_of
 from services.consumers.scoring.v3.turn import (
     gate_checks,
