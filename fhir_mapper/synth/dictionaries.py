@@ -1,5 +1,6 @@
 """Dictionary tables (d_labitems, d_items, d_icd_*, d_hcpcs) from the catalog, and the provider/caregiver
-tables from the ids the run actually used."""
+tables from the run's pools (drawn from the seed alone), as MIMIC-IV lists every provider whether or not a
+given patient saw them: every shard writes them alike without knowing the other shards' patients."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def write_dictionaries(ctx: SynthState) -> None:
 
 
 def write_people(ctx: SynthState) -> None:
-    for provider_id in sorted(ctx.used_providers):
+    for provider_id in ctx.providers:
         ctx.out.write("hosp/provider", {"provider_id": provider_id})
-    for caregiver_id in sorted(ctx.used_caregivers):
+    for caregiver_id in ctx.caregivers:
         ctx.out.write("icu/caregiver", {"caregiver_id": caregiver_id})

@@ -5,12 +5,11 @@ random draws come from faker reseeded with (seed, patient index) and, per table 
 of its own, so the output is a pure function of (patients, seed), patient i looks the same whatever N is,
 and a change to one generator leaves the others' values alone.
 
-With a `shard` (rounds/shards.py) only that shard's patients are written, so n machines can each synthesize
-one shard and the union of their tables is the single-process output. The others' patients are still drawn,
-unwritten: the id sequences (hadm_id, labevent_id, ...) run across patients, so drawing them is what keeps
-every written id where one process puts it, and what makes the provider and caregiver tables (the ids every
-patient drew) and the dictionaries the same in every shard. A shard saves the writing (CSV and gzip), not the
-drawing (docs/scale.md, Shards).
+A patient's ids come from blocks of its own (fhir_mapper/synth/context.py ID_BLOCKS: patient i owns the i-th
+block of every sequence), so nothing carries from one patient to the next. With a `shard` (rounds/shards.py)
+only that shard's patients are drawn at all: n machines each do 1/n of the work, and the union of their
+tables is the single-process output row for row. The directory (dictionaries, the provider and caregiver
+pools) comes from the seed alone, and every shard writes it alike.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from fhir_mapper.ids import fhir_id
 from fhir_mapper.synth.coding import write_coding, write_omr
-from fhir_mapper.synth.context import SubjectSeq, SynthState
+from fhir_mapper.synth.context import SubjectSeq, SynthState, subject_id
 from fhir_mapper.synth.dictionaries import write_dictionaries, write_people
 from fhir_mapper.synth.ed import write_ed
 from fhir_mapper.synth.icu import write_icu
@@ -41,39 +40,43 @@ def generate(
     progress: Callable[[int], None] | None = None,
     shard: Shard = ALL,
 ) -> dict[str, int]:
-    """Write every schema table under `out` (of `shard`'s patients, and the directory); return rows written
-    per table ('hosp/labevents': n, ...)."""
+    """Write every schema table under `out` (`shard`'s patients, and the directory); return rows written
+    per table ('hosp/labevents': n, ...). `progress` counts the patient indexes passed, the shard's or not."""
     if patients < 0:
         raise ValueError(f"patients must be >= 0, got {patients}")
     with TableSet(Path(out), compresslevel=compresslevel) as tables:
         ctx = SynthState(tables, seed)
         write_dictionaries(ctx)
         for index in range(patients):
-            ctx.start_patient(index)
-            patient = build_patient(ctx, index)
-            tables.muted = not shard.holds(fhir_id("Patient", str(patient.subject_id)))
-            seq = SubjectSeq(patient.subject_id)
-            write_core(ctx, patient)
-            with ctx.stream("omr"):
-                write_omr(ctx, patient)
-            for k, adm in enumerate(patient.admissions):  # notes come last: they summarise the rest
-                with ctx.stream(f"coding:{k}"):
-                    write_coding(ctx, patient, adm)
-                with ctx.stream(f"labs:{k}"):
-                    write_labs(ctx, patient, adm)
-                with ctx.stream(f"micro:{k}"):
-                    write_micro(ctx, patient, adm)
-                with ctx.stream(f"meds:{k}"):
-                    write_meds(ctx, patient, adm, seq)
-                with ctx.stream(f"icu:{k}"):
-                    write_icu(ctx, patient, adm)
-            with ctx.stream("ed"):
-                write_ed(ctx, patient)
-            for k, adm in enumerate(patient.admissions):
-                with ctx.stream(f"notes:{k}"):
-                    write_notes(ctx, patient, adm, seq)
+            if shard.holds(fhir_id("Patient", str(subject_id(index)))):
+                write_patient(ctx, index)
             if progress:
                 progress(index + 1)
-        tables.muted = False
         write_people(ctx)
         return dict(tables.counts)
+
+
+def write_patient(ctx: SynthState, index: int) -> None:
+    """Draw patient `index` and write its rows: a function of (seed, index) alone."""
+    ctx.start_patient(index)
+    patient = build_patient(ctx, index)
+    seq = SubjectSeq(patient.subject_id)
+    write_core(ctx, patient)
+    with ctx.stream("omr"):
+        write_omr(ctx, patient)
+    for k, adm in enumerate(patient.admissions):  # notes come last: they summarise the rest
+        with ctx.stream(f"coding:{k}"):
+            write_coding(ctx, patient, adm)
+        with ctx.stream(f"labs:{k}"):
+            write_labs(ctx, patient, adm)
+        with ctx.stream(f"micro:{k}"):
+            write_micro(ctx, patient, adm)
+        with ctx.stream(f"meds:{k}"):
+            write_meds(ctx, patient, adm, seq)
+        with ctx.stream(f"icu:{k}"):
+            write_icu(ctx, patient, adm)
+    with ctx.stream("ed"):
+        write_ed(ctx, patient)
+    for k, adm in enumerate(patient.admissions):
+        with ctx.stream(f"notes:{k}"):
+            write_notes(ctx, patient, adm, seq)

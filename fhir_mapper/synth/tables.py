@@ -21,15 +21,13 @@ def schema() -> dict[str, dict[str, str]]:
 
 
 class TableSet:
-    """Open writers for every schema table under `root`; `write(table, row)` appends one row, unless `muted`
-    (another shard's patient: checked, counted nowhere, not written)."""
+    """Open writers for every schema table under `root`; `write(table, row)` appends one row."""
 
     def __init__(self, root: Path, compresslevel: int = 4) -> None:
         self.root = root
         self.columns = {table: list(cols) for table, cols in schema().items()}
         self._allowed = {table: frozenset(cols) for table, cols in self.columns.items()}
         self.counts = dict.fromkeys(self.columns, 0)
-        self.muted = False
         self._files: dict[str, tuple[gzip.GzipFile, io.TextIOWrapper]] = {}
         self._writers: dict[str, csv.writer] = {}
         for table, cols in self.columns.items():
@@ -46,8 +44,6 @@ class TableSet:
     def write(self, table: str, row: dict) -> None:
         if not row.keys() <= self._allowed[table]:
             raise KeyError(f"{table}: unknown column(s) {sorted(row.keys() - self._allowed[table])}")
-        if self.muted:
-            return
         self._writers[table].writerow([row.get(col) for col in self.columns[table]])
         self.counts[table] += 1
 

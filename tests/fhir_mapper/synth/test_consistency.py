@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from fhir_mapper.synth.catalog import DATA
+from fhir_mapper.synth.context import ID_BLOCKS
 from tests.fhir_mapper.synth.conftest import rows, ts
 
 
@@ -277,6 +278,29 @@ def test_ids_are_unique_and_in_synthetic_ranges(synth_dir: Path) -> None:
         assert len(values) == len(set(values)), table
         if low:
             assert min(int(v) for v in values) >= low, table
+
+
+def test_every_id_lies_in_its_patients_block(synth_dir: Path) -> None:
+    """Patient i's ids are the i-th block of each sequence, so a shard can draw its patients alone."""
+    first = ID_BLOCKS["subject_id"].start
+    for table, column, sequence in (
+        ("hosp/admissions", "hadm_id", "hadm_id"),
+        ("icu/icustays", "stay_id", "icu_stay_id"),
+        ("ed/edstays", "stay_id", "ed_stay_id"),
+        ("hosp/transfers", "transfer_id", "transfer_id"),
+        ("hosp/labevents", "labevent_id", "labevent_id"),
+        ("hosp/labevents", "specimen_id", "specimen_id"),
+        ("hosp/microbiologyevents", "microevent_id", "microevent_id"),
+        ("hosp/microbiologyevents", "micro_specimen_id", "micro_specimen_id"),
+        ("hosp/pharmacy", "pharmacy_id", "pharmacy_id"),
+        ("icu/inputevents", "orderid", "orderid"),
+        ("icu/procedureevents", "orderid", "orderid"),
+    ):
+        block = ID_BLOCKS[sequence]
+        found = [(int(r["subject_id"]) - first, int(r[column])) for r in rows(synth_dir, table)]
+        assert found, table
+        assert all(block.start + i * block.size <= v < block.start + (i + 1) * block.size
+                   for i, v in found), (table, column)
 
 
 def test_low_magnesium_and_potassium_are_repleted_after_the_result(synth_dir: Path) -> None:

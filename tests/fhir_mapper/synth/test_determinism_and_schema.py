@@ -8,7 +8,10 @@ import importlib
 import re
 from pathlib import Path
 
+import pytest
+
 from fhir_mapper.synth import generate
+from fhir_mapper.synth.context import ID_BLOCKS, IdBlockFull, Ids
 from fhir_mapper.synth.tables import schema
 from tests.fhir_mapper.synth.conftest import N_PATIENTS, rows
 
@@ -84,6 +87,16 @@ def test_unknown_column_is_refused(tmp_path: Path) -> None:
             assert "sex" in str(exc)
         else:
             raise AssertionError("an unknown column was accepted")
+
+
+def test_a_patient_outgrowing_its_id_block_is_a_clear_error() -> None:
+    ids = Ids(index=3)
+    hadm = ID_BLOCKS["hadm_id"]
+    drawn = [ids.new("hadm_id") for _ in range(hadm.size)]
+    assert drawn == list(range(hadm.start + 3 * hadm.size, hadm.start + 4 * hadm.size))
+    with pytest.raises(IdBlockFull, match=r"patient 3 needs more than 4 hadm_ids"):
+        ids.new("hadm_id")
+    assert ids.new("labevent_id") == ID_BLOCKS["labevent_id"].start + 3 * ID_BLOCKS["labevent_id"].size
 
 
 def test_session_set_has_the_expected_patients(synth_dir: Path) -> None:

@@ -1,11 +1,13 @@
 """`--shard i/n`: two shards run as separate processes with separate working folders, as two machines would,
-give what one process gives: the same tables (synth), the same NDJSON (map), the same store row for row
-(load, from the shards' folders and with `--shard` over one folder), the same scenario file byte for byte
-(scenarios build) and the same scores (the oracle's sessions, scored by two members of one group)."""
+give what one process gives: the same tables (synth, each shard drawing only its own patients), the same
+NDJSON (map), the same store row for row (load, from the shards' folders and with `--shard` over one
+folder), the same scenario file byte for byte (scenarios build) and the same scores (the oracle's sessions,
+scored by two members of one group)."""
 
 from __future__ import annotations
 
 import gzip
+import importlib
 import os
 import subprocess
 import sys
@@ -16,15 +18,21 @@ import orjson
 import pytest
 from sqlalchemy import create_engine, select
 
+from fhir_mapper.ids import fhir_id
+from fhir_mapper.synth.context import subject_id
 from fhir_mapper.synth.generate import generate
 from rounds.migrate import upgrade
-from rounds.shards import Shard, parse
+from rounds.shards import Shard, parse, shard_number
 from services.fhir_api.load_files import patient_of
 from services.fhir_api.store import models as m
 
 pytestmark = pytest.mark.slow  # separate processes: each imports the project
 PATIENTS, SEED = 8, 5
 REPO = Path(__file__).resolve().parents[3]
+# what belongs to no patient: every shard writes it whole
+DIRECTORY_TABLES = {f"{t}.csv.gz" for t in ("hosp/d_labitems", "hosp/d_icd_diagnoses",
+                                             "hosp/d_icd_procedures", "hosp/d_hcpcs", "hosp/provider",
+                                             "icu/d_items", "icu/caregiver")}
 
 
 def rounds(*args: str) -> str:
@@ -92,6 +100,32 @@ def test_shards_are_parsed_and_cover_every_patient() -> None:
     assert patient_of("Medication", "m", {}) is None
 
 
+def test_a_synth_shard_draws_only_its_own_patients(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each shard's generator is called for its patients alone (not every patient drawn and the others'
+    rows dropped), and the two shards' calls are the whole record's."""
+    gen = importlib.import_module("fhir_mapper.synth.generate")  # the package re-exports generate()
+    drawn: list[tuple[int, int]] = []
+    build_patient = gen.build_patient
+
+    def counted(ctx, index: int):
+        drawn.append((ctx.index, index))
+        return build_patient(ctx, index)
+
+    monkeypatch.setattr(gen, "build_patient", counted)
+    patients = 20
+    owner = {i: shard_number(fhir_id("Patient", str(subject_id(i))), 2) for i in range(patients)}
+    assert set(owner.values()) == {0, 1}
+    called = []
+    for i in range(2):
+        drawn.clear()
+        counts = generate(tmp_path / f"shard{i}", patients, SEED, shard=Shard(i, 2))
+        assert [index for _, index in drawn] == [p for p in range(patients) if owner[p] == i]
+        assert all(ctx_index == index for ctx_index, index in drawn)
+        assert counts["hosp/patients"] == len(drawn)
+        called += drawn
+    assert sorted(index for _, index in called) == list(range(patients))
+
+
 def csv_rows(folder: Path) -> dict[str, list[bytes]]:
     """Every synthesized table's rows (header left out), by table path."""
     return {str(p.relative_to(folder)): gzip.decompress(p.read_bytes()).splitlines()[1:]
@@ -145,12 +179,14 @@ def test_two_shards_synth_map_load_build_and_score_like_one_process(tmp_path: Pa
         rounds("synth", "--patients", str(PATIENTS), "--seed", str(SEED), "--out", str(work / "mimic"),
                "--shard", f"{i}/2")
     whole_rows, shard_rows = csv_rows(one / "mimic"), [csv_rows(w / "mimic") for w in parts]
-    for table, rows in whole_rows.items():  # the union is the whole; a patient's rows are in one shard only
-        assert set(shard_rows[0][table]) | set(shard_rows[1][table]) == set(rows), table
+    for table, rows in whole_rows.items():  # the union is the whole, row for row
+        if table in DIRECTORY_TABLES:
+            assert shard_rows[0][table] == shard_rows[1][table] == rows, table
+        else:  # a patient's rows are in one shard only
+            assert sorted(shard_rows[0][table] + shard_rows[1][table]) == sorted(rows), table
     subjects = [{row.split(b",")[0] for row in s["hosp/patients.csv.gz"]} for s in shard_rows]
     assert subjects[0] and subjects[1] and not subjects[0] & subjects[1]
-    assert shard_rows[0]["hosp/d_labitems.csv.gz"] == whole_rows["hosp/d_labitems.csv.gz"]
-    assert shard_rows[1]["hosp/provider.csv.gz"] == whole_rows["hosp/provider.csv.gz"]
+    assert whole_rows["hosp/d_labitems.csv.gz"] and whole_rows["hosp/provider.csv.gz"]
 
     rounds("map", "--mimic", str(one / "mimic"), "--out", str(one / "fhir"))
     # machine 0 maps its own synthesized shard; machine 1 its shard of the whole record on shared storage
