@@ -1,4 +1,4 @@
-"""SQLAlchemy plumbing shared by every component: the declarative base and the engine factory.
+"""SQLAlchemy plumbing shared by every component: the declarative base, the engine factory, the bulk insert.
 
 The lowest floor: it imports nothing of the project. Which modules declare tables on `Base` is the
 composition root's business (rounds/migrate.py `MODEL_MODULES`, `load_all_models()`): each component declares
