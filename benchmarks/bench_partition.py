@@ -1,22 +1,24 @@
 """Does declarative partitioning pay on the FHIR store? (issue 43 item 5)
 
     python benchmarks/bench_partition.py --url postgresql+psycopg://user@host:port/db
-        [--by plain,type,patient-hash] [--parts 8] [--patients 20] [--rounds 3] [--min-share 0.03]
+        [--by plain,type,patient-hash] [--parts 8] [--patients 20] [--rounds 5] [--min-share 0.03]
 
 On a loaded store, each layout's copy of the large tables is built in a schema of its own
 (benchmarks/partition_copies.py), measured, and dropped before the next (one copy on disk at a time: at
 10,000 synthetic patients the large tables are most of the store's ~18 GB). The same requests run against the
-plain tables (public) and each copy, through the store itself (its connections' `search_path` names the
+plain tables (public) and each copy, in turn (group by group, round by round, so a neighbour's load on a
+shared machine falls on both alike), through the store itself (its connections' `search_path` names the
 copy's schema first): bench_growth's patient-scoped search MIX for the same seeded patients, the first page of
 each patient's `$everything` (up to 1,000 resources) and type-wide searches. Per request it prints:
 - client CPU (this process);
 - server CPU, when the server runs on this host (user + system time of the store's backends, /proc);
-- with pg_stat_statements loaded (shared_preload_libraries), its planning + execution time and shared
-  buffers per request; without it, the same from EXPLAIN (ANALYZE, BUFFERS) of every statement the requests
-  ran (a second, untimed pass);
+- with pg_stat_statements loaded (shared_preload_libraries), its planning (if tracked) + execution time;
+- always, from EXPLAIN (ANALYZE, BUFFERS) of every statement the requests ran (a second, untimed pass):
+  planning and execution time and shared buffers (benchmarks/server_cost.py);
 and per copy the build's wall time (copy, index builds, ANALYZE: a proxy for a bulk load's cost) and size.
-Every request must return the same matches in the same order on every layout (checked; a difference stops
-the run). The schemas are dropped at the end, also after a failure.
+The large tables in public are VACUUMed first, as each copy is (partition_copies.vacuum: the visibility map
+decides what an index-only scan costs). Every request must return the same matches in the same order on
+every layout (checked; a difference stops the run). The schemas are dropped at the end, also after a failure.
 """
 
 from __future__ import annotations
@@ -90,28 +92,37 @@ def seeded_patients(url: str, n: int) -> list[str]:
     return random.Random(0).sample(sorted(r.id for r in found), min(n, len(found)))
 
 
-def measure(url: str, schema: str | None, patients: list[str], rounds: int) -> tuple[dict, dict]:
-    """({group: figures per request}, {request label: ids}) on the plain tables or one copy."""
-    store = open_store_on(url, schema)
-    cost = ServerCost(url, schema)
+def measure(url: str, schemas: list[str | None], patients: list[str], rounds: int) -> list[tuple[dict, dict]]:
+    """({group: figures per request}, {request label: ids}) of each schema (None: public, the plain tables).
+    The schemas take turns, group by group and round by round, so a neighbour's load on the shared machine
+    falls on all of them alike."""
+    stores = [open_store_on(url, schema) for schema in schemas]
+    costs = [ServerCost(url, schema) for schema in schemas]
     try:
-        groups = requests(store, patients)
-        answers = {label: call() for calls in groups.values() for label, call in calls}  # also warms up
-        figures = {}
-        for group, calls in groups.items():
-            cost.start()
-            cpu = time.process_time()
+        groups = [requests(store, patients) for store in stores]
+        answers = [{label: call() for calls in g.values() for label, call in calls} for g in groups]  # warm
+        figures: list[dict] = [{} for _ in schemas]
+        for group in GROUPS:
+            totals: list[dict[str, float | None]] = [{} for _ in schemas]
             for _ in range(rounds):
-                for _, call in calls:
-                    call()
-            n = rounds * len(calls)
-            figures[group] = {"requests": n, "client_cpu_ms": (time.process_time() - cpu) * 1e3 / n,
-                              **cost.stop(n)}
-            figures[group].update(cost.explained([call for _, call in calls]))
-        return figures, answers
+                for g, cost, total in zip(groups, costs, totals, strict=True):
+                    cost.start()
+                    cpu = time.process_time()
+                    for _, call in g[group]:
+                        call()
+                    spent = {"client_cpu_ms": (time.process_time() - cpu) * 1e3, **cost.stop(1)}
+                    for key, value in spent.items():
+                        total[key] = None if value is None else (total.get(key) or 0.0) + value
+            n = rounds * len(groups[0][group])
+            for g, cost, total, out in zip(groups, costs, totals, figures, strict=True):
+                out[group] = {"requests": n, **{k: None if v is None else v / n for k, v in total.items()},
+                              **cost.explained([call for _, call in g[group]])}
+        return list(zip(figures, answers, strict=True))
     finally:
-        cost.close()
-        store.engine.dispose()
+        for cost in costs:
+            cost.close()
+        for store in stores:
+            store.engine.dispose()
 
 
 def differences(plain: dict[str, list[str]], other: dict[str, list[str]]) -> list[str]:
@@ -132,18 +143,17 @@ def run(url: str, layouts: list[str], parts: int, patients: int, rounds: int, mi
             pc.vacuum(conn, [f"public.{t}" for t in large])
         report["tables"] = {t: sizes[t] for t in large}
         chosen = seeded_patients(url, patients)
-        figures, plain = measure(url, None, chosen, rounds)
-        report["layouts"]["public"] = {"search": figures}
-        print(lines("public (plain tables)", figures), flush=True)
         for layout in layouts:
             tables = pc.copied_tables(layout, large)
             with admin.connect() as conn:
                 built = pc.build_copy(conn, layout, tables, parts)
-            figures, answers = measure(url, pc.schema_of(layout), chosen, rounds)
-            wrong = differences(plain, answers)
+            (plain, answers), (figures, copied) = measure(url, [None, pc.schema_of(layout)], chosen, rounds)
+            wrong = differences(answers, copied)
             if wrong:
                 raise SystemExit(f"layout {layout}: {len(wrong)} requests answer differently: {wrong[:3]}")
-            report["layouts"][layout] = {"search": figures, "build": [asdict(b) for b in built]}
+            report["layouts"][layout] = {"search": figures, "public": plain,
+                                         "build": [asdict(b) for b in built]}
+            print(lines(f"public, measured in turn with {layout}", plain), flush=True)
             print(lines(f"{layout} ({', '.join(tables)})", figures, built), flush=True)
             with admin.connect() as conn:
                 pc.drop_copies(conn)
@@ -174,8 +184,8 @@ def lines(title: str, figures: dict, built: list | None = None) -> str:
 
 
 def summary(report: dict) -> str:
-    """Each layout against the plain tables: server cost per request (×public) and the build of its copy."""
-    base = report["layouts"]["public"]["search"]
+    """Each layout against the plain tables measured in turn with it: server cost per request (×public) and
+    the build of its copy."""
     out = ["| layout | group | server CPU ms | ×public | EXPLAIN plan+exec ms | ×public | build s | MiB |",
            "|---|---|---:|---:|---:|---:|---:|---:|"]
 
@@ -183,6 +193,7 @@ def summary(report: dict) -> str:
         return f"{a / b:.2f}" if a is not None and b else "n/a"
 
     for layout, figures in report["layouts"].items():
+        base = figures["public"]
         built = figures.get("build", [])
         build = sum(b["copy_s"] + b["index_s"] + b["analyze_s"] for b in built)
         size = sum(b["bytes"] for b in built) / 2**20
@@ -204,7 +215,7 @@ def main() -> None:
                         help=f"layouts to build and measure, in order: {', '.join(pc.LAYOUTS)}")
     parser.add_argument("--parts", type=int, default=8, help="hash partitions (patient-hash)")
     parser.add_argument("--patients", type=int, default=SEARCH_PATIENTS)
-    parser.add_argument("--rounds", type=int, default=3, help="timed passes over each group's requests")
+    parser.add_argument("--rounds", type=int, default=5, help="timed passes over each group's requests")
     parser.add_argument("--min-share", type=float, default=0.03,
                         help="copy the tables holding at least this share of the store's bytes")
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
