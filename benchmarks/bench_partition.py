@@ -1,7 +1,8 @@
 """Does declarative partitioning pay on the FHIR store? (issue 43 item 5)
 
     python benchmarks/bench_partition.py --url postgresql+psycopg://user@host:port/db
-        [--by plain,type,patient-hash] [--parts 8] [--patients 20] [--rounds 5] [--min-share 0.03]
+        [--by plain,type,patient-hash] [--parts 8] [--patients 20] [--rounds 5]
+        [--budget-s 120] [--timeout-ms 60000] [--min-share 0.03] [--json FILE]
 
 On a loaded store, each layout's copy of the large tables is built in a schema of its own
 (benchmarks/partition_copies.py), measured, and dropped before the next (one copy on disk at a time: at
@@ -30,7 +31,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,17 +48,29 @@ TYPE_WIDE = [  # no patient: what a partition by type could prune to one type's 
 ]
 EVERYTHING_PAGE = 1000
 GROUPS = ("mix", "$everything", "type-wide")
+TIMED_OUT = ["<timed out>"]
 
 
-def open_store_on(url: str, schema: str | None):
-    """The store with its connections reading `schema` first (None: public, the plain tables)."""
+@dataclass(frozen=True)
+class Limits:
+    """How long the measurement of one layout may take: timed rounds per group, a group's budget of wall
+    seconds (at least one round runs), and each statement's timeout."""
+
+    rounds: int = 5
+    budget_s: float = 120.0
+    timeout_ms: int = 60_000
+
+
+def open_store_on(url: str, schema: str | None, timeout_ms: int | None = None):
+    """The store with its connections reading `schema` first (None: public, the plain tables); `timeout_ms`
+    bounds each statement (a layout whose plan goes wrong must not hold the run for hours)."""
     from foundation.db import make_engine
     from services.fhir_api.store import open_store
 
     path = f"{schema},public" if schema else "public"
     options = f"-c search_path={path} -c application_name={APP}"
     engine = make_engine(url, connect_args={"options": options, "cursor_factory": RecordingCursor})
-    return open_store(engine)
+    return open_store(engine, query_timeout_ms=timeout_ms)
 
 
 def requests(store, patients: list[str]) -> dict[str, list[tuple[str, Callable]]]:
@@ -92,19 +105,27 @@ def seeded_patients(url: str, n: int) -> list[str]:
     return random.Random(0).sample(sorted(r.id for r in found), min(n, len(found)))
 
 
-def measure(url: str, schemas: list[str | None], patients: list[str], rounds: int) -> list[tuple[dict, dict]]:
+def measure(url: str, schemas: list[str | None], patients: list[str],
+            limits: Limits) -> list[tuple[dict, dict]]:
     """({group: figures per request}, {request label: ids}) of each schema (None: public, the plain tables).
     The schemas take turns, group by group and round by round, so a neighbour's load on the shared machine
-    falls on all of them alike."""
-    stores = [open_store_on(url, schema) for schema in schemas]
-    costs = [ServerCost(url, schema) for schema in schemas]
+    falls on all of them alike. A group one of whose requests ran past the timeout on any schema (in the
+    first, warming pass) is not timed; a group stops after the round that passes the time budget."""
+    stores = [open_store_on(url, schema, limits.timeout_ms) for schema in schemas]
+    costs = [ServerCost(url, schema, limits.timeout_ms) for schema in schemas]
     try:
         groups = [requests(store, patients) for store in stores]
-        answers = [{label: call() for calls in g.values() for label, call in calls} for g in groups]  # warm
+        answers = [{label: answered(call) for calls in g.values() for label, call in calls} for g in groups]
         figures: list[dict] = [{} for _ in schemas]
         for group in GROUPS:
+            late = sum(1 for a in answers for label, _ in groups[0][group] if a[label] == TIMED_OUT)
+            if late:
+                for out in figures:
+                    out[group] = {"requests": 0, "timed_out": late, "timeout_ms": limits.timeout_ms}
+                continue
             totals: list[dict[str, float | None]] = [{} for _ in schemas]
-            for _ in range(rounds):
+            start, done = time.perf_counter(), 0
+            while done < limits.rounds and (not done or time.perf_counter() - start < limits.budget_s):
                 for g, cost, total in zip(groups, costs, totals, strict=True):
                     cost.start()
                     cpu = time.process_time()
@@ -113,7 +134,8 @@ def measure(url: str, schemas: list[str | None], patients: list[str], rounds: in
                     spent = {"client_cpu_ms": (time.process_time() - cpu) * 1e3, **cost.stop(1)}
                     for key, value in spent.items():
                         total[key] = None if value is None else (total.get(key) or 0.0) + value
-            n = rounds * len(groups[0][group])
+                done += 1
+            n = done * len(groups[0][group])
             for g, cost, total, out in zip(groups, costs, totals, figures, strict=True):
                 out[group] = {"requests": n, **{k: None if v is None else v / n for k, v in total.items()},
                               **cost.explained([call for _, call in g[group]])}
@@ -125,12 +147,23 @@ def measure(url: str, schemas: list[str | None], patients: list[str], rounds: in
             store.engine.dispose()
 
 
+def answered(call: Callable[[], list[str]]) -> list[str]:
+    """A request's matches, or TIMED_OUT."""
+    from services.fhir_api.store.interface import QueryTimeout
+
+    try:
+        return call()
+    except QueryTimeout:
+        return TIMED_OUT
+
+
 def differences(plain: dict[str, list[str]], other: dict[str, list[str]]) -> list[str]:
-    """The requests whose matches (ids, in order) differ between two layouts."""
-    return [label for label in plain if plain[label] != other.get(label)]
+    """The requests whose matches (ids, in order) differ between two layouts (where both answered in time)."""
+    late = lambda label: TIMED_OUT in (plain[label], other.get(label))  # noqa: E731
+    return [label for label in plain if plain[label] != other.get(label) and not late(label)]
 
 
-def run(url: str, layouts: list[str], parts: int, patients: int, rounds: int, min_share: float) -> dict:
+def run(url: str, layouts: list[str], parts: int, patients: int, limits: Limits, min_share: float) -> dict:
     from sqlalchemy import create_engine
 
     admin = create_engine(url, isolation_level="AUTOCOMMIT")
@@ -147,7 +180,7 @@ def run(url: str, layouts: list[str], parts: int, patients: int, rounds: int, mi
             tables = pc.copied_tables(layout, large)
             with admin.connect() as conn:
                 built = pc.build_copy(conn, layout, tables, parts)
-            (plain, answers), (figures, copied) = measure(url, [None, pc.schema_of(layout)], chosen, rounds)
+            (plain, answers), (figures, copied) = measure(url, [None, pc.schema_of(layout)], chosen, limits)
             wrong = differences(answers, copied)
             if wrong:
                 raise SystemExit(f"layout {layout}: {len(wrong)} requests answer differently: {wrong[:3]}")
@@ -171,6 +204,9 @@ def lines(title: str, figures: dict, built: list | None = None) -> str:
            "| EXPLAIN plan ms | EXPLAIN exec ms | EXPLAIN buffers |",
            "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for group, f in figures.items():
+        if not f["requests"]:
+            out.append(f"| {group} | {f['timed_out']} past {f['timeout_ms']:,} ms: not timed | | | | | | |")
+            continue
         server = "n/a" if f.get("server_cpu_ms") is None else f"{f['server_cpu_ms']:.2f}"
         pgss = f"{f['pgss_plan_ms'] + f['pgss_exec_ms']:.2f}" if "pgss_exec_ms" in f else "n/a"
         explain = f"{f['explain_plan_ms']:.2f} | {f['explain_exec_ms']:.2f} | {f['explain_buffers']:.0f}"
@@ -198,6 +234,10 @@ def summary(report: dict) -> str:
         build = sum(b["copy_s"] + b["index_s"] + b["analyze_s"] for b in built)
         size = sum(b["bytes"] for b in built) / 2**20
         for group, f in figures["search"].items():
+            if not f["requests"]:
+                out.append(f"| {layout} | {group} | {f['timed_out']} requests past {f['timeout_ms']:,} ms "
+                           f"| | | | {build:.1f} | {size:,.0f} |")
+                continue
             cpu, plain_cpu = f.get("server_cpu_ms"), base[group].get("server_cpu_ms")
             explain = f["explain_plan_ms"] + f["explain_exec_ms"]
             plain_explain = base[group]["explain_plan_ms"] + base[group]["explain_exec_ms"]
@@ -216,6 +256,10 @@ def main() -> None:
     parser.add_argument("--parts", type=int, default=8, help="hash partitions (patient-hash)")
     parser.add_argument("--patients", type=int, default=SEARCH_PATIENTS)
     parser.add_argument("--rounds", type=int, default=5, help="timed passes over each group's requests")
+    parser.add_argument("--budget-s", type=float, default=120.0,
+                        help="no further round of a group once this many wall seconds have passed on it")
+    parser.add_argument("--timeout-ms", type=int, default=60_000,
+                        help="statement timeout: a group with a request past it is not timed on that layout")
     parser.add_argument("--min-share", type=float, default=0.03,
                         help="copy the tables holding at least this share of the store's bytes")
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
@@ -226,7 +270,8 @@ def main() -> None:
     unknown = [x for x in layouts if x not in pc.LAYOUTS]
     if unknown or args.parts < 2:
         parser.error(f"--by takes {', '.join(pc.LAYOUTS)}; --parts at least 2 (got {unknown or args.parts})")
-    report = run(args.url, layouts, args.parts, args.patients, args.rounds, args.min_share)
+    limits = Limits(args.rounds, args.budget_s, args.timeout_ms)
+    report = run(args.url, layouts, args.parts, args.patients, limits, args.min_share)
     report["load_average"] = os.getloadavg()[0]
     print(summary(report))
     if args.json:

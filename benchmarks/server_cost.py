@@ -50,11 +50,12 @@ def recorded(call: Callable[[], object]) -> list[tuple[Any, Any]]:
 class ServerCost:
     """Server-side cost of the requests run between `start()` and `stop(n)`, per request."""
 
-    def __init__(self, url: str, schema: str | None) -> None:
+    def __init__(self, url: str, schema: str | None, timeout_ms: int = 0) -> None:
         parsed = make_url(url)
         path = f"{schema},public" if schema else "public"
         self.conn = psycopg.connect(parsed.set(drivername="postgresql").render_as_string(hide_password=False),
                                     autocommit=True, options=f"{PLANNER_OPTIONS} -c search_path={path}")
+        self.timeout_ms = int(timeout_ms)  # the EXPLAIN pass's, as the store's statements have
         on_host = parsed.host in (None, "", "localhost", "127.0.0.1", "::1")
         self.local = on_host and Path("/proc/self").exists()
         self.created_pgss = False
@@ -115,20 +116,28 @@ class ServerCost:
 
     def explained(self, calls: list[Callable[[], object]]) -> dict[str, float]:
         """EXPLAIN (ANALYZE, BUFFERS) of every statement each call runs: planning and execution ms and shared
-        buffers (hit + read, planning's included), per call."""
-        plan = execute = buffers = 0.0
+        buffers (hit + read, planning's included), per call; `explain_skipped`: statements past the
+        timeout."""
+        plan = execute = buffers = skipped = 0.0
+        self.conn.execute(f"SET statement_timeout = {self.timeout_ms}")
         for call in calls:
             for query, params in recorded(call):
                 if not isinstance(query, str) or not query.lstrip().upper().startswith(("SELECT", "WITH")):
                     continue
-                found = self.conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query, params)
+                try:
+                    found = self.conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query, params)
+                except psycopg.errors.QueryCanceled:
+                    skipped += 1
+                    continue
                 doc = found.fetchone()[0][0]
                 plan += doc.get("Planning Time", 0.0)
                 execute += doc.get("Execution Time", 0.0)
                 for part in (doc["Plan"], doc.get("Planning", {})):
                     buffers += part.get("Shared Hit Blocks", 0) + part.get("Shared Read Blocks", 0)
+        self.conn.execute("RESET statement_timeout")
         n = len(calls) or 1
-        return {"explain_plan_ms": plan / n, "explain_exec_ms": execute / n, "explain_buffers": buffers / n}
+        return {"explain_plan_ms": plan / n, "explain_exec_ms": execute / n, "explain_buffers": buffers / n,
+                "explain_skipped": skipped}
 
     def close(self) -> None:
         if self.created_pgss:
