@@ -10,7 +10,7 @@ from sqlalchemy import create_engine, text
 
 from benchmarks import partition_copies as pc
 from benchmarks.bench_partition import differences, open_store_on, requests, seeded_patients
-from tests.fhir_api.store.conftest import loaded_url
+from tests.fhir_api.store_fixtures import loaded_url
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # a real server and the mapped demo
 
